@@ -1,0 +1,50 @@
+"""genesis-core: batched, checkpointed and differentiable physics on Taichi.
+
+    import genesis_core as gs
+    gs.init(backend=gs.cpu)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01))
+    ...
+
+The core holds the scene, the solver protocol, the state registry, the coupler and the checkpoint format; the
+solvers come from plugin distributions found through the entry-point group ``genesis_core.plugins``.
+"""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from . import coupler, errors, materials, morphs, options, plugins
+from ._runtime import cpu, destroy, gpu, init, runtime
+from .coupler import ColliderView, Coupling
+from .errors import (
+    CheckpointError,
+    CheckpointMismatchError,
+    GenesisError,
+    OptionError,
+    PluginNotInstalledError,
+    SceneError,
+    UnsafeCheckpointError,
+)
+from .plugins import hookimpl
+from .scene import Scene
+from .solver import Entity, Solver, SolverBase
+from .state import FieldSpec, SimState, SolverState
+
+try:
+    __version__ = _version("genesis-core")
+except PackageNotFoundError:  # running from a source tree without installing
+    __version__ = "0.0.0+unknown"
+
+
+def __getattr__(name):
+    if name == "device":
+        return runtime.device  # torch.device of the active backend
+    if name == "precision":
+        return runtime.precision
+    raise AttributeError(f"module 'genesis_core' has no attribute {name!r}")
+
+
+__all__ = [
+    "CheckpointError", "CheckpointMismatchError", "ColliderView", "Coupling", "Entity", "FieldSpec",
+    "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
+    "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
+    "hookimpl", "init", "materials", "morphs", "options", "plugins",
+]

@@ -1,0 +1,113 @@
+"""Process-wide runtime: the Taichi backend, the float precision and the torch device.
+
+`gs.init` sets it once per process; `gs.destroy` tears it down so that `gs.init` may be called again (tests use
+this to switch precision). Scenes built under one runtime refuse to run after it is destroyed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import warnings
+
+import numpy as np
+import torch
+
+from .errors import GenesisError
+
+cpu = "cpu"
+gpu = "gpu"
+BACKENDS = (cpu, gpu)
+PRECISIONS = ("32", "64")
+
+logger = logging.getLogger("genesis_core")
+
+
+class _Runtime:
+    def __init__(self):
+        self.initialized = False
+        self.generation = 0  # bumped by every init; a scene remembers the one it was built under
+        self.backend = None
+        self.arch = None  # the Taichi arch actually in use
+        self.precision = None
+        self.device = torch.device("cpu")
+        self.seed = None
+
+    @property
+    def tc_float(self) -> torch.dtype:
+        return torch.float64 if self.precision == "64" else torch.float32
+
+    @property
+    def np_float(self):
+        return np.float64 if self.precision == "64" else np.float32
+
+
+runtime = _Runtime()
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise GenesisError(f"gs.init: {name}={value!r} is not accepted; choose one of {', '.join(map(repr, choices))}.")
+
+
+def init(backend=cpu, precision="32", seed=None, logging_level="warning", debug=False, offline_cache=True):
+    """Start the engine in this process.
+
+    backend: ``gs.cpu`` or ``gs.gpu`` (CUDA, Vulkan or Metal, whichever Taichi finds; the CPU with one warning
+    when none is present). precision: ``"32"`` or ``"64"``, the float width of every solver field.
+    seed: seeds Python's, NumPy's, torch's and Taichi's generators. debug: Taichi bounds checks (slow).
+    """
+    import taichi as ti
+
+    _check_choice("backend", backend, BACKENDS)
+    precision = str(precision)
+    _check_choice("precision", precision, PRECISIONS)
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise GenesisError(f"gs.init: seed={seed!r} must be a non-negative int or None.")
+    if runtime.initialized:
+        raise GenesisError("gs.init was already called in this process; call gs.destroy() first to re-initialise.")
+
+    level = logging_level.upper() if isinstance(logging_level, str) else logging_level
+    logger.setLevel(level)
+    ti_level = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error"}.get(level, "warn")
+
+    fp = ti.f64 if precision == "64" else ti.f32
+    kwargs = dict(default_fp=fp, default_ip=ti.i32, log_level=ti_level, debug=debug, offline_cache=offline_cache)
+    if seed is not None:
+        kwargs["random_seed"] = seed
+    if backend == gpu:
+        ti.init(arch=ti.gpu, **kwargs)
+        arch = ti.lang.impl.current_cfg().arch
+        if arch == ti.x64 or arch == ti.arm64:
+            warnings.warn("gs.init(backend=gs.gpu): no GPU backend is available, running on the CPU.", stacklevel=2)
+    else:
+        ti.init(arch=ti.cpu, **kwargs)
+    arch = ti.lang.impl.current_cfg().arch
+
+    runtime.backend = backend
+    runtime.arch = arch
+    runtime.precision = precision
+    runtime.device = torch.device("cuda") if arch == ti.cuda else torch.device("cpu")
+    runtime.seed = seed
+    if seed is not None:
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+    runtime.generation += 1
+    runtime.initialized = True
+
+
+def destroy():
+    """Tear the runtime down; scenes built before become unusable. `gs.init` may then be called again."""
+    import taichi as ti
+
+    if runtime.initialized:
+        ti.reset()
+    runtime.initialized = False
+    runtime.backend = runtime.arch = runtime.precision = None
+    runtime.device = torch.device("cpu")
+
+
+def require_init(what: str):
+    if not runtime.initialized:
+        raise GenesisError(f"{what} needs the engine started: call gs.init() first.")

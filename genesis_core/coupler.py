@@ -1,0 +1,82 @@
+"""The coupler: pairwise interactions between solvers, contributed by plugins and run by the core.
+
+A coupling between solvers A and B is registered by a plugin under the pair of class names
+(``register("RigidSolver", "MPMSolver", RigidMPMCoupling)``) and runs only when both are installed and active.
+It never reads another plugin's internals: a solver that others collide with exposes its geometry through
+`collider_view()`, the layout below, and takes contact impulses back through the same object. A third-party
+particle solver couples with the rigid solver exactly the way the MPM solver does.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import attrs
+import torch
+
+# geom_type codes of ColliderView
+GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX, GEOM_CYLINDER, GEOM_MESH = range(6)
+
+
+@attrs.define
+class ColliderView:
+    """The collision geometry a solver exposes to couplings, at one frame. B = max(n_envs, 1); G geoms; L bodies.
+
+    geom_type: int32 [G], a GEOM_* code. geom_size: [G, 3], metres: sphere (r, -, -); capsule (r, half-length
+    of the segment, -) along local Z; box (half-extents); cylinder (r, half-height, -) along local Z;
+    plane: unused (the plane is local z = 0, normal +Z). geom_friction: [G], Coulomb coefficient.
+    geom_body: int32 [G], the body that carries the geom, -1 for static geoms.
+    geom_pos: [B, G, 3] world position; geom_quat: [B, G, 4] world orientation (w, x, y, z).
+    body_com: [B, L, 3] world centre of mass; body_lin_vel / body_ang_vel: [B, L, 3] (m/s, rad/s, world).
+    body_impulse: [B, L, 6], an accumulator: a coupling adds (linear impulse N s, angular impulse about
+    body_com N m s) in world axes; the owning solver applies it in its post-coupling part and clears it.
+    """
+
+    geom_type: torch.Tensor
+    geom_size: torch.Tensor
+    geom_friction: torch.Tensor
+    geom_body: torch.Tensor
+    geom_pos: torch.Tensor
+    geom_quat: torch.Tensor
+    body_com: torch.Tensor
+    body_lin_vel: torch.Tensor
+    body_ang_vel: torch.Tensor
+    body_impulse: torch.Tensor
+
+
+@runtime_checkable
+class Collider(Protocol):
+    """A solver whose geometry other solvers collide with."""
+
+    def collider_view(self, f: int) -> ColliderView: ...
+
+
+@runtime_checkable
+class Coupling(Protocol):
+    """An interaction between two solvers. Constructed at scene build with the two solver objects (in the
+    order they were registered) and the SimOptions; `couple(f)` runs every substep at frame f, after both
+    solvers' pre-coupling parts and before their post-coupling parts; `couple_grad(f)` is its reverse."""
+
+    def __init__(self, solver_a, solver_b, sim_options): ...
+
+    def couple(self, f: int) -> None: ...
+
+    def couple_grad(self, f: int) -> None: ...
+
+
+class Coupler:
+    """Runs the couplings whose two solvers are both active in the scene."""
+
+    def __init__(self, solvers: list, couplings: list, sim_options):
+        by_name = {s.name: s for s in solvers if s.is_active}
+        self.couplings = [
+            cls(by_name[a], by_name[b], sim_options) for a, b, cls in couplings if a in by_name and b in by_name
+        ]
+
+    def couple(self, f: int):
+        for c in self.couplings:
+            c.couple(f)
+
+    def couple_grad(self, f: int):
+        for c in reversed(self.couplings):
+            c.couple_grad(f)

@@ -1,0 +1,138 @@
+"""Morphs: plain, validated descriptions of an entity's shape and initial pose. A morph holds no physics; the
+material passed beside it to `scene.add_entity` picks the solver that simulates it.
+
+Conventions: metres, Z up; `quat` is (w, x, y, z); `euler` (degrees, extrinsic x-y-z) may be given instead of
+`quat`. Primitives are free bodies unless `fixed=True`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import attrs
+
+from . import _validate as v
+from .errors import OptionError
+
+
+def euler_to_quat(euler_deg):
+    """Extrinsic x-y-z Euler angles in degrees to a (w, x, y, z) quaternion."""
+    rx, ry, rz = (math.radians(a) / 2 for a in euler_deg)
+    cx, sx, cy, sy, cz, sz = math.cos(rx), math.sin(rx), math.cos(ry), math.sin(ry), math.cos(rz), math.sin(rz)
+    return (
+        cx * cy * cz + sx * sy * sz,
+        sx * cy * cz - cx * sy * sz,
+        cx * sy * cz + sx * cy * sz,
+        cx * cy * sz - sx * sy * cz,
+    )
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Morph:
+    """Base of every morph: an initial pose."""
+
+    pos: tuple = attrs.field(default=(0.0, 0.0, 0.0), converter=v.to_float_tuple, validator=v.vec(3))
+    quat: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(v.to_float_tuple))
+    euler: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(v.to_float_tuple))
+    visualization: bool = attrs.field(default=True, validator=v.is_bool)
+    collision: bool = attrs.field(default=True, validator=v.is_bool)
+
+    def __attrs_post_init__(self):
+        if self.quat is not None and self.euler is not None:
+            raise OptionError(f"{type(self).__name__}: give quat or euler, not both.")
+        if self.euler is not None:
+            v.vec(3)(self, attrs.fields(type(self)).euler, self.euler)
+            object.__setattr__(self, "quat", euler_to_quat(self.euler))
+        elif self.quat is None:
+            object.__setattr__(self, "quat", (1.0, 0.0, 0.0, 0.0))
+        v.vec(4)(self, attrs.fields(type(self)).quat, self.quat)
+        norm = math.sqrt(sum(q * q for q in self.quat))
+        if norm < 1e-9:
+            raise OptionError(f"{type(self).__name__}.quat={self.quat!r} is not accepted: expected a non-zero quaternion.")
+        object.__setattr__(self, "quat", tuple(q / norm for q in self.quat))
+
+    def as_dict(self) -> dict:
+        """Plain-data description, used to check that a checkpoint fits the scene."""
+        d = attrs.asdict(self)
+        d["type"] = type(self).__name__
+        return {k: (list(x) if isinstance(x, tuple) else x) for k, x in d.items()}
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Primitive(Morph):
+    fixed: bool = attrs.field(default=False, validator=v.is_bool)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Plane(Morph):
+    """An infinite static plane through `pos` with outward `normal`."""
+
+    normal: tuple = attrs.field(default=(0.0, 0.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3))
+
+    def __attrs_post_init__(self):
+        super().__attrs_post_init__()
+        if sum(n * n for n in self.normal) < 1e-18:
+            raise OptionError(f"Plane.normal={self.normal!r} is not accepted: expected a non-zero vector.")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Box(Primitive):
+    """A box centred at `pos` with full edge lengths `size` (metres)."""
+
+    size: tuple = attrs.field(default=(1.0, 1.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3, True))
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Sphere(Primitive):
+    radius: float = attrs.field(default=0.5, validator=v.positive)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Cylinder(Primitive):
+    """A cylinder along its local Z axis, centred at `pos`."""
+
+    radius: float = attrs.field(default=0.5, validator=v.positive)
+    height: float = attrs.field(default=1.0, validator=v.positive)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Capsule(Primitive):
+    """A capsule along its local Z axis: a cylinder of `height` capped by two hemispheres of `radius`."""
+
+    radius: float = attrs.field(default=0.25, validator=v.positive)
+    height: float = attrs.field(default=1.0, validator=v.positive)
+
+
+def _fspath(value):
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _existing_file(inst, attr, value):
+    if not isinstance(value, (str, os.PathLike)) or not os.path.isfile(value):
+        raise OptionError(f"{type(inst).__name__}.{attr.name}={value!r} is not accepted: expected an existing file.")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class FileMorph(Morph):
+    file: str = attrs.field(converter=_fspath, validator=_existing_file)
+    scale: float = attrs.field(default=1.0, validator=v.positive)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Mesh(FileMorph):
+    """A triangle mesh from an OBJ/STL file."""
+
+    fixed: bool = attrs.field(default=False, validator=v.is_bool)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class URDF(FileMorph):
+    """A URDF robot; its base is floating unless `fixed=True`."""
+
+    fixed: bool = attrs.field(default=False, validator=v.is_bool)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class MJCF(FileMorph):
+    """An MJCF model; a body has a free base only where the file gives it a free joint."""

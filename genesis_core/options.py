@@ -1,0 +1,73 @@
+"""Scene options. `SimOptions` belongs to the core; each plugin contributes its own options class
+(`RigidOptions`, `MPMOptions`, ...) which appears here as `gs.options.<Name>` once the plugin is installed.
+
+Every options class is a frozen attrs class: values are validated at construction and a bad value raises an
+`OptionError` naming the class, the field, the value and the accepted range.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from . import _validate as v
+from .errors import OptionError
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Options:
+    """Base of every options class. Plugins subclass it with `attrs.define(frozen=True, kw_only=True)`."""
+
+    def as_dict(self) -> dict:
+        """The option values as plain Python data (used to check that a checkpoint fits a scene)."""
+        return attrs.asdict(self, recurse=True, value_serializer=lambda _i, _a, x: list(x) if isinstance(x, tuple) else x)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class SimOptions(Options):
+    """Options of the simulation loop shared by every solver.
+
+    dt: seconds per `scene.step()`. substeps: substeps per step (each of dt/substeps seconds).
+    substeps_local: in differentiable mode, how many substep frames are kept in device memory before older
+    ones move to host memory; must be a multiple of `substeps` (default: `substeps`).
+    requires_grad: record what backward needs. gravity: m/s^2, Z up. floor_height: metres.
+    """
+
+    dt: float = attrs.field(default=1e-2, validator=v.positive)
+    substeps: int = attrs.field(default=1, validator=v.int_at_least(1))
+    substeps_local: int | None = attrs.field(default=None)
+    requires_grad: bool = attrs.field(default=False, validator=v.is_bool)
+    gravity: tuple = attrs.field(default=(0.0, 0.0, -9.81), converter=v.to_float_tuple, validator=v.vec(3))
+    floor_height: float = attrs.field(default=0.0, validator=v.finite)
+
+    @substeps_local.validator
+    def _check_substeps_local(self, attr, value):
+        if value is None:
+            return
+        v.int_at_least(1)(self, attr, value)
+        if value % self.substeps != 0:
+            raise OptionError(
+                f"SimOptions.substeps_local={value} is not accepted: it must be a multiple of "
+                f"substeps={self.substeps}."
+            )
+
+    @property
+    def substep_dt(self) -> float:
+        return self.dt / self.substeps
+
+    @property
+    def n_substeps_local(self) -> int:
+        return self.substeps if self.substeps_local is None else self.substeps_local
+
+
+def __getattr__(name):
+    if name.startswith("_"):
+        raise AttributeError(name)
+    from .plugins import registry
+
+    return registry().lookup_options(name)
+
+
+def __dir__():
+    from .plugins import registry
+
+    return sorted(set(globals()) | set(registry().options))

@@ -1,0 +1,67 @@
+"""Hook specifications of genesis-core: what a plugin may contribute.
+
+A plugin is a module (or any object) with functions marked ``@gs.plugins.hookimpl`` and named like the specs
+below, exposed through an entry point in the group ``genesis_core.plugins``::
+
+    [project.entry-points."genesis_core.plugins"]
+    springs = "genesis_springs.plugin"
+
+Every hook receives a `register` callback and returns nothing. Hooks are called once, the first time the engine
+needs the registry (the first `gs.Scene`, `gs.options.X` or `gs.materials.X` lookup), in pluggy's order (last
+registered first); a name registered twice is an error that names both plugins. First-party plugins load
+through exactly this path.
+"""
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("genesis_core")
+hookimpl = pluggy.HookimplMarker("genesis_core")
+
+
+@hookspec
+def register_solvers(register):
+    """Contribute solver classes.
+
+    register(solver_cls): `solver_cls` implements `gs.Solver` (usually by subclassing `gs.SolverBase`). It is
+    named by its class name, which prefixes its checkpoint keys (``"RigidSolver.qpos"``); its `short_name` gives
+    `scene.<short_name>_solver` and the `Scene(<short_name>_options=...)` keyword; entities whose material is an
+    instance of its `material_class` are routed to it. Every scene instantiates every registered solver;
+    those without entities stay inactive.
+    """
+
+
+@hookspec
+def register_options(register):
+    """Contribute options classes.
+
+    register(options_cls): a subclass of `gs.options.Options`, exposed as ``gs.options.<options_cls.__name__>``.
+    """
+
+
+@hookspec
+def register_materials(register):
+    """Contribute materials.
+
+    register(name, material): `material` (a `gs.materials.Material` subclass, or a namespace holding several,
+    like ``MPM`` with ``MPM.Elastic``) is exposed as ``gs.materials.<name>``.
+    """
+
+
+@hookspec
+def register_couplings(register):
+    """Contribute couplings between two solvers.
+
+    register(solver_a, solver_b, coupling_cls): solver class names, and a class implementing
+    `gs.coupler.Coupling`. It runs in every substep, between the solvers' pre- and post-coupling parts, only
+    when both solvers are installed and active in the scene. Couplings of one step run in registration order.
+    """
+
+
+@hookspec
+def register_test_scenes(register):
+    """Contribute small scenes for the engine's shared property tests (round trips, determinism, envs_idx).
+
+    register(name, factory): `factory(n_envs) -> (scene, drive)` adds entities to a fresh `gs.Scene`, builds it
+    with `n_envs` and returns it with `drive(scene, i_step)`, a callable that applies the inputs of step i
+    (controls, forces; it may do nothing) before `scene.step()`. Keep them small: they run many times.
+    """

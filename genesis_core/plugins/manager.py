@@ -1,0 +1,227 @@
+"""Discovery of plugins through the entry-point group ``genesis_core.plugins``, and the registry they fill.
+
+The environment variable ``GENESIS_CORE_PLUGINS`` controls autoload: unset or ``all`` loads every installed
+plugin; ``none`` (or ``0``) loads none (plugins can then be registered by hand with `register_plugin`); a
+comma-separated list of entry-point or distribution names loads only those.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+from dataclasses import dataclass, field
+
+import pluggy
+
+from ..errors import GenesisError, PluginNotInstalledError
+from . import hookspecs
+
+ENTRY_POINT_GROUP = "genesis_core.plugins"
+AUTOLOAD_ENV = "GENESIS_CORE_PLUGINS"
+
+# The first-party plugins: which distribution provides a name, so that asking for a missing one says what to
+# install. The core imports none of them.
+FIRST_PARTY = {
+    "genesis-rigid": ("rigid", "RigidSolver", "RigidOptions", "Rigid"),
+    "genesis-mpm": ("mpm", "MPMSolver", "MPMOptions", "MPM"),
+    "genesis-sph": ("sph", "SPHSolver", "SPHOptions", "SPH"),
+    "genesis-pbd": ("pbd", "PBDSolver", "PBDOptions", "PBD"),
+    "genesis-fem": ("fem", "FEMSolver", "FEMOptions", "FEM"),
+}
+SOLVER_MEMBERS = (
+    "short_name", "options_class", "material_class", "state_fields", "supports_grad", "add_entity", "build",
+    "process_input", "substep_pre_coupling", "substep_post_coupling", "get_state", "set_state", "signature",
+)
+_PROVIDER = {name: dist for dist, names in FIRST_PARTY.items() for name in names}
+
+
+def missing_plugin_error(what: str, name: str) -> PluginNotInstalledError:
+    dist = _PROVIDER.get(name)
+    if dist is None:
+        return PluginNotInstalledError(
+            f"{what} {name!r} is not provided by any installed plugin; `genesis-core plugins` lists what is installed."
+        )
+    folder = dist.split("-", 1)[1]
+    return PluginNotInstalledError(
+        f"{what} {name!r} is provided by the plugin distribution {dist!r}, which is not installed (or not loaded, "
+        f"see ${AUTOLOAD_ENV}): pip install {dist}  (from a clone: pip install -e plugins/{folder})."
+    )
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    distribution: str | None
+    version: str | None
+    module: str
+
+
+@dataclass
+class Registry:
+    """What the loaded plugins contributed."""
+
+    plugins: list = field(default_factory=list)
+    solvers: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    materials: dict = field(default_factory=dict)
+    couplings: list = field(default_factory=list)
+    test_scenes: dict = field(default_factory=dict)
+    origin: dict = field(default_factory=dict)
+
+    def lookup_options(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self.options[name]
+        except KeyError:
+            raise missing_plugin_error("gs.options", name) from None
+
+    def lookup_material(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self.materials[name]
+        except KeyError:
+            raise missing_plugin_error("gs.materials", name) from None
+
+    def solver_for_short_name(self, short):
+        for cls in self.solvers.values():
+            if cls.short_name == short:
+                return cls
+        return None
+
+    def solver_for_material(self, material):
+        for cls in self.solvers.values():
+            if isinstance(material, cls.material_class):
+                return cls
+        return None
+
+
+_pm: pluggy.PluginManager | None = None
+_registry: Registry | None = None
+_infos: dict = {}
+
+
+def _selected(ep_name: str, dist_name: str | None) -> bool:
+    value = os.environ.get(AUTOLOAD_ENV, "all").strip()
+    if value.lower() in ("", "all", "1"):
+        return True
+    if value.lower() in ("none", "0"):
+        return False
+    wanted = {w.strip() for w in value.split(",") if w.strip()}
+    return ep_name in wanted or (dist_name is not None and dist_name in wanted)
+
+
+def _load_entry_points(pm: pluggy.PluginManager):
+    seen = set()
+    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else None
+        if ep.name in seen or not _selected(ep.name, dist):
+            continue  # the first of two same-named entry points on sys.path wins, as for imports
+        seen.add(ep.name)
+        try:
+            plugin = ep.load()
+        except Exception as exc:
+            raise GenesisError(
+                f"plugin {ep.name!r} (distribution {dist!r}) failed to load from {ep.value!r}: {exc!r}. "
+                f"Reinstall it, or leave it out with ${AUTOLOAD_ENV}."
+            ) from exc
+        pm.register(plugin, name=ep.name)
+        version = ep.dist.version if ep.dist is not None else None
+        _infos[ep.name] = PluginInfo(ep.name, dist, version, getattr(plugin, "__name__", repr(plugin)))
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """The process's plugin manager, created (and entry points loaded) on first use."""
+    global _pm
+    if _pm is None:
+        pm = pluggy.PluginManager("genesis_core")
+        pm.add_hookspecs(hookspecs)
+        _load_entry_points(pm)
+        pm.check_pending()  # a misspelled hook name fails here, not silently
+        _pm = pm
+    return _pm
+
+
+def register_plugin(plugin, name: str | None = None):
+    """Register a plugin object by hand (tests, notebooks); takes effect for scenes created afterwards."""
+    global _registry
+    pm = plugin_manager()
+    name = pm.register(plugin, name=name)
+    pm.check_pending()
+    _infos[name] = PluginInfo(name, None, None, getattr(plugin, "__name__", repr(plugin)))
+    _registry = None
+    return name
+
+
+def unregister_plugin(name: str):
+    global _registry
+    plugin_manager().unregister(name=name)
+    _infos.pop(name, None)
+    _registry = None
+
+
+def reload_plugins():
+    """Forget every plugin and discover them again (after installing one, or changing $GENESIS_CORE_PLUGINS)."""
+    global _pm, _registry
+    _pm = None
+    _registry = None
+    _infos.clear()
+
+
+def _registrar(reg: Registry, kind: str, store, plugin_name: str):
+    def add(key, value):
+        if (kind, key) in reg.origin:
+            raise GenesisError(
+                f"{kind} {key!r} is registered by both plugin {reg.origin[(kind, key)]!r} and plugin {plugin_name!r}; "
+                f"uninstall one of them or restrict ${AUTOLOAD_ENV}."
+            )
+        reg.origin[(kind, key)] = plugin_name
+        store[key] = value
+
+    return add
+
+
+def registry() -> Registry:
+    """What the loaded plugins contributed (built on first use, rebuilt after register/unregister)."""
+    global _registry
+    if _registry is not None:
+        return _registry
+    from ..options import Options
+
+    pm = plugin_manager()
+    reg = Registry()
+    for name, plugin in pm.list_name_plugin():
+        reg.plugins.append(_infos.get(name) or PluginInfo(name, None, None, getattr(plugin, "__name__", "")))
+        hook = pm.subset_hook_caller  # call each plugin's hooks separately, to know who registered what
+        others = [p for p in pm.get_plugins() if p is not plugin]
+
+        def caller(hook_name):
+            return hook(hook_name, remove_plugins=others)
+
+        def add_solver(cls, _add=_registrar(reg, "solver", reg.solvers, name)):
+            missing = [m for m in SOLVER_MEMBERS if not hasattr(cls, m)] if isinstance(cls, type) else ["a class"]
+            if missing:
+                raise GenesisError(f"plugin {name!r} registered solver {cls!r}, which lacks {', '.join(missing)}.")
+            _add(cls.__name__, cls)
+
+        def add_options(cls, _add=_registrar(reg, "options class", reg.options, name)):
+            if not (isinstance(cls, type) and issubclass(cls, Options)):
+                raise GenesisError(f"plugin {name!r} registered options {cls!r}, not a gs.options.Options subclass.")
+            _add(cls.__name__, cls)
+
+        add_material = _registrar(reg, "material", reg.materials, name)
+        add_scene = _registrar(reg, "test scene", reg.test_scenes, name)
+        pair_seen = _registrar(reg, "coupling", {}, name)
+
+        def add_coupling(solver_a, solver_b, cls):
+            pair_seen((solver_a, solver_b), cls)
+            reg.couplings.append((solver_a, solver_b, cls))
+
+        caller("register_solvers")(register=add_solver)
+        caller("register_options")(register=add_options)
+        caller("register_materials")(register=add_material)
+        caller("register_couplings")(register=add_coupling)
+        caller("register_test_scenes")(register=add_scene)
+    _registry = reg
+    return reg

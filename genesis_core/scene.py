@@ -1,0 +1,287 @@
+"""`gs.Scene`: entities, solvers, the step loop, state snapshots and checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import checkpoint as ckpt
+from ._runtime import require_init, runtime
+from .coupler import Coupler
+from .errors import OptionError, SceneError
+from .materials import Material
+from .morphs import Morph
+from .options import SimOptions
+from .plugins import registry
+from .plugins.manager import missing_plugin_error
+from .state import SimState
+
+DEFAULT_MATERIAL = "Rigid"
+
+
+class Scene:
+    """A scene: entities simulated by the installed solvers, batched over `n_envs` environments.
+
+    sim_options: `gs.options.SimOptions`. `<short_name>_options`: the options of each solver
+    (``rigid_options=gs.options.RigidOptions(...)``). show_viewer: accepted for compatibility, must be False.
+    """
+
+    def __init__(self, sim_options: SimOptions | None = None, show_viewer: bool = False, **solver_options):
+        require_init("gs.Scene")
+        if sim_options is None:
+            sim_options = SimOptions()
+        if not isinstance(sim_options, SimOptions):
+            raise OptionError(f"sim_options must be a gs.options.SimOptions, got {type(sim_options).__name__}.")
+        if show_viewer:
+            raise OptionError("show_viewer=True is not supported: genesis-core has no viewer.")
+        reg = registry()
+        for key in solver_options:
+            short = key[: -len("_options")] if key.endswith("_options") else None
+            if short is None:
+                raise OptionError(f"gs.Scene got an unexpected keyword {key!r}.")
+            if solver_options[key] is not None and reg.solver_for_short_name(short) is None:
+                raise missing_plugin_error(f"gs.Scene({key}=...): solver", short)
+        self.sim_options = sim_options
+        self._solvers = [
+            cls(self, sim_options, solver_options.get(f"{cls.short_name}_options"))
+            for cls in sorted(reg.solvers.values(), key=lambda c: (c.order, c.__name__))
+        ]
+        self._couplings = list(reg.couplings)
+        self._entities = []
+        self._built = False
+        self._generation = None
+        self.n_envs = 0
+        self._t = 0
+        self._substep = 0  # substeps taken since t = 0; the current frame is _substep % n_frames
+        self._n_frames = 0
+        self._init_state = self._build_state = None
+        self.coupler = None
+
+    # -- structure -------------------------------------------------------------------------------------------------
+
+    @property
+    def solvers(self) -> list:
+        """Every installed solver, in a fixed order; `get_state().solvers_state` is aligned with it."""
+        return list(self._solvers)
+
+    @property
+    def active_solvers(self) -> list:
+        return [s for s in self._solvers if s.is_active]
+
+    @property
+    def entities(self) -> list:
+        return list(self._entities)
+
+    @property
+    def is_built(self) -> bool:
+        return self._built
+
+    @property
+    def t(self) -> int:
+        """The number of steps taken since build (restored by reset(state) and load_checkpoint)."""
+        return self._t
+
+    @property
+    def dt(self) -> float:
+        return self.sim_options.dt
+
+    def __getattr__(self, name):
+        # scene.rigid_solver, scene.mpm_solver, ...: the solver whose short_name matches
+        if name.endswith("_solver") and not name.startswith("_"):
+            short = name[: -len("_solver")]
+            for s in self.__dict__.get("_solvers", ()):
+                if s.short_name == short:
+                    return s
+            raise missing_plugin_error(f"scene.{name}: solver", short)
+        raise AttributeError(f"'Scene' object has no attribute {name!r}")
+
+    def add_entity(self, morph, material=None, **kwargs):
+        """Add an entity; `material` (default `gs.materials.Rigid()`) picks the solver that simulates it."""
+        if self._built:
+            raise SceneError("add_entity after scene.build(): add every entity first, then build.")
+        if not isinstance(morph, Morph):
+            raise OptionError(f"add_entity: morph must be a gs.morphs.* object, got {type(morph).__name__}.")
+        if kwargs:
+            extra = {k: v for k, v in kwargs.items() if k not in ("surface", "visualize_contact") or v is None}
+            if extra:
+                raise OptionError(f"add_entity got unexpected keywords {sorted(extra)}.")
+        if material is None:
+            material = registry().lookup_material(DEFAULT_MATERIAL)()
+        if not isinstance(material, Material):
+            raise OptionError(f"add_entity: material must be a gs.materials.* object, got {type(material).__name__}.")
+        cls = registry().solver_for_material(material)
+        solver = next((s for s in self._solvers if type(s) is cls), None)
+        if solver is None:
+            raise missing_plugin_error("solver", material.solver or type(material).__name__)
+        entity = solver.add_entity(len(self._entities), morph, material)
+        self._entities.append(entity)
+        return entity
+
+    def build(self, n_envs: int = 0, **_ignored):
+        """Allocate every active solver's model and state for `n_envs` environments (0: no batch dimension)."""
+        require_init("scene.build")
+        if self._built:
+            raise SceneError("scene.build() was already called.")
+        if not isinstance(n_envs, (int, np.integer)) or isinstance(n_envs, bool) or n_envs < 0:
+            raise OptionError(f"build: n_envs={n_envs!r} is not accepted: expected an int >= 0.")
+        if self.sim_options.requires_grad:
+            for s in self.active_solvers:
+                if not s.supports_grad:
+                    raise SceneError(f"requires_grad=True: {s.name} does not support differentiable mode.")
+        self.n_envs = int(n_envs)
+        opts = self.sim_options
+        self._n_frames = opts.n_substeps_local + 1 if opts.requires_grad else 2
+        for s in self.active_solvers:
+            s.build(self.n_envs, self._n_frames)
+        self.coupler = Coupler(self._solvers, self._couplings, opts)
+        self._built = True
+        self._generation = runtime.generation
+        self._build_state = self.get_state().serializable()
+        self._init_state = self._build_state
+
+    def _require_built(self, what):
+        if not self._built:
+            raise SceneError(f"{what} before scene.build(): build the scene first.")
+        if self._generation != runtime.generation or not runtime.initialized:
+            raise SceneError(f"{what}: this scene was built before gs.destroy()/gs.init(); build a new scene.")
+
+    # -- stepping --------------------------------------------------------------------------------------------------
+
+    @property
+    def _frame(self) -> int:
+        return self._substep % self._n_frames
+
+    def step(self):
+        """Advance every environment by dt: `substeps` substeps of pre-coupling, coupling, post-coupling."""
+        self._require_built("scene.step()")
+        active = self.active_solvers
+        for s in active:
+            s.process_input()
+        for _ in range(self.sim_options.substeps):
+            f = self._frame
+            for s in active:
+                s.substep_pre_coupling(f)
+            self.coupler.couple(f)
+            for s in active:
+                s.substep_post_coupling(f)
+            self._substep += 1
+        self._t += 1
+
+    # -- state -----------------------------------------------------------------------------------------------------
+
+    def _sanitize_envs_idx(self, envs_idx) -> torch.Tensor | None:
+        """envs_idx as a long tensor on gs.device (None: all environments). Raises on a scene without envs."""
+        if envs_idx is None:
+            return None
+        if not self.n_envs:
+            raise SceneError("envs_idx was given, but this scene was built without environments (n_envs=0).")
+        idx = torch.as_tensor(np.asarray(envs_idx.cpu() if torch.is_tensor(envs_idx) else envs_idx))
+        if idx.dtype == torch.bool:
+            if idx.shape != (self.n_envs,):
+                raise OptionError(f"envs_idx: a boolean mask must have shape ({self.n_envs},), got {tuple(idx.shape)}.")
+            idx = torch.nonzero(idx).flatten()
+        if idx.ndim == 0:
+            idx = idx.reshape(1)
+        if idx.ndim != 1 or (idx.numel() and (idx.dtype.is_floating_point or idx.dtype.is_complex)):
+            raise OptionError("envs_idx: expected a 1-D sequence of environment indices.")
+        idx = idx.to(torch.long)
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.n_envs):
+            raise OptionError(f"envs_idx: indices must lie in [0, {self.n_envs}), got {idx.tolist()}.")
+        return idx.to(runtime.device)
+
+    def get_state(self) -> SimState:
+        """A snapshot of every solver's state (copies), `solvers_state` aligned with `scene.solvers`."""
+        self._require_built("scene.get_state()")
+        f = self._frame
+        return SimState(self, [s.get_state(f) if s.is_active else None for s in self._solvers], self._t)
+
+    def _check_state(self, state, where):
+        if not isinstance(state, SimState):
+            raise SceneError(f"{where}: state must be a SimState from scene.get_state(), got {type(state).__name__}.")
+        if len(state.solvers_state) != len(self._solvers):
+            raise SceneError(
+                f"{where}: the state has {len(state.solvers_state)} solver entries, this scene {len(self._solvers)}."
+            )
+        for s, sub in zip(self._solvers, state.solvers_state):
+            if s.is_active:
+                s.check_state(sub, where)
+            elif sub is not None:
+                raise SceneError(f"{where}: the state has data for {s.name}, which has no entities in this scene.")
+
+    def reset(self, state: SimState | None = None, envs_idx=None):
+        """Restore `state` (default: the registered initial state) into all environments, or only `envs_idx`.
+
+        Passing `state` also registers it as the initial state for later bare `reset()` calls. Environments
+        not in `envs_idx` are not touched. A full reset also sets `scene.t` to the state's step index.
+        """
+        self._require_built("scene.reset()")
+        idx = self._sanitize_envs_idx(envs_idx)
+        target = self._init_state if state is None else state
+        self._check_state(target, "reset")
+        if state is not None:
+            self._init_state = state.clone()
+        if idx is None:
+            self._substep = target.t * self.sim_options.substeps
+            self._t = target.t
+        f = self._frame
+        for s, sub in zip(self._solvers, target.solvers_state):
+            if s.is_active:
+                s.set_state(f, sub, idx)
+
+    # -- checkpoints -----------------------------------------------------------------------------------------------
+
+    def signature(self) -> dict:
+        """The structure a checkpoint must match: environments, precision, options and entities per solver."""
+        sim = self.sim_options.as_dict()
+        for k in ("requires_grad", "substeps_local"):  # they change what is recorded, not the physics
+            sim.pop(k)
+        return {
+            "n_envs": self.n_envs,
+            "precision": runtime.precision,
+            "sim_options": sim,
+            "solvers": {s.name: s.signature() for s in self.active_solvers},
+        }
+
+    def _checkpoint_layout(self) -> dict:
+        out = {}
+        for s in self.active_solvers:
+            for name, spec in s.state.specs.items():
+                if spec.checkpoint:
+                    dtype = torch.empty(0, dtype=s.state.tensors[name].dtype).numpy().dtype
+                    out[f"{s.name}.{name}"] = (s.state.public_shape(name), dtype)
+        return out
+
+    def save_checkpoint(self, path):
+        """Write every active solver's checkpointed fields and `scene.t` to `path` (atomically)."""
+        self._require_built("scene.save_checkpoint()")
+        from . import __version__
+
+        arrays = {}
+        f = self._frame
+        for s in self.active_solvers:
+            for name, spec in s.state.specs.items():
+                if spec.checkpoint:
+                    x = s.state.at(name, f)
+                    arrays[f"{s.name}.{name}"] = (x if self.n_envs else x[0]).detach().cpu().numpy().copy()
+        ckpt.write(path, ckpt.make_payload(self._t, arrays, self.signature(), __version__))
+
+    def load_checkpoint(self, path):
+        """Restore a checkpoint written by a scene built the same way; on any error the scene is unchanged."""
+        self._require_built("scene.load_checkpoint()")
+        payload = ckpt.read(path)
+        ckpt.check_fits(payload, self.signature(), self._checkpoint_layout(), path)
+        by_solver = {}
+        for key, arr in payload["arrays"].items():
+            solver_name, field = key.split(".", 1)
+            by_solver.setdefault(solver_name, {})[field] = torch.from_numpy(arr.copy())
+        self._substep = payload["step_index"] * self.sim_options.substeps
+        self._t = payload["step_index"]
+        f = self._frame
+        for s, build_state in zip(self._solvers, self._build_state.solvers_state):
+            if s.is_active:
+                # fields kept out of checkpoints restart from their build-time values
+                s.state.write(f, {**build_state.fields, **by_solver[s.name]}, None)
+
+    def __repr__(self):
+        state = f"built, n_envs={self.n_envs}, t={self._t}" if self._built else "not built"
+        return f"<gs.Scene {state}: {len(self._entities)} entities, active solvers {[s.name for s in self.active_solvers]}>"
