@@ -11,7 +11,7 @@ solvers come from plugin distributions found through the entry-point group ``gen
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from . import coupler, errors, materials, morphs, options, plugins
+from . import coupler, errors, materials, morphs, options, plugins, validators
 from ._runtime import cpu, destroy, gpu, init, runtime
 from .coupler import ColliderView, Coupling
 from .errors import (

@@ -12,7 +12,7 @@ import os
 
 import attrs
 
-from . import _validate as v
+from . import validators as v
 from .errors import OptionError
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from . import _validate as v
+from . import validators as v
 from .errors import OptionError
 
 

@@ -117,6 +117,11 @@ class SolverBase:
         return bool(self.entities)
 
     @property
+    def frame(self) -> int:
+        """The frame that holds the current state (what get_state reads and entity setters write)."""
+        return self.scene._frame
+
+    @property
     def batch(self) -> int:
         return max(self.n_envs, 1)
 

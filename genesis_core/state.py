@@ -16,7 +16,7 @@ from typing import Iterable
 import attrs
 import torch
 
-from .errors import GenesisError
+from .errors import GenesisError, OptionError
 
 DTYPES = ("float", "int")
 
@@ -96,6 +96,39 @@ class StateStore:
         """The `[B, *shape]` view of a field at frame f (frame-less fields ignore f)."""
         t = self.tensors[name]
         return t[f] if self.specs[name].frames else t
+
+    def get_rows(self, name: str, f: int, envs_idx=None, item=()) -> torch.Tensor:
+        """A copy of `field[f][envs_idx][:, *item]` shaped `([len(envs_idx) or n_envs,] ...)`."""
+        x = self.at(name, f)
+        x = x if envs_idx is None else x[envs_idx]
+        x = x[(slice(None),) + tuple(item)] if item != () else x
+        return x.clone() if self.n_envs else x[0].clone()
+
+    def set_rows(self, name: str, f: int, value, envs_idx=None, item=(), what: str | None = None):
+        """Write `value` into `field[f][envs_idx][:, *item]`; rows outside envs_idx are untouched.
+
+        `value` is shaped `([len(envs_idx) or n_envs,] ...)`, or broadcastable to it; anything else raises an
+        OptionError naming `what` and the expected shape, before anything is written.
+        """
+        dst_all = self.at(name, f)
+        rows = dst_all if envs_idx is None else dst_all[envs_idx]
+        target = rows[(slice(None),) + tuple(item)] if item != () else rows
+        want = tuple(target.shape) if self.n_envs else tuple(target.shape[1:])
+        value = torch.as_tensor(value, dtype=dst_all.dtype, device=dst_all.device)
+        try:
+            value = value.expand(want)
+        except RuntimeError:
+            raise OptionError(f"{what or name}: expected a value of shape {want}, got {tuple(value.shape)}.") from None
+        if not torch.isfinite(value).all():
+            raise OptionError(f"{what or name}: the value has non-finite entries.")
+        if not self.n_envs:
+            value = value.unsqueeze(0)
+        key = (slice(None),) + tuple(item)
+        if envs_idx is None:
+            dst_all[key] = value
+        else:
+            rows[key] = value
+            dst_all[envs_idx] = rows
 
     def public_shape(self, name: str) -> tuple:
         """The shape users see: `([n_envs,] *shape)`."""

@@ -39,12 +39,25 @@ def missing_plugin_error(what: str, name: str) -> PluginNotInstalledError:
     dist = _PROVIDER.get(name)
     if dist is None:
         return PluginNotInstalledError(
-            f"{what} {name!r} is not provided by any installed plugin; `genesis-core plugins` lists what is installed."
+            f"{what} {name!r} is not provided by any loaded plugin; `genesis-core plugins` lists what is installed."
         )
     folder = dist.split("-", 1)[1]
+    try:
+        installed = md.version(dist)
+    except md.PackageNotFoundError:
+        installed = None
+    if installed is None:
+        return PluginNotInstalledError(
+            f"{what} {name!r} is provided by the plugin distribution {dist!r}, which is not installed: "
+            f"pip install {dist}  (from a clone: pip install -e plugins/{folder})."
+        )
+    if not any(info.distribution == dist for info in _infos.values()):
+        return PluginNotInstalledError(
+            f"{what} {name!r} is provided by the plugin distribution {dist!r} ({installed}), which is installed but "
+            f"not loaded: ${AUTOLOAD_ENV}={os.environ.get(AUTOLOAD_ENV)!r} leaves it out."
+        )
     return PluginNotInstalledError(
-        f"{what} {name!r} is provided by the plugin distribution {dist!r}, which is not installed (or not loaded, "
-        f"see ${AUTOLOAD_ENV}): pip install {dist}  (from a clone: pip install -e plugins/{folder})."
+        f"{what} {name!r}: the installed {dist} {installed} does not provide it; upgrade {dist}."
     )
 
 

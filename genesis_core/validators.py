@@ -1,4 +1,4 @@
-"""attrs validators with messages that name the class, the field, the value and the accepted range."""
+"""Public attrs validators (for plugins too) with messages that name the class, the field, the value and the accepted range."""
 
 from __future__ import annotations
 

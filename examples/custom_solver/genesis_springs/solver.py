@@ -1,0 +1,130 @@
+"""SpringChainSolver: chains of point masses joined by damped springs, batched over environments."""
+
+import math
+
+import torch
+
+import genesis_core as gs
+
+from . import kernels
+from .material import SpringChain
+
+
+class SpringChainEntity(gs.Entity):
+    """One chain. Node arrays are shaped `([n_envs,] n_nodes, 3)`; `envs_idx` selects environments."""
+
+    def _setup(self, node_start: int, anchor_slot: int):
+        self.node_start = node_start
+        self.anchor_slot = anchor_slot  # -1 if the chain is free
+
+    @property
+    def n_nodes(self) -> int:
+        return self.material.n_nodes
+
+    @property
+    def _nodes(self):
+        return slice(self.node_start, self.node_start + self.n_nodes)
+
+    def get_nodes_pos(self, envs_idx=None):
+        return self.solver.state.get_rows("pos", self.solver.frame, self._envs_idx(envs_idx), (self._nodes,))
+
+    def get_nodes_vel(self, envs_idx=None):
+        return self.solver.state.get_rows("vel", self.solver.frame, self._envs_idx(envs_idx), (self._nodes,))
+
+    def get_pos(self, envs_idx=None):
+        """Centre of mass, `([n_envs,] 3)` (the nodes have equal masses)."""
+        return self.get_nodes_pos(envs_idx).mean(dim=-2)
+
+    def set_nodes_pos(self, pos, envs_idx=None):
+        self.solver.state.set_rows("pos", self.solver.frame, pos, self._envs_idx(envs_idx), (self._nodes,),
+                                   what="set_nodes_pos")
+
+    def set_nodes_vel(self, vel, envs_idx=None):
+        self.solver.state.set_rows("vel", self.solver.frame, vel, self._envs_idx(envs_idx), (self._nodes,),
+                                   what="set_nodes_vel")
+
+    def set_anchor(self, pos, envs_idx=None):
+        """Move the point the top node is pinned to, `([n_envs,] 3)` metres."""
+        if self.anchor_slot < 0:
+            raise gs.OptionError("set_anchor: this chain was built with anchored=False.")
+        self.solver.state.set_rows("anchor", self.solver.frame, pos, self._envs_idx(envs_idx), (self.anchor_slot,),
+                                   what="set_anchor")
+
+
+def _rotate(q, v):
+    w, x, y, z = q
+    # v + 2 w (u x v) + 2 u x (u x v), u = (x, y, z)
+    ux = (y * v[2] - z * v[1], z * v[0] - x * v[2], x * v[1] - y * v[0])
+    uux = (y * ux[2] - z * ux[1], z * ux[0] - x * ux[2], x * ux[1] - y * ux[0])
+    return tuple(v[i] + 2 * w * ux[i] + 2 * uux[i] for i in range(3))
+
+
+class SpringChainSolver(gs.SolverBase):
+    """Semi-implicit Euler on every node; springs act along the segment (Hooke + dashpot)."""
+
+    short_name = "spring_chain"
+    material_class = SpringChain
+    entity_class = SpringChainEntity
+    state_fields = (
+        gs.FieldSpec("pos", ("n_nodes", 3), doc="node positions, m"),
+        gs.FieldSpec("vel", ("n_nodes", 3), doc="node velocities, m/s"),
+        gs.FieldSpec("anchor", ("n_anchors", 3), frames=False, doc="points the anchored top nodes are pinned to, m"),
+    )
+
+    def add_entity(self, idx, morph, material):
+        if not isinstance(morph, (gs.morphs.Cylinder, gs.morphs.Capsule)):
+            raise gs.OptionError(
+                f"SpringChain lays its nodes along a gs.morphs.Cylinder or Capsule, got {type(morph).__name__}."
+            )
+        return super().add_entity(idx, morph, material)
+
+    def build_model(self):
+        mass, drag, prev, nxt, anchor_of, k, c, rest = [], [], [], [], [], [], [], []
+        self._node_init, self._anchor_init = [], []
+        for e in self.entities:
+            mat, n = e.material, e.material.n_nodes
+            start = len(mass)
+            e._setup(start, len(self._anchor_init) if mat.anchored else -1)
+            half = _rotate(e.morph.quat, (0.0, 0.0, e.morph.height / 2))
+            top = tuple(p + h for p, h in zip(e.morph.pos, half))
+            step = tuple(-2 * h / (n - 1) for h in half)
+            for i in range(n):
+                self._node_init.append(tuple(t + i * s for t, s in zip(top, step)))
+                mass.append(mat.mass / n)
+                drag.append(mat.drag)
+                prev.append(start + i - 1 if i > 0 else -1)
+                nxt.append(start + i + 1 if i < n - 1 else -1)
+                anchor_of.append(e.anchor_slot if i == 0 else -1)
+                k.append(mat.stiffness)
+                c.append(mat.damping)
+                rest.append(e.morph.height / (n - 1))
+            if mat.anchored:
+                self._anchor_init.append(top)
+        fl, dev = self.float_dtype, self.device
+        self.node_mass = torch.tensor(mass, dtype=fl, device=dev)
+        self.node_drag = torch.tensor(drag, dtype=fl, device=dev)
+        self.node_prev = torch.tensor(prev, dtype=torch.int32, device=dev)
+        self.node_next = torch.tensor(nxt, dtype=torch.int32, device=dev)
+        self.node_anchor = torch.tensor(anchor_of, dtype=torch.int32, device=dev)
+        self.seg_k = torch.tensor(k, dtype=fl, device=dev)
+        self.seg_c = torch.tensor(c, dtype=fl, device=dev)
+        self.seg_rest = torch.tensor(rest, dtype=fl, device=dev)
+        self.gravity = torch.tensor(self.sim_options.gravity, dtype=fl, device=dev)
+
+    def state_dims(self):
+        return {"n_nodes": len(self._node_init), "n_anchors": max(len(self._anchor_init), 1)}
+
+    def init_state(self, f):
+        self.state.at("pos", f)[:] = torch.tensor(self._node_init, dtype=self.float_dtype, device=self.device)
+        if self._anchor_init:
+            self.state.anchor[:] = torch.tensor(self._anchor_init, dtype=self.float_dtype, device=self.device)
+
+    def substep_pre_coupling(self, f):
+        s = self.state
+        kernels.substep(f, self.frames.next(f), self.sim_options.substep_dt, self.gravity, s.pos, s.vel, s.anchor,
+                        self.node_mass, self.node_drag, self.node_prev, self.node_next, self.node_anchor,
+                        self.seg_k, self.seg_c, self.seg_rest)
+
+    def stable_dt(self) -> float:
+        """The largest stable substep of the explicit spring force, 2 / omega_max (omega_max^2 <= 4 k / m)."""
+        return min(2.0 / math.sqrt(4 * float(k) / float(m)) for k, m in zip(self.seg_k, self.node_mass))

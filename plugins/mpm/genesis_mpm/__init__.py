@@ -1,0 +1,1 @@
+"""genesis-mpm: the MLS-MPM solver plugin of genesis-core (elastic, elasto-plastic, liquid, sand, snow)."""
