@@ -32,3 +32,15 @@ def python_env(**extra):
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
+
+
+def _hypothesis_profiles():
+    from hypothesis import HealthCheck, settings
+
+    common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    settings.register_profile("default", max_examples=15, **common)
+    settings.register_profile("thorough", max_examples=200, **common)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+_hypothesis_profiles()
