@@ -16,7 +16,7 @@ from typing import Iterable
 import attrs
 import torch
 
-from .errors import GenesisError, OptionError
+from .errors import GenesisError, OptionError, SceneError
 
 DTYPES = ("float", "int")
 
@@ -146,14 +146,14 @@ class StateStore:
         """Raise unless `values` has every field (or `names`) with the right shape and dtype."""
         for name in names if names is not None else self.specs:
             if name not in values:
-                raise GenesisError(f"{where}: {self.owner}.{name} is missing.")
+                raise SceneError(f"{where}: {self.owner}.{name} is missing.")
             x = values[name]
             want = self.public_shape(name)
             if tuple(x.shape) != want:
-                raise GenesisError(f"{where}: {self.owner}.{name} has shape {tuple(x.shape)}, this scene needs {want}.")
+                raise SceneError(f"{where}: {self.owner}.{name} has shape {tuple(x.shape)}, this scene needs {want}.")
             dtype = self.tensors[name].dtype
             if x.dtype != dtype:
-                raise GenesisError(f"{where}: {self.owner}.{name} has dtype {x.dtype}, this scene needs {dtype}.")
+                raise SceneError(f"{where}: {self.owner}.{name} has dtype {x.dtype}, this scene needs {dtype}.")
 
     def write(self, f: int, values: dict, envs_idx: torch.Tensor | None = None, names=None):
         """Write `values` (shaped `([n_envs,] ...)`) into frame f; only rows `envs_idx` when given.
