@@ -161,7 +161,11 @@ def register_plugin(plugin, name: str | None = None):
     global _registry
     pm = plugin_manager()
     name = pm.register(plugin, name=name)
-    pm.check_pending()
+    try:
+        pm.check_pending()  # a misspelled hook name fails here, not silently
+    except Exception:
+        pm.unregister(name=name)
+        raise
     _infos[name] = PluginInfo(name, None, None, getattr(plugin, "__name__", repr(plugin)))
     _registry = None
     return name
