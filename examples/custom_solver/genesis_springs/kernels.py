@@ -11,8 +11,8 @@ import taichi as ti
 def _spring_force(x, v, xj, vj, k, c, rest):
     """Force on a node at x (velocity v) from a spring to xj (velocity vj): Hooke plus a dashpot along it."""
     d = xj - x
-    length = d.norm() + 1e-12
-    n = d / length
+    length = d.norm()
+    n = d / ti.max(length, 1e-12)
     return (k * (length - rest) + c * (vj - v).dot(n)) * n
 
 
