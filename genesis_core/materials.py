@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import attrs
 
+from .plugins.manager import plugin_namespace
+
 
 @attrs.define(frozen=True, kw_only=True)
 class Material:
@@ -26,15 +28,4 @@ class Material:
         return d
 
 
-def __getattr__(name):
-    if name.startswith("_"):
-        raise AttributeError(name)
-    from .plugins import registry
-
-    return registry().lookup_material(name)
-
-
-def __dir__():
-    from .plugins import registry
-
-    return sorted(set(globals()) | set(registry().materials))
+__getattr__, __dir__ = plugin_namespace("materials", globals())

@@ -11,6 +11,7 @@ import attrs
 
 from . import validators as v
 from .errors import OptionError
+from .plugins.manager import plugin_namespace
 
 
 @attrs.define(frozen=True, kw_only=True)
@@ -59,15 +60,4 @@ class SimOptions(Options):
         return self.substeps if self.substeps_local is None else self.substeps_local
 
 
-def __getattr__(name):
-    if name.startswith("_"):
-        raise AttributeError(name)
-    from .plugins import registry
-
-    return registry().lookup_options(name)
-
-
-def __dir__():
-    from .plugins import registry
-
-    return sorted(set(globals()) | set(registry().options))
+__getattr__, __dir__ = plugin_namespace("options", globals())

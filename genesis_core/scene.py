@@ -106,7 +106,7 @@ class Scene:
             if extra:
                 raise OptionError(f"add_entity got unexpected keywords {sorted(extra)}.")
         if material is None:
-            material = registry().lookup_material(DEFAULT_MATERIAL)()
+            material = registry().lookup("materials", DEFAULT_MATERIAL)()
         if not isinstance(material, Material):
             raise OptionError(f"add_entity: material must be a gs.materials.* object, got {type(material).__name__}.")
         cls = registry().solver_for_material(material)

@@ -81,21 +81,14 @@ class Registry:
     test_scenes: dict = field(default_factory=dict)
     origin: dict = field(default_factory=dict)
 
-    def lookup_options(self, name):
-        if name.startswith("__"):
+    def lookup(self, kind: str, name: str):
+        """What `gs.options.<name>` (kind "options") or `gs.materials.<name>` (kind "materials") resolves to."""
+        if name.startswith("_"):
             raise AttributeError(name)
         try:
-            return self.options[name]
+            return getattr(self, kind)[name]
         except KeyError:
-            raise missing_plugin_error("gs.options", name) from None
-
-    def lookup_material(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        try:
-            return self.materials[name]
-        except KeyError:
-            raise missing_plugin_error("gs.materials", name) from None
+            raise missing_plugin_error(f"gs.{kind}", name) from None
 
     def solver_for_short_name(self, short):
         for cls in self.solvers.values():
@@ -108,6 +101,20 @@ class Registry:
             if isinstance(material, cls.material_class):
                 return cls
         return None
+
+
+def plugin_namespace(kind: str, module_globals: dict):
+    """`__getattr__` and `__dir__` for a module whose missing names are looked up in the registry."""
+
+    def __getattr__(name):
+        if name.startswith("_"):  # import machinery probes (__path__, __spec__, ...) must not load plugins
+            raise AttributeError(name)
+        return registry().lookup(kind, name)
+
+    def __dir__():
+        return sorted(set(module_globals) | set(getattr(registry(), kind)))
+
+    return __getattr__, __dir__
 
 
 _pm: pluggy.PluginManager | None = None
