@@ -67,16 +67,22 @@ def init(backend=cpu, precision="32", seed=None, logging_level="warning", debug=
     if runtime.initialized:
         raise GenesisError("gs.init was already called in this process; call gs.destroy() first to re-initialise.")
 
-    level = logging_level.upper() if isinstance(logging_level, str) else logging_level
+    levels = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error", "CRITICAL": "critical"}
+    level = logging_level.upper() if isinstance(logging_level, str) else None
+    if level not in levels:
+        raise GenesisError(f"gs.init: logging_level={logging_level!r} is not accepted; choose one of "
+                           f"{', '.join(repr(k.lower()) for k in levels)}.")
     logger.setLevel(level)
-    ti_level = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error"}.get(level, "warn")
+    ti_level = levels[level]
 
     fp = ti.f64 if precision == "64" else ti.f32
     kwargs = dict(default_fp=fp, default_ip=ti.i32, log_level=ti_level, debug=debug, offline_cache=offline_cache)
     if seed is not None:
         kwargs["random_seed"] = seed
     if backend == gpu:
-        ti.init(arch=ti.gpu, **kwargs)
+        # An explicit list: Taichi's own gpu probe also tries OpenGL, which crashes on a headless machine.
+        ti.init(arch=[ti.cuda, ti.vulkan, ti.metal], **{**kwargs, "log_level": "error"})
+        ti.set_logging_level(ti_level)
         arch = ti.lang.impl.current_cfg().arch
         if arch == ti.x64 or arch == ti.arm64:
             warnings.warn("gs.init(backend=gs.gpu): no GPU backend is available, running on the CPU.", stacklevel=2)

@@ -60,8 +60,14 @@ def write(path, payload: dict):
     """Pickle `payload` to `path` atomically (temporary file in the same folder, fsync, rename)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=folder)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=folder)
+    except OSError as exc:
+        raise CheckpointError(f"cannot write checkpoint {path!r}: {exc.strerror or exc}.") from exc
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
         with os.fdopen(fd, "wb") as fh:
             pickle.dump(payload, fh, protocol=PICKLE_PROTOCOL)
             fh.flush()
@@ -105,7 +111,20 @@ def read(path) -> dict:
     for key, arr in payload["arrays"].items():
         if not isinstance(key, str) or not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiub":
             raise CheckpointError(f"{path!r}: array entry {key!r} is not a numeric NumPy array.")
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise CheckpointError(f"{path!r}: array entry {key!r} holds NaN or infinite values.")
+    if not _plain(payload["scene"]):
+        raise CheckpointError(f"{path!r}: entry 'scene' holds something other than plain data.")
     return payload
+
+
+def _plain(x) -> bool:
+    """Plain data only (what the scene signature is made of): dicts, lists, str, numbers, bools, None."""
+    if isinstance(x, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return all(_plain(v) for v in x)
+    return x is None or isinstance(x, (str, int, float, bool))
 
 
 def first_difference(saved, current, where="scene"):

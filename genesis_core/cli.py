@@ -9,16 +9,22 @@ import sys
 
 def _cmd_plugins(args):
     from .plugins import registry
+    from .plugins.manager import AUTOLOAD_ENV, installed_entry_points
 
     reg = registry()
+    loaded = {info.name for info in reg.plugins}
+    skipped = [ep for ep in installed_entry_points() if ep.name not in loaded]
     if not reg.plugins:
-        print("no plugins found (entry-point group genesis_core.plugins)")
-        return 0
-    print(f"{'plugin':<12}{'distribution':<20}{'version':<10}{'contributes'}")
+        print("no plugins loaded (entry-point group genesis_core.plugins)")
+    else:
+        print(f"{'plugin':<12}{'distribution':<20}{'version':<10}{'contributes'}")
     for info in reg.plugins:
         mine = sorted(f"{kind} {key if isinstance(key, str) else '+'.join(key)}"
                       for (kind, key), who in reg.origin.items() if who == info.name)
         print(f"{info.name:<12}{info.distribution or '-':<20}{info.version or '-':<10}{', '.join(mine) or '-'}")
+    for ep in skipped:
+        dist, version = (ep.dist.name, ep.dist.version) if ep.dist is not None else ("-", "-")
+        print(f"{ep.name:<12}{dist:<20}{version:<10}installed, not loaded (${AUTOLOAD_ENV})")
     return 0
 
 

@@ -9,8 +9,9 @@ class OptionError(GenesisError, ValueError):
     """An option, morph or material was given a value outside its accepted range."""
 
 
-class PluginNotInstalledError(GenesisError, ImportError):
-    """A solver-specific name was used whose plugin distribution is not installed."""
+class PluginNotInstalledError(GenesisError, AttributeError):
+    """A solver-specific name was used whose plugin distribution is not installed (an AttributeError, so that
+    `hasattr(gs.materials, "MPM")` answers False)."""
 
 
 class SceneError(GenesisError, RuntimeError):

@@ -35,12 +35,15 @@ class Scene:
         if show_viewer:
             raise OptionError("show_viewer=True is not supported: genesis-core has no viewer.")
         reg = registry()
-        for key in solver_options:
+        for key, value in solver_options.items():
             short = key[: -len("_options")] if key.endswith("_options") else None
             if short is None:
                 raise OptionError(f"gs.Scene got an unexpected keyword {key!r}.")
-            if solver_options[key] is not None and reg.solver_for_short_name(short) is None:
+            cls = reg.solver_for_short_name(short)
+            if cls is None:
                 raise missing_plugin_error(f"gs.Scene({key}=...): solver", short)
+            if value is not None and cls.options_class is None:
+                raise OptionError(f"gs.Scene({key}=...): {cls.__name__} takes no options.")
         self.sim_options = sim_options
         self._solvers = [
             cls(self, sim_options, solver_options.get(f"{cls.short_name}_options"))
@@ -102,24 +105,31 @@ class Scene:
         if not isinstance(morph, Morph):
             raise OptionError(f"add_entity: morph must be a gs.morphs.* object, got {type(morph).__name__}.")
         if kwargs:
-            extra = {k: v for k, v in kwargs.items() if k not in ("surface", "visualize_contact") or v is None}
+            extra = [k for k in kwargs if k not in ("surface", "visualize_contact")]  # rendering only
             if extra:
                 raise OptionError(f"add_entity got unexpected keywords {sorted(extra)}.")
         if material is None:
             material = registry().lookup("materials", DEFAULT_MATERIAL)()
         if not isinstance(material, Material):
             raise OptionError(f"add_entity: material must be a gs.materials.* object, got {type(material).__name__}.")
-        cls = registry().solver_for_material(material)
-        solver = next((s for s in self._solvers if type(s) is cls), None)
+        if not isinstance(material.solver, str):
+            raise OptionError(f"add_entity: {type(material).__name__} does not name its solver (class attribute `solver`).")
+        solver = next((s for s in self._solvers if s.name == material.solver), None)
         if solver is None:
-            raise missing_plugin_error("solver", material.solver or type(material).__name__)
+            raise missing_plugin_error(f"{type(material).__name__} needs solver", material.solver or "?")
         entity = solver.add_entity(len(self._entities), morph, material)
         self._entities.append(entity)
         return entity
 
-    def build(self, n_envs: int = 0, **_ignored):
-        """Allocate every active solver's model and state for `n_envs` environments (0: no batch dimension)."""
+    def build(self, n_envs: int = 0, **layout):
+        """Allocate every active solver's model and state for `n_envs` environments (0: no batch dimension).
+
+        Genesis World's env-layout keywords (env_spacing, n_envs_per_row, center_envs_at_origin, compile_kernels)
+        are accepted and have no effect: environments share one world frame here."""
         require_init("scene.build")
+        unknown = sorted(set(layout) - {"env_spacing", "n_envs_per_row", "center_envs_at_origin", "compile_kernels"})
+        if unknown:
+            raise OptionError(f"build got unexpected keywords {unknown}; did you mean n_envs?")
         if self._built:
             raise SceneError("scene.build() was already called.")
         if not isinstance(n_envs, (int, np.integer)) or isinstance(n_envs, bool) or n_envs < 0:
@@ -128,6 +138,8 @@ class Scene:
             for s in self.active_solvers:
                 if not s.supports_grad:
                     raise SceneError(f"requires_grad=True: {s.name} does not support differentiable mode.")
+            raise SceneError("requires_grad=True: differentiable mode (gs.Tensor, backward through the physics) is "
+                             "not available in this version of genesis-core.")
         self.n_envs = int(n_envs)
         opts = self.sim_options
         self._n_frames = opts.n_substeps_local + 1 if opts.requires_grad else 2
@@ -175,6 +187,8 @@ class Scene:
             return None
         if not self.n_envs:
             raise SceneError("envs_idx was given, but this scene was built without environments (n_envs=0).")
+        if not (torch.is_tensor(envs_idx) or isinstance(envs_idx, (list, tuple, range, np.ndarray, int, np.integer))):
+            raise OptionError(f"envs_idx: expected a sequence of environment indices, got {type(envs_idx).__name__}.")
         idx = torch.as_tensor(np.asarray(envs_idx.cpu() if torch.is_tensor(envs_idx) else envs_idx))
         if idx.dtype == torch.bool:
             if idx.shape != (self.n_envs,):
@@ -187,6 +201,8 @@ class Scene:
         idx = idx.to(torch.long)
         if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.n_envs):
             raise OptionError(f"envs_idx: indices must lie in [0, {self.n_envs}), got {idx.tolist()}.")
+        if idx.unique().numel() != idx.numel():
+            raise OptionError(f"envs_idx: an environment appears twice in {idx.tolist()}.")
         return idx.to(runtime.device)
 
     def get_state(self) -> SimState:
@@ -195,18 +211,30 @@ class Scene:
         f = self._frame
         return SimState(self, [s.get_state(f) if s.is_active else None for s in self._solvers], self._t)
 
-    def _check_state(self, state, where):
+    def _aligned_states(self, state, where) -> list:
+        """The state's per-solver entries aligned with scene.solvers (matched by solver name, so that a pickled
+        state still fits after an unrelated plugin was installed or removed), each checked against its solver."""
         if not isinstance(state, SimState):
             raise SceneError(f"{where}: state must be a SimState from scene.get_state(), got {type(state).__name__}.")
-        if len(state.solvers_state) != len(self._solvers):
-            raise SceneError(
-                f"{where}: the state has {len(state.solvers_state)} solver entries, this scene {len(self._solvers)}."
-            )
-        for s, sub in zip(self._solvers, state.solvers_state):
+        by_name = {}
+        for sub in state.solvers_state:
+            if sub is not None:
+                by_name[getattr(sub, "solver", None)] = sub
+        names = {s.name for s in self._solvers}
+        for name in by_name:
+            if name not in names:
+                raise SceneError(f"{where}: the state has data for {name}, which this scene does not have.")
+        out = []
+        for s in self._solvers:
+            sub = by_name.get(s.name)
             if s.is_active:
+                if sub is None:
+                    raise SceneError(f"{where}: the state has no data for {s.name}.")
                 s.check_state(sub, where)
             elif sub is not None:
                 raise SceneError(f"{where}: the state has data for {s.name}, which has no entities in this scene.")
+            out.append(sub)
+        return out
 
     def reset(self, state: SimState | None = None, envs_idx=None):
         """Restore `state` (default: the registered initial state) into all environments, or only `envs_idx`.
@@ -217,14 +245,14 @@ class Scene:
         self._require_built("scene.reset()")
         idx = self._sanitize_envs_idx(envs_idx)
         target = self._init_state if state is None else state
-        self._check_state(target, "reset")
+        aligned = self._aligned_states(target, "reset")
         if state is not None:
             self._init_state = state.clone()
         if idx is None:
             self._substep = target.t * self.sim_options.substeps
             self._t = target.t
         f = self._frame
-        for s, sub in zip(self._solvers, target.solvers_state):
+        for s, sub in zip(self._solvers, aligned):
             if s.is_active:
                 s.set_state(f, sub, idx)
 

@@ -68,6 +68,7 @@ class Entity:
         self.material = material
 
     def _envs_idx(self, envs_idx):
+        self.scene._require_built(f"{type(self).__name__} accessor")
         return self.scene._sanitize_envs_idx(envs_idx)
 
     def __repr__(self):
@@ -105,7 +106,7 @@ class SolverBase:
         self.options = options
         self.entities = []
         self.n_envs = 0
-        self.state: StateStore | None = None
+        self._state: StateStore | None = None
         self.frames: FrameRing | None = None
 
     @property
@@ -115,6 +116,13 @@ class SolverBase:
     @property
     def is_active(self) -> bool:
         return bool(self.entities)
+
+    @property
+    def state(self) -> StateStore:
+        """The storage of the declared fields (after build)."""
+        if self._state is None:
+            raise SceneError(f"{self.name}: its state exists after scene.build(); build the scene first.")
+        return self._state
 
     @property
     def frame(self) -> int:
@@ -141,7 +149,7 @@ class SolverBase:
     def build(self, n_envs: int, n_frames: int):
         self.n_envs = n_envs
         self.build_model()
-        self.state = StateStore(self.name, self.state_fields, self.state_dims(), n_envs, n_frames,
+        self._state = StateStore(self.name, self.state_fields, self.state_dims(), n_envs, n_frames,
                                 self.float_dtype, self.device)
         self.frames = self.state.frames
         self.init_state(0)

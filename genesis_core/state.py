@@ -114,7 +114,8 @@ class StateStore:
         rows = dst_all if envs_idx is None else dst_all[envs_idx]
         target = rows[(slice(None),) + tuple(item)] if item != () else rows
         want = tuple(target.shape) if self.n_envs else tuple(target.shape[1:])
-        value = torch.as_tensor(value, dtype=dst_all.dtype, device=dst_all.device)
+        # detached: solver storage never joins an autograd graph (gradients flow through the recorded frames)
+        value = torch.as_tensor(value).detach().to(dtype=dst_all.dtype, device=dst_all.device)
         try:
             value = value.expand(want)
         except RuntimeError:
@@ -162,7 +163,7 @@ class StateStore:
         """
         for name in names if names is not None else self.specs:
             dst = self.at(name, f)
-            src = values[name].to(dst.device)
+            src = values[name].detach().to(dst.device)
             if not self.n_envs:
                 dst[0] = src
             elif envs_idx is None:

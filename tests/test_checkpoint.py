@@ -208,3 +208,30 @@ def test_cli_inspect_prints_keys_shapes_and_dtypes(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "genesis_core.cli", "inspect", str(tmp_path / "bad.ckpt")],
                          capture_output=True, text=True, env=python_env())
     assert bad.returncode == 1 and "error:" in bad.stderr
+
+
+def test_checkpoint_file_mode_follows_umask_and_bad_folder_is_clear(tmp_path):
+    scene, _ = stepped(1)
+    old = os.umask(0o022)
+    try:
+        scene.save_checkpoint(tmp_path / "a.ckpt")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.ckpt").stat().st_mode & 0o777 == 0o644
+    with pytest.raises(gs.CheckpointError, match="cannot write checkpoint"):
+        scene.save_checkpoint(tmp_path / "no" / "such" / "dir" / "a.ckpt")
+
+
+def test_non_finite_arrays_and_non_plain_scene_entry_are_refused(tmp_path):
+    scene, _ = stepped(1)
+    scene.save_checkpoint(tmp_path / "a.ckpt")
+    payload = checkpoint.read(tmp_path / "a.ckpt")
+    payload["arrays"]["SpringChainSolver.pos"][0, 0, 0] = np.nan
+    checkpoint.write(tmp_path / "b.ckpt", payload)
+    with pytest.raises(gs.CheckpointError, match="NaN or infinite"):
+        scene.load_checkpoint(tmp_path / "b.ckpt")
+    payload = checkpoint.read(tmp_path / "a.ckpt")
+    payload["scene"]["n_envs"] = np.zeros(3)
+    checkpoint.write(tmp_path / "c.ckpt", payload)
+    with pytest.raises(gs.CheckpointError, match="plain data"):
+        scene.load_checkpoint(tmp_path / "c.ckpt")

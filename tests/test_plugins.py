@@ -42,10 +42,12 @@ def test_entry_points_are_found_and_listed():
 
 
 def test_autoload_can_be_turned_off_or_restricted():
-    off = cli("plugins", GENESIS_CORE_PLUGINS="none")
-    assert "no plugins found" in off.stdout
-    only = cli("plugins", GENESIS_CORE_PLUGINS="springs").stdout
-    assert "genesis-springs" in only and "genesis-rigid" not in only
+    off = cli("plugins", GENESIS_CORE_PLUGINS="none").stdout
+    assert "no plugins loaded" in off and "springs     genesis-springs     0.1.0     installed, not loaded" in off
+    only = cli("plugins", GENESIS_CORE_PLUGINS="genesis_springs").stdout  # a distribution name, any spelling
+    assert "solver SpringChainSolver" in only and "rigid       genesis-rigid       0.1.0     installed, not" in only
+    typo = cli("plugins", GENESIS_CORE_PLUGINS="sprngs")
+    assert "match no installed plugin" in typo.stderr and "'springs'" in typo.stderr
     script = "import genesis_core as gs\ntry:\n    gs.materials.SpringChain\nexcept gs.PluginNotInstalledError as e:\n    print(e)"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          env=python_env(GENESIS_CORE_PLUGINS="none")).stdout

@@ -242,3 +242,48 @@ def test_precision_32_and_destroy():
     finally:
         gs.destroy()
         gs.init(backend=gs.cpu, precision="64", seed=0)
+
+
+def test_review_edge_cases():
+    scene = gs.Scene()
+    chain = scene.add_entity(gs.morphs.Cylinder(height=0.5, radius=0.01), material=gs.materials.SpringChain(),
+                             surface=None)
+    with pytest.raises(gs.SceneError, match="build the scene first"):
+        chain.get_nodes_pos()
+    with pytest.raises(gs.OptionError, match="unexpected keywords \\['n_env'\\]"):
+        scene.build(n_env=4)
+    scene.build(n_envs=3, env_spacing=(1.0, 1.0))
+    assert scene.n_envs == 3
+    with pytest.raises(gs.OptionError, match="appears twice"):
+        scene.reset(envs_idx=[1, 1])
+    with pytest.raises(gs.OptionError, match="got set"):
+        scene.reset(envs_idx={1})
+    assert not hasattr(gs.materials, "NoSuchMaterial") and not hasattr(scene, "rigid_solver")
+    with pytest.raises(gs.OptionError, match="takes no options"):
+        gs.Scene(spring_chain_options=object())
+
+
+def test_setters_never_attach_solver_storage_to_autograd():
+    scene, chain = chain_scene(n_envs=2)
+    target = torch.ones(2, 3, dtype=torch.float64, requires_grad=True)
+    chain.set_anchor(target * 2)
+    assert scene.spring_chain_solver.state.anchor.grad_fn is None
+    state = scene.get_state()
+    state.solvers_state[0].vel.requires_grad_(True)
+    scene.reset(state=state)
+    assert all(x.grad_fn is None and not x.requires_grad for x in scene.spring_chain_solver.state.tensors.values())
+
+
+def test_gpu_backend_falls_back_to_the_cpu_with_one_warning():
+    import subprocess
+    import sys
+
+    from .conftest import python_env
+
+    code = ("import warnings, genesis_core as gs\nwith warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n    gs.init(backend=gs.gpu)\n"
+            "ours = [str(x.message) for x in w if 'GPU' in str(x.message)]\nprint(gs.device, len(ours), ours)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=python_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    if "cuda" not in out.stdout:
+        assert out.stdout.startswith("cpu 1 ") and "running on the CPU" in out.stdout

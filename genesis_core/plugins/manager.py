@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import pluggy
@@ -96,11 +97,6 @@ class Registry:
                 return cls
         return None
 
-    def solver_for_material(self, material):
-        for cls in self.solvers.values():
-            if isinstance(material, cls.material_class):
-                return cls
-        return None
 
 
 def plugin_namespace(kind: str, module_globals: dict):
@@ -122,23 +118,43 @@ _registry: Registry | None = None
 _infos: dict = {}
 
 
-def _selected(ep_name: str, dist_name: str | None) -> bool:
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def _wanted():
+    """The entry-point or distribution names $GENESIS_CORE_PLUGINS asks for; None means all."""
     value = os.environ.get(AUTOLOAD_ENV, "all").strip()
     if value.lower() in ("", "all", "1"):
-        return True
+        return None
     if value.lower() in ("none", "0"):
-        return False
-    wanted = {w.strip() for w in value.split(",") if w.strip()}
-    return ep_name in wanted or (dist_name is not None and dist_name in wanted)
+        return set()
+    return {_norm(w) for w in value.split(",") if w.strip()}
+
+
+def installed_entry_points() -> list:
+    """Every entry point of the group on sys.path (the first of two same-named ones wins, as for imports)."""
+    out, seen = [], set()
+    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in seen:
+            seen.add(ep.name)
+            out.append(ep)
+    return out
 
 
 def _load_entry_points(pm: pluggy.PluginManager):
-    seen = set()
-    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+    wanted = _wanted()
+    eps = installed_entry_points()
+    if wanted:
+        known = {_norm(ep.name) for ep in eps} | {_norm(ep.dist.name) for ep in eps if ep.dist is not None}
+        unknown = sorted(wanted - known)
+        if unknown:
+            warnings.warn(f"${AUTOLOAD_ENV} names {unknown}, which match no installed plugin "
+                          f"(installed: {sorted(ep.name for ep in eps)}).", stacklevel=3)
+    for ep in eps:
         dist = ep.dist.name if ep.dist is not None else None
-        if ep.name in seen or not _selected(ep.name, dist):
-            continue  # the first of two same-named entry points on sys.path wins, as for imports
-        seen.add(ep.name)
+        if wanted is not None and _norm(ep.name) not in wanted and (dist is None or _norm(dist) not in wanted):
+            continue
         try:
             plugin = ep.load()
         except Exception as exc:
@@ -193,6 +209,27 @@ def reload_plugins():
     _infos.clear()
 
 
+RESERVED_FIELD_NAMES = {"solver", "scene", "fields", "clone", "serializable"}  # SolverState's own attributes
+
+
+def _check_solver_class(cls, plugin: str, reg: Registry):
+    missing = [m for m in SOLVER_MEMBERS if not hasattr(cls, m)] if isinstance(cls, type) else ["being a class"]
+    if missing:
+        raise GenesisError(f"plugin {plugin!r} registered solver {cls!r}, which lacks {', '.join(missing)}.")
+    short = cls.short_name
+    if not isinstance(short, str) or not short.isidentifier():
+        raise GenesisError(f"plugin {plugin!r}: solver {cls.__name__} needs a short_name that is an identifier.")
+    for other in reg.solvers.values():
+        if other.short_name == short:
+            raise GenesisError(f"plugin {plugin!r}: solver {cls.__name__} has short_name {short!r}, "
+                               f"already taken by {other.__name__}.")
+    names = [spec.name for spec in cls.state_fields]
+    bad = [n for n in names if not n.isidentifier() or n.startswith("_") or n in RESERVED_FIELD_NAMES]
+    if bad or len(set(names)) != len(names):
+        raise GenesisError(f"plugin {plugin!r}: solver {cls.__name__} declares state fields {names}: names must be "
+                           f"unique identifiers, not private, not one of {sorted(RESERVED_FIELD_NAMES)}.")
+
+
 def _registrar(reg: Registry, kind: str, store, plugin_name: str):
     def add(key, value):
         if (kind, key) in reg.origin:
@@ -224,9 +261,7 @@ def registry() -> Registry:
             return hook(hook_name, remove_plugins=others)
 
         def add_solver(cls, _add=_registrar(reg, "solver", reg.solvers, name)):
-            missing = [m for m in SOLVER_MEMBERS if not hasattr(cls, m)] if isinstance(cls, type) else ["a class"]
-            if missing:
-                raise GenesisError(f"plugin {name!r} registered solver {cls!r}, which lacks {', '.join(missing)}.")
+            _check_solver_class(cls, name, reg)
             _add(cls.__name__, cls)
 
         def add_options(cls, _add=_registrar(reg, "options class", reg.options, name)):

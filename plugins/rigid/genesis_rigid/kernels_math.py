@@ -1,0 +1,113 @@
+"""Small Taichi functions shared by the kernels: quaternions (w, x, y, z), rotations and spatial algebra.
+
+Spatial vectors are 6-vectors (angular, linear) expressed in world axes at the world origin: a motion
+(omega, v_O) where v_O is the velocity of the body point at the origin; a force (torque about the origin, force).
+"""
+
+import taichi as ti
+
+V3 = ti.types.vector(3, float)
+V4 = ti.types.vector(4, float)
+V6 = ti.types.vector(6, float)
+M3 = ti.types.matrix(3, 3, float)
+
+
+@ti.func
+def v3(a, i, c):
+    return ti.Vector([a[i, c], a[i, c + 1], a[i, c + 2]])
+
+
+@ti.func
+def v4(a, i, c):
+    return ti.Vector([a[i, c], a[i, c + 1], a[i, c + 2], a[i, c + 3]])
+
+
+@ti.func
+def quat_mul(a, b):
+    return ti.Vector([
+        a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3],
+        a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
+        a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1],
+        a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0],
+    ])
+
+
+@ti.func
+def quat_normalize(q):
+    return q / ti.max(q.norm(), 1e-30)
+
+
+@ti.func
+def quat_to_mat(q):
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    return ti.Matrix([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+@ti.func
+def axis_angle_quat(axis, angle):
+    s = ti.sin(0.5 * angle)
+    return ti.Vector([ti.cos(0.5 * angle), axis[0] * s, axis[1] * s, axis[2] * s])
+
+
+@ti.func
+def quat_integrate(q, omega_local, h):
+    """q * exp(omega h / 2): rotate by the body-frame angular velocity omega for time h (MuJoCo's convention)."""
+    angle = omega_local.norm() * h
+    out = q
+    if angle > 1e-30:
+        axis = omega_local / omega_local.norm()
+        out = quat_normalize(quat_mul(q, axis_angle_quat(axis, angle)))
+    return out
+
+
+@ti.func
+def motion_cross(a, b):
+    """a x_m b for spatial motions a = (w, v), b = (bw, bv): (w x bw, w x bv + v x bw)."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    bw = ti.Vector([b[0], b[1], b[2]])
+    bv = ti.Vector([b[3], b[4], b[5]])
+    r1 = w.cross(bw)
+    r2 = w.cross(bv) + v.cross(bw)
+    return ti.Vector([r1[0], r1[1], r1[2], r2[0], r2[1], r2[2]])
+
+
+@ti.func
+def force_cross(a, f):
+    """a x_f f for a spatial motion a = (w, v) and force f = (n, fl): (w x n + v x fl, w x fl)."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    n = ti.Vector([f[0], f[1], f[2]])
+    fl = ti.Vector([f[3], f[4], f[5]])
+    r1 = w.cross(n) + v.cross(fl)
+    r2 = w.cross(fl)
+    return ti.Vector([r1[0], r1[1], r1[2], r2[0], r2[1], r2[2]])
+
+
+@ti.func
+def spatial(ang, lin):
+    return ti.Vector([ang[0], ang[1], ang[2], lin[0], lin[1], lin[2]])
+
+
+@ti.func
+def inertia_apply(m, mc, inertia_o, a):
+    """Spatial inertia (mass m, first moment mc = m c, rotational inertia about the origin) times motion a."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    return spatial(inertia_o @ w + mc.cross(v), m * v - mc.cross(w))
+
+
+@ti.func
+def tangent_basis(n):
+    """Two unit tangents completing the unit normal n to a right-handed frame (deterministic)."""
+    t1 = ti.Vector([0.0, 0.0, 0.0])
+    if ti.abs(n[0]) < 0.57:
+        t1 = ti.Vector([0.0, n[2], -n[1]])
+    else:
+        t1 = ti.Vector([n[1], -n[0], 0.0])
+    t1 = t1 / t1.norm()
+    return t1, n.cross(t1)

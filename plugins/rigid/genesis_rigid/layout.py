@@ -1,0 +1,30 @@
+"""Column layout of the packed model arrays handed to the kernels (one array per kind keeps the kernels' argument
+lists short). Each constant names the first column of a quantity in the array of that kind."""
+
+# link_f [L, 20]: body frame relative to the parent, inertial properties in the body frame
+LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_N = 0, 3, 7, 8, 11, 20
+# link_i [L, 4]
+LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_LAST_DOF, LI_N = 0, 1, 2, 3, 4
+# joint_f [J, 6]: anchor and axis in the body frame
+JF_POS, JF_AXIS, JF_N = 0, 3, 6
+# joint_i [J, 3]
+JI_TYPE, JI_Q_START, JI_DOF_START, JI_N = 0, 1, 2, 3
+# dof_f [D, 8]
+DF_DAMPING, DF_ARMATURE, DF_STIFFNESS, DF_SPRINGREF, DF_RANGE_LO, DF_RANGE_HI, DF_FORCE_LO, DF_FORCE_HI, DF_N = range(9)
+# dof_i [D, 4]: parent dof in the tree (-1 at a root), link, limited flag, q index (-1 for ball/free dofs)
+DI_PARENT, DI_LINK, DI_LIMITED, DI_Q, DI_N = range(5)
+# geom_f [G, 11]: pose in the link frame, size, friction
+GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_N = 0, 3, 7, 10, 11
+# geom_i [G, 2]
+GI_TYPE, GI_LINK, GI_N = 0, 1, 2
+# pair_i [P, 4]: the two geoms (type of the first <= type of the second), first contact slot, number of slots
+PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
+# params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, restitution, regularisation
+PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_RESTITUTION, PF_REG, PF_N = 0, 3, 4, 5, 6, 7, 8
+# params_i: constraint-solver iterations, max contacts per env, collision on, joint limits on
+PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_N = range(5)
+
+# control modes of dofs_ctrl_mode
+CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY = 0, 1, 2
+# constraint row kinds
+ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3

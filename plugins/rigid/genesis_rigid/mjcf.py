@@ -1,0 +1,258 @@
+"""MJCF loader: body tree, default classes (with childclass), includes, joints (hinge/slide/ball/free),
+geoms (plane/sphere/capsule/cylinder/box/mesh, fromto), inertials (diag/full) or inertia from geoms and density,
+ranges, damping, armature, stiffness, motor/position/velocity/general actuators, contype/conaffinity.
+
+Follows MuJoCo's defaults: angles in degrees unless `<compiler angle="radian">`, `autolimits` on, geom density
+1000, joint type hinge with axis (0, 0, 1), geom type sphere.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
+                    GeomDesc, JointDesc, RobotDesc, inertia_from_geoms)
+from .rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
+
+GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH}
+JOINT_TYPES = {"free": FREE, "ball": BALL, "slide": SLIDE, "hinge": HINGE}
+ACTUATOR_TAGS = ("motor", "position", "velocity", "general")
+
+
+class MJCFError(ValueError):
+    pass
+
+
+def _floats(s, n=None, what=""):
+    vals = [float(x) for x in s.split()]
+    if n is not None and len(vals) != n:
+        raise MJCFError(f"{what}: expected {n} numbers, got {s!r}")
+    return np.array(vals)
+
+
+def _load_tree(path, seen=()):
+    """Parse a file and inline its <include file=...> elements (paths relative to the including file)."""
+    if path in seen:
+        raise MJCFError(f"{path}: recursive include")
+    root = ET.parse(path).getroot()
+    base = os.path.dirname(path)
+
+    def expand(elem):
+        for i, child in enumerate(list(elem)):
+            if child.tag == "include":
+                inc = _load_tree(os.path.join(base, child.get("file")), seen + (path,))
+                elem.remove(child)
+                for j, sub in enumerate(list(inc)):
+                    elem.insert(i + j, sub)
+            else:
+                expand(child)
+
+    expand(root)
+    return root
+
+
+class _Defaults:
+    """MJCF default classes: each class maps a tag to its attribute dict, inheriting from its parent class."""
+
+    def __init__(self, root):
+        self.classes = {"main": {}}
+        for d in root.findall("default"):
+            self._read(d, "main", None)
+
+    def _read(self, elem, name, parent):
+        attrs = copy.deepcopy(self.classes[parent]) if parent else {}
+        for child in elem:
+            if child.tag != "default":
+                attrs.setdefault(child.tag, {}).update(child.attrib)
+        self.classes[name] = attrs
+        for child in elem.findall("default"):
+            self._read(child, child.get("class"), name)
+
+    def get(self, elem, cls):
+        cls = elem.get("class", cls)
+        if cls not in self.classes:
+            raise MJCFError(f"<{elem.tag}> refers to an unknown default class {cls!r}")
+        merged = dict(self.classes[cls].get(elem.tag, {}))
+        merged.update(elem.attrib)
+        return merged
+
+
+class _Loader:
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self.root = _load_tree(self.path)
+        if self.root.tag != "mujoco":
+            raise MJCFError(f"{path}: the root element is <{self.root.tag}>, not <mujoco>")
+        comp = self.root.find("compiler")
+        comp = comp.attrib if comp is not None else {}
+        self.degrees = comp.get("angle", "degree") == "degree"
+        self.eulerseq = comp.get("eulerseq", "xyz")
+        self.autolimits = comp.get("autolimits", "true") == "true"
+        self.inertiafromgeom = comp.get("inertiafromgeom", "auto")
+        base = os.path.dirname(self.path)
+        self.meshdir = os.path.join(base, comp.get("meshdir", comp.get("assetdir", "")))
+        self.defaults = _Defaults(self.root)
+        self.meshes = {}
+        for asset in self.root.findall("asset"):
+            for m in asset.findall("mesh"):
+                f = m.get("file")
+                name = m.get("name") or os.path.splitext(os.path.basename(f))[0]
+                self.meshes[name] = os.path.join(self.meshdir, f)
+        self.bodies = []
+        self.joint_names = set()
+
+    def angle(self, x):
+        return np.deg2rad(x) if self.degrees else x
+
+    def orientation(self, a, what):
+        if "quat" in a:
+            return quat_normalize(_floats(a["quat"], 4, what))
+        if "euler" in a:
+            return euler_to_quat(self.angle(_floats(a["euler"], 3, what)), self.eulerseq)
+        if "axisangle" in a:
+            v = _floats(a["axisangle"], 4, what)
+            return axis_angle(v[:3], self.angle(v[3]))
+        if "xyaxes" in a:
+            v = _floats(a["xyaxes"], 6, what)
+            x = v[:3] / np.linalg.norm(v[:3])
+            y = v[3:] - x * np.dot(x, v[3:])
+            y /= np.linalg.norm(y)
+            return mat_to_quat(np.stack([x, y, np.cross(x, y)], axis=1))
+        if "zaxis" in a:
+            return frame_from_z(_floats(a["zaxis"], 3, what))
+        return np.array([1.0, 0, 0, 0])
+
+    def load(self):
+        worlds = self.root.findall("worldbody")  # an <include> can bring a second one
+        if not worlds:
+            raise MJCFError(f"{self.path}: no <worldbody>")
+        static = [self.geom(g, "main") for w in worlds for g in w.findall("geom")]
+        if static:
+            self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static))
+        for w in worlds:
+            for b in w.findall("body"):
+                self.body(b, -1, "main")
+        actuators = []
+        for act in self.root.findall("actuator"):
+            for a in act:
+                if a.tag in ACTUATOR_TAGS:
+                    desc = self.actuator(a)
+                    if desc is not None:
+                        actuators.append(desc)
+        robot = RobotDesc(self.root.get("model", os.path.basename(self.path)), self.bodies, actuators)
+        robot.validate()
+        return robot
+
+    def body(self, elem, parent, cls):
+        cls = elem.get("childclass", cls)
+        a = elem.attrib
+        what = f"body {a.get('name', '?')}"
+        pos = _floats(a.get("pos", "0 0 0"), 3, what)
+        body = BodyDesc(a.get("name", f"body{len(self.bodies)}"), parent, pos, self.orientation(a, what))
+        index = len(self.bodies)
+        self.bodies.append(body)
+        for j in elem:
+            if j.tag == "freejoint":
+                body.joints.append(JointDesc(j.get("name", f"{body.name}_free"), FREE))
+            elif j.tag == "joint":
+                body.joints.append(self.joint(j, cls))
+        body.geoms = [self.geom(g, cls) for g in elem.findall("geom")]
+        inertial = elem.find("inertial")
+        if inertial is not None and self.inertiafromgeom != "true":
+            ia = inertial.attrib
+            body.mass = float(ia["mass"])
+            body.com = _floats(ia.get("pos", "0 0 0"), 3, what)
+            if "fullinertia" in ia:
+                xx, yy, zz, xy, xz, yz = _floats(ia["fullinertia"], 6, what)
+                body.inertia = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+            else:
+                from .rotations import quat_to_mat
+
+                r = quat_to_mat(self.orientation(ia, what))
+                body.inertia = r @ np.diag(_floats(ia.get("diaginertia", "0 0 0"), 3, what)) @ r.T
+        elif self.inertiafromgeom != "false":
+            body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: g._density)
+        for child in elem.findall("body"):
+            self.body(child, index, cls)
+
+    def joint(self, elem, cls):
+        a = self.defaults.get(elem, cls)
+        name = a.get("name", f"joint{len(self.joint_names)}")
+        self.joint_names.add(name)
+        jtype = JOINT_TYPES.get(a.get("type", "hinge"))
+        if jtype is None:
+            raise MJCFError(f"joint {name!r}: unknown type {a.get('type')!r}")
+        axis = _floats(a.get("axis", "0 0 1"), 3, f"joint {name}")
+        if np.linalg.norm(axis) < 1e-12:
+            raise MJCFError(f"joint {name!r}: zero axis")
+        limited = a.get("limited", "auto")
+        rng = None
+        if "range" in a and (limited == "true" or (limited == "auto" and self.autolimits)):
+            lo, hi = _floats(a["range"], 2, f"joint {name} range")
+            rng = (self.angle(lo), self.angle(hi)) if jtype == HINGE else (lo, hi)
+        springref = float(a.get("springref", 0.0))
+        return JointDesc(name, jtype, _floats(a.get("pos", "0 0 0"), 3, name), axis / np.linalg.norm(axis), rng,
+                         float(a.get("damping", 0.0)), float(a.get("armature", 0.0)), float(a.get("stiffness", 0.0)),
+                         self.angle(springref) if jtype == HINGE else springref)
+
+    def geom(self, elem, cls):
+        a = self.defaults.get(elem, cls)
+        name = a.get("name", "")
+        gtype = GEOM_TYPES.get(a.get("type", "sphere"))
+        if gtype is None:
+            raise MJCFError(f"geom {name!r}: unsupported type {a.get('type')!r}")
+        size = np.zeros(3)
+        given = _floats(a.get("size", "0"))
+        size[: len(given)] = given
+        pos = _floats(a.get("pos", "0 0 0"), 3, f"geom {name}")
+        quat = self.orientation(a, f"geom {name}")
+        if "fromto" in a and gtype in (CAPSULE, CYLINDER, BOX):
+            ft = _floats(a["fromto"], 6, f"geom {name} fromto")
+            p0, p1 = ft[:3], ft[3:]
+            pos = (p0 + p1) / 2
+            quat = frame_from_z(p1 - p0) if np.linalg.norm(p1 - p0) > 1e-12 else quat
+            if gtype == BOX:
+                size[2] = np.linalg.norm(p1 - p0) / 2
+            else:
+                size[1] = np.linalg.norm(p1 - p0) / 2
+        mesh = None
+        if gtype == MESH:
+            mesh = self.meshes.get(a.get("mesh"))
+            if mesh is None:
+                raise MJCFError(f"geom {name!r}: unknown mesh {a.get('mesh')!r}")
+        g = GeomDesc(name, gtype, size, pos, quat, float(_floats(a.get("friction", "1"))[0]),
+                     int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh)
+        g._density = (float(a.get("density", 1000.0)), float(a["mass"]) if "mass" in a else None)
+        return g
+
+    def actuator(self, elem):
+        a = self.defaults.get(elem, "main")
+        joint = a.get("joint")
+        if joint is None:
+            return None  # tendon, site and body transmissions are not modelled
+        fr = _floats(a["forcerange"], 2) if "forcerange" in a else None
+        if elem.tag == "position":
+            return ActuatorDesc(joint, kp=float(a.get("kp", 1.0)), kv=float(a.get("kv", 0.0)), forcerange=fr)
+        if elem.tag == "velocity":
+            return ActuatorDesc(joint, kv=float(a.get("kv", 1.0)), forcerange=fr)
+        if elem.tag == "general":
+            bias = np.zeros(3)
+            given = _floats(a.get("biasprm", "0 0 0"))
+            bias[: min(3, len(given))] = given[:3]
+            return ActuatorDesc(joint, kp=-bias[1], kv=-bias[2], forcerange=fr)
+        return ActuatorDesc(joint, forcerange=fr)  # motor: force control
+
+
+def load_mjcf(path) -> RobotDesc:
+    try:
+        return _Loader(path).load()
+    except ET.ParseError as exc:
+        raise MJCFError(f"{path}: not well-formed XML ({exc})") from None
+    except (KeyError, ValueError) as exc:
+        if isinstance(exc, MJCFError):
+            raise
+        raise MJCFError(f"{path}: {exc}") from None

@@ -1,0 +1,130 @@
+"""Robot descriptions as the loaders produce them: bodies in topological order (parents first), each with its
+joints, geoms and inertia, plus actuators. The solver compiles them into flat arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# joint types (MuJoCo's codes)
+FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3
+JOINT_NQ = {FREE: 7, BALL: 4, SLIDE: 1, HINGE: 1}
+JOINT_NV = {FREE: 6, BALL: 3, SLIDE: 1, HINGE: 1}
+# geom types: the codes of genesis_core.coupler (GEOM_PLANE, ...)
+PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH = range(6)
+
+
+@dataclass
+class JointDesc:
+    name: str
+    type: int
+    pos: np.ndarray = field(default_factory=lambda: np.zeros(3))  # anchor in the body frame
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    range: tuple | None = None  # (lo, hi) in rad or m: a joint limit
+    damping: float = 0.0  # N m s/rad or N s/m
+    armature: float = 0.0  # kg m^2 or kg, added to the mass matrix diagonal
+    stiffness: float = 0.0  # passive spring toward springref
+    springref: float = 0.0
+
+
+@dataclass
+class GeomDesc:
+    name: str
+    type: int
+    size: np.ndarray  # sphere (r,-,-); capsule (r, half-length, -); box half-extents; cylinder (r, half-height, -)
+    pos: np.ndarray = field(default_factory=lambda: np.zeros(3))  # in the body frame
+    quat: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
+    friction: float = 1.0
+    contype: int = 1
+    conaffinity: int = 1
+    mesh_file: str | None = None
+
+
+@dataclass
+class BodyDesc:
+    name: str
+    parent: int  # index in the robot's bodies, -1 for the world
+    pos: np.ndarray  # body frame relative to the parent body frame (before joints)
+    quat: np.ndarray
+    mass: float = 0.0
+    com: np.ndarray = field(default_factory=lambda: np.zeros(3))  # in the body frame
+    inertia: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))  # about the com, body axes
+    joints: list = field(default_factory=list)
+    geoms: list = field(default_factory=list)
+
+
+@dataclass
+class ActuatorDesc:
+    joint: str
+    kp: float = 0.0  # position gain, N m/rad
+    kv: float = 0.0  # velocity gain, N m s/rad
+    forcerange: tuple | None = None
+
+
+@dataclass
+class RobotDesc:
+    name: str
+    bodies: list
+    actuators: list = field(default_factory=list)
+
+    def validate(self):
+        for i, b in enumerate(self.bodies):
+            if not -1 <= b.parent < i:
+                raise ValueError(f"body {b.name!r}: parent index {b.parent} is not an earlier body")
+            if b.mass < 0 or not np.all(np.isfinite(b.inertia)):
+                raise ValueError(f"body {b.name!r}: negative mass or non-finite inertia")
+
+
+def geom_volume_inertia(g: GeomDesc):
+    """Volume (m^3) and unit-density inertia about the geom centre in geom axes (MuJoCo's formulas)."""
+    if g.type == SPHERE:
+        r = g.size[0]
+        v = 4 / 3 * np.pi * r ** 3
+        return v, np.eye(3) * 0.4 * v * r * r
+    if g.type == CAPSULE:
+        r, h = g.size[0], 2 * g.size[1]
+        sphere_m = 4 * np.pi * r ** 3 / 3
+        sphere_i = 2 * sphere_m * r * r / 5
+        cyl_m = np.pi * r * r * h
+        cyl_i = cyl_m * (3 * r * r + h * h) / 12
+        ixx = cyl_i + sphere_i + sphere_m * (h * h / 4 + 3 * h * r / 8)
+        return sphere_m + cyl_m, np.diag([ixx, ixx, cyl_m * r * r / 2 + sphere_i])
+    if g.type == CYLINDER:
+        r, h = g.size[0], 2 * g.size[1]
+        v = np.pi * r * r * h
+        ixx = v * (3 * r * r + h * h) / 12
+        return v, np.diag([ixx, ixx, v * r * r / 2])
+    if g.type == BOX:
+        a, b, c = 2 * g.size
+        v = a * b * c
+        return v, np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 12
+    return 0.0, np.zeros((3, 3))
+
+
+def inertia_from_geoms(geoms, density_of):
+    """Mass, com and inertia (about the com, body axes) of a body made of `geoms`; density_of(g) -> (density, mass)."""
+    from .rotations import quat_to_mat
+
+    parts = []
+    for g in geoms:
+        vol, unit_i = geom_volume_inertia(g)
+        density, explicit_mass = density_of(g)
+        if explicit_mass is not None:
+            if vol <= 0:
+                continue
+            density = explicit_mass / vol
+        m = density * vol
+        if m <= 0:
+            continue
+        r = quat_to_mat(g.quat)
+        parts.append((m, np.asarray(g.pos, dtype=np.float64), r @ (unit_i * density) @ r.T))
+    mass = sum(p[0] for p in parts)
+    if mass <= 0:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    com = sum(p[0] * p[1] for p in parts) / mass
+    inertia = np.zeros((3, 3))
+    for m, c, i in parts:
+        d = c - com
+        inertia += i + m * (np.dot(d, d) * np.eye(3) - np.outer(d, d))
+    return mass, com, inertia

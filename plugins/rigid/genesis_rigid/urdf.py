@@ -1,0 +1,138 @@
+"""URDF loader: links with inertials, joints revolute/continuous/prismatic/fixed/floating, limits, damping,
+box/sphere/cylinder/mesh collision geometry. The root link gets a free joint unless the morph is fixed."""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+from .model import BOX, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
+from .rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
+
+
+class URDFError(ValueError):
+    pass
+
+
+def _vec(s, n, what):
+    vals = [float(x) for x in (s or "").split()]
+    if len(vals) != n:
+        raise URDFError(f"{what}: expected {n} numbers, got {s!r}")
+    return np.array(vals)
+
+
+def _origin(elem, what):
+    o = elem.find("origin") if elem is not None else None
+    if o is None:
+        return np.zeros(3), np.array([1.0, 0, 0, 0])
+    return _vec(o.get("xyz", "0 0 0"), 3, what), rpy_to_quat(_vec(o.get("rpy", "0 0 0"), 3, what))
+
+
+def _resolve(base, filename):
+    name = filename.replace("package://", "")
+    for cand in (os.path.join(base, name), os.path.join(base, "..", name)):
+        if os.path.isfile(cand):
+            return os.path.abspath(cand)
+    return os.path.join(base, name)
+
+
+def load_urdf(path, fixed=False) -> RobotDesc:
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise URDFError(f"{path}: not well-formed XML ({exc})") from None
+    if root.tag != "robot":
+        raise URDFError(f"{path}: the root element is <{root.tag}>, not <robot>")
+    base = os.path.dirname(os.path.abspath(path))
+    links = {l.get("name"): l for l in root.findall("link")}
+    joints = root.findall("joint")
+    children = {}
+    child_names = set()
+    for j in joints:
+        parent, child = j.find("parent").get("link"), j.find("child").get("link")
+        if parent not in links or child not in links:
+            raise URDFError(f"{path}: joint {j.get('name')!r} connects unknown links {parent!r} -> {child!r}")
+        children.setdefault(parent, []).append(j)
+        child_names.add(child)
+    roots = [n for n in links if n not in child_names]
+    if len(roots) != 1:
+        raise URDFError(f"{path}: expected one root link, found {roots}")
+
+    bodies = []
+
+    def add(link_name, parent_index, joint_elem):
+        link = links[link_name]
+        what = f"link {link_name}"
+        if joint_elem is None:
+            pos, quat = np.zeros(3), np.array([1.0, 0, 0, 0])
+            jdescs = [] if fixed else [JointDesc(f"{link_name}_free", FREE)]
+        else:
+            jname = joint_elem.get("name")
+            pos, quat = _origin(joint_elem, f"joint {jname}")
+            jtype = joint_elem.get("type")
+            axis = _vec(joint_elem.find("axis").get("xyz"), 3, jname) if joint_elem.find("axis") is not None \
+                else np.array([1.0, 0, 0])
+            if np.linalg.norm(axis) < 1e-12:
+                if jtype not in ("fixed", "floating"):
+                    raise URDFError(f"joint {jname!r}: zero axis")
+                axis = np.array([1.0, 0, 0])
+            axis = axis / np.linalg.norm(axis)
+            limit = joint_elem.find("limit")
+            dyn = joint_elem.find("dynamics")
+            damping = float(dyn.get("damping", 0.0)) if dyn is not None else 0.0
+            rng = None
+            if jtype in ("revolute", "prismatic") and limit is not None and "lower" in limit.attrib:
+                rng = (float(limit.get("lower")), float(limit.get("upper")))
+            if jtype in ("revolute", "continuous"):
+                jdescs = [JointDesc(jname, HINGE, np.zeros(3), axis, rng, damping)]
+            elif jtype == "prismatic":
+                jdescs = [JointDesc(jname, SLIDE, np.zeros(3), axis, rng, damping)]
+            elif jtype == "fixed":
+                jdescs = []
+            elif jtype == "floating":
+                jdescs = [JointDesc(jname, FREE)]
+            else:
+                raise URDFError(f"joint {jname!r}: unsupported type {jtype!r}")
+        body = BodyDesc(link_name, parent_index, pos, quat, joints=jdescs)
+        inertial = link.find("inertial")
+        if inertial is not None:
+            ipos, iquat = _origin(inertial, what)
+            body.mass = float(inertial.find("mass").get("value"))
+            ie = inertial.find("inertia")
+            g = {k: float(ie.get(k, 0.0)) for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
+            local = np.array([[g["ixx"], g["ixy"], g["ixz"]], [g["ixy"], g["iyy"], g["iyz"]],
+                              [g["ixz"], g["iyz"], g["izz"]]])
+            r = quat_to_mat(iquat)
+            body.com, body.inertia = ipos, r @ local @ r.T
+        for i, col in enumerate(link.findall("collision")):
+            gpos, gquat = _origin(col, what)
+            geo = col.find("geometry")
+            shape = geo[0] if geo is not None and len(geo) else None
+            if shape is None:
+                continue
+            name = f"{link_name}_collision{i}"
+            if shape.tag == "box":
+                body.geoms.append(GeomDesc(name, BOX, _vec(shape.get("size"), 3, name) / 2, gpos, gquat))
+            elif shape.tag == "sphere":
+                body.geoms.append(GeomDesc(name, SPHERE, np.array([float(shape.get("radius")), 0, 0]), gpos, gquat))
+            elif shape.tag == "cylinder":
+                size = np.array([float(shape.get("radius")), float(shape.get("length")) / 2, 0])
+                body.geoms.append(GeomDesc(name, CYLINDER, size, gpos, gquat))
+            elif shape.tag == "mesh":
+                scale = _vec(shape.get("scale", "1 1 1"), 3, name)
+                body.geoms.append(GeomDesc(name, MESH, scale, gpos, gquat,
+                                           mesh_file=_resolve(base, shape.get("filename"))))
+        index = len(bodies)
+        bodies.append(body)
+        for j in children.get(link_name, []):
+            add(j.find("child").get("link"), index, j)
+
+    add(roots[0], -1, None)
+    robot = RobotDesc(root.get("name", os.path.basename(path)), bodies)
+    robot.validate()
+    return robot
+
+
+__all__ = ["load_urdf", "URDFError", "quat_mul", "rotate"]
