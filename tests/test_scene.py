@@ -286,4 +286,4 @@ def test_gpu_backend_falls_back_to_the_cpu_with_one_warning():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=python_env())
     assert out.returncode == 0, out.stderr[-2000:]
     if "cuda" not in out.stdout:
-        assert out.stdout.startswith("cpu 1 ") and "running on the CPU" in out.stdout
+        assert out.stdout.splitlines()[-1].startswith("cpu 1 ") and "running on the CPU" in out.stdout
