@@ -8,13 +8,13 @@ body-axis dofs.
 
 import taichi as ti
 
-from .kernels_math import axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat, spatial, v3, v4
+from .kernels_math import func, axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat, spatial, v3, v4
 from .layout import (JF_AXIS, JF_POS, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_JOINT_END,
                      LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, SLIDE
 
 
-@ti.func
+@func
 def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com, s_janchor,
                        s_jaxis):
     """Link poses of env b at frame f from qpos[f, b]: links_pos/links_quat[f, b], rotation matrices s_R,
@@ -57,7 +57,7 @@ def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_
         s_com[b, l] = xpos + s_R[b, l] @ v3(link_f, l, LF_COM)
 
 
-@ti.func
+@func
 def dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel):
     """Motion subspace cdof of every dof, its time derivative cdof_dot, and link spatial velocities s_cvel."""
     for l in range(link_i.shape[0]):

@@ -11,13 +11,30 @@ V4 = ti.types.vector(4, float)
 V6 = ti.types.vector(6, float)
 M3 = ti.types.matrix(3, 3, float)
 
+# parameters that carry arrays: a ti.func takes them by reference (ti.template()), not by value
+ARRAY_PARAMS = {
+    "a", "x", "chol", "qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "ctrl_mode",
+    "ctrl_force", "ctrl_pos", "ctrl_vel", "ctrl_kp", "ctrl_kv", "params_f", "params_i", "link_f", "link_i",
+    "joint_f", "joint_i", "dof_f", "dof_i", "geom_f", "geom_i", "geom_rbound", "pair_i",
+}
 
-@ti.func
+
+def func(fn):
+    """ti.func whose array parameters (ARRAY_PARAMS and every s_* scratch array) are passed by reference."""
+    import inspect
+
+    for name in inspect.signature(fn).parameters:
+        if name in ARRAY_PARAMS or name.startswith("s_"):
+            fn.__annotations__[name] = ti.template()
+    return ti.func(fn)
+
+
+@func
 def v3(a, i, c):
     return ti.Vector([a[i, c], a[i, c + 1], a[i, c + 2]])
 
 
-@ti.func
+@func
 def v4(a, i, c):
     return ti.Vector([a[i, c], a[i, c + 1], a[i, c + 2], a[i, c + 3]])
 

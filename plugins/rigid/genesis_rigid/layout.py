@@ -3,8 +3,8 @@ lists short). Each constant names the first column of a quantity in the array of
 
 # link_f [L, 20]: body frame relative to the parent, inertial properties in the body frame
 LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_N = 0, 3, 7, 8, 11, 20
-# link_i [L, 4]
-LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_LAST_DOF, LI_N = 0, 1, 2, 3, 4
+# link_i [L, 6]: parent link (-1: the world), its joints and dofs (ranges), the last dof moving it (-1: none)
+LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_DOF_START, LI_DOF_END, LI_LAST_DOF, LI_N = range(7)
 # joint_f [J, 6]: anchor and axis in the body frame
 JF_POS, JF_AXIS, JF_N = 0, 3, 6
 # joint_i [J, 3]

@@ -130,12 +130,12 @@ class _Loader:
         worlds = self.root.findall("worldbody")  # an <include> can bring a second one
         if not worlds:
             raise MJCFError(f"{self.path}: no <worldbody>")
-        static = [self.geom(g, "main") for w in worlds for g in w.findall("geom")]
-        if static:
-            self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static))
         for w in worlds:
             for b in w.findall("body"):
                 self.body(b, -1, "main")
+        static = [self.geom(g, "main") for w in worlds for g in w.findall("geom")]
+        if static:  # last, so that the first body is the model's base
+            self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static))
         actuators = []
         for act in self.root.findall("actuator"):
             for a in act:

@@ -1,5 +1,52 @@
-"""Hook implementations of this plugin (see genesis_core.plugins.hookspecs).
+"""Hook implementations of the rigid solver plugin (see genesis_core.plugins.hookspecs)."""
 
-The package is discovered through its entry point; it registers its solver, options and materials here as
-they land. Until then it contributes nothing, and asking for its names says so.
-"""
+import genesis_core as gs
+
+from .material import Rigid
+from .options import RigidOptions
+from .solver import RigidSolver
+
+
+@gs.hookimpl
+def register_solvers(register):
+    register(RigidSolver)
+
+
+@gs.hookimpl
+def register_options(register):
+    register(RigidOptions)
+
+
+@gs.hookimpl
+def register_materials(register):
+    register("Rigid", Rigid)
+
+
+@gs.hookimpl
+def register_test_scenes(register):
+    register("rigid", _test_scene)
+
+
+def _test_scene(n_envs):
+    """A cart-pole under per-environment force control, a box tumbling onto the plane and a sphere rolling."""
+    from . import assets
+
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2),
+                     rigid_options=gs.options.RigidOptions(iterations=20))
+    scene.add_entity(gs.morphs.Plane())
+    cartpole = scene.add_entity(gs.morphs.MJCF(file=assets.path("cartpole.xml"), pos=(0, 2, 0)))
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
+    scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
+    scene.build(n_envs=n_envs)
+
+    def drive(scene, i_step):
+        import torch
+
+        batch = max(n_envs, 1)
+        force = torch.sin(torch.arange(batch, dtype=torch.float64) + 0.3 * i_step).reshape(batch, 1) * 5.0
+        cartpole.control_dofs_force(force if n_envs else force[0], dofs_idx_local=[0])
+        if i_step == 0:
+            vel = torch.arange(batch, dtype=torch.float64).reshape(batch, 1) * torch.tensor([[0.5, 0, 0, 0, 1.0, 0]])
+            box.set_dofs_velocity(vel if n_envs else vel[0])
+
+    return scene, drive

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .model import BOX, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
+from .model import BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
 from .rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
 
 
@@ -120,6 +120,9 @@ def load_urdf(path, fixed=False) -> RobotDesc:
             elif shape.tag == "cylinder":
                 size = np.array([float(shape.get("radius")), float(shape.get("length")) / 2, 0])
                 body.geoms.append(GeomDesc(name, CYLINDER, size, gpos, gquat))
+            elif shape.tag == "capsule":
+                size = np.array([float(shape.get("radius")), float(shape.get("length")) / 2, 0])
+                body.geoms.append(GeomDesc(name, CAPSULE, size, gpos, gquat))
             elif shape.tag == "mesh":
                 scale = _vec(shape.get("scale", "1 1 1"), 3, name)
                 body.geoms.append(GeomDesc(name, MESH, scale, gpos, gquat,

@@ -1,0 +1,236 @@
+"""Narrowphase between primitive geoms, for one environment b.
+
+Every candidate pair owns fixed contact slots (a box on a plane: its 8 corners), so a contact keeps its slot from
+step to step and the constraint solver's warm start, stored per slot, is part of the declared state. A contact
+stores its point, the unit normal n pointing from geom a to geom b (b is pushed along +n), the penetration depth
+and the friction coefficient (the larger of the two geoms', as in MuJoCo).
+
+Pairs: plane with sphere / capsule (2 end spheres) / box (8 corners) / cylinder (8 rim points); sphere-sphere,
+sphere-capsule, capsule-capsule (closest points of the segments), sphere-box, capsule-box (3 spheres along the
+segment), box-box (separating-axis normal over the 6 face axes, vertices of each box inside the other).
+Cylinders meet anything but a plane as capsules of the same radius and half-length.
+"""
+
+import taichi as ti
+
+from .kernels_math import func, quat_to_mat, v3, v4
+from .layout import GF_FRICTION, GF_POS, GF_QUAT, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PI_N_SLOTS, PI_SLOT
+from .model import BOX, CAPSULE, CYLINDER, PLANE, SPHERE
+
+# contact record columns of s_con_f: point (3), normal (3), depth, friction
+CF_POS, CF_NORMAL, CF_DEPTH, CF_MU = 0, 3, 6, 7
+# s_con_i: active flag, link of geom a, link of geom b
+CI_ACTIVE, CI_LINK_A, CI_LINK_B = 0, 1, 2
+
+
+@func
+def emit(b, slot, pos, normal, depth, mu, la, lb, s_con_f, s_con_i):
+    for k in ti.static(range(3)):
+        s_con_f[b, slot, CF_POS + k] = pos[k]
+        s_con_f[b, slot, CF_NORMAL + k] = normal[k]
+    s_con_f[b, slot, CF_DEPTH] = depth
+    s_con_f[b, slot, CF_MU] = mu
+    s_con_i[b, slot, CI_ACTIVE] = 1
+    s_con_i[b, slot, CI_LINK_A] = la
+    s_con_i[b, slot, CI_LINK_B] = lb
+
+
+@func
+def closest_on_segment(p0, p1, x):
+    d = p1 - p0
+    t = ti.min(ti.max((x - p0).dot(d) / ti.max(d.dot(d), 1e-30), 0.0), 1.0)
+    return p0 + t * d
+
+
+@func
+def closest_between_segments(p0, p1, q0, q1):
+    """Closest points of segments p0p1 and q0q1 (Ericson, Real-Time Collision Detection, 5.1.9)."""
+    d1 = p1 - p0
+    d2 = q1 - q0
+    r = p0 - q0
+    a = d1.dot(d1)
+    e = d2.dot(d2)
+    f = d2.dot(r)
+    s = 0.0
+    t = 0.0
+    if a <= 1e-30 and e <= 1e-30:
+        s = 0.0
+        t = 0.0
+    elif a <= 1e-30:
+        t = ti.min(ti.max(f / e, 0.0), 1.0)
+    else:
+        c = d1.dot(r)
+        if e <= 1e-30:
+            s = ti.min(ti.max(-c / a, 0.0), 1.0)
+        else:
+            bb = d1.dot(d2)
+            denom = a * e - bb * bb
+            if denom > 1e-30:
+                s = ti.min(ti.max((bb * f - c * e) / denom, 0.0), 1.0)
+            t = (bb * s + f) / e
+            if t < 0.0:
+                t = 0.0
+                s = ti.min(ti.max(-c / a, 0.0), 1.0)
+            elif t > 1.0:
+                t = 1.0
+                s = ti.min(ti.max((bb - c) / a, 0.0), 1.0)
+    return p0 + d1 * s, q0 + d2 * t
+
+
+@func
+def sphere_sphere(b, slot, ca, ra, cb, rb, mu, la, lb, s_con_f, s_con_i):
+    d = cb - ca
+    dist = d.norm()
+    pen = ra + rb - dist
+    if pen > 0:
+        n = ti.Vector([0.0, 0.0, 1.0])
+        if dist > 1e-12:
+            n = d / dist
+        emit(b, slot, ca + n * (ra - 0.5 * pen), n, pen, mu, la, lb, s_con_f, s_con_i)
+
+
+@func
+def plane_point(b, slot, p, n, x, radius, mu, la, lb, s_con_f, s_con_i):
+    """A sphere of `radius` at x (0: a point) against the plane through p with normal n."""
+    dist = n.dot(x - p) - radius
+    if dist < 0:
+        emit(b, slot, x - n * (radius + 0.5 * dist), n, -dist, mu, la, lb, s_con_f, s_con_i)
+
+
+@func
+def sphere_box(b, slot, c, r, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
+    """Sphere (geom a) against box (geom b); the normal points from the sphere into the box."""
+    local = rot_b.transpose() @ (c - cb)
+    clamped = ti.min(ti.max(local, -hb), hb)
+    inside = ti.abs(local[0]) < hb[0] and ti.abs(local[1]) < hb[1] and ti.abs(local[2]) < hb[2]
+    if inside:
+        axis = 0
+        slack = hb[0] - ti.abs(local[0])
+        for i in ti.static(range(1, 3)):
+            if hb[i] - ti.abs(local[i]) < slack:
+                slack = hb[i] - ti.abs(local[i])
+                axis = i
+        out_local = ti.Vector([0.0, 0.0, 0.0])
+        out_local[axis] = 1.0 if local[axis] >= 0 else -1.0
+        out = rot_b @ out_local
+        surface = c + out * slack
+        emit(b, slot, surface - out * (0.5 * (slack + r)), -out, slack + r, mu, la, lb, s_con_f, s_con_i)
+    else:
+        d = local - clamped
+        dist = d.norm()
+        if dist < r:
+            out = rot_b @ (d / ti.max(dist, 1e-30))
+            surface = cb + rot_b @ clamped
+            deepest = c - out * r
+            emit(b, slot, 0.5 * (surface + deepest), -out, r - dist, mu, la, lb, s_con_f, s_con_i)
+
+
+@func
+def box_support_radius(rot, h, n):
+    return h[0] * ti.abs(n.dot(ti.Vector([rot[0, 0], rot[1, 0], rot[2, 0]]))) + \
+        h[1] * ti.abs(n.dot(ti.Vector([rot[0, 1], rot[1, 1], rot[2, 1]]))) + \
+        h[2] * ti.abs(n.dot(ti.Vector([rot[0, 2], rot[1, 2], rot[2, 2]])))
+
+
+@ti.func
+def corner_sign(k):
+    """The signs (+-1, +-1, +-1) of box corner k = 0..7 (bit i set: + along axis i)."""
+    return ti.Vector([1.0 if k & 1 != 0 else -1.0, 1.0 if k & 2 != 0 else -1.0, 1.0 if k & 4 != 0 else -1.0])
+
+
+@func
+def box_box(b, slot, ca, rot_a, ha, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
+    """Separating-axis test over the 6 face normals; contacts at the vertices of each box inside the other."""
+    d = cb - ca
+    best = 1e30
+    n = ti.Vector([0.0, 0.0, 1.0])
+    for k in range(6):
+        e = ti.Vector([1.0 if k % 3 == 0 else 0.0, 1.0 if k % 3 == 1 else 0.0, 1.0 if k % 3 == 2 else 0.0])
+        axis = rot_a @ e if k < 3 else rot_b @ e
+        overlap = box_support_radius(rot_a, ha, axis) + box_support_radius(rot_b, hb, axis) - ti.abs(d.dot(axis))
+        if overlap < best:
+            best = overlap
+            n = axis if d.dot(axis) >= 0 else -axis
+    if best > 0:
+        tol_a = 1e-3 * (ha[0] + ha[1] + ha[2])
+        tol_b = 1e-3 * (hb[0] + hb[1] + hb[2])
+        b_near = n.dot(cb) - box_support_radius(rot_b, hb, n)
+        a_far = n.dot(ca) + box_support_radius(rot_a, ha, n)
+        for k in range(8):
+            sign = corner_sign(k)
+            # a vertex of a inside b (inflated by a small tolerance), pushed out along -n
+            va = ca + rot_a @ (sign * ha)
+            la_local = rot_b.transpose() @ (va - cb)
+            depth_a = n.dot(va) - b_near
+            if depth_a > 0 and ti.abs(la_local[0]) <= hb[0] + tol_b and ti.abs(la_local[1]) <= hb[1] + tol_b and \
+                    ti.abs(la_local[2]) <= hb[2] + tol_b:
+                emit(b, slot + k, va - n * (0.5 * depth_a), n, depth_a, mu, la, lb, s_con_f, s_con_i)
+            vb = cb + rot_b @ (sign * hb)
+            lb_local = rot_a.transpose() @ (vb - ca)
+            depth_b = a_far - n.dot(vb)
+            if depth_b > 0 and ti.abs(lb_local[0]) <= ha[0] + tol_a and ti.abs(lb_local[1]) <= ha[1] + tol_a and \
+                    ti.abs(lb_local[2]) <= ha[2] + tol_a:
+                emit(b, slot + 8 + k, vb + n * (0.5 * depth_b), n, depth_b, mu, la, lb, s_con_f, s_con_i)
+
+
+@func
+def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i):
+    for s in range(s_con_i.shape[1]):
+        s_con_i[b, s, CI_ACTIVE] = 0
+    for p in range(pair_i.shape[0]):
+        ga = pair_i[p, PI_GEOM_A]
+        gb = pair_i[p, PI_GEOM_B]
+        slot = pair_i[p, PI_SLOT]
+        ta = geom_i[ga, GI_TYPE]
+        tb = geom_i[gb, GI_TYPE]
+        la = geom_i[ga, GI_LINK]
+        lb = geom_i[gb, GI_LINK]
+        rot_a = s_R[b, la] @ quat_to_mat(v4(geom_f, ga, GF_QUAT))
+        rot_b = s_R[b, lb] @ quat_to_mat(v4(geom_f, gb, GF_QUAT))
+        ca = links_pos[f, b, la] + s_R[b, la] @ v3(geom_f, ga, GF_POS)
+        cb = links_pos[f, b, lb] + s_R[b, lb] @ v3(geom_f, gb, GF_POS)
+        sa = v3(geom_f, ga, GF_SIZE)
+        sb = v3(geom_f, gb, GF_SIZE)
+        mu = ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
+        za = ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
+        zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
+        near = ta == PLANE or (cb - ca).norm() <= geom_rbound[ga] + geom_rbound[gb]
+        if near:
+            if ta == PLANE:
+                if tb == SPHERE:
+                    plane_point(b, slot, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                elif tb == CAPSULE:
+                    plane_point(b, slot, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                    plane_point(b, slot + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                elif tb == BOX:
+                    for k in range(8):
+                        corner = cb + rot_b @ (corner_sign(k) * sb)
+                        plane_point(b, slot + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
+                elif tb == CYLINDER:
+                    u = -za - zb * zb.dot(-za)
+                    if u.norm() < 1e-9:
+                        u = ti.Vector([rot_b[0, 0], rot_b[1, 0], rot_b[2, 0]])
+                    u = u / u.norm()
+                    w = zb.cross(u)
+                    for k in range(8):
+                        # 4 rim points per cap, the first the deepest toward the plane
+                        centre = cb + zb * (sb[1] if k < 4 else -sb[1])
+                        j = k % 4
+                        rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
+                        plane_point(b, slot + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
+            elif ta == BOX and tb == BOX:
+                box_box(b, slot, ca, rot_a, sa, cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
+            else:
+                # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
+                ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
+                hb = 0.0 if tb == SPHERE or tb == BOX else sb[1]
+                if tb != BOX:
+                    pa, pb = closest_between_segments(ca - za * ha, ca + za * ha, cb - zb * hb, cb + zb * hb)
+                    sphere_sphere(b, slot, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                else:
+                    # a segment (geom a) against a box (geom b): both ends and the point closest to the box centre
+                    n_spheres = 1 if ta == SPHERE else 3
+                    for k in range(n_spheres):
+                        x = closest_on_segment(ca - za * ha, ca + za * ha, cb)
+                        x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
+                        sphere_box(b, slot + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)

@@ -1,0 +1,180 @@
+"""Constraints of one environment b at the velocity level, solved by projected Gauss-Seidel, then integration.
+
+Rows: per active contact a normal row (lambda >= 0) and two friction rows (|lambda_t| <= mu lambda_n, a friction
+pyramid), and a row per violated joint limit (lambda >= 0). With W = M~^-1 J^T, the velocity after the impulses
+is v = v_free + W lambda; a row's target is J v >= beta max(depth - slop, 0) / h (Baumgarte stabilisation) for
+normals and limits, 0 for friction. Contact impulses are warm-started from the previous substep's, kept per
+contact slot in the declared state `contact_impulse`.
+"""
+
+import taichi as ti
+
+from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CI_ACTIVE, CI_LINK_A, CI_LINK_B
+from .kernels_dynamics import cholesky, cholesky_solve_col, cholesky_solve_row
+from .kernels_math import func, quat_integrate, tangent_basis
+from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
+                     DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_PARENT, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE,
+                     LI_LAST_DOF, PF_BAUMGARTE, PF_REG, PF_SLOP, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, ROW_FRICTION,
+                     ROW_LIMIT, ROW_NORMAL)
+from .model import FREE, HINGE, SLIDE
+
+# s_row_f columns: 1 / (J W + reg), target velocity, impulse, friction coefficient
+RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU = 0, 1, 2, 3
+# s_row_i columns: kind, contact slot (-1 for limits), the row of the normal a friction row is bounded by
+RI_KIND, RI_SLOT, RI_NORMAL = 0, 1, 2
+
+
+@func
+def smooth_velocity(b, f, h, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                    ctrl_kv, s_mass, s_dof):
+    """v_free = v + h M~^-1 (tau - c) into s_dof[b, :, 2]; s_mass[b] holds the Cholesky factor afterwards."""
+    n = dof_i.shape[0]
+    for d in range(n):
+        v = dofs_vel[f, b, d]
+        tau = -s_dof[b, d, 0] - dof_f[d, DF_DAMPING] * v
+        qi = dof_i[d, DI_Q]
+        q = 0.0
+        if qi >= 0:
+            q = qpos[f, b, qi]
+            tau -= dof_f[d, DF_STIFFNESS] * (q - dof_f[d, DF_SPRINGREF] + h * v)
+        mode = ctrl_mode[b, d]
+        if mode == CTRL_FORCE:
+            tau += ti.min(ti.max(ctrl_force[b, d], dof_f[d, DF_FORCE_LO]), dof_f[d, DF_FORCE_HI])
+        elif mode == CTRL_POSITION:
+            tau += ctrl_kp[b, d] * (ctrl_pos[b, d] - q - h * v) - ctrl_kv[b, d] * v
+        elif mode == CTRL_VELOCITY:
+            tau += ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
+        s_dof[b, d, 1] = tau
+    cholesky(b, n, s_mass)
+    cholesky_solve_col(b, n, s_mass, s_dof, 1)
+    for d in range(n):
+        s_dof[b, d, 2] = dofs_vel[f, b, d] + h * s_dof[b, d, 1]
+
+
+@func
+def add_point_jacobian(b, r, l, direction, point, link_i, dof_i, s_cdof, s_J):
+    """s_J[b, r, :] += d(direction . velocity of `point` fixed to link l)/d(qvel)."""
+    d = link_i[l, LI_LAST_DOF]
+    arm = point.cross(direction)
+    while d >= 0:
+        cd = s_cdof[b, d]
+        s_J[b, r, d] += direction[0] * cd[3] + direction[1] * cd[4] + direction[2] * cd[5] + \
+            arm[0] * cd[0] + arm[1] * cd[1] + arm[2] * cd[2]
+        d = dof_i[d, DI_PARENT]
+
+
+@func
+def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof,
+                      s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i):
+    """Build the rows, warm start, run PGS; the final velocity is left in s_dof[b, :, 2]."""
+    n = dof_i.shape[0]
+    max_rows = s_J.shape[1]
+    beta = params_f[PF_BAUMGARTE]
+    slop = params_f[PF_SLOP]
+    n_rows = 0
+    if params_i[PP_COLLISION] != 0:
+        for s in range(s_con_i.shape[1]):
+            if s_con_i[b, s, CI_ACTIVE] == 1 and n_rows + 3 <= max_rows:
+                normal = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1],
+                                    s_con_f[b, s, CF_NORMAL + 2]])
+                point = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
+                t1, t2 = tangent_basis(normal)
+                la = s_con_i[b, s, CI_LINK_A]
+                lb = s_con_i[b, s, CI_LINK_B]
+                for k in range(3):
+                    r = n_rows + k
+                    direction = ti.select(k == 0, normal, ti.select(k == 1, t1, t2))
+                    for d in range(n):
+                        s_J[b, r, d] = 0.0
+                    add_point_jacobian(b, r, lb, direction, point, link_i, dof_i, s_cdof, s_J)
+                    add_point_jacobian(b, r, la, -direction, point, link_i, dof_i, s_cdof, s_J)
+                    s_row_i[b, r, RI_KIND] = ROW_NORMAL if k == 0 else ROW_FRICTION
+                    s_row_i[b, r, RI_SLOT] = s
+                    s_row_i[b, r, RI_NORMAL] = n_rows
+                    s_row_f[b, r, RF_TARGET] = 0.0
+                    if k == 0:
+                        s_row_f[b, r, RF_TARGET] = beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h
+                    s_row_f[b, r, RF_MU] = s_con_f[b, s, CF_MU]
+                    s_row_f[b, r, RF_LAMBDA] = contact_impulse[b, s, k]
+                n_rows += 3
+    if params_i[PP_LIMITS] != 0:
+        for d in range(n):
+            if dof_i[d, DI_LIMITED] != 0 and n_rows < max_rows:
+                q = qpos[f, b, dof_i[d, DI_Q]]
+                lo = dof_f[d, DF_RANGE_LO]
+                hi = dof_f[d, DF_RANGE_HI]
+                if q < lo or q > hi:
+                    sign = 1.0 if q < lo else -1.0
+                    for k in range(n):
+                        s_J[b, n_rows, k] = 0.0
+                    s_J[b, n_rows, d] = sign
+                    s_row_i[b, n_rows, RI_KIND] = ROW_LIMIT
+                    s_row_i[b, n_rows, RI_SLOT] = -1
+                    s_row_i[b, n_rows, RI_NORMAL] = n_rows
+                    s_row_f[b, n_rows, RF_TARGET] = beta * ti.max(lo - q if q < lo else q - hi, 0.0) / h
+                    s_row_f[b, n_rows, RF_LAMBDA] = 0.0
+                    s_row_f[b, n_rows, RF_MU] = 0.0
+                    n_rows += 1
+    # W = M~^-1 J^T, the inverse effective masses, and the warm start v = v_free + W lambda
+    for r in range(n_rows):
+        for d in range(n):
+            s_W[b, r, d] = s_J[b, r, d]
+        cholesky_solve_row(b, n, s_mass, s_W, r)
+        a = params_f[PF_REG]
+        for d in range(n):
+            a += s_J[b, r, d] * s_W[b, r, d]
+        s_row_f[b, r, RF_DINV] = 1.0 / a
+        lam = s_row_f[b, r, RF_LAMBDA]
+        for d in range(n):
+            s_dof[b, d, 2] += s_W[b, r, d] * lam
+    for _ in range(params_i[PP_ITERATIONS]):
+        for r in range(n_rows):
+            jv = 0.0
+            for d in range(n):
+                jv += s_J[b, r, d] * s_dof[b, d, 2]
+            lam = s_row_f[b, r, RF_LAMBDA]
+            new = lam
+            if s_row_i[b, r, RI_KIND] == ROW_FRICTION:
+                bound = s_row_f[b, r, RF_MU] * s_row_f[b, s_row_i[b, r, RI_NORMAL], RF_LAMBDA]
+                new = ti.min(ti.max(lam - jv * s_row_f[b, r, RF_DINV], -bound), bound)
+            else:
+                new = ti.max(lam + (s_row_f[b, r, RF_TARGET] - jv) * s_row_f[b, r, RF_DINV], 0.0)
+            delta = new - lam
+            if delta != 0.0:
+                for d in range(n):
+                    s_dof[b, d, 2] += s_W[b, r, d] * delta
+                s_row_f[b, r, RF_LAMBDA] = new
+    for s in range(contact_impulse.shape[1]):
+        for k in ti.static(range(3)):
+            contact_impulse[b, s, k] = 0.0
+    for r in range(n_rows):
+        s = s_row_i[b, r, RI_SLOT]
+        if s >= 0:
+            contact_impulse[b, s, r - s_row_i[b, r, RI_NORMAL]] = s_row_f[b, r, RF_LAMBDA]
+
+
+@func
+def integrate(b, f, fn, h, qpos, dofs_vel, dofs_acc, joint_i, s_dof):
+    """Semi-implicit Euler: the new velocity, then positions with it (quaternions for ball and free joints)."""
+    for d in range(dofs_vel.shape[2]):
+        v = s_dof[b, d, 2]
+        dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
+        dofs_vel[fn, b, d] = v
+    for j in range(joint_i.shape[0]):
+        jtype = joint_i[j, JI_TYPE]
+        qs = joint_i[j, JI_Q_START]
+        d0 = joint_i[j, JI_DOF_START]
+        if jtype == HINGE or jtype == SLIDE:
+            qpos[fn, b, qs] = qpos[f, b, qs] + h * dofs_vel[fn, b, d0]
+        else:
+            r0 = 0
+            if jtype == FREE:
+                for k in ti.static(range(3)):
+                    qpos[fn, b, qs + k] = qpos[f, b, qs + k] + h * dofs_vel[fn, b, d0 + k]
+                r0 = 3
+            q = ti.Vector([qpos[f, b, qs + r0], qpos[f, b, qs + r0 + 1], qpos[f, b, qs + r0 + 2],
+                           qpos[f, b, qs + r0 + 3]])
+            omega = ti.Vector([dofs_vel[fn, b, d0 + r0], dofs_vel[fn, b, d0 + r0 + 1], dofs_vel[fn, b, d0 + r0 + 2]])
+            qn = quat_integrate(q, omega, h)
+            for k in ti.static(range(4)):
+                qpos[fn, b, qs + r0 + k] = qn[k]

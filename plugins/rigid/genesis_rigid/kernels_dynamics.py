@@ -1,0 +1,136 @@
+"""Joint-space dynamics of one environment b: composite-rigid-body mass matrix, recursive Newton-Euler bias
+forces (Coriolis, centrifugal, gravity), and a dense Cholesky factorisation and solve.
+
+M qacc = tau - c(q, qdot): with spatial inertias about the world origin, the bias c is RNE with qacc = 0 and the
+base accelerating at -g (Featherstone, Rigid Body Dynamics Algorithms, 5.3); M by CRBA (6.2). The factorised
+matrix is M + diag(armature + h (damping + kv) + h^2 kp): damping and PD gains are integrated implicitly, as in
+MuJoCo's Euler integrator, which keeps stiff position servos stable at large steps.
+"""
+
+import taichi as ti
+
+from .kernels_math import func, force_cross, inertia_apply, spatial, v3
+from .layout import (DF_ARMATURE, DF_DAMPING, DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_INERTIA,
+                     LF_MASS, LI_DOF_END, LI_DOF_START, LI_PARENT)
+
+
+@func
+def link_inertia_world(b, l, link_f, s_R, s_com):
+    """Mass, first moment m c and rotational inertia about the world origin of link l (world axes)."""
+    m = link_f[l, LF_MASS]
+    ic = ti.Matrix.zero(float, 3, 3)
+    for r in ti.static(range(3)):
+        for c in ti.static(range(3)):
+            ic[r, c] = link_f[l, LF_INERTIA + 3 * r + c]
+    rot = s_R[b, l]
+    c = s_com[b, l]
+    io = rot @ ic @ rot.transpose() + m * (c.dot(c) * ti.Matrix.identity(float, 3) - c.outer_product(c))
+    return m, m * c, io
+
+
+@func
+def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv,
+                  h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
+                  s_dof):
+    """Fill s_dof[b, :, 0] with the bias forces c and s_mass[b] with the implicit-integration matrix."""
+    n_links = link_i.shape[0]
+    n_dofs = dof_i.shape[0]
+    gravity = ti.Vector([params_f[0], params_f[1], params_f[2]])
+    # forward pass: bias accelerations (qacc = 0, the base accelerating at -g) and link forces
+    for l in range(n_links):
+        parent = link_i[l, LI_PARENT]
+        cacc = spatial(ti.Vector([0.0, 0.0, 0.0]), -gravity)
+        if parent >= 0:
+            cacc = s_cacc[b, parent]
+        for d in range(link_i[l, LI_DOF_START], link_i[l, LI_DOF_END]):
+            cacc += s_cdof_dot[b, d] * dofs_vel[f, b, d]
+        s_cacc[b, l] = cacc
+        m, mc, io = link_inertia_world(b, l, link_f, s_R, s_com)
+        s_crb_m[b, l] = m
+        s_crb_mc[b, l] = mc
+        s_crb_io[b, l] = io
+        cvel = s_cvel[b, l]
+        s_cfrc[b, l] = inertia_apply(m, mc, io, cacc) + force_cross(cvel, inertia_apply(m, mc, io, cvel))
+    # backward pass: subtree forces and composite inertias
+    for i in range(n_links):
+        l = n_links - 1 - i
+        parent = link_i[l, LI_PARENT]
+        if parent >= 0:
+            s_cfrc[b, parent] += s_cfrc[b, l]
+            s_crb_m[b, parent] += s_crb_m[b, l]
+            s_crb_mc[b, parent] += s_crb_mc[b, l]
+            s_crb_io[b, parent] += s_crb_io[b, l]
+    for d in range(n_dofs):
+        s_dof[b, d, 0] = s_cdof[b, d].dot(s_cfrc[b, dof_i[d, DI_LINK]])
+    # mass matrix by CRBA, plus the implicit terms on the diagonal
+    for i in range(n_dofs):
+        for j in range(n_dofs):
+            s_mass[b, i, j] = 0.0
+    for d in range(n_dofs):
+        l = dof_i[d, DI_LINK]
+        force = inertia_apply(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l], s_cdof[b, d])
+        i = d
+        while i >= 0:
+            v = s_cdof[b, i].dot(force)
+            s_mass[b, i, d] = v
+            s_mass[b, d, i] = v
+            i = dof_i[i, DI_PARENT]
+    for d in range(n_dofs):
+        gain_v = dof_f[d, DF_DAMPING]
+        gain_p = 0.0
+        if ctrl_mode[b, d] == 1:
+            gain_v += ctrl_kv[b, d]
+            gain_p = ctrl_kp[b, d]
+        elif ctrl_mode[b, d] == 2:
+            gain_v += ctrl_kv[b, d]
+        if dof_i[d, DI_Q] >= 0:
+            gain_p += dof_f[d, DF_STIFFNESS]
+        s_mass[b, d, d] += dof_f[d, DF_ARMATURE] + h * gain_v + h * h * gain_p
+
+
+@func
+def cholesky(b, n, a):
+    """In-place lower Cholesky factor of the symmetric positive-definite a[b, :n, :n] (lower triangle)."""
+    for j in range(n):
+        s = a[b, j, j]
+        for k in range(j):
+            s -= a[b, j, k] * a[b, j, k]
+        diag = ti.sqrt(ti.max(s, 1e-30))
+        a[b, j, j] = diag
+        for i in range(j + 1, n):
+            t = a[b, i, j]
+            for k in range(j):
+                t -= a[b, i, k] * a[b, j, k]
+            a[b, i, j] = t / diag
+
+
+@func
+def cholesky_solve_col(b, n, chol, x, col):
+    """Solve L L^T y = x[b, :, col] in place."""
+    for i in range(n):
+        t = x[b, i, col]
+        for k in range(i):
+            t -= chol[b, i, k] * x[b, k, col]
+        x[b, i, col] = t / chol[b, i, i]
+    for ii in range(n):
+        i = n - 1 - ii
+        t = x[b, i, col]
+        for k in range(i + 1, n):
+            t -= chol[b, k, i] * x[b, k, col]
+        x[b, i, col] = t / chol[b, i, i]
+
+
+@func
+def cholesky_solve_row(b, n, chol, x, row):
+    """Solve L L^T y = x[b, row, :] in place."""
+    for i in range(n):
+        t = x[b, row, i]
+        for k in range(i):
+            t -= chol[b, i, k] * x[b, row, k]
+        x[b, row, i] = t / chol[b, i, i]
+    for ii in range(n):
+        i = n - 1 - ii
+        t = x[b, row, i]
+        for k in range(i + 1, n):
+            t -= chol[b, k, i] * x[b, row, k]
+        x[b, row, i] = t / chol[b, i, i]

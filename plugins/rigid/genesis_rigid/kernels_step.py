@@ -1,0 +1,64 @@
+"""The rigid solver's kernels: one launch per substep, parallel over environments, each environment running the
+whole recipe in its loop body (launch cost, not arithmetic, dominates small batches):
+
+    kinematics -> dof motions -> bias forces and mass matrix -> smooth velocity -> contacts
+    -> constraint rows + PGS -> integrate -> kinematics of the new frame
+
+It reads frame f (qpos, dofs_vel) and writes frame fn; everything else it touches is per-substep scratch or the
+declared warm start.
+"""
+
+import taichi as ti
+
+from .kernels_collision import detect_contacts
+from .kernels_constraint import integrate, smooth_velocity, solve_constraints
+from .kernels_dynamics import bias_and_mass
+from .kernels_kinematics import dof_motions, forward_kinematics
+from .kernels_math import M3, V3, V4, V6
+from .layout import PF_DT, PP_COLLISION
+
+nd = ti.types.ndarray
+
+
+@ti.kernel
+def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
+               link_f: nd(ndim=2), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
+               s_R: nd(dtype=M3, ndim=2), s_com: nd(dtype=V3, ndim=2), s_janchor: nd(dtype=V3, ndim=2),
+               s_jaxis: nd(dtype=V3, ndim=2)):
+    """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
+    for b in range(qpos.shape[1]):
+        forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                           s_janchor, s_jaxis)
+
+
+@ti.kernel
+def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3),
+            links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=3),
+            ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
+            ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
+            params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=2), link_i: nd(ndim=2),
+            joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=2), dof_i: nd(ndim=2),
+            geom_f: nd(ndim=2), geom_i: nd(ndim=2), geom_rbound: nd(ndim=1), pair_i: nd(ndim=2),
+            s_R: nd(dtype=M3, ndim=2), s_com: nd(dtype=V3, ndim=2), s_janchor: nd(dtype=V3, ndim=2),
+            s_jaxis: nd(dtype=V3, ndim=2), s_cdof: nd(dtype=V6, ndim=2), s_cdof_dot: nd(dtype=V6, ndim=2),
+            s_cvel: nd(dtype=V6, ndim=2), s_cacc: nd(dtype=V6, ndim=2), s_cfrc: nd(dtype=V6, ndim=2),
+            s_crb_m: nd(ndim=2), s_crb_mc: nd(dtype=V3, ndim=2), s_crb_io: nd(dtype=M3, ndim=2),
+            s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
+            s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3)):
+    h = params_f[PF_DT]
+    for b in range(qpos.shape[1]):
+        forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                           s_janchor, s_jaxis)
+        dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv, h,
+                      s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
+                      s_dof)
+        smooth_velocity(b, f, h, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                        ctrl_kv, s_mass, s_dof)
+        if params_i[PP_COLLISION] != 0:
+            detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i)
+        solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof, s_mass,
+                          s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
+        integrate(b, f, fn, h, qpos, dofs_vel, dofs_acc, joint_i, s_dof)
+        forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                           s_janchor, s_jaxis)

@@ -1,0 +1,15 @@
+import attrs
+
+from genesis_core import validators as v
+from genesis_core.materials import Material
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Rigid(Material):
+    """Rigid bodies. rho: density, kg/m^3, for primitives and for geoms of a model without inertial data.
+    friction: Coulomb coefficient for every geom of the entity (None: the model's own, 1.0 for primitives)."""
+
+    solver = "RigidSolver"
+
+    rho: float = attrs.field(default=200.0, validator=v.positive)
+    friction: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.non_negative))

@@ -1,0 +1,27 @@
+import attrs
+
+from genesis_core import validators as v
+from genesis_core.options import Options
+
+
+@attrs.define(frozen=True, kw_only=True)
+class RigidOptions(Options):
+    """Options of the rigid solver.
+
+    integrator: "euler" (semi-implicit Euler; joint damping, springs and PD gains implicit, as MuJoCo's Euler).
+    iterations: projected Gauss-Seidel sweeps per substep. baumgarte: fraction of a penetration or limit violation
+    corrected per substep. contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
+    max_contacts: contacts per environment the solver keeps (in slot order). enable_collision,
+    enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
+    """
+
+    integrator: str = attrs.field(default="euler", validator=v.one_of("euler"))
+    iterations: int = attrs.field(default=50, validator=v.int_at_least(1))
+    baumgarte: float = attrs.field(default=0.2, validator=v.unit_interval)
+    contact_slop: float = attrs.field(default=1e-4, validator=v.non_negative)
+    regularization: float = attrs.field(default=1e-9, validator=v.non_negative)
+    max_contacts: int = attrs.field(default=64, validator=v.int_at_least(1))
+    enable_collision: bool = attrs.field(default=True, validator=v.is_bool)
+    enable_joint_limit: bool = attrs.field(default=True, validator=v.is_bool)
+    enable_self_collision: bool = attrs.field(default=True, validator=v.is_bool)
+    enable_adjacent_collision: bool = attrs.field(default=False, validator=v.is_bool)

@@ -1,0 +1,65 @@
+"""From a morph to a RobotDesc: primitives become one body (free unless fixed), files go through the loaders."""
+
+import numpy as np
+
+import genesis_core as gs
+
+from .mjcf import MJCFError, load_mjcf
+from .model import BOX, CAPSULE, CYLINDER, FREE, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
+from .model import inertia_from_geoms
+from .rotations import frame_from_z
+from .urdf import URDFError, load_urdf
+
+IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
+
+
+def _primitive(morph, material):
+    if isinstance(morph, gs.morphs.Plane):
+        geom = GeomDesc("plane", PLANE, np.zeros(3), quat=frame_from_z(morph.normal))
+        return RobotDesc("plane", [BodyDesc("plane", -1, np.zeros(3), IDENTITY, geoms=[geom])])
+    if isinstance(morph, gs.morphs.Box):
+        geom = GeomDesc("box", BOX, np.asarray(morph.size) / 2)
+    elif isinstance(morph, gs.morphs.Sphere):
+        geom = GeomDesc("sphere", SPHERE, np.array([morph.radius, 0.0, 0.0]))
+    elif isinstance(morph, gs.morphs.Capsule):
+        geom = GeomDesc("capsule", CAPSULE, np.array([morph.radius, morph.height / 2, 0.0]))
+    else:
+        geom = GeomDesc("cylinder", CYLINDER, np.array([morph.radius, morph.height / 2, 0.0]))
+    geom.friction = 1.0
+    body = BodyDesc(type(morph).__name__.lower(), -1, np.zeros(3), IDENTITY, geoms=[geom])
+    body.mass, body.com, body.inertia = inertia_from_geoms([geom], lambda g: (material.rho, None))
+    if not morph.fixed:
+        body.joints.append(JointDesc("root", FREE))
+    return RobotDesc(type(morph).__name__.lower(), [body])
+
+
+def describe(morph, material) -> RobotDesc:
+    """The robot description of a morph; a bad file raises gs.OptionError naming it."""
+    if isinstance(morph, (gs.morphs.Plane, gs.morphs.Box, gs.morphs.Sphere, gs.morphs.Capsule, gs.morphs.Cylinder)):
+        return _primitive(morph, material)
+    try:
+        if isinstance(morph, gs.morphs.URDF):
+            robot = load_urdf(morph.file, fixed=morph.fixed)
+        elif isinstance(morph, gs.morphs.MJCF):
+            robot = load_mjcf(morph.file)
+        else:
+            raise gs.OptionError(f"the rigid solver does not simulate {type(morph).__name__} morphs yet "
+                                 "(convex-mesh entities come with mesh collision).")
+    except (MJCFError, URDFError) as exc:
+        raise gs.OptionError(f"{type(morph).__name__}(file={morph.file!r}): {exc}") from None
+    if morph.scale != 1.0:
+        _scale(robot, morph.scale)
+    return robot
+
+
+def _scale(robot, s):
+    for body in robot.bodies:
+        body.pos = body.pos * s
+        body.com = body.com * s
+        body.mass *= s ** 3
+        body.inertia = body.inertia * s ** 5
+        for j in body.joints:
+            j.pos = j.pos * s
+        for g in body.geoms:
+            g.pos = g.pos * s
+            g.size = g.size * s
