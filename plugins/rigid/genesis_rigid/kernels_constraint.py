@@ -25,9 +25,11 @@ RI_KIND, RI_SLOT, RI_NORMAL = 0, 1, 2
 
 
 @func
-def smooth_velocity(b, f, h, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
-                    ctrl_kv, s_mass, s_dof):
-    """v_free = v + h M~^-1 (tau - c) into s_dof[b, :, 2]; s_mass[b] holds the Cholesky factor afterwards."""
+def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                        ctrl_kv, s_mass, s_dof):
+    """qacc = M~^-1 (tau - c) into s_dof[b, :, 1] at (qpos[f, b], dofs_vel[f, b]); s_mass[b] is factorised.
+
+    hi is the implicit step (h for Euler: springs and PD read q + h v; 0 for RK4, where everything is explicit)."""
     n = dof_i.shape[0]
     for d in range(n):
         v = dofs_vel[f, b, d]
@@ -36,19 +38,17 @@ def smooth_velocity(b, f, h, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force
         q = 0.0
         if qi >= 0:
             q = qpos[f, b, qi]
-            tau -= dof_f[d, DF_STIFFNESS] * (q - dof_f[d, DF_SPRINGREF] + h * v)
+            tau -= dof_f[d, DF_STIFFNESS] * (q - dof_f[d, DF_SPRINGREF] + hi * v)
         mode = ctrl_mode[b, d]
         if mode == CTRL_FORCE:
             tau += ti.min(ti.max(ctrl_force[b, d], dof_f[d, DF_FORCE_LO]), dof_f[d, DF_FORCE_HI])
         elif mode == CTRL_POSITION:
-            tau += ctrl_kp[b, d] * (ctrl_pos[b, d] - q - h * v) - ctrl_kv[b, d] * v
+            tau += ctrl_kp[b, d] * (ctrl_pos[b, d] - q - hi * v) - ctrl_kv[b, d] * v
         elif mode == CTRL_VELOCITY:
             tau += ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
         s_dof[b, d, 1] = tau
     cholesky(b, n, s_mass)
     cholesky_solve_col(b, n, s_mass, s_dof, 1)
-    for d in range(n):
-        s_dof[b, d, 2] = dofs_vel[f, b, d] + h * s_dof[b, d, 1]
 
 
 @func
@@ -154,27 +154,24 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
 
 
 @func
-def integrate(b, f, fn, h, qpos, dofs_vel, dofs_acc, joint_i, s_dof):
-    """Semi-implicit Euler: the new velocity, then positions with it (quaternions for ball and free joints)."""
-    for d in range(dofs_vel.shape[2]):
-        v = s_dof[b, d, 2]
-        dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
-        dofs_vel[fn, b, d] = v
+def advance_q(b, src, fs, dst, fd, vel, fv, scale, joint_i):
+    """dst[fd, b] = src[fs, b] moved by scale * vel[fv, b]: hinge and slide add, ball and free rotate their
+    quaternion by the body-frame angular velocity, free joints translate by the world linear velocity."""
     for j in range(joint_i.shape[0]):
         jtype = joint_i[j, JI_TYPE]
         qs = joint_i[j, JI_Q_START]
         d0 = joint_i[j, JI_DOF_START]
         if jtype == HINGE or jtype == SLIDE:
-            qpos[fn, b, qs] = qpos[f, b, qs] + h * dofs_vel[fn, b, d0]
+            dst[fd, b, qs] = src[fs, b, qs] + scale * vel[fv, b, d0]
         else:
             r0 = 0
             if jtype == FREE:
                 for k in ti.static(range(3)):
-                    qpos[fn, b, qs + k] = qpos[f, b, qs + k] + h * dofs_vel[fn, b, d0 + k]
+                    dst[fd, b, qs + k] = src[fs, b, qs + k] + scale * vel[fv, b, d0 + k]
                 r0 = 3
-            q = ti.Vector([qpos[f, b, qs + r0], qpos[f, b, qs + r0 + 1], qpos[f, b, qs + r0 + 2],
-                           qpos[f, b, qs + r0 + 3]])
-            omega = ti.Vector([dofs_vel[fn, b, d0 + r0], dofs_vel[fn, b, d0 + r0 + 1], dofs_vel[fn, b, d0 + r0 + 2]])
-            qn = quat_integrate(q, omega, h)
+            q = ti.Vector([src[fs, b, qs + r0], src[fs, b, qs + r0 + 1], src[fs, b, qs + r0 + 2],
+                           src[fs, b, qs + r0 + 3]])
+            omega = ti.Vector([vel[fv, b, d0 + r0], vel[fv, b, d0 + r0 + 1], vel[fv, b, d0 + r0 + 2]])
+            qn = quat_integrate(q, omega, scale)
             for k in ti.static(range(4)):
-                qpos[fn, b, qs + r0 + k] = qn[k]
+                dst[fd, b, qs + r0 + k] = qn[k]

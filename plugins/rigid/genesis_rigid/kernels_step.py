@@ -1,7 +1,7 @@
 """The rigid solver's kernels: one launch per substep, parallel over environments, each environment running the
 whole recipe in its loop body (launch cost, not arithmetic, dominates small batches):
 
-    kinematics -> dof motions -> bias forces and mass matrix -> smooth velocity -> contacts
+    kinematics -> dof motions -> bias forces and mass matrix -> smooth acceleration (x4 for RK4) -> contacts
     -> constraint rows + PGS -> integrate -> kinematics of the new frame
 
 It reads frame f (qpos, dofs_vel) and writes frame fn; everything else it touches is per-substep scratch or the
@@ -11,11 +11,11 @@ declared warm start.
 import taichi as ti
 
 from .kernels_collision import detect_contacts
-from .kernels_constraint import integrate, smooth_velocity, solve_constraints
+from .kernels_constraint import advance_q, smooth_acceleration, solve_constraints
 from .kernels_dynamics import bias_and_mass
 from .kernels_kinematics import dof_motions, forward_kinematics
 from .kernels_math import M3, V3, V4, V6
-from .layout import PF_DT, PP_COLLISION
+from .layout import PF_DT, PP_COLLISION, PP_RK4
 
 nd = ti.types.ndarray
 
@@ -39,26 +39,67 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=2), link_i: nd(ndim=2),
             joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=2), dof_i: nd(ndim=2),
             geom_f: nd(ndim=2), geom_i: nd(ndim=2), geom_rbound: nd(ndim=1), pair_i: nd(ndim=2),
+            s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(dtype=V3, ndim=3), s_lquat: nd(dtype=V4, ndim=3),
             s_R: nd(dtype=M3, ndim=2), s_com: nd(dtype=V3, ndim=2), s_janchor: nd(dtype=V3, ndim=2),
             s_jaxis: nd(dtype=V3, ndim=2), s_cdof: nd(dtype=V6, ndim=2), s_cdof_dot: nd(dtype=V6, ndim=2),
             s_cvel: nd(dtype=V6, ndim=2), s_cacc: nd(dtype=V6, ndim=2), s_cfrc: nd(dtype=V6, ndim=2),
             s_crb_m: nd(ndim=2), s_crb_mc: nd(dtype=V3, ndim=2), s_crb_io: nd(dtype=M3, ndim=2),
             s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
             s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3)):
+    """One substep: frame f -> frame fn. The smooth dynamics are evaluated on the stage arrays s_qs / s_vs
+    (once for Euler; four Runge-Kutta stages and a final evaluation at the start for RK4), then contacts and
+    constraints act at the start configuration, then positions advance."""
     h = params_f[PF_DT]
+    rk4 = params_i[PP_RK4] != 0
+    hi = 0.0 if rk4 else h
+    n_evals = 5 if rk4 else 1
+    n_q = qpos.shape[2]
+    n_v = dofs_vel.shape[2]
     for b in range(qpos.shape[1]):
-        forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
-        dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
-        bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv, h,
-                      s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
-                      s_dof)
-        smooth_velocity(b, f, h, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
-                        ctrl_kv, s_mass, s_dof)
+        for i in range(n_q):
+            s_qs[0, b, i] = qpos[f, b, i]
+        for d in range(n_v):
+            s_vs[0, b, d] = dofs_vel[f, b, d]
+            s_dof[b, d, 3] = 0.0  # RK4: weighted sum of stage velocities
+            s_dof[b, d, 4] = 0.0  # RK4: weighted sum of stage accelerations
+        for k in range(n_evals):
+            forward_kinematics(b, 0, s_qs, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                               s_janchor, s_jaxis)
+            dof_motions(b, 0, s_vs, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+            bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv, hi,
+                          s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
+                          s_mass, s_dof)
+            smooth_acceleration(b, 0, hi, s_qs, s_vs, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel,
+                                ctrl_kp, ctrl_kv, s_mass, s_dof)
+            if k < 4 and rk4:
+                weight = (1.0 if k == 0 or k == 3 else 2.0) / 6.0
+                for d in range(n_v):
+                    s_dof[b, d, 3] += weight * s_vs[0, b, d]
+                    s_dof[b, d, 4] += weight * s_dof[b, d, 1]
+                if k < 3:
+                    step = 0.5 * h if k < 2 else h
+                    advance_q(b, qpos, f, s_qs, 0, s_vs, 0, step, joint_i)  # q0 moved by the stage velocity
+                    for d in range(n_v):
+                        s_vs[0, b, d] = dofs_vel[f, b, d] + step * s_dof[b, d, 1]
+                else:  # back to the start for the constraint stage
+                    for i in range(n_q):
+                        s_qs[0, b, i] = qpos[f, b, i]
+                    for d in range(n_v):
+                        s_vs[0, b, d] = dofs_vel[f, b, d]
+        for d in range(n_v):
+            acc = s_dof[b, d, 4] if rk4 else s_dof[b, d, 1]
+            s_dof[b, d, 2] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
+            s_dof[b, d, 5] = s_dof[b, d, 2]
         if params_i[PP_COLLISION] != 0:
-            detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i)
+            detect_contacts(b, 0, s_lpos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i)
         solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof, s_mass,
                           s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
-        integrate(b, f, fn, h, qpos, dofs_vel, dofs_acc, joint_i, s_dof)
+        for d in range(n_v):
+            v = s_dof[b, d, 2]
+            dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
+            dofs_vel[fn, b, d] = v
+            # the velocity positions move with: the new one (Euler), or the RK4 average plus the constraint change
+            s_vs[0, b, d] = s_dof[b, d, 3] + v - s_dof[b, d, 5] if rk4 else v
+        advance_q(b, qpos, f, qpos, fn, s_vs, 0, h, joint_i)
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)

@@ -8,14 +8,16 @@ from genesis_core.options import Options
 class RigidOptions(Options):
     """Options of the rigid solver.
 
-    integrator: "euler" (semi-implicit Euler; joint damping, springs and PD gains implicit, as MuJoCo's Euler).
+    integrator: "euler" (semi-implicit Euler; joint damping, springs and PD gains implicit, as MuJoCo's Euler) or
+    "rk4" (classic Runge-Kutta on the smooth dynamics, all forces explicit, four times the dynamics per substep;
+    contacts and limits act once per substep at its start).
     iterations: projected Gauss-Seidel sweeps per substep. baumgarte: fraction of a penetration or limit violation
     corrected per substep. contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
     max_contacts: contacts per environment the solver keeps (in slot order). enable_collision,
     enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
     """
 
-    integrator: str = attrs.field(default="euler", validator=v.one_of("euler"))
+    integrator: str = attrs.field(default="euler", validator=v.one_of("euler", "rk4"))
     iterations: int = attrs.field(default=50, validator=v.int_at_least(1))
     baumgarte: float = attrs.field(default=0.2, validator=v.unit_interval)
     contact_slop: float = attrs.field(default=1e-4, validator=v.non_negative)

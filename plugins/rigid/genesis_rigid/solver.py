@@ -15,7 +15,7 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END,
                      LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_N, PF_REG,
                      PF_SLOP, PI_GEOM_A, PI_GEOM_B, PI_N, PI_N_SLOTS, PI_SLOT, PP_COLLISION, PP_ITERATIONS, PP_LIMITS,
-                     PP_MAX_CONTACTS, PP_N)
+                     PP_MAX_CONTACTS, PP_N, PP_RK4)
 from .material import Rigid
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
 from .options import RigidOptions
@@ -200,6 +200,7 @@ class RigidSolver(gs.SolverBase):
         params_i[PP_MAX_CONTACTS] = opts.max_contacts
         params_i[PP_COLLISION] = int(opts.enable_collision and len(pairs) > 0)
         params_i[PP_LIMITS] = int(opts.enable_joint_limit)
+        params_i[PP_RK4] = int(opts.integrator == "rk4")
         fl, dev = self.float_dtype, self.device
 
         def t(a, dtype=None):
@@ -257,9 +258,10 @@ class RigidSolver(gs.SolverBase):
             return torch.zeros(shape, dtype=dtype, device=dev)
 
         self.scratch = dict(
+            s_qs=z(1, B, max(self.n_qs, 1)), s_vs=z(1, B, max(D, 1)), s_lpos=z(1, B, L, 3), s_lquat=z(1, B, L, 4),
             s_R=z(B, L, 3, 3), s_com=z(B, L, 3), s_janchor=z(B, J, 3), s_jaxis=z(B, J, 3), s_cdof=z(B, max(D, 1), 6),
             s_cdof_dot=z(B, max(D, 1), 6), s_cvel=z(B, L, 6), s_cacc=z(B, L, 6), s_cfrc=z(B, L, 6), s_crb_m=z(B, L),
-            s_crb_mc=z(B, L, 3), s_crb_io=z(B, L, 3, 3), s_mass=z(B, max(D, 1), max(D, 1)), s_dof=z(B, max(D, 1), 4),
+            s_crb_mc=z(B, L, 3), s_crb_io=z(B, L, 3, 3), s_mass=z(B, max(D, 1), max(D, 1)), s_dof=z(B, max(D, 1), 6),
             s_con_f=z(B, S, 8), s_con_i=z(B, S, 3, dtype=torch.int32), s_J=z(B, R, max(D, 1)),
             s_W=z(B, R, max(D, 1)), s_row_f=z(B, R, 4), s_row_i=z(B, R, 3, dtype=torch.int32))
 
@@ -277,6 +279,6 @@ class RigidSolver(gs.SolverBase):
             st.contact_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel,
             st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"],
             m["joint_i"], m["dof_f"], m["dof_i"], m["geom_f"], m["geom_i"], m["geom_rbound"], m["pair_i"],
-            s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"],
+            s["s_qs"], s["s_vs"], s["s_lpos"], s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"],
             s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"], s["s_dof"],
             s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"], s["s_row_i"])
