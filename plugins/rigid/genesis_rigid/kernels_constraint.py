@@ -2,8 +2,8 @@
 
 Rows: per active contact a normal row (lambda >= 0) and two friction rows (|lambda_t| <= mu lambda_n, a friction
 pyramid), and a row per violated joint limit (lambda >= 0). With W = M~^-1 J^T, the velocity after the impulses
-is v = v_free + W lambda; a row's target is J v >= beta max(depth - slop, 0) / h (Baumgarte stabilisation) for
-normals and limits, 0 for friction. Contact impulses are warm-started from the previous substep's, kept per
+is v = v_free + W lambda; a row's target is J v >= min(beta max(depth - slop, 0) / h, v_max) (Baumgarte
+stabilisation, capped so that a deep violation is undone gently) for normals and limits, 0 for friction. Contact impulses are warm-started from the previous substep's, kept per
 contact slot in the declared state `contact_impulse`.
 """
 
@@ -14,7 +14,7 @@ from .kernels_dynamics import cholesky, cholesky_solve_col, cholesky_solve_row
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_PARENT, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE,
-                     LI_LAST_DOF, PF_BAUMGARTE, PF_REG, PF_SLOP, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, ROW_FRICTION,
+                     LI_LAST_DOF, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG, PF_SLOP, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, ROW_FRICTION,
                      ROW_LIMIT, ROW_NORMAL)
 from .model import FREE, HINGE, SLIDE
 
@@ -71,6 +71,7 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
     max_rows = s_J.shape[1]
     beta = params_f[PF_BAUMGARTE]
     slop = params_f[PF_SLOP]
+    max_correction = params_f[PF_MAX_CORRECTION]
     n_rows = 0
     if params_i[PP_COLLISION] != 0:
         for s in range(s_con_i.shape[1]):
@@ -93,7 +94,8 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
                     s_row_i[b, r, RI_NORMAL] = n_rows
                     s_row_f[b, r, RF_TARGET] = 0.0
                     if k == 0:
-                        s_row_f[b, r, RF_TARGET] = beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h
+                        s_row_f[b, r, RF_TARGET] = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h,
+                                                          max_correction)
                     s_row_f[b, r, RF_MU] = s_con_f[b, s, CF_MU]
                     s_row_f[b, r, RF_LAMBDA] = contact_impulse[b, s, k]
                 n_rows += 3
@@ -111,7 +113,8 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
                     s_row_i[b, n_rows, RI_KIND] = ROW_LIMIT
                     s_row_i[b, n_rows, RI_SLOT] = -1
                     s_row_i[b, n_rows, RI_NORMAL] = n_rows
-                    s_row_f[b, n_rows, RF_TARGET] = beta * ti.max(lo - q if q < lo else q - hi, 0.0) / h
+                    s_row_f[b, n_rows, RF_TARGET] = ti.min(beta * ti.max(lo - q if q < lo else q - hi, 0.0) / h,
+                                                           max_correction)
                     s_row_f[b, n_rows, RF_LAMBDA] = 0.0
                     s_row_f[b, n_rows, RF_MU] = 0.0
                     n_rows += 1

@@ -19,8 +19,8 @@ GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_N = 0, 3, 7, 10, 11
 GI_TYPE, GI_LINK, GI_N = 0, 1, 2
 # pair_i [P, 4]: the two geoms (type of the first <= type of the second), first contact slot, number of slots
 PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
-# params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, restitution, regularisation
-PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_RESTITUTION, PF_REG, PF_N = 0, 3, 4, 5, 6, 7, 8
+# params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity, regularisation
+PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_MAX_CORRECTION, PF_REG, PF_N = 0, 3, 4, 5, 6, 7, 8
 # params_i: constraint-solver iterations, max contacts per env, collision on, joint limits on, RK4 integrator
 PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_N = range(6)
 

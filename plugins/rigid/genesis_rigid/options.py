@@ -13,6 +13,7 @@ class RigidOptions(Options):
     contacts and limits act once per substep at its start).
     iterations: projected Gauss-Seidel sweeps per substep. baumgarte: fraction of a penetration or limit violation
     corrected per substep. contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
+    max_correction_velocity: the fastest a penetration or limit violation is undone (m/s or rad/s).
     max_contacts: contacts per environment the solver keeps (in slot order). enable_collision,
     enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
     """
@@ -21,6 +22,7 @@ class RigidOptions(Options):
     iterations: int = attrs.field(default=50, validator=v.int_at_least(1))
     baumgarte: float = attrs.field(default=0.2, validator=v.unit_interval)
     contact_slop: float = attrs.field(default=1e-4, validator=v.non_negative)
+    max_correction_velocity: float = attrs.field(default=1.0, validator=v.positive)
     regularization: float = attrs.field(default=1e-9, validator=v.non_negative)
     max_contacts: int = attrs.field(default=64, validator=v.int_at_least(1))
     enable_collision: bool = attrs.field(default=True, validator=v.is_bool)

@@ -13,7 +13,7 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_N, DI_PARENT, DI_Q, GF_FRICTION, GF_N, GF_POS, GF_QUAT,
                      GF_SIZE, GI_LINK, GI_N, GI_TYPE, JF_AXIS, JF_N, JF_POS, JI_DOF_START, JI_N, JI_Q_START, JI_TYPE,
                      LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END,
-                     LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_N, PF_REG,
+                     LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG,
                      PF_SLOP, PI_GEOM_A, PI_GEOM_B, PI_N, PI_N_SLOTS, PI_SLOT, PP_COLLISION, PP_ITERATIONS, PP_LIMITS,
                      PP_MAX_CONTACTS, PP_N, PP_RK4)
 from .material import Rigid
@@ -195,6 +195,7 @@ class RigidSolver(gs.SolverBase):
         params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity
         params_f[PF_DT], params_f[PF_BAUMGARTE], params_f[PF_SLOP] = sim.substep_dt, opts.baumgarte, opts.contact_slop
         params_f[PF_REG] = opts.regularization
+        params_f[PF_MAX_CORRECTION] = opts.max_correction_velocity
         params_i = np.zeros(PP_N, dtype=np.int32)
         params_i[PP_ITERATIONS] = opts.iterations
         params_i[PP_MAX_CONTACTS] = opts.max_contacts

@@ -1,0 +1,157 @@
+"""Models from ../shared/assets and the project's own, control, and the entity API with envs_idx."""
+
+import math
+
+import pytest
+import torch
+
+import genesis_core as gs
+from genesis_rigid import assets
+
+
+def build(morphs, n_envs=0, dt=1e-2, **rigid):
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt), rigid_options=gs.options.RigidOptions(**rigid))
+    ents = [scene.add_entity(m) for m in morphs]
+    scene.build(n_envs=n_envs)
+    return scene, ents
+
+
+@pytest.mark.parametrize("path, kind, n_dofs, n_qs", [
+    ("mjcf/franka_emika_panda/scene.xml", "MJCF", 9, 9),
+    ("urdf/panda_bullet/panda.urdf", "URDF", 15, 16),
+    ("mjcf/ant.xml", "MJCF", 14, 15),
+    ("mjcf/humanoid.xml", "MJCF", 27, 28),
+])
+def test_shared_models_load_and_step(shared_assets, path, kind, n_dofs, n_qs):
+    """The panda (MJCF and URDF, floating base by default), MuJoCo's ant and humanoid load with their joint
+    counts (a free joint: 6 dofs, 7 qs) and step without producing non-finite numbers."""
+    scene, (robot,) = build([getattr(gs.morphs, kind)(file=f"{shared_assets}/{path}")])
+    assert (robot.n_dofs, robot.n_qs) == (n_dofs, n_qs)
+    for _ in range(20):
+        scene.step()
+    assert torch.isfinite(robot.get_qpos()).all() and torch.isfinite(robot.get_links_pos()).all()
+
+
+def test_own_models_load():
+    for name, dofs in [("pendulum.xml", 1), ("double_pendulum.xml", 2), ("cartpole.xml", 2)]:
+        _, (robot,) = build([gs.morphs.MJCF(file=assets.path(name))])
+        assert robot.n_dofs == dofs
+    _, (arm,) = build([gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True)])
+    assert arm.n_dofs == 3 and [l.name for l in arm.links] == ["base", "shoulder", "upper_arm", "forearm"]
+    assert arm.get_link("forearm").idx == arm.link_start + 3
+
+
+def test_bad_model_files_raise_option_error(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<mujoco><worldbody><body><joint type='warp'/></body></worldbody></mujoco>")
+    scene = gs.Scene()
+    with pytest.raises(gs.OptionError, match="unknown type 'warp'"):
+        scene.add_entity(gs.morphs.MJCF(file=str(bad)))
+    bad.write_text("<robot><link name='a'/><link name='b'/></robot>")
+    with pytest.raises(gs.OptionError, match="one root link"):
+        scene.add_entity(gs.morphs.URDF(file=str(bad)))
+    bad.write_text("<mujoco><worldbody>")
+    with pytest.raises(gs.OptionError, match="not well-formed"):
+        scene.add_entity(gs.morphs.MJCF(file=str(bad)))
+
+
+def test_panda_holds_a_target_pose_under_position_control(shared_assets):
+    """With the MJCF actuators' gains (kp 2000-4500, kv 200-450) the arm holds a pose against gravity within
+    1e-2 rad (the steady-state error is the gravity torque over kp)."""
+    scene, (panda, _) = build([gs.morphs.MJCF(file=f"{shared_assets}/mjcf/franka_emika_panda/panda.xml"),
+                               gs.morphs.Plane()])
+    target = torch.tensor([0.3, -0.5, 0.2, -2.0, 0.1, 1.8, 0.5, 0.02, 0.02], dtype=torch.float64)
+    assert panda.get_dofs_kp()[:7].tolist() == [4500, 4500, 3500, 3500, 2000, 2000, 2000]
+    panda.set_dofs_kp([100.0, 100.0], dofs_idx_local=[7, 8])
+    panda.set_dofs_kv([10.0, 10.0], dofs_idx_local=[7, 8])
+    panda.control_dofs_position(target)
+    for _ in range(300):
+        scene.step()
+    assert (panda.get_dofs_position() - target).abs().max() < 1e-2
+    assert panda.get_dofs_velocity().abs().max() < 1e-2
+
+
+def test_ant_dropped_on_the_plane_comes_to_rest_standing(shared_assets):
+    """The ant starts with its ankles outside their limits and its legs flat: the limits lift it (gently:
+    corrections are capped) and it settles upright on its four feet, torso clear of the floor."""
+    scene, (ant,) = build([gs.morphs.MJCF(file=f"{shared_assets}/mjcf/ant.xml", pos=(0, 0, 0.3))])
+    floor_z = float(ant.get_link("world").get_pos()[2])
+    highest = 0.0
+    for _ in range(300):
+        scene.step()
+        highest = max(highest, float(ant.get_pos()[2]) - floor_z)
+    torso = float(ant.get_pos()[2]) - floor_z
+    assert torso > 0.25 + 0.05, f"torso centre {torso:.3f} m above the floor: lying on it"
+    assert highest < 1.0, "the ant was launched"
+    assert float(ant.get_quat()[0]) > 0.99, "not upright"
+    assert ant.get_vel().norm() < 0.05 and ant.get_ang().norm() < 0.05
+    feet = scene.rigid_solver.scratch["s_con_i"][0, :, 0]
+    assert int(feet.sum()) == 4, "not standing on its four feet"
+
+
+def test_humanoid_falls_and_lands_on_the_floor(shared_assets):
+    scene, (hum,) = build([gs.morphs.MJCF(file=f"{shared_assets}/mjcf/humanoid.xml")], dt=5e-3)
+    for _ in range(400):
+        scene.step()
+    z = hum.get_links_pos()[:-1, 2]
+    assert float(z.min()) > -0.05, "a link went through the floor"
+    assert torch.isfinite(hum.get_qpos()).all()
+
+
+def test_cartpole_force_control_and_envs_idx():
+    """Force on the cart of environment 1 only. From rest with the pole upright, M qacc = (F, 0) with
+    M = [[m_c + m_p, m_p l], [m_p l, I_p + m_p l^2]] gives the cart F (I_p + m_p l^2) / det M; environments 0 and
+    2 stay bitwise as they were."""
+    scene, (cp,) = build([gs.morphs.MJCF(file=assets.path("cartpole.xml"))], n_envs=3, dt=1e-3)
+    cp.control_dofs_force([[2.2]], dofs_idx_local=[0], envs_idx=[1])
+    scene.step()
+    vel = cp.get_dofs_velocity()
+    m_c, m_p, l, i_p = 1.0, 0.1, 0.5, 0.00833
+    det = (m_c + m_p) * (i_p + m_p * l * l) - (m_p * l) ** 2
+    assert float(vel[1, 0]) == pytest.approx(2.2 * (i_p + m_p * l * l) / det * 1e-3, rel=1e-6)
+    assert vel[0].abs().max() == 0 and vel[2].abs().max() == 0
+    assert cp.get_dofs_force()[1, 0] == 2.2 and cp.get_dofs_force()[0, 0] == 0
+
+
+def test_setters_and_controls_touch_only_envs_idx():
+    scene, (_, box, arm) = build([gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.1, 0.1)),
+                                  gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(1, 0, 0))], n_envs=4)
+    for _ in range(3):
+        scene.step()
+    before = {k: v.clone() for k, v in scene.rigid_solver.state.tensors.items()}
+    box.set_pos(torch.tensor([[0.0, 0.0, 2.0], [0.5, 0.5, 1.0]], dtype=torch.float64), envs_idx=[1, 3])
+    box.set_quat(torch.tensor([[0.0, 1.0, 0.0, 0.0]], dtype=torch.float64), envs_idx=[3])
+    arm.set_dofs_position(torch.tensor([[0.5, -0.3, 0.2]], dtype=torch.float64), envs_idx=[2])
+    arm.set_dofs_kp([50.0, 50.0, 50.0], envs_idx=[0])
+    arm.control_dofs_position([[0.1, 0.2, 0.3]], envs_idx=[0])
+    after = scene.rigid_solver.state.tensors
+    touched = {"qpos": [1, 2, 3], "dofs_vel": [1, 2, 3], "links_pos": [1, 2, 3], "links_quat": [1, 2, 3],
+               "dofs_kp": [0], "dofs_ctrl_pos": [0], "dofs_ctrl_mode": [0]}
+    batched_by_frame = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat")
+    for name, x in after.items():
+        for b in range(4):
+            if b in touched.get(name, []):
+                continue
+            now, then = (x[:, b], before[name][:, b]) if name in batched_by_frame else (x[b], before[name][b])
+            assert torch.equal(now, then), f"{name}: environment {b} was not in envs_idx but changed"
+    assert box.get_pos()[3].tolist() == [0.5, 0.5, 1.0] and box.get_quat()[3].tolist() == [0, 1, 0, 0]
+    assert arm.get_dofs_position()[2].tolist() == pytest.approx([0.5, -0.3, 0.2])
+
+
+def test_entity_api_errors():
+    scene, (box, pend) = build([gs.morphs.Box(pos=(0, 0, 1)), gs.morphs.MJCF(file=assets.path("pendulum.xml"))],
+                               n_envs=2)
+    with pytest.raises(gs.OptionError, match="ball or free joints"):
+        box.control_dofs_position([0.0], dofs_idx_local=[0])
+    with pytest.raises(gs.OptionError, match="dofs_idx_local: indices must lie in \\[0, 1\\)"):
+        pend.control_dofs_force([1.0], dofs_idx_local=[3])
+    with pytest.raises(gs.OptionError, match="its pose is set by the morph"):
+        pend.set_pos([0, 0, 1])
+    with pytest.raises(gs.OptionError, match="expected a value of shape \\(2, 1\\)"):
+        pend.control_dofs_force(torch.ones(3, 1))
+    with pytest.raises(gs.OptionError, match="gains must be >= 0"):
+        pend.set_dofs_kp([-1.0])
+    with pytest.raises(gs.OptionError, match="no link 'nope'"):
+        pend.get_link("nope")
+    assert box.get_pos().shape == (2, 3) and pend.get_dofs_position().shape == (2, 1)
+    assert pend.get_links_quat().shape == (2, 1, 4) and box.get_ang().shape == (2, 3)
