@@ -14,6 +14,7 @@ import copy
 from typing import Iterable
 
 import attrs
+import numpy as np
 import torch
 
 from .errors import GenesisError, OptionError, SceneError
@@ -115,7 +116,11 @@ class StateStore:
         target = rows[(slice(None),) + tuple(item)] if item != () else rows
         want = tuple(target.shape) if self.n_envs else tuple(target.shape[1:])
         # detached: solver storage never joins an autograd graph (gradients flow through the recorded frames)
-        value = torch.as_tensor(value).detach().to(dtype=dst_all.dtype, device=dst_all.device)
+        if torch.is_tensor(value):
+            value = value.detach().to(dtype=dst_all.dtype, device=dst_all.device)
+        else:  # straight to the field's dtype: a Python float must not pass through float32
+            value = torch.as_tensor(np.asarray(value, dtype=torch.empty(0, dtype=dst_all.dtype).numpy().dtype),
+                                    device=dst_all.device)
         try:
             value = value.expand(want)
         except RuntimeError:

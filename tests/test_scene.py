@@ -287,3 +287,9 @@ def test_gpu_backend_falls_back_to_the_cpu_with_one_warning():
     assert out.returncode == 0, out.stderr[-2000:]
     if "cuda" not in out.stdout:
         assert out.stdout.splitlines()[-1].startswith("cpu 1 ") and "running on the CPU" in out.stdout
+
+
+def test_python_floats_reach_float64_state_exactly():
+    scene, chain = chain_scene(n_envs=2)
+    chain.set_anchor([[0.1, 0.2, 2.2], [0.3, 0.4, 0.7]])
+    assert chain.solver.state.anchor[:, 0].tolist() == [[0.1, 0.2, 2.2], [0.3, 0.4, 0.7]]
