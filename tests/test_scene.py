@@ -10,6 +10,11 @@ import genesis_core as gs
 from .test_checkpoint import chain_scene, snapshot
 
 
+def springs(state, scene):
+    """The spring-chain solver's entry of a SimState (entries are aligned with scene.solvers)."""
+    return state.solvers_state[scene.solvers.index(scene.spring_chain_solver)]
+
+
 def test_lifecycle_errors():
     scene = gs.Scene()
     chain = scene.add_entity(gs.morphs.Cylinder(height=0.5, radius=0.01), material=gs.materials.SpringChain())
@@ -67,12 +72,10 @@ def test_structure_properties():
 
 def test_missing_plugin_names_the_distribution():
     scene = gs.Scene()
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-rigid"):
-        scene.rigid_solver
+    with pytest.raises(gs.PluginNotInstalledError, match="genesis-mpm"):
+        scene.mpm_solver
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-mpm"):
         gs.materials.MPM
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-rigid"):
-        scene.add_entity(gs.morphs.Box())  # the default material is gs.materials.Rigid()
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-fem"):
         gs.options.FEMOptions
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-sph"):
@@ -148,15 +151,15 @@ def test_reset_state_registers_it_as_initial_state():
         scene.step()
     scene.reset()  # back to the build-time state
     assert scene.t == 0
-    assert torch.equal(chain.get_nodes_pos(), build_state.solvers_state[0].pos)
+    assert torch.equal(chain.get_nodes_pos(), springs(build_state, scene).pos)
     for _ in range(5):
         scene.step()
     s5 = scene.get_state()
     for _ in range(2):
         scene.step()
     scene.reset(state=s5)
-    s5_pos = s5.solvers_state[0].pos.clone()
-    s5.solvers_state[0].pos.add_(1.0)  # the registered copy does not alias the caller's tensors
+    s5_pos = springs(s5, scene).pos.clone()
+    springs(s5, scene).pos.add_(1.0)  # the registered copy does not alias the caller's tensors
     for _ in range(2):
         scene.step()
     scene.reset()  # now returns to s5, not to the build state
@@ -185,7 +188,7 @@ def test_serializable_state_pickles_without_the_scene():
     blob = pickle.dumps(state)
     assert b"Scene" not in blob
     again = pickle.loads(blob)
-    assert torch.equal(again.solvers_state[0].vel, state.solvers_state[0].vel)
+    assert torch.equal(springs(again, scene).vel, springs(state, scene).vel)
 
 
 def test_entity_setters_validate_shape_and_respect_envs_idx():
@@ -238,7 +241,7 @@ def test_precision_32_and_destroy():
         scene, chain = chain_scene(n_envs=2)
         scene.step()
         assert chain.get_nodes_pos().dtype == torch.float32
-        assert scene.get_state().solvers_state[0].vel.dtype == torch.float32
+        assert springs(scene.get_state(), scene).vel.dtype == torch.float32
     finally:
         gs.destroy()
         gs.init(backend=gs.cpu, precision="64", seed=0)
@@ -258,7 +261,7 @@ def test_review_edge_cases():
         scene.reset(envs_idx=[1, 1])
     with pytest.raises(gs.OptionError, match="got set"):
         scene.reset(envs_idx={1})
-    assert not hasattr(gs.materials, "NoSuchMaterial") and not hasattr(scene, "rigid_solver")
+    assert not hasattr(gs.materials, "NoSuchMaterial") and not hasattr(scene, "sph_solver")
     with pytest.raises(gs.OptionError, match="takes no options"):
         gs.Scene(spring_chain_options=object())
 
@@ -269,7 +272,7 @@ def test_setters_never_attach_solver_storage_to_autograd():
     chain.set_anchor(target * 2)
     assert scene.spring_chain_solver.state.anchor.grad_fn is None
     state = scene.get_state()
-    state.solvers_state[0].vel.requires_grad_(True)
+    springs(state, scene).vel.requires_grad_(True)
     scene.reset(state=state)
     assert all(x.grad_fn is None and not x.requires_grad for x in scene.spring_chain_solver.state.tensors.values())
 

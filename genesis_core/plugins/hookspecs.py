@@ -65,3 +65,12 @@ def register_test_scenes(register):
     with `n_envs` and returns it with `drive(scene, i_step)`, a callable that applies the inputs of step i
     (controls, forces; it may do nothing) before `scene.step()`. Keep them small: they run many times.
     """
+
+
+@hookspec
+def register_assets(register):
+    """Contribute folders of model files (robot descriptions, meshes) that examples and the demo refer to.
+
+    register(name, folder): a file in it is referred to as ``"@<name>/<file>"`` by `genesis_core.demo` and
+    resolved with `genesis_core.plugins.registry().asset_path("@<name>/<file>")`.
+    """

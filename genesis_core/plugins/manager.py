@@ -80,7 +80,17 @@ class Registry:
     materials: dict = field(default_factory=dict)
     couplings: list = field(default_factory=list)
     test_scenes: dict = field(default_factory=dict)
+    assets: dict = field(default_factory=dict)
     origin: dict = field(default_factory=dict)
+
+    def asset_path(self, ref: str) -> str:
+        """`"@rigid/cartpole.xml"` -> the file in the folder plugin `rigid` registered; other strings unchanged."""
+        if not ref.startswith("@"):
+            return ref
+        name, _, rest = ref[1:].partition("/")
+        if name not in self.assets:
+            raise missing_plugin_error("asset folder", name)
+        return os.path.join(self.assets[name], rest)
 
     def lookup(self, kind: str, name: str):
         """What `gs.options.<name>` (kind "options") or `gs.materials.<name>` (kind "materials") resolves to."""
@@ -271,6 +281,7 @@ def registry() -> Registry:
 
         add_material = _registrar(reg, "material", reg.materials, name)
         add_scene = _registrar(reg, "test scene", reg.test_scenes, name)
+        add_assets = _registrar(reg, "asset folder", reg.assets, name)
         pair_seen = _registrar(reg, "coupling", {}, name)
 
         def add_coupling(solver_a, solver_b, cls):
@@ -282,5 +293,6 @@ def registry() -> Registry:
         caller("register_materials")(register=add_material)
         caller("register_couplings")(register=add_coupling)
         caller("register_test_scenes")(register=add_scene)
+        caller("register_assets")(register=add_assets)
     _registry = reg
     return reg

@@ -23,6 +23,13 @@ def register_materials(register):
 
 
 @gs.hookimpl
+def register_assets(register):
+    from . import assets
+
+    register("rigid", assets.FOLDER)
+
+
+@gs.hookimpl
 def register_test_scenes(register):
     register("rigid", _test_scene)
 
