@@ -3,7 +3,7 @@
 Every candidate pair owns fixed contact slots (a box on a plane: its 8 corners), so a contact keeps its slot from
 step to step and the constraint solver's warm start, stored per slot, is part of the declared state. A contact
 stores its point, the unit normal n pointing from geom a to geom b (b is pushed along +n), the penetration depth
-and the friction coefficient (the larger of the two geoms', as in MuJoCo).
+the friction coefficient and the restitution (the larger of the two geoms', as in MuJoCo for friction).
 
 Pairs: plane with sphere / capsule (2 end spheres) / box (8 corners) / cylinder (8 rim points); sphere-sphere,
 sphere-capsule, capsule-capsule (closest points of the segments), sphere-box, capsule-box (3 spheres along the
@@ -14,11 +14,11 @@ Cylinders meet anything but a plane as capsules of the same radius and half-leng
 import taichi as ti
 
 from .kernels_math import func, quat_to_mat, v3, v4
-from .layout import GF_FRICTION, GF_POS, GF_QUAT, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PI_N_SLOTS, PI_SLOT
+from .layout import GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PI_N_SLOTS, PI_SLOT
 from .model import BOX, CAPSULE, CYLINDER, PLANE, SPHERE
 
-# contact record columns of s_con_f: point (3), normal (3), depth, friction
-CF_POS, CF_NORMAL, CF_DEPTH, CF_MU = 0, 3, 6, 7
+# contact record columns of s_con_f: point (3), normal (3), depth, friction, restitution
+CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
 # s_con_i: active flag, link of geom a, link of geom b
 CI_ACTIVE, CI_LINK_A, CI_LINK_B = 0, 1, 2
 
@@ -192,6 +192,8 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s
         sa = v3(geom_f, ga, GF_SIZE)
         sb = v3(geom_f, gb, GF_SIZE)
         mu = ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
+        for k in range(pair_i[p, PI_N_SLOTS]):
+            s_con_f[b, slot + k, CF_REST] = ti.max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
         za = ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
         zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
         near = ta == PLANE or (cb - ca).norm() <= geom_rbound[ga] + geom_rbound[gb]

@@ -3,21 +3,24 @@
 Rows: per active contact a normal row (lambda >= 0) and two friction rows (|lambda_t| <= mu lambda_n, a friction
 pyramid), and a row per violated joint limit (lambda >= 0). With W = M~^-1 J^T, the velocity after the impulses
 is v = v_free + W lambda; a row's target is J v >= min(beta max(depth - slop, 0) / h, v_max) (Baumgarte
-stabilisation, capped so that a deep violation is undone gently) for normals and limits, 0 for friction. Contact impulses are warm-started from the previous substep's, kept per
+stabilisation, capped so that a deep violation is undone gently) for normals and limits (raised to -e v_n, v_n the closing speed before the impulses, for a contact of restitution e),
+0 for friction. Sweeps stop after `iterations`, or once no impulse changes by more than the tolerance. Contact impulses are warm-started from the previous substep's, kept per
 contact slot in the declared state `contact_impulse`.
 """
 
 import taichi as ti
 
-from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CI_ACTIVE, CI_LINK_A, CI_LINK_B
+from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_ACTIVE, CI_LINK_A, CI_LINK_B
 from .kernels_dynamics import cholesky, cholesky_solve_col, cholesky_solve_row
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_PARENT, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE,
-                     LI_LAST_DOF, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG, PF_SLOP, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, ROW_FRICTION,
+                     LI_LAST_DOF, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG, PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, ROW_FRICTION,
                      ROW_LIMIT, ROW_NORMAL)
 from .model import FREE, HINGE, SLIDE
 
+# closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
+BOUNCE_THRESHOLD = 0.05
 # s_row_f columns: 1 / (J W + reg), target velocity, impulse, friction coefficient
 RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU = 0, 1, 2, 3
 # s_row_i columns: kind, contact slot (-1 for limits), the row of the normal a friction row is bounded by
@@ -94,8 +97,13 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
                     s_row_i[b, r, RI_NORMAL] = n_rows
                     s_row_f[b, r, RF_TARGET] = 0.0
                     if k == 0:
-                        s_row_f[b, r, RF_TARGET] = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h,
-                                                          max_correction)
+                        target = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h, max_correction)
+                        approach = 0.0  # normal velocity before the impulses (negative: closing)
+                        for d in range(n):
+                            approach += s_J[b, r, d] * s_dof[b, d, 2]
+                        if approach < -BOUNCE_THRESHOLD:
+                            target = ti.max(target, -s_con_f[b, s, CF_REST] * approach)
+                        s_row_f[b, r, RF_TARGET] = target
                     s_row_f[b, r, RF_MU] = s_con_f[b, s, CF_MU]
                     s_row_f[b, r, RF_LAMBDA] = contact_impulse[b, s, k]
                 n_rows += 3
@@ -130,7 +138,11 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
         lam = s_row_f[b, r, RF_LAMBDA]
         for d in range(n):
             s_dof[b, d, 2] += s_W[b, r, d] * lam
+    largest = params_f[PF_TOL] + 1.0
     for _ in range(params_i[PP_ITERATIONS]):
+        if largest <= params_f[PF_TOL]:
+            break
+        largest = 0.0
         for r in range(n_rows):
             jv = 0.0
             for d in range(n):
@@ -143,6 +155,7 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
             else:
                 new = ti.max(lam + (s_row_f[b, r, RF_TARGET] - jv) * s_row_f[b, r, RF_DINV], 0.0)
             delta = new - lam
+            largest = ti.max(largest, ti.abs(delta))
             if delta != 0.0:
                 for d in range(n):
                     s_dof[b, d, 2] += s_W[b, r, d] * delta

@@ -13,14 +13,15 @@ JI_TYPE, JI_Q_START, JI_DOF_START, JI_N = 0, 1, 2, 3
 DF_DAMPING, DF_ARMATURE, DF_STIFFNESS, DF_SPRINGREF, DF_RANGE_LO, DF_RANGE_HI, DF_FORCE_LO, DF_FORCE_HI, DF_N = range(9)
 # dof_i [D, 4]: parent dof in the tree (-1 at a root), link, limited flag, q index (-1 for ball/free dofs)
 DI_PARENT, DI_LINK, DI_LIMITED, DI_Q, DI_N = range(5)
-# geom_f [G, 11]: pose in the link frame, size, friction
-GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_N = 0, 3, 7, 10, 11
+# geom_f [G, 12]: pose in the link frame, size, friction, restitution
+GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_RESTITUTION, GF_N = 0, 3, 7, 10, 11, 12
 # geom_i [G, 2]
 GI_TYPE, GI_LINK, GI_N = 0, 1, 2
 # pair_i [P, 4]: the two geoms (type of the first <= type of the second), first contact slot, number of slots
 PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
-# params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity, regularisation
-PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_MAX_CORRECTION, PF_REG, PF_N = 0, 3, 4, 5, 6, 7, 8
+# params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity,
+# regularisation, constraint-solver tolerance (largest impulse change of a sweep that ends the iterations)
+PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_MAX_CORRECTION, PF_REG, PF_TOL, PF_N = 0, 3, 4, 5, 6, 7, 8, 9
 # params_i: constraint-solver iterations, max contacts per env, collision on, joint limits on, RK4 integrator
 PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_N = range(6)
 

@@ -10,10 +10,10 @@ import genesis_core as gs
 from . import kernels_step
 from .entity import RigidEntity
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
-                     DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_N, DI_PARENT, DI_Q, GF_FRICTION, GF_N, GF_POS, GF_QUAT,
+                     DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_N, DI_PARENT, DI_Q, GF_FRICTION, GF_N, GF_POS, GF_QUAT, GF_RESTITUTION,
                      GF_SIZE, GI_LINK, GI_N, GI_TYPE, JF_AXIS, JF_N, JF_POS, JI_DOF_START, JI_N, JI_Q_START, JI_TYPE,
                      LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END,
-                     LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG,
+                     LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_TOL,
                      PF_SLOP, PI_GEOM_A, PI_GEOM_B, PI_N, PI_N_SLOTS, PI_SLOT, PP_COLLISION, PP_ITERATIONS, PP_LIMITS,
                      PP_MAX_CONTACTS, PP_N, PP_RK4)
 from .material import Rigid
@@ -106,6 +106,7 @@ class RigidSolver(gs.SolverBase):
                 for g in body.geoms:
                     friction = e.material.friction if e.material.friction is not None else g.friction
                     geoms.append(dict(type=g.type, link=li, pos=g.pos, quat=g.quat, size=g.size, friction=friction,
+                                      restitution=e.material.restitution,
                                       contype=g.contype, conaffinity=g.conaffinity, entity=e.idx))
             for k in range(dof0, len(dofs)):
                 kp0.append(0.0)
@@ -177,6 +178,7 @@ class RigidSolver(gs.SolverBase):
             geom_f[g, GF_QUAT:GF_QUAT + 4] = gm["quat"]
             geom_f[g, GF_SIZE:GF_SIZE + 3] = gm["size"]
             geom_f[g, GF_FRICTION] = gm["friction"]
+            geom_f[g, GF_RESTITUTION] = gm["restitution"]
             geom_i[g] = (gm["type"], gm["link"])
             s = np.asarray(gm["size"])
             rbound[g] = {SPHERE: s[0], CAPSULE: s[0] + s[1], BOX: np.linalg.norm(s),
@@ -195,6 +197,7 @@ class RigidSolver(gs.SolverBase):
         params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity
         params_f[PF_DT], params_f[PF_BAUMGARTE], params_f[PF_SLOP] = sim.substep_dt, opts.baumgarte, opts.contact_slop
         params_f[PF_REG] = opts.regularization
+        params_f[PF_TOL] = opts.tolerance
         params_f[PF_MAX_CORRECTION] = opts.max_correction_velocity
         params_i = np.zeros(PP_N, dtype=np.int32)
         params_i[PP_ITERATIONS] = opts.iterations
@@ -263,7 +266,7 @@ class RigidSolver(gs.SolverBase):
             s_R=z(B, L, 3, 3), s_com=z(B, L, 3), s_janchor=z(B, J, 3), s_jaxis=z(B, J, 3), s_cdof=z(B, max(D, 1), 6),
             s_cdof_dot=z(B, max(D, 1), 6), s_cvel=z(B, L, 6), s_cacc=z(B, L, 6), s_cfrc=z(B, L, 6), s_crb_m=z(B, L),
             s_crb_mc=z(B, L, 3), s_crb_io=z(B, L, 3, 3), s_mass=z(B, max(D, 1), max(D, 1)), s_dof=z(B, max(D, 1), 6),
-            s_con_f=z(B, S, 8), s_con_i=z(B, S, 3, dtype=torch.int32), s_J=z(B, R, max(D, 1)),
+            s_con_f=z(B, S, 9), s_con_i=z(B, S, 3, dtype=torch.int32), s_J=z(B, R, max(D, 1)),
             s_W=z(B, R, max(D, 1)), s_row_f=z(B, R, 4), s_row_i=z(B, R, 3, dtype=torch.int32))
 
     # -- stepping ---------------------------------------------------------------------------------------------------
