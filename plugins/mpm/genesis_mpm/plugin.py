@@ -1,5 +1,49 @@
-"""Hook implementations of this plugin (see genesis_core.plugins.hookspecs).
+"""Hook implementations of the MPM solver plugin (see genesis_core.plugins.hookspecs)."""
 
-The package is discovered through its entry point; it registers its solver, options and materials here as
-they land. Until then it contributes nothing, and asking for its names says so.
-"""
+import genesis_core as gs
+
+from .materials import MPM
+from .options import MPMOptions
+from .solver import MPMSolver
+
+
+@gs.hookimpl
+def register_solvers(register):
+    register(MPMSolver)
+
+
+@gs.hookimpl
+def register_options(register):
+    register(MPMOptions)
+
+
+@gs.hookimpl
+def register_materials(register):
+    register("MPM", MPM)
+
+
+@gs.hookimpl
+def register_test_scenes(register):
+    register("mpm", _test_scene)
+
+
+def _test_scene(n_envs):
+    """An elastic cube and a sand block on a coarse grid, thrown differently in every environment."""
+    import torch
+
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, substeps=2),
+                     mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(0.5, 0.5, 0.5),
+                                                       grid_density=32))
+    cube = scene.add_entity(gs.morphs.Box(pos=(0.15, 0.25, 0.2), size=(0.08, 0.08, 0.08)),
+                            material=gs.materials.MPM.Elastic(E=2e4))
+    scene.add_entity(gs.morphs.Box(pos=(0.35, 0.25, 0.15), size=(0.06, 0.06, 0.1)),
+                     material=gs.materials.MPM.Sand())
+    scene.build(n_envs=n_envs)
+    batch = max(n_envs, 1)
+    vel = torch.stack([torch.linspace(-0.5, 0.5, batch), torch.zeros(batch), torch.linspace(0.0, 1.0, batch)], 1)
+    cube.set_velocity(vel if n_envs else vel[0])
+
+    def drive(scene, i_step):
+        pass
+
+    return scene, drive

@@ -1,0 +1,38 @@
+"""Grid update: sum the partition copies (in a fixed order), momentum to velocity, gravity, and the domain walls.
+Nodes within `BOUND` cells of a wall get the wall condition; the partition copies are cleared for the next
+substep."""
+
+import taichi as ti
+
+V3 = ti.types.vector(3, float)
+V4 = ti.types.vector(4, float)
+nd = ti.types.ndarray
+
+BOUND = 3
+STICKY, SLIP, SEPARATE = 0, 1, 2
+
+
+@ti.kernel
+def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, ndim=5), grid_v: nd(dtype=V3, ndim=4)):
+    dt = params_f[0]
+    gravity = ti.Vector([params_f[6], params_f[7], params_f[8]])
+    n_part = grid_mv.shape[0]
+    size = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]])
+    for b, i, j, l in ti.ndrange(grid_v.shape[0], grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]):
+        acc = ti.Vector([0.0, 0.0, 0.0, 0.0])
+        for k in range(n_part):
+            acc += grid_mv[k, b, i, j, l]
+            grid_mv[k, b, i, j, l] = ti.Vector([0.0, 0.0, 0.0, 0.0])
+        v = ti.Vector([0.0, 0.0, 0.0])
+        if acc[3] > 0:
+            v = ti.Vector([acc[0], acc[1], acc[2]]) / acc[3] + dt * gravity
+            node = ti.Vector([i, j, l])
+            for d in ti.static(range(3)):
+                lower_wall = node[d] < BOUND
+                upper_wall = node[d] >= size[d] - BOUND
+                if lower_wall or upper_wall:
+                    if boundary == STICKY:
+                        v = ti.Vector([0.0, 0.0, 0.0])
+                    elif boundary == SLIP or (lower_wall and v[d] < 0) or (upper_wall and v[d] > 0):
+                        v[d] = 0.0
+        grid_v[b, i, j, l] = v

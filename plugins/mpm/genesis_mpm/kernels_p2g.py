@@ -1,0 +1,63 @@
+"""Particle to grid (MLS-MPM, Hu et al. 2018, with APIC momentum): update F and the plastic state, then scatter
+mass and momentum + (stress + APIC) affine terms with quadratic B-spline weights.
+
+Each environment's particles are split into `K` contiguous partitions; one thread scatters a partition, in index
+order, into its own copy of the grid (no atomics): the grid stage sums the copies in a fixed order, so the result
+is bitwise repeatable however the threads are scheduled.
+"""
+
+import taichi as ti
+
+from .kernels_material import constitutive
+
+V3 = ti.types.vector(3, float)
+V4 = ti.types.vector(4, float)
+M3 = ti.types.matrix(3, 3, float)
+nd = ti.types.ndarray
+
+
+@ti.func
+def bspline_weights(fx):
+    """Quadratic B-spline weights of the 3 nodes from base, fx = x / dx - base in [0.5, 1.5)."""
+    return [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2]
+
+
+@ti.kernel
+def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+        C: nd(dtype=M3, ndim=3), F: nd(dtype=M3, ndim=3), Jp: nd(ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1),
+        p_vol: nd(ndim=1), p_kind: nd(ndim=1), p_params: nd(ndim=2), grid_mv: nd(dtype=V4, ndim=5)):
+    """Reads frame f of the particles, writes F and Jp of frame fn and the partitioned grid momentum/mass."""
+    dt = params_f[0]
+    dx = params_f[1]
+    inv_dx = params_f[2]
+    lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+    n_part = grid_mv.shape[0]
+    n = pos.shape[2]
+    for b, k in ti.ndrange(pos.shape[1], n_part):
+        for p in range(k * n // n_part, (k + 1) * n // n_part):
+            if active[b, p] == 0:
+                F[fn, b, p] = F[f, b, p]
+                Jp[fn, b, p] = Jp[f, b, p]
+                continue
+            Cp = C[f, b, p]
+            F_trial = (ti.Matrix.identity(float, 3) + dt * Cp) @ F[f, b, p]
+            F_new, Jp_new, tau = constitutive(p_kind[p], p_params[p, 0], p_params[p, 1], p_params[p, 2],
+                                              p_params[p, 3], p_params[p, 4], F_trial, Jp[f, b, p], Cp)
+            F[fn, b, p] = F_new
+            Jp[fn, b, p] = Jp_new
+            m = p_mass[p]
+            xl = (pos[f, b, p] - lower) * inv_dx
+            base = ti.cast(xl - 0.5, ti.i32)
+            fx = xl - base
+            w = bspline_weights(fx)
+            affine = -dt * p_vol[p] * 4.0 * inv_dx * inv_dx * tau + m * Cp
+            mv = m * vel[f, b, p]
+            for i, j, l in ti.static(ti.ndrange(3, 3, 3)):
+                offset = ti.Vector([i, j, l])
+                dpos = (offset - fx) * dx
+                weight = w[i][0] * w[j][1] * w[l][2]
+                node = base + offset
+                mom = weight * (mv + affine @ dpos)
+                # a plain read-modify-write: this thread owns grid copy k, so no atomic is needed
+                grid_mv[k, b, node[0], node[1], node[2]] = grid_mv[k, b, node[0], node[1], node[2]] + \
+                    ti.Vector([mom[0], mom[1], mom[2], weight * m])

@@ -1,0 +1,119 @@
+"""MPM materials (`gs.materials.MPM.Elastic`, ...). E: Young's modulus (Pa), nu: Poisson's ratio, rho: density
+(kg/m^3); model-specific parameters below. Lame parameters mu = E / (2 (1 + nu)), lambda = E nu / ((1 + nu)(1 - 2 nu))."""
+
+import math
+
+import attrs
+
+from genesis_core import validators as v
+from genesis_core.errors import OptionError
+from genesis_core.materials import Material
+
+ELASTIC, ELASTOPLASTIC, LIQUID, SAND, SNOW = range(5)
+
+
+def _poisson(inst, attr, value):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 0.5:
+        raise OptionError(f"{type(inst).__name__}.{attr.name}={value!r} is not accepted: expected a number in [0, 0.5).")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Base(Material):
+    solver = "MPMSolver"
+    kind = -1
+
+    E: float = attrs.field(default=3e5, validator=v.positive)
+    nu: float = attrs.field(default=0.2, validator=_poisson)
+    rho: float = attrs.field(default=1000.0, validator=v.positive)
+
+    @property
+    def mu(self) -> float:
+        return self.E / (2 * (1 + self.nu))
+
+    @property
+    def lam(self) -> float:
+        return self.E * self.nu / ((1 + self.nu) * (1 - 2 * self.nu))
+
+    def params(self) -> tuple:
+        """(kind, mu, lambda, p0, p1, p2): what the kernels read per particle."""
+        return (self.kind, self.mu, self.lam, 0.0, 0.0, 0.0)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Elastic(Base):
+    """Fixed-corotated hyperelasticity (Stomakhin et al. 2012)."""
+
+    kind = ELASTIC
+
+
+@attrs.define(frozen=True, kw_only=True)
+class ElastoPlastic(Base):
+    """von Mises plasticity on the Hencky strain: the deviatoric strain is projected back to the yield surface
+    |dev(eps)| <= yield_stress / (2 mu); elasticity fixed-corotated."""
+
+    kind = ELASTOPLASTIC
+    yield_stress: float = attrs.field(default=1e4, validator=v.positive)
+
+    def params(self):
+        return (self.kind, self.mu, self.lam, self.yield_stress / (2 * self.mu), 0.0, 0.0)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Liquid(Base):
+    """Weakly compressible liquid: pressure from the volume change, K (J - 1) J with K = E / (3 (1 - 2 nu));
+    no shear stress. viscosity: Pa s, a Newtonian shear stress 2 eta sym(grad v)."""
+
+    kind = LIQUID
+    E: float = attrs.field(default=1e6, validator=v.positive)
+    viscosity: float = attrs.field(default=0.0, validator=v.non_negative)
+
+    def params(self):
+        bulk = self.E / (3 * (1 - 2 * self.nu))
+        return (self.kind, 0.0, bulk, self.viscosity, 0.0, 0.0)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Sand(Base):
+    """Drucker-Prager plasticity on the Hencky strain (Klar et al. 2016): cohesionless, friction_angle in degrees;
+    alpha = sqrt(2/3) 2 sin(phi) / (3 - sin(phi)). Stress: St. Venant-Kirchhoff on the Hencky strain."""
+
+    kind = SAND
+    rho: float = attrs.field(default=1600.0, validator=v.positive)
+    friction_angle: float = attrs.field(default=35.0)
+
+    @friction_angle.validator
+    def _check_angle(self, attr, value):
+        if not isinstance(value, (int, float)) or not 0 < value < 90:
+            raise OptionError(f"Sand.friction_angle={value!r} is not accepted: expected degrees in (0, 90).")
+
+    def params(self):
+        s = math.sin(math.radians(self.friction_angle))
+        alpha = math.sqrt(2 / 3) * 2 * s / (3 - s)
+        return (self.kind, self.mu, self.lam, alpha, 0.0, 0.0)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Snow(Base):
+    """Snow (Stomakhin et al. 2013): singular values of F clamped to [1 - theta_c, 1 + theta_s]; the plastic volume
+    ratio Jp hardens the Lame parameters by exp(hardening (1 - Jp))."""
+
+    kind = SNOW
+    E: float = attrs.field(default=1.4e5, validator=v.positive)
+    rho: float = attrs.field(default=400.0, validator=v.positive)
+    theta_c: float = attrs.field(default=2.5e-2, validator=v.positive)
+    theta_s: float = attrs.field(default=4.5e-3, validator=v.positive)
+    hardening: float = attrs.field(default=10.0, validator=v.non_negative)
+
+    def params(self):
+        return (self.kind, self.mu, self.lam, self.theta_c, self.theta_s, self.hardening)
+
+
+class MPM:
+    """The namespace `gs.materials.MPM`."""
+
+    Base = Base
+    Elastic = Elastic
+    ElastoPlastic = ElastoPlastic
+    Liquid = Liquid
+    Sand = Sand
+    Snow = Snow

@@ -1,0 +1,41 @@
+import attrs
+
+from genesis_core import validators as v
+from genesis_core.options import Options
+
+
+@attrs.define(frozen=True, kw_only=True)
+class MPMOptions(Options):
+    """Options of the MPM solver.
+
+    lower_bound, upper_bound: the simulation domain (m); its walls hold the particles in, and its floor is the
+    lower z wall. grid_density: grid cells per metre (dx = 1 / grid_density). particle_size: spacing of the lattice
+    particles are sampled on (m; default dx / 2: 8 particles per cell). boundary: what the walls do to the grid
+    velocity: "sticky" (zero), "slip" (zero normal component), "separate" (zero only the component into the wall).
+    partitions: particle partitions per environment scattered by separate threads into private grids and summed in
+    a fixed order (deterministic and parallel; None: as many as keep two threads busy).
+    """
+
+    lower_bound: tuple = attrs.field(default=(-1.0, -1.0, 0.0), converter=v.to_float_tuple, validator=v.vec(3))
+    upper_bound: tuple = attrs.field(default=(1.0, 1.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3))
+    grid_density: float = attrs.field(default=64.0, validator=v.positive)
+    particle_size: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
+    boundary: str = attrs.field(default="separate", validator=v.one_of("sticky", "slip", "separate"))
+    partitions: int | None = attrs.field(default=None, validator=attrs.validators.optional(v.int_at_least(1)))
+
+    def __attrs_post_init__(self):
+        from genesis_core.errors import OptionError
+
+        if any(hi - lo < 8 / self.grid_density for lo, hi in zip(self.lower_bound, self.upper_bound)):
+            raise OptionError(f"MPMOptions: the domain {self.lower_bound} - {self.upper_bound} must span at least 8 "
+                              f"grid cells (dx = {1 / self.grid_density:g} m) along every axis.")
+
+    @property
+    def dx(self) -> float:
+        return 1.0 / self.grid_density
+
+    @property
+    def grid_shape(self) -> tuple:
+        import math
+
+        return tuple(math.ceil((hi - lo) * self.grid_density) + 1 for lo, hi in zip(self.lower_bound, self.upper_bound))

@@ -1,0 +1,58 @@
+"""Particles inside a morph: the points of a regular lattice (spacing `size`, aligned to the shape's own frame)
+that lie inside the shape, moved to its pose."""
+
+import numpy as np
+
+import genesis_core as gs
+
+
+def _rotation(q):
+    w, x, y, z = q
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def _lattice(half, size):
+    """A lattice of spacing `size` centred on the origin, filling [-half, half] with whole cells."""
+    axes = []
+    for h in half:
+        n = max(1, int(round(2 * h / size)))
+        axes.append((np.arange(n) - (n - 1) / 2) * size)
+    return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+
+
+def sample(morph, size) -> np.ndarray:
+    """Local lattice points inside the morph, in world coordinates, shape (n, 3)."""
+    if isinstance(morph, gs.morphs.Box):
+        pts = _lattice(np.asarray(morph.size) / 2, size)
+    elif isinstance(morph, gs.morphs.Sphere):
+        r = morph.radius
+        pts = _lattice((r, r, r), size)
+        pts = pts[np.linalg.norm(pts, axis=1) <= r + 1e-9]
+    elif isinstance(morph, gs.morphs.Cylinder):
+        r, h = morph.radius, morph.height / 2
+        pts = _lattice((r, r, h), size)
+        pts = pts[np.linalg.norm(pts[:, :2], axis=1) <= r + 1e-9]
+    elif isinstance(morph, gs.morphs.Mesh):
+        import trimesh
+
+        mesh = trimesh.load(morph.file, force="mesh")
+        if not mesh.is_watertight:
+            raise gs.OptionError(f"Mesh(file={morph.file!r}): particles fill a closed surface; this mesh has holes.")
+        mesh.apply_scale(morph.scale)
+        lo, hi = mesh.bounds
+        centre = (lo + hi) / 2
+        pts = _lattice((hi - lo) / 2, size) + centre
+        pts = pts[mesh.contains(pts)]
+    else:
+        raise gs.OptionError(f"MPM entities are sampled from Box, Sphere, Cylinder or Mesh morphs, "
+                             f"not {type(morph).__name__}.")
+    if len(pts) == 0:
+        raise gs.OptionError(f"{type(morph).__name__} is smaller than one particle (particle_size {size:g} m).")
+    return pts @ _rotation(morph.quat).T + np.asarray(morph.pos)
+
+
+def volume_per_particle(size) -> float:
+    return size ** 3
+
