@@ -1,6 +1,6 @@
 """Grid update: sum the partition copies (in a fixed order), momentum to velocity, gravity, and the domain walls.
-Nodes within `BOUND` cells of a wall get the wall condition; the partition copies are cleared for the next
-substep."""
+Nodes within `BOUND` cells of a wall get the wall condition (with Coulomb friction on slip and separate walls);
+the partition copies are cleared for the next substep."""
 
 import taichi as ti
 
@@ -16,6 +16,7 @@ STICKY, SLIP, SEPARATE = 0, 1, 2
 def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, ndim=5), grid_v: nd(dtype=V3, ndim=4)):
     dt = params_f[0]
     gravity = ti.Vector([params_f[6], params_f[7], params_f[8]])
+    friction = params_f[9]
     n_part = grid_mv.shape[0]
     size = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]])
     for b, i, j, l in ti.ndrange(grid_v.shape[0], grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]):
@@ -34,5 +35,10 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
                     if boundary == STICKY:
                         v = ti.Vector([0.0, 0.0, 0.0])
                     elif boundary == SLIP or (lower_wall and v[d] < 0) or (upper_wall and v[d] > 0):
+                        # Coulomb friction: the wall takes the normal velocity and up to mu times it tangentially
+                        normal = ti.abs(v[d])
                         v[d] = 0.0
+                        tangential = v.norm()
+                        if tangential > 0:
+                            v *= ti.max(tangential - friction * normal, 0.0) / tangential
         grid_v[b, i, j, l] = v

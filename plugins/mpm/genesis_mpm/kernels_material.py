@@ -38,18 +38,19 @@ def constitutive(kind, mu, lam, p0, p1, p2, F, Jp, C):
                 eps -= (norm - p0) / norm * dev
                 s = ti.exp(eps)
         elif kind == SAND:
+            # Jp holds the log-volume gained in tension (Klar et al. 2016, volume correction): a particle that
+            # separated must recompress that much before it carries load again
             eps = ti.log(ti.max(ti.abs(s), 1e-4))
-            tr = eps.sum()
+            tr = eps.sum() + ti.log(Jp)
             dev = eps - tr / 3.0
-            norm = dev.norm()
-            s_old = s
+            norm = dev.norm() + 1e-20
             if tr >= 0.0:  # expansion: the cohesionless material cannot carry tension (the cone's tip)
                 s = ti.Vector([1.0, 1.0, 1.0])
+                Jp_new = ti.exp(tr)
             else:
+                Jp_new = 1.0
                 delta_gamma = norm + (3.0 * lam + 2.0 * mu) / (2.0 * mu) * tr * p0
-                if delta_gamma > 0.0 and norm > 1e-12:
-                    s = ti.exp(eps - delta_gamma / norm * dev)
-            Jp_new = Jp * (s_old[0] * s_old[1] * s_old[2]) / (s[0] * s[1] * s[2])
+                s = ti.exp(eps - ti.max(delta_gamma, 0.0) / norm * dev)
         elif kind == SNOW:
             s_old = s
             for d in ti.static(range(3)):

@@ -11,7 +11,9 @@ class MPMOptions(Options):
     lower_bound, upper_bound: the simulation domain (m); its walls hold the particles in, and its floor is the
     lower z wall. grid_density: grid cells per metre (dx = 1 / grid_density). particle_size: spacing of the lattice
     particles are sampled on (m; default dx / 2: 8 particles per cell). boundary: what the walls do to the grid
-    velocity: "sticky" (zero), "slip" (zero normal component), "separate" (zero only the component into the wall).
+    velocity: "sticky" (zero), "slip" (zero normal component), "separate" (zero only the component into the wall);
+    wall_friction: Coulomb coefficient of the slip and separate walls (the tangential speed drops by up to
+    wall_friction times the normal speed the wall removes).
     partitions: particle partitions per environment scattered by separate threads into private grids and summed in
     a fixed order (deterministic and parallel; None: as many as keep two threads busy).
     """
@@ -21,6 +23,7 @@ class MPMOptions(Options):
     grid_density: float = attrs.field(default=64.0, validator=v.positive)
     particle_size: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
     boundary: str = attrs.field(default="separate", validator=v.one_of("sticky", "slip", "separate"))
+    wall_friction: float = attrs.field(default=0.0, validator=v.non_negative)
     partitions: int | None = attrs.field(default=None, validator=attrs.validators.optional(v.int_at_least(1)))
 
     def __attrs_post_init__(self):

@@ -77,8 +77,8 @@ class MPMSolver(gs.SolverBase):
         self.p_params = torch.as_tensor(np.concatenate(params), dtype=fl, device=dev).contiguous()
         g = self.sim_options.gravity
         lo = self.options.lower_bound
-        self.params_f = torch.tensor([self.sim_options.substep_dt, self.dx, 1 / self.dx, *lo, *g], dtype=fl,
-                                     device=dev)
+        self.params_f = torch.tensor([self.sim_options.substep_dt, self.dx, 1 / self.dx, *lo, *g,
+                                      self.options.wall_friction], dtype=fl, device=dev)
         parts = self.options.partitions or max(1, min(8, 2 // self.batch))
         self.n_partitions = max(1, min(parts, self.n_particles))
         shape = self.options.grid_shape
