@@ -32,3 +32,21 @@ def test_batched_boxes_come_to_rest_flat():
     z, speed = load("box_drop").main(n_envs=6, seconds=2.5)
     assert torch.allclose(z, torch.full_like(z, 0.1), atol=1e-3)
     assert float(speed.max()) < 1e-2
+
+
+def test_dam_break_example_tracks_martin_and_moyce():
+    import numpy as np
+
+    module = load("dam_break")
+    rows = module.main(t_end=2.0)
+    times, fronts = zip(*rows)
+    for t, z in zip(module.MM_T, module.MM_Z):
+        if 0.8 <= t <= 2.0:
+            assert float(np.interp(t, times, fronts)) == pytest.approx(z, rel=0.1)
+
+
+def test_sand_pile_example_settles_into_a_pile():
+    top0, profile, speed = load("sand_pile").main(steps=250, grid_density=32)
+    heights = [z for _, z in profile]
+    assert heights[0] == max(heights) and heights[-1] < heights[0], "not a pile: highest in the middle"
+    assert heights[0] < top0 and speed < 0.05
