@@ -13,7 +13,8 @@ STICKY, SLIP, SEPARATE = 0, 1, 2
 
 
 @ti.kernel
-def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, ndim=5), grid_v: nd(dtype=V3, ndim=4)):
+def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, ndim=5), grid_v: nd(dtype=V3, ndim=4),
+                grid_m: nd(ndim=4)):
     dt = params_f[0]
     gravity = ti.Vector([params_f[6], params_f[7], params_f[8]])
     friction = params_f[9]
@@ -42,3 +43,4 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
                         if tangential > 0:
                             v *= ti.max(tangential - friction * normal, 0.0) / tangential
         grid_v[b, i, j, l] = v
+        grid_m[b, i, j, l] = acc[3]

@@ -23,6 +23,13 @@ def register_materials(register):
 
 
 @gs.hookimpl
+def register_couplings(register):
+    from .coupling import ColliderMPMCoupling
+
+    register("RigidSolver", "MPMSolver", ColliderMPMCoupling)
+
+
+@gs.hookimpl
 def register_test_scenes(register):
     register("mpm", _test_scene)
 

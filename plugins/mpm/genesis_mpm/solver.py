@@ -84,6 +84,7 @@ class MPMSolver(gs.SolverBase):
         shape = self.options.grid_shape
         self.grid_mv = torch.zeros((self.n_partitions, self.batch, *shape, 4), dtype=fl, device=dev)
         self.grid_v = torch.zeros((self.batch, *shape, 3), dtype=fl, device=dev)
+        self.grid_m = torch.zeros((self.batch, *shape), dtype=fl, device=dev)
 
     def state_dims(self):
         return {"n_particles": self.n_particles}
@@ -99,7 +100,7 @@ class MPMSolver(gs.SolverBase):
         st = self.state
         kernels_p2g.p2g(f, self.frames.next(f), self.params_f, st.pos, st.vel, st.C, st.F, st.Jp, st.active,
                         self.p_mass, self.p_vol, self.p_kind, self.p_params, self.grid_mv)
-        kernels_grid.grid_update(self.params_f, BOUNDARY[self.options.boundary], self.grid_mv, self.grid_v)
+        kernels_grid.grid_update(self.params_f, BOUNDARY[self.options.boundary], self.grid_mv, self.grid_v, self.grid_m)
 
     def substep_post_coupling(self, f):
         st = self.state
