@@ -72,10 +72,10 @@ def test_structure_properties():
 
 def test_missing_plugin_names_the_distribution():
     scene = gs.Scene()
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-mpm"):
-        scene.mpm_solver
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-mpm"):
-        gs.materials.MPM
+    with pytest.raises(gs.PluginNotInstalledError, match="genesis-pbd"):
+        scene.pbd_solver
+    with pytest.raises(gs.PluginNotInstalledError, match="genesis-sph"):
+        gs.materials.SPH
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-fem"):
         gs.options.FEMOptions
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-sph"):
@@ -261,7 +261,7 @@ def test_review_edge_cases():
         scene.reset(envs_idx=[1, 1])
     with pytest.raises(gs.OptionError, match="got set"):
         scene.reset(envs_idx={1})
-    assert not hasattr(gs.materials, "NoSuchMaterial") and not hasattr(scene, "sph_solver")
+    assert not hasattr(gs.materials, "NoSuchMaterial") and not hasattr(scene, "fem_solver")
     with pytest.raises(gs.OptionError, match="takes no options"):
         gs.Scene(spring_chain_options=object())
 
