@@ -9,21 +9,13 @@ slab into a private row that is summed afterwards in a fixed order (deterministi
 
 import taichi as ti
 
+from genesis_core.ti_math import quat_to_mat
+
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
 nd = ti.types.ndarray
 
 PLANE, SPHERE, CAPSULE, BOX, CYLINDER = 0, 1, 2, 3, 4
-
-
-@ti.func
-def quat_to_mat(q):
-    w, x, y, z = q[0], q[1], q[2], q[3]
-    return ti.Matrix([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
 
 
 @ti.func
