@@ -27,6 +27,7 @@ from .plugins import hookimpl
 from .scene import Scene
 from .solver import Entity, Solver, SolverBase
 from .state import FieldSpec, SimState, SolverState
+from .tensor import Tensor, arange, from_torch, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 
 try:
     __version__ = _version("genesis-core")
@@ -46,5 +47,6 @@ __all__ = [
     "CheckpointError", "CheckpointMismatchError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
     "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
-    "hookimpl", "init", "materials", "morphs", "options", "plugins",
+    "hookimpl", "init", "materials", "morphs", "options", "plugins", "Tensor", "arange", "from_torch", "full", "ones",
+    "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
 ]
