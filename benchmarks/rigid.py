@@ -1,7 +1,7 @@
 """Rigid solver speed: the Franka panda (MJCF scene.xml: the arm on a plane) at n_envs 0, 64 and 512.
 
-Prints build time (cold and warm Taichi offline cache, each in a fresh process), env-steps per second, and the
-kernel launches per step, as one table.
+Prints build time (cold and warm Taichi offline cache, each in a fresh process) and env-steps per second, as one
+table.
 
     python benchmarks/rigid.py [--steps 200] [--envs 0 64 512]
 """
@@ -60,8 +60,8 @@ def main():
         cold = run(args.envs[0], 5, cache)
         cold_wall = time.perf_counter() - t0
         rows = [run(n, args.steps, cache) for n in args.envs]
-    print("panda (MJCF scene.xml) on a plane, dt 0.01, float32, position control to the home pose; 1 kernel launch "
-          "per substep")
+    print("panda (MJCF scene.xml: convex-hull mesh links) on a plane, dt 0.01, float32, position control to the home "
+          "pose; up to 3 kernel launches per substep (primitive contacts, mesh contacts, dynamics)")
     print(f"build+first step, cold cache: {cold['start_to_build'] + cold['first_step']:.1f} s "
           f"(process wall {cold_wall:.1f} s); warm cache: "
           f"{rows[0]['start_to_build'] + rows[0]['first_step']:.1f} s")

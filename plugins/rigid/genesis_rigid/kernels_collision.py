@@ -1,4 +1,4 @@
-"""Narrowphase between primitive geoms, for one environment b.
+"""Contacts between primitive geoms, for one environment b, and what the mesh pairs share (kernels_convex.py).
 
 Every candidate pair owns fixed contact slots (a box on a plane: its 8 corners), so a contact keeps its slot from
 step to step and the constraint solver's warm start, stored per slot, is part of the declared state. A contact
@@ -9,18 +9,23 @@ Pairs: plane with sphere / capsule (2 end spheres) / box (8 corners) / cylinder 
 sphere-capsule, capsule-capsule (closest points of the segments), sphere-box, capsule-box (3 spheres along the
 segment), box-box (separating-axis normal over the 6 face axes, vertices of each box inside the other).
 Cylinders meet anything but a plane as capsules of the same radius and half-length.
+
+Broadphase: the candidate pairs are fixed at build (collision filters); each substep a pair goes on to its
+narrowphase only if the geoms' bounding spheres overlap (a plane: if the other geom's sphere reaches below it).
 """
 
 import taichi as ti
 
 from .kernels_math import func, quat_to_mat, v3, v4
-from .layout import GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PI_N_SLOTS, PI_SLOT
-from .model import BOX, CAPSULE, CYLINDER, PLANE, SPHERE
+from .layout import (GF_BCENTRE, GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A,
+                     PI_GEOM_B, PI_N_SLOTS, PI_SLOT)
+from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 
 # contact record columns of s_con_f: point (3), normal (3), depth, friction, restitution
 CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
-# s_con_i: active flag, link of geom a, link of geom b
-CI_ACTIVE, CI_LINK_A, CI_LINK_B = 0, 1, 2
+# s_con_i [B, 3, slots] (each row contiguous: the flags are cleared and scanned every substep): active flag, link
+# of geom a, link of geom b
+CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_N = 0, 1, 2, 3
 
 
 @func
@@ -30,9 +35,9 @@ def emit(b, slot, pos, normal, depth, mu, la, lb, s_con_f, s_con_i):
         s_con_f[b, slot, CF_NORMAL + k] = normal[k]
     s_con_f[b, slot, CF_DEPTH] = depth
     s_con_f[b, slot, CF_MU] = mu
-    s_con_i[b, slot, CI_ACTIVE] = 1
-    s_con_i[b, slot, CI_LINK_A] = la
-    s_con_i[b, slot, CI_LINK_B] = lb
+    s_con_i[b, CI_ACTIVE, slot] = 1
+    s_con_i[b, CI_LINK_A, slot] = la
+    s_con_i[b, CI_LINK_B, slot] = lb
 
 
 @func
@@ -174,65 +179,90 @@ def box_box(b, slot, ca, rot_a, ha, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i)
 
 
 @func
-def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i):
-    for s in range(s_con_i.shape[1]):
-        s_con_i[b, s, CI_ACTIVE] = 0
+def geom_pose(b, f, g, l, links_pos, s_R, geom_f):
+    """World centre and rotation of geom g on link l."""
+    return links_pos[f, b, l] + s_R[b, l] @ v3(geom_f, g, GF_POS), s_R[b, l] @ quat_to_mat(v4(geom_f, g, GF_QUAT))
+
+
+@func
+def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i, s_geom_f, s_near_i):
+    """Clears every contact slot; broadphase over all pairs; the contacts of the near pairs of primitives. The
+    near pairs with a mesh are listed for kernels_convex.detect_mesh_contacts: their count in s_near_i[b, 0],
+    the pairs in s_near_i[b, 1..]. s_geom_f[b, g] holds geom g's world bounding-sphere centre and, for a plane,
+    its normal."""
+    for s in range(s_con_i.shape[2]):
+        s_con_i[b, CI_ACTIVE, s] = 0
+    for g in range(geom_i.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
+        l = geom_i[g, GI_LINK]
+        s_geom_f[b, g, 0] = links_pos[f, b, l] + s_R[b, l] @ v3(geom_f, g, GF_BCENTRE)
+        if geom_i[g, GI_TYPE] == PLANE:
+            q = v4(geom_f, g, GF_QUAT)  # the local z axis: the third column of the rotation of q
+            s_geom_f[b, g, 1] = s_R[b, l] @ ti.Vector([2 * (q[1] * q[3] + q[0] * q[2]), 2 * (q[2] * q[3] - q[0] * q[1]),
+                                                      1 - 2 * (q[1] * q[1] + q[2] * q[2])])
+    n_near = 0
     for p in range(pair_i.shape[0]):
         ga = pair_i[p, PI_GEOM_A]
         gb = pair_i[p, PI_GEOM_B]
-        slot = pair_i[p, PI_SLOT]
         ta = geom_i[ga, GI_TYPE]
-        tb = geom_i[gb, GI_TYPE]
-        la = geom_i[ga, GI_LINK]
-        lb = geom_i[gb, GI_LINK]
-        rot_a = s_R[b, la] @ quat_to_mat(v4(geom_f, ga, GF_QUAT))
-        rot_b = s_R[b, lb] @ quat_to_mat(v4(geom_f, gb, GF_QUAT))
-        ca = links_pos[f, b, la] + s_R[b, la] @ v3(geom_f, ga, GF_POS)
-        cb = links_pos[f, b, lb] + s_R[b, lb] @ v3(geom_f, gb, GF_POS)
-        sa = v3(geom_f, ga, GF_SIZE)
-        sb = v3(geom_f, gb, GF_SIZE)
-        mu = ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
-        for k in range(pair_i[p, PI_N_SLOTS]):
-            s_con_f[b, slot + k, CF_REST] = ti.max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
-        za = ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
-        zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
-        near = ta == PLANE or (cb - ca).norm() <= geom_rbound[ga] + geom_rbound[gb]
+        near = False
+        if ta == PLANE:  # the other geom's sphere reaches below the plane
+            near = s_geom_f[b, ga, 1].dot(s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]) <= geom_rbound[gb]
+        else:  # the bounding spheres overlap
+            near = (s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]).norm_sqr() <= (geom_rbound[ga] + geom_rbound[gb]) ** 2
         if near:
-            if ta == PLANE:
-                if tb == SPHERE:
-                    plane_point(b, slot, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
-                elif tb == CAPSULE:
-                    plane_point(b, slot, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
-                    plane_point(b, slot + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
-                elif tb == BOX:
-                    for k in range(8):
-                        corner = cb + rot_b @ (corner_sign(k) * sb)
-                        plane_point(b, slot + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
-                elif tb == CYLINDER:
-                    u = -za - zb * zb.dot(-za)
-                    if u.norm() < 1e-9:
-                        u = ti.Vector([rot_b[0, 0], rot_b[1, 0], rot_b[2, 0]])
-                    u = u / u.norm()
-                    w = zb.cross(u)
-                    for k in range(8):
-                        # 4 rim points per cap, the first the deepest toward the plane
-                        centre = cb + zb * (sb[1] if k < 4 else -sb[1])
-                        j = k % 4
-                        rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
-                        plane_point(b, slot + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
-            elif ta == BOX and tb == BOX:
-                box_box(b, slot, ca, rot_a, sa, cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
+            tb = geom_i[gb, GI_TYPE]
+            la = geom_i[ga, GI_LINK]
+            lb = geom_i[gb, GI_LINK]
+            slot = pair_i[p, PI_SLOT]
+            for k in range(pair_i[p, PI_N_SLOTS]):
+                s_con_f[b, slot + k, CF_REST] = ti.max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
+            if tb == MESH:
+                n_near += 1
+                s_near_i[b, n_near] = p
             else:
-                # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
-                ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
-                hb = 0.0 if tb == SPHERE or tb == BOX else sb[1]
-                if tb != BOX:
-                    pa, pb = closest_between_segments(ca - za * ha, ca + za * ha, cb - zb * hb, cb + zb * hb)
-                    sphere_sphere(b, slot, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                ca, rot_a = geom_pose(b, f, ga, la, links_pos, s_R, geom_f)
+                cb, rot_b = geom_pose(b, f, gb, lb, links_pos, s_R, geom_f)
+                sa = v3(geom_f, ga, GF_SIZE)
+                sb = v3(geom_f, gb, GF_SIZE)
+                mu = ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
+                za = ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
+                zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
+                if ta == PLANE:
+                    if tb == SPHERE:
+                        plane_point(b, slot, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                    elif tb == CAPSULE:
+                        plane_point(b, slot, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                        plane_point(b, slot + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                    elif tb == BOX:
+                        for k in range(8):
+                            corner = cb + rot_b @ (corner_sign(k) * sb)
+                            plane_point(b, slot + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
+                    elif tb == CYLINDER:
+                        u = -za - zb * zb.dot(-za)
+                        if u.norm() < 1e-9:
+                            u = ti.Vector([rot_b[0, 0], rot_b[1, 0], rot_b[2, 0]])
+                        u = u / u.norm()
+                        w = zb.cross(u)
+                        for k in range(8):
+                            # 4 rim points per cap, the first the deepest toward the plane
+                            centre = cb + zb * (sb[1] if k < 4 else -sb[1])
+                            j = k % 4
+                            rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
+                            plane_point(b, slot + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
+                elif ta == BOX and tb == BOX:
+                    box_box(b, slot, ca, rot_a, sa, cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
                 else:
-                    # a segment (geom a) against a box (geom b): both ends and the point closest to the box centre
-                    n_spheres = 1 if ta == SPHERE else 3
-                    for k in range(n_spheres):
-                        x = closest_on_segment(ca - za * ha, ca + za * ha, cb)
-                        x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
-                        sphere_box(b, slot + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
+                    # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
+                    ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
+                    hb = 0.0 if tb == SPHERE or tb == BOX else sb[1]
+                    if tb != BOX:
+                        pa, pb = closest_between_segments(ca - za * ha, ca + za * ha, cb - zb * hb, cb + zb * hb)
+                        sphere_sphere(b, slot, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                    else:
+                        # a segment (geom a) against a box (geom b): both ends and the point closest to the box centre
+                        n_spheres = 1 if ta == SPHERE else 3
+                        for k in range(n_spheres):
+                            x = closest_on_segment(ca - za * ha, ca + za * ha, cb)
+                            x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
+                            sphere_box(b, slot + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
+    s_near_i[b, 0] = n_near

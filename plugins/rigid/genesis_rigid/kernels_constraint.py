@@ -77,14 +77,14 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
     max_correction = params_f[PF_MAX_CORRECTION]
     n_rows = 0
     if params_i[PP_COLLISION] != 0:
-        for s in range(s_con_i.shape[1]):
-            if s_con_i[b, s, CI_ACTIVE] == 1 and n_rows + 3 <= max_rows:
+        for s in range(s_con_i.shape[2]):
+            if s_con_i[b, CI_ACTIVE, s] == 1 and n_rows + 3 <= max_rows:
                 normal = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1],
                                     s_con_f[b, s, CF_NORMAL + 2]])
                 point = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
                 t1, t2 = tangent_basis(normal)
-                la = s_con_i[b, s, CI_LINK_A]
-                lb = s_con_i[b, s, CI_LINK_B]
+                la = s_con_i[b, CI_LINK_A, s]
+                lb = s_con_i[b, CI_LINK_B, s]
                 for k in range(3):
                     r = n_rows + k
                     direction = ti.select(k == 0, normal, ti.select(k == 1, t1, t2))
@@ -162,7 +162,8 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
                 s_row_f[b, r, RF_LAMBDA] = new
     for s in range(contact_impulse.shape[1]):
         for k in ti.static(range(3)):
-            contact_impulse[b, s, k] = 0.0
+            if contact_impulse[b, s, k] != 0.0:  # most slots are idle: reading leaves their cache lines clean
+                contact_impulse[b, s, k] = 0.0
     for r in range(n_rows):
         s = s_row_i[b, r, RI_SLOT]
         if s >= 0:

@@ -15,7 +15,8 @@ M3 = ti.types.matrix(3, 3, float)
 ARRAY_PARAMS = {
     "a", "x", "chol", "qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "ctrl_mode",
     "ctrl_force", "ctrl_pos", "ctrl_vel", "ctrl_kp", "ctrl_kv", "params_f", "params_i", "link_f", "link_i",
-    "joint_f", "joint_i", "dof_f", "dof_i", "geom_f", "geom_i", "geom_rbound", "pair_i", "src", "dst", "vel",
+    "joint_f", "joint_i", "dof_f", "dof_i", "geom_f", "geom_i", "geom_rbound", "hull_f", "hull_i", "pair_i", "src",
+    "dst", "vel",
 }
 
 
@@ -27,6 +28,18 @@ def func(fn):
         if name in ARRAY_PARAMS or name.startswith("s_"):
             fn.__annotations__[name] = ti.template()
     return ti.func(fn)
+
+
+def func_ref(*names):
+    """`func` that also passes the named parameters by reference: vectors and matrices the function only reads.
+    A by-value argument is a copy per call site, which Taichi scalarises (compile time grows with it)."""
+
+    def wrap(fn):
+        for name in names:
+            fn.__annotations__[name] = ti.template()
+        return func(fn)
+
+    return wrap
 
 
 @func

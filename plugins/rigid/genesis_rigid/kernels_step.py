@@ -1,34 +1,65 @@
-"""The rigid solver's kernels: one launch per substep, parallel over environments, each environment running the
-whole recipe in its loop body (launch cost, not arithmetic, dominates small batches):
+"""The rigid solver's kernels, each parallel over environments, each environment running a whole stage in its
+loop body (launch cost, not arithmetic, dominates small batches). A substep launches up to three:
 
-    kinematics -> dof motions -> bias forces and mass matrix -> smooth acceleration (x4 for RK4) -> contacts
-    -> constraint rows + PGS -> integrate -> kinematics of the new frame
+    collide:        broadphase, and the contacts between primitives, at the link poses of frame f (if any pair of
+                    geoms can collide)
+    collide_meshes: contacts of the near pairs with a mesh (if there are pairs with a mesh)
+    substep:        kinematics -> dof motions -> bias forces and mass matrix -> smooth acceleration (x4 for RK4)
+                    -> constraint rows + PGS -> integrate -> kinematics of the new frame
 
-It reads frame f (qpos, dofs_vel) and writes frame fn; everything else it touches is per-substep scratch or the
-declared warm start.
+The narrowphase has kernels of its own because Taichi's compile time grows faster than linearly with a kernel's
+size: on the 2-core CPU the three compile in 18 s, one kernel holding them all in 57 s. They read frame f (qpos,
+dofs_vel, link poses) and write frame fn; everything else they touch is per-substep scratch or the declared warm
+start.
 """
 
 import taichi as ti
 
 from .kernels_collision import detect_contacts
 from .kernels_constraint import advance_q, smooth_acceleration, solve_constraints
+from .kernels_convex import detect_mesh_contacts
 from .kernels_dynamics import bias_and_mass
 from .kernels_kinematics import dof_motions, forward_kinematics
-from .kernels_math import M3, V3, V4, V6
-from .layout import PF_DT, PP_COLLISION, PP_RK4
+from .kernels_math import V3, V4, quat_to_mat
+from .layout import PF_DT, PP_RK4
 
+# Scratch arrays are Taichi ndarrays of vectors and matrices, typed by the array itself (the precision is chosen at
+# gs.init, after this module is imported); state arrays are torch tensors, typed here.
 nd = ti.types.ndarray
 
 
 @ti.kernel
 def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
                link_f: nd(ndim=2), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
-               s_R: nd(dtype=M3, ndim=2), s_com: nd(dtype=V3, ndim=2), s_janchor: nd(dtype=V3, ndim=2),
-               s_jaxis: nd(dtype=V3, ndim=2)):
+               s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2)):
     """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
     for b in range(qpos.shape[1]):
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
+
+
+@ti.kernel
+def collide(f: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), geom_f: nd(ndim=2),
+            geom_i: nd(ndim=2), geom_rbound: nd(ndim=1), pair_i: nd(ndim=2), s_R: nd(ndim=2),
+            s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_geom_f: nd(ndim=3), s_near_i: nd(ndim=2)):
+    """Broadphase at frame f, and the contacts between primitives (the link poses of frame f are the substep's
+    start configuration, where its constraint stage acts); lists the near pairs with a mesh."""
+    for b in range(links_pos.shape[1]):
+        for l in range(links_pos.shape[2]):
+            s_R[b, l] = quat_to_mat(links_quat[f, b, l])
+        detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i, s_geom_f,
+                        s_near_i)
+
+
+@ti.kernel
+def collide_meshes(f: ti.i32, links_pos: nd(dtype=V3, ndim=3), geom_f: nd(ndim=2), geom_i: nd(ndim=2),
+                   hull_f: nd(ndim=2), hull_i: nd(ndim=2), pair_i: nd(ndim=2), s_R: nd(ndim=2),
+                   s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3),
+                   s_nar_i: nd(ndim=3)):
+    """The contacts of frame f of the near pairs with a mesh that `collide` listed."""
+    for b in range(links_pos.shape[1]):
+        detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
+                             s_nar_f, s_nar_i)
 
 
 @ti.kernel
@@ -38,17 +69,15 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=2), link_i: nd(ndim=2),
             joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=2), dof_i: nd(ndim=2),
-            geom_f: nd(ndim=2), geom_i: nd(ndim=2), geom_rbound: nd(ndim=1), pair_i: nd(ndim=2),
-            s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(dtype=V3, ndim=3), s_lquat: nd(dtype=V4, ndim=3),
-            s_R: nd(dtype=M3, ndim=2), s_com: nd(dtype=V3, ndim=2), s_janchor: nd(dtype=V3, ndim=2),
-            s_jaxis: nd(dtype=V3, ndim=2), s_cdof: nd(dtype=V6, ndim=2), s_cdof_dot: nd(dtype=V6, ndim=2),
-            s_cvel: nd(dtype=V6, ndim=2), s_cacc: nd(dtype=V6, ndim=2), s_cfrc: nd(dtype=V6, ndim=2),
-            s_crb_m: nd(ndim=2), s_crb_mc: nd(dtype=V3, ndim=2), s_crb_io: nd(dtype=M3, ndim=2),
+            s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(ndim=3), s_lquat: nd(ndim=3), s_R: nd(ndim=2),
+            s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
+            s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
+            s_crb_io: nd(ndim=2),
             s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
             s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3)):
     """One substep: frame f -> frame fn. The smooth dynamics are evaluated on the stage arrays s_qs / s_vs
-    (once for Euler; four Runge-Kutta stages and a final evaluation at the start for RK4), then contacts and
-    constraints act at the start configuration, then positions advance."""
+    (once for Euler; four Runge-Kutta stages and a final evaluation at the start for RK4), then the constraints
+    act at the start configuration (the contacts `collide` found there), then positions advance."""
     h = params_f[PF_DT]
     rk4 = params_i[PP_RK4] != 0
     hi = 0.0 if rk4 else h
@@ -90,8 +119,6 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             acc = s_dof[b, d, 4] if rk4 else s_dof[b, d, 1]
             s_dof[b, d, 2] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
             s_dof[b, d, 5] = s_dof[b, d, 2]
-        if params_i[PP_COLLISION] != 0:
-            detect_contacts(b, 0, s_lpos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i)
         solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof, s_mass,
                           s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
         for d in range(n_v):

@@ -13,10 +13,17 @@ JI_TYPE, JI_Q_START, JI_DOF_START, JI_N = 0, 1, 2, 3
 DF_DAMPING, DF_ARMATURE, DF_STIFFNESS, DF_SPRINGREF, DF_RANGE_LO, DF_RANGE_HI, DF_FORCE_LO, DF_FORCE_HI, DF_N = range(9)
 # dof_i [D, 4]: parent dof in the tree (-1 at a root), link, limited flag, q index (-1 for ball/free dofs)
 DI_PARENT, DI_LINK, DI_LIMITED, DI_Q, DI_N = range(5)
-# geom_f [G, 12]: pose in the link frame, size, friction, restitution
-GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_RESTITUTION, GF_N = 0, 3, 7, 10, 11, 12
-# geom_i [G, 2]
-GI_TYPE, GI_LINK, GI_N = 0, 1, 2
+# geom_f [G, 15]: pose in the link frame, size, friction, restitution, centre of the bounding sphere (link frame;
+# its radius is geom_rbound)
+GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_RESTITUTION, GF_BCENTRE, GF_N = 0, 3, 7, 10, 11, 12, 15
+# geom_i [G, 6]: type, link, and for a convex hull (meshes and boxes in a collision pair; 0 counts otherwise) the
+# rows of its vertices and of its faces in hull_f
+GI_TYPE, GI_LINK, GI_VERT, GI_N_VERTS, GI_FACE, GI_N_FACES, GI_N = range(7)
+# hull_f [H, 4]: a hull vertex row holds (x, y, z, 0), a face row its plane (outward unit normal, offset d: n . x = d
+# on the face), both in the geom frame. hull_i [H + K, 2]: for a face row r of hull_f, hull_i[r] = (first row of
+# its vertex loop in hull_i, loop length); a loop row holds (vertex row in hull_f, 0). Loops run counter-clockwise
+# seen from outside.
+HF_N, HI_N = 4, 2
 # pair_i [P, 4]: the two geoms (type of the first <= type of the second), first contact slot, number of slots
 PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
 # params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity,

@@ -1,6 +1,7 @@
 """MJCF loader: body tree, default classes (with childclass), includes, joints (hinge/slide/ball/free),
-geoms (plane/sphere/capsule/cylinder/box/mesh, fromto), inertials (diag/full) or inertia from geoms and density,
-ranges, damping, armature, stiffness, motor/position/velocity/general actuators, contype/conaffinity.
+geoms (plane/sphere/capsule/cylinder/box/mesh, fromto; mesh assets from OBJ/STL files, with `scale`), inertials
+(diag/full) or inertia from geoms and density (meshes by their convex hull), ranges, damping, armature, stiffness,
+motor/position/velocity/general actuators, contype/conaffinity.
 
 Follows MuJoCo's defaults: angles in degrees unless `<compiler angle="radian">`, `autolimits` on, geom density
 1000, joint type hinge with axis (0, 0, 1), geom type sphere.
@@ -99,9 +100,13 @@ class _Loader:
         self.meshes = {}
         for asset in self.root.findall("asset"):
             for m in asset.findall("mesh"):
-                f = m.get("file")
-                name = m.get("name") or os.path.splitext(os.path.basename(f))[0]
-                self.meshes[name] = os.path.join(self.meshdir, f)
+                a = self.defaults.get(m, "main")
+                f = a.get("file")
+                if f is None:
+                    raise MJCFError(f"<mesh name={m.get('name')!r}>: only meshes from a file are read")
+                name = a.get("name") or os.path.splitext(os.path.basename(f))[0]
+                scale = _floats(a.get("scale", "1 1 1"), 3, f"mesh {name} scale")
+                self.meshes[name] = (os.path.join(self.meshdir, f), scale)
         self.bodies = []
         self.joint_names = set()
 
@@ -219,13 +224,13 @@ class _Loader:
                 size[2] = np.linalg.norm(p1 - p0) / 2
             else:
                 size[1] = np.linalg.norm(p1 - p0) / 2
-        mesh = None
+        mesh, scale = None, np.ones(3)
         if gtype == MESH:
-            mesh = self.meshes.get(a.get("mesh"))
-            if mesh is None:
+            if a.get("mesh") not in self.meshes:
                 raise MJCFError(f"geom {name!r}: unknown mesh {a.get('mesh')!r}")
+            mesh, scale = self.meshes[a.get("mesh")]
         g = GeomDesc(name, gtype, size, pos, quat, float(_floats(a.get("friction", "1"))[0]),
-                     int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh)
+                     int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh, scale)
         g._density = (float(a.get("density", 1000.0)), float(a["mass"]) if "mass" in a else None)
         return g
 

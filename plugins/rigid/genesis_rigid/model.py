@@ -39,6 +39,15 @@ class GeomDesc:
     contype: int = 1
     conaffinity: int = 1
     mesh_file: str | None = None
+    mesh_scale: np.ndarray = field(default_factory=lambda: np.ones(3))  # per-axis scale of the mesh vertices
+
+    def hull(self):
+        """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""
+        from .hull import box_hull, mesh_hull
+
+        if self.type == MESH:
+            return mesh_hull(self.mesh_file, self.mesh_scale)
+        return box_hull(self.size) if self.type == BOX else None
 
 
 @dataclass
@@ -77,11 +86,13 @@ class RobotDesc:
 
 
 def geom_volume_inertia(g: GeomDesc):
-    """Volume (m^3) and unit-density inertia about the geom centre in geom axes (MuJoCo's formulas)."""
+    """Volume (m^3), centroid (geom frame) and unit-density inertia about the centroid in geom axes: MuJoCo's
+    formulas for primitives, the convex hull's for meshes."""
+    centre = np.zeros(3)
     if g.type == SPHERE:
         r = g.size[0]
         v = 4 / 3 * np.pi * r ** 3
-        return v, np.eye(3) * 0.4 * v * r * r
+        return v, centre, np.eye(3) * 0.4 * v * r * r
     if g.type == CAPSULE:
         r, h = g.size[0], 2 * g.size[1]
         sphere_m = 4 * np.pi * r ** 3 / 3
@@ -89,17 +100,19 @@ def geom_volume_inertia(g: GeomDesc):
         cyl_m = np.pi * r * r * h
         cyl_i = cyl_m * (3 * r * r + h * h) / 12
         ixx = cyl_i + sphere_i + sphere_m * (h * h / 4 + 3 * h * r / 8)
-        return sphere_m + cyl_m, np.diag([ixx, ixx, cyl_m * r * r / 2 + sphere_i])
+        return sphere_m + cyl_m, centre, np.diag([ixx, ixx, cyl_m * r * r / 2 + sphere_i])
     if g.type == CYLINDER:
         r, h = g.size[0], 2 * g.size[1]
         v = np.pi * r * r * h
         ixx = v * (3 * r * r + h * h) / 12
-        return v, np.diag([ixx, ixx, v * r * r / 2])
+        return v, centre, np.diag([ixx, ixx, v * r * r / 2])
     if g.type == BOX:
         a, b, c = 2 * g.size
         v = a * b * c
-        return v, np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 12
-    return 0.0, np.zeros((3, 3))
+        return v, centre, np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 12
+    if g.type == MESH:
+        return g.hull().mass_properties()
+    return 0.0, centre, np.zeros((3, 3))
 
 
 def inertia_from_geoms(geoms, density_of):
@@ -108,7 +121,7 @@ def inertia_from_geoms(geoms, density_of):
 
     parts = []
     for g in geoms:
-        vol, unit_i = geom_volume_inertia(g)
+        vol, centre, unit_i = geom_volume_inertia(g)
         density, explicit_mass = density_of(g)
         if explicit_mass is not None:
             if vol <= 0:
@@ -118,7 +131,7 @@ def inertia_from_geoms(geoms, density_of):
         if m <= 0:
             continue
         r = quat_to_mat(g.quat)
-        parts.append((m, np.asarray(g.pos, dtype=np.float64), r @ (unit_i * density) @ r.T))
+        parts.append((m, np.asarray(g.pos, dtype=np.float64) + r @ centre, r @ (unit_i * density) @ r.T))
     mass = sum(p[0] for p in parts)
     if mass <= 0:
         return 0.0, np.zeros(3), np.zeros((3, 3))

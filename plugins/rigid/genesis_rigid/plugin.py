@@ -35,7 +35,8 @@ def register_test_scenes(register):
 
 
 def _test_scene(n_envs):
-    """A cart-pole under per-environment force control, a box tumbling onto the plane and a sphere rolling."""
+    """A cart-pole under per-environment force control, a box tumbling onto the plane, a sphere rolling, and a
+    convex mesh falling onto the box (mesh-box, then mesh-plane contacts)."""
     from . import assets
 
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2),
@@ -44,6 +45,7 @@ def _test_scene(n_envs):
     cartpole = scene.add_entity(gs.morphs.MJCF(file=assets.path("cartpole.xml"), pos=(0, 2, 0)))
     box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
     scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
+    scene.add_entity(gs.morphs.Mesh(file=assets.path("pebble.obj"), pos=(0.05, 0.02, 0.55), euler=(10, 40, 0)))
     scene.build(n_envs=n_envs)
 
     def drive(scene, i_step):

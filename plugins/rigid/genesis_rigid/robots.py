@@ -1,11 +1,13 @@
-"""From a morph to a RobotDesc: primitives become one body (free unless fixed), files go through the loaders."""
+"""From a morph to a RobotDesc: primitives and meshes become one body (free unless fixed), robot files go through
+the loaders."""
 
 import numpy as np
 
 import genesis_core as gs
 
 from .mjcf import MJCFError, load_mjcf
-from .model import BOX, CAPSULE, CYLINDER, FREE, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
+from .hull import HullError
+from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
 from .model import inertia_from_geoms
 from .rotations import frame_from_z
 from .urdf import URDFError, load_urdf
@@ -33,22 +35,37 @@ def _primitive(morph, material):
     return RobotDesc(type(morph).__name__.lower(), [body])
 
 
+def _mesh(morph, material):
+    """A Mesh morph: one body whose collision shape is the convex hull of the file's vertices."""
+    geom = GeomDesc("mesh", MESH, np.zeros(3), mesh_file=morph.file, mesh_scale=np.full(3, morph.scale))
+    body = BodyDesc("mesh", -1, np.zeros(3), IDENTITY, geoms=[geom])
+    body.mass, body.com, body.inertia = inertia_from_geoms([geom], lambda g: (material.rho, None))
+    if not morph.fixed:
+        body.joints.append(JointDesc("root", FREE))
+    return RobotDesc("mesh", [body])
+
+
 def describe(morph, material) -> RobotDesc:
     """The robot description of a morph; a bad file raises gs.OptionError naming it."""
     if isinstance(morph, (gs.morphs.Plane, gs.morphs.Box, gs.morphs.Sphere, gs.morphs.Capsule, gs.morphs.Cylinder)):
         return _primitive(morph, material)
     try:
         if isinstance(morph, gs.morphs.URDF):
-            robot = load_urdf(morph.file, fixed=morph.fixed)
+            robot = load_urdf(morph.file, fixed=morph.fixed, density=material.rho)
         elif isinstance(morph, gs.morphs.MJCF):
             robot = load_mjcf(morph.file)
+        elif isinstance(morph, gs.morphs.Mesh):
+            return _mesh(morph, material)
         else:
-            raise gs.OptionError(f"the rigid solver does not simulate {type(morph).__name__} morphs yet "
-                                 "(convex-mesh entities come with mesh collision).")
-    except (MJCFError, URDFError) as exc:
+            raise gs.OptionError(f"the rigid solver does not simulate {type(morph).__name__} morphs.")
+        if morph.scale != 1.0:
+            _scale(robot, morph.scale)
+        for body in robot.bodies:  # hulls now, so that a bad collision mesh fails at add_entity
+            for g in body.geoms:
+                if g.type == MESH and (g.contype or g.conaffinity):
+                    g.hull()
+    except (MJCFError, URDFError, HullError) as exc:
         raise gs.OptionError(f"{type(morph).__name__}(file={morph.file!r}): {exc}") from None
-    if morph.scale != 1.0:
-        _scale(robot, morph.scale)
     return robot
 
 
@@ -63,3 +80,4 @@ def _scale(robot, s):
         for g in body.geoms:
             g.pos = g.pos * s
             g.size = g.size * s
+            g.mesh_scale = g.mesh_scale * s

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import numpy as np
+import taichi as ti
 import torch
 
 import genesis_core as gs
 
 from . import kernels_step
 from .entity import RigidEntity
+from .kernels_collision import CF_N, CI_N
+from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
-                     DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_N, DI_PARENT, DI_Q, GF_FRICTION, GF_N, GF_POS, GF_QUAT, GF_RESTITUTION,
-                     GF_SIZE, GI_LINK, GI_N, GI_TYPE, JF_AXIS, JF_N, JF_POS, JI_DOF_START, JI_N, JI_Q_START, JI_TYPE,
-                     LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END,
-                     LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_TOL,
-                     PF_SLOP, PI_GEOM_A, PI_GEOM_B, PI_N, PI_N_SLOTS, PI_SLOT, PP_COLLISION, PP_ITERATIONS, PP_LIMITS,
-                     PP_MAX_CONTACTS, PP_N, PP_RK4)
+                     DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_N, DI_PARENT, DI_Q, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
+                     GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
+                     JF_N, JF_POS, JI_DOF_START, JI_N, JI_Q_START, JI_TYPE, LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS,
+                     LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
+                     PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_N,
+                     PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4)
 from .material import Rigid
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
 from .options import RigidOptions
 from .robots import describe
+from .rotations import quat_to_mat
 
 # contact slots a pair of geom types owns (types ordered so that the first <= the second)
 PAIR_SLOTS = {
@@ -27,14 +31,16 @@ PAIR_SLOTS = {
     (SPHERE, SPHERE): 1, (SPHERE, CAPSULE): 1, (SPHERE, BOX): 1, (SPHERE, CYLINDER): 1,
     (CAPSULE, CAPSULE): 1, (CAPSULE, BOX): 3, (CAPSULE, CYLINDER): 1,
     (BOX, BOX): 16, (CYLINDER, BOX): 3, (CYLINDER, CYLINDER): 1,
+    # a mesh keeps a spread-out subset of its candidate points: 4 hold a face flat
+    (PLANE, MESH): 4, (SPHERE, MESH): 1, (CAPSULE, MESH): 2, (CYLINDER, MESH): 2, (BOX, MESH): 4, (MESH, MESH): 4,
 }
 BIG_FORCE = 1e30
+_RANK = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, MESH: 5}
 
 
 def _pair_order(ta, tb):
-    """True if (ta, tb) is the order the narrowphase expects: planes first, boxes last."""
-    rank = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4}
-    return rank[ta] <= rank[tb]
+    """True if (ta, tb) is the order the narrowphase expects: planes first, then boxes, meshes last."""
+    return _RANK[ta] <= _RANK[tb]
 
 
 class RigidSolver(gs.SolverBase):
@@ -107,7 +113,7 @@ class RigidSolver(gs.SolverBase):
                     friction = e.material.friction if e.material.friction is not None else g.friction
                     geoms.append(dict(type=g.type, link=li, pos=g.pos, quat=g.quat, size=g.size, friction=friction,
                                       restitution=e.material.restitution,
-                                      contype=g.contype, conaffinity=g.conaffinity, entity=e.idx))
+                                      contype=g.contype, conaffinity=g.conaffinity, entity=e.idx, desc=g))
             for k in range(dof0, len(dofs)):
                 kp0.append(0.0)
                 kv0.append(0.0)
@@ -170,20 +176,45 @@ class RigidSolver(gs.SolverBase):
             start = links[link]["dofs"][0]
             parent = d - 1 if d > start else (last_dof[links[link]["parent"]] if links[link]["parent"] >= 0 else -1)
             dof_i[d] = (parent, link, int(df["range"] is not None), df["q"])
+        pairs = self._collision_pairs(last_dof)
+        colliding = {g for pair in pairs for g in pair}
         geom_f = np.zeros((max(G, 1), GF_N))
         geom_i = np.zeros((max(G, 1), GI_N), dtype=np.int32)
         rbound = np.zeros(max(G, 1))
+        hull_rows = []
+        face_loops = {}  # hull_f face row -> its loop (hull_f vertex rows), laid after the rows aligned with hull_f
         for g, gm in enumerate(geoms):
             geom_f[g, GF_POS:GF_POS + 3] = gm["pos"]
             geom_f[g, GF_QUAT:GF_QUAT + 4] = gm["quat"]
             geom_f[g, GF_SIZE:GF_SIZE + 3] = gm["size"]
             geom_f[g, GF_FRICTION] = gm["friction"]
             geom_f[g, GF_RESTITUTION] = gm["restitution"]
-            geom_i[g] = (gm["type"], gm["link"])
+            geom_f[g, GF_BCENTRE:GF_BCENTRE + 3] = gm["pos"]
+            geom_i[g, GI_TYPE], geom_i[g, GI_LINK] = gm["type"], gm["link"]
             s = np.asarray(gm["size"])
             rbound[g] = {SPHERE: s[0], CAPSULE: s[0] + s[1], BOX: np.linalg.norm(s),
                          CYLINDER: np.hypot(s[0], s[1])}.get(gm["type"], 0.0)
-        pairs = self._collision_pairs(last_dof)
+            hull = gm["desc"].hull() if g in colliding and gm["type"] in (BOX, MESH) else None
+            if hull is not None:
+                # the bounding sphere about the centre of the hull's box (tighter than about the geom origin)
+                centre = (hull.vertices.min(axis=0) + hull.vertices.max(axis=0)) / 2
+                rbound[g] = np.linalg.norm(hull.vertices - centre, axis=1).max()
+                geom_f[g, GF_BCENTRE:GF_BCENTRE + 3] = np.asarray(gm["pos"]) + quat_to_mat(gm["quat"]) @ centre
+                v0 = len(hull_rows)
+                hull_rows.extend([*v, 0.0] for v in hull.vertices)
+                f0 = len(hull_rows)
+                for n, d, loop in zip(hull.face_normals, hull.face_offsets, hull.face_loops):
+                    face_loops[len(hull_rows)] = [v0 + i for i in loop]
+                    hull_rows.append([*n, d])
+                geom_i[g, GI_VERT:GI_VERT + 2] = v0, len(hull.vertices)
+                geom_i[g, GI_FACE:GI_FACE + 2] = f0, len(hull.face_loops)
+        hull_f = np.array(hull_rows, dtype=np.float64).reshape(-1, HF_N) if hull_rows else np.zeros((1, HF_N))
+        hull_i = np.zeros((len(hull_f) + sum(len(l) for l in face_loops.values()), HI_N), dtype=np.int32)
+        row = len(hull_f)
+        for r, loop in face_loops.items():
+            hull_i[r] = row, len(loop)
+            hull_i[row:row + len(loop), 0] = loop
+            row += len(loop)
         pair_i = np.zeros((max(len(pairs), 1), PI_N), dtype=np.int32)
         n_slots = 0
         for p, (ga, gb) in enumerate(pairs):
@@ -192,6 +223,8 @@ class RigidSolver(gs.SolverBase):
             pair_i[p] = (ga, gb, n_slots, k)
             n_slots += k
         self.n_pairs, self.n_slots = len(pairs), n_slots
+        self.collision = bool(self.options.enable_collision and pairs)
+        self.n_mesh_pairs = sum(geoms[gb]["type"] == MESH for _, gb in pairs)
         opts, sim = self.options, self.sim_options
         params_f = np.zeros(PF_N)
         params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity
@@ -202,7 +235,7 @@ class RigidSolver(gs.SolverBase):
         params_i = np.zeros(PP_N, dtype=np.int32)
         params_i[PP_ITERATIONS] = opts.iterations
         params_i[PP_MAX_CONTACTS] = opts.max_contacts
-        params_i[PP_COLLISION] = int(opts.enable_collision and len(pairs) > 0)
+        params_i[PP_COLLISION] = int(self.collision)
         params_i[PP_LIMITS] = int(opts.enable_joint_limit)
         params_i[PP_RK4] = int(opts.integrator == "rk4")
         fl, dev = self.float_dtype, self.device
@@ -210,31 +243,43 @@ class RigidSolver(gs.SolverBase):
         def t(a, dtype=None):
             return torch.as_tensor(a, dtype=dtype or (torch.int32 if a.dtype.kind == "i" else fl), device=dev).contiguous()
 
-        self.model = dict(params_f=t(params_f), params_i=t(params_i), link_f=t(link_f), link_i=t(link_i),
-                          joint_f=t(joint_f), joint_i=t(joint_i), dof_f=t(dof_f), dof_i=t(dof_i), geom_f=t(geom_f),
-                          geom_i=t(geom_i), geom_rbound=t(rbound), pair_i=t(pair_i))
+        def nd(a):
+            return self._taichi_array(a.shape, "i" if a.dtype.kind == "i" else "f", values=a)
+
+        self.model = dict(params_f=nd(params_f), params_i=nd(params_i), link_f=nd(link_f), link_i=nd(link_i),
+                          joint_f=nd(joint_f), joint_i=nd(joint_i), dof_f=nd(dof_f), dof_i=nd(dof_i),
+                          geom_f=nd(geom_f), geom_i=nd(geom_i), geom_rbound=nd(rbound), hull_f=nd(hull_f),
+                          hull_i=nd(hull_i), pair_i=nd(pair_i))
         self.n_links, self.n_joints, self.n_dofs, self.n_qs, self.n_geoms = L, J, D, len(self._qpos0), G
         self.n_limited = int(sum(df["range"] is not None for df in dofs))
         self.dof_q = torch.tensor([df["q"] for df in dofs], dtype=torch.long, device=dev)
         self.dof_force_range = (t(dof_f[:, DF_FORCE_LO].copy()), t(dof_f[:, DF_FORCE_HI].copy()))
 
     def _collision_pairs(self, last_dof):
-        """Candidate geom pairs: supported types, MuJoCo's contype/conaffinity rule, not on one link, not both
-        fixed to the world, not parent-child links unless enabled, not within one entity unless enabled."""
+        """Candidate geom pairs: MuJoCo's contype/conaffinity rule, not on one link or on links welded together
+        (no joint between them), not both fixed to the world, not parent-child links unless enabled (links
+        welded together count as one, as MuJoCo's weld bodies), not within one entity unless enabled."""
         opts = self.options
         links, geoms = self._links, self._geoms
+        weld = []  # the link each link is rigidly attached to: itself if it has dofs or is a base
+        for l, k in enumerate(links):
+            weld.append(l if k["dofs"][1] > k["dofs"][0] or k["parent"] < 0 else weld[k["parent"]])
+
+        def parent_weld(w):
+            return weld[links[w]["parent"]] if links[w]["parent"] >= 0 else -1
+
         pairs = []
         for a in range(len(geoms)):
             for b in range(a + 1, len(geoms)):
                 ga, gb = geoms[a], geoms[b]
-                if ga["type"] == MESH or gb["type"] == MESH or ga["type"] == gb["type"] == PLANE:
-                    continue  # meshes collide once convex-mesh collision lands
+                if ga["type"] == gb["type"] == PLANE:
+                    continue
                 if not (ga["contype"] & gb["conaffinity"] or gb["contype"] & ga["conaffinity"]):
                     continue
-                la, lb = ga["link"], gb["link"]
-                if la == lb or (last_dof[la] < 0 and last_dof[lb] < 0):
+                wa, wb = weld[ga["link"]], weld[gb["link"]]
+                if wa == wb or (last_dof[wa] < 0 and last_dof[wb] < 0):
                     continue
-                if not opts.enable_adjacent_collision and (links[la]["parent"] == lb or links[lb]["parent"] == la):
+                if not opts.enable_adjacent_collision and (parent_weld(wa) == wb or parent_weld(wb) == wa):
                     continue
                 if ga["entity"] == gb["entity"] and not opts.enable_self_collision:
                     continue
@@ -252,22 +297,49 @@ class RigidSolver(gs.SolverBase):
         self._allocate_scratch()
         self.kinematics(f)
 
+    def _taichi_array(self, shape, kind="f", element=(), values=None):
+        """Zeros (or `values`) as a Taichi ndarray of `element`-shaped vectors or matrices (() scalars): launching a
+        kernel costs ~3 us per Taichi-ndarray argument against ~9 us per torch tensor, and the substep takes
+        dozens. An empty array (Taichi has none) is a torch tensor: kernels take either."""
+        dtype = ti.i32 if kind == "i" else (ti.f64 if self.float_dtype == torch.float64 else ti.f32)
+        if 0 in shape:
+            return torch.zeros(tuple(shape) + tuple(element), dtype=torch.int32 if kind == "i" else self.float_dtype,
+                               device=self.device)
+        if len(element) == 1:
+            a = ti.Vector.ndarray(element[0], dtype, shape=tuple(shape))
+        elif len(element) == 2:
+            a = ti.Matrix.ndarray(element[0], element[1], dtype, shape=tuple(shape))
+        else:
+            a = ti.ndarray(dtype, shape=tuple(shape))
+        if values is None:
+            a.fill(0)
+        else:
+            a.from_numpy(np.ascontiguousarray(values, dtype=np.int32 if kind == "i" else
+                                              (np.float64 if dtype == ti.f64 else np.float32)))
+        return a
+
     def _allocate_scratch(self):
-        B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), self.n_dofs
+        B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
         S = max(self.n_slots, 1)
         R = max(3 * min(self.n_slots, self.options.max_contacts) + self.n_limited, 1)
-        fl, dev = self.float_dtype, self.device
 
-        def z(*shape, dtype=fl):
-            return torch.zeros(shape, dtype=dtype, device=dev)
+        def z(*shape, element=(), kind="f"):
+            return self._taichi_array(shape, kind, element)
 
+        v3, v6, m3 = (3,), (6,), (3, 3)
         self.scratch = dict(
-            s_qs=z(1, B, max(self.n_qs, 1)), s_vs=z(1, B, max(D, 1)), s_lpos=z(1, B, L, 3), s_lquat=z(1, B, L, 4),
-            s_R=z(B, L, 3, 3), s_com=z(B, L, 3), s_janchor=z(B, J, 3), s_jaxis=z(B, J, 3), s_cdof=z(B, max(D, 1), 6),
-            s_cdof_dot=z(B, max(D, 1), 6), s_cvel=z(B, L, 6), s_cacc=z(B, L, 6), s_cfrc=z(B, L, 6), s_crb_m=z(B, L),
-            s_crb_mc=z(B, L, 3), s_crb_io=z(B, L, 3, 3), s_mass=z(B, max(D, 1), max(D, 1)), s_dof=z(B, max(D, 1), 6),
-            s_con_f=z(B, S, 9), s_con_i=z(B, S, 3, dtype=torch.int32), s_J=z(B, R, max(D, 1)),
-            s_W=z(B, R, max(D, 1)), s_row_f=z(B, R, 4), s_row_i=z(B, R, 3, dtype=torch.int32))
+            s_qs=z(1, B, max(self.n_qs, 1)), s_vs=z(1, B, D), s_lpos=z(1, B, L, element=v3),
+            s_lquat=z(1, B, L, element=(4,)), s_R=z(B, L, element=m3), s_com=z(B, L, element=v3),
+            s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_cdof=z(B, D, element=v6),
+            s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
+            s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
+            s_mass=z(B, D, D), s_dof=z(B, D, 6), s_J=z(B, R, D), s_W=z(B, R, D), s_row_f=z(B, R, 4),
+            s_row_i=z(B, R, 3, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
+            s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
+            s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
+            # read from Python (contacts of the last substep): torch tensors
+            s_con_f=torch.zeros((B, S, CF_N), dtype=self.float_dtype, device=self.device),
+            s_con_i=torch.zeros((B, CI_N, S), dtype=torch.int32, device=self.device))
 
     # -- stepping ---------------------------------------------------------------------------------------------------
 
@@ -278,11 +350,18 @@ class RigidSolver(gs.SolverBase):
 
     def substep_pre_coupling(self, f):
         st, m, s = self.state, self.model, self.scratch
+        if self.collision:
+            kernels_step.collide(f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"], m["geom_rbound"],
+                                 m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
+            if self.n_mesh_pairs > 0:
+                kernels_step.collide_meshes(f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"], m["hull_i"],
+                                            m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
+                                            s["s_nar_f"], s["s_nar_i"])
         kernels_step.substep(
             f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat,
             st.contact_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel,
             st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"],
-            m["joint_i"], m["dof_f"], m["dof_i"], m["geom_f"], m["geom_i"], m["geom_rbound"], m["pair_i"],
+            m["joint_i"], m["dof_f"], m["dof_i"],
             s["s_qs"], s["s_vs"], s["s_lpos"], s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"],
             s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"], s["s_dof"],
             s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"], s["s_row_i"])

@@ -1,5 +1,6 @@
 """URDF loader: links with inertials, joints revolute/continuous/prismatic/fixed/floating, limits, damping,
-box/sphere/cylinder/mesh collision geometry. The root link gets a free joint unless the morph is fixed."""
+box/sphere/cylinder/capsule/mesh (with `scale`) collision geometry. The root link gets a free joint unless the
+morph is fixed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .model import BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
+from .model import (BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc,
+                    inertia_from_geoms)
 from .rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
 
 
@@ -38,7 +40,9 @@ def _resolve(base, filename):
     return os.path.join(base, name)
 
 
-def load_urdf(path, fixed=False) -> RobotDesc:
+def load_urdf(path, fixed=False, density=1000.0) -> RobotDesc:
+    """The robot of a URDF file. A link without <inertial> takes its mass and inertia from its collision
+    geometry at `density` (kg/m^3; meshes by their convex hull)."""
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
@@ -125,8 +129,10 @@ def load_urdf(path, fixed=False) -> RobotDesc:
                 body.geoms.append(GeomDesc(name, CAPSULE, size, gpos, gquat))
             elif shape.tag == "mesh":
                 scale = _vec(shape.get("scale", "1 1 1"), 3, name)
-                body.geoms.append(GeomDesc(name, MESH, scale, gpos, gquat,
-                                           mesh_file=_resolve(base, shape.get("filename"))))
+                body.geoms.append(GeomDesc(name, MESH, np.zeros(3), gpos, gquat,
+                                           mesh_file=_resolve(base, shape.get("filename")), mesh_scale=scale))
+        if inertial is None and body.geoms:
+            body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: (density, None))
         index = len(bodies)
         bodies.append(body)
         for j in children.get(link_name, []):

@@ -1,0 +1,454 @@
+"""Convex narrowphase for pairs with a mesh, for one environment b: GJK, EPA and face clipping.
+
+A convex shape is a core plus a radius: a hull (a mesh's convex hull or a box, vertices in hull_f), a point (a
+sphere) or a segment along the local z axis (a capsule; a cylinder is taken as a capsule of its radius and
+half-length). Its support point in a unit direction u is the core's farthest point plus radius * u.
+
+1. GJK (Gilbert, Johnson and Keerthi 1988) in its boolean form (the simplex cases of Muratori's "Implementing
+   GJK") decides whether the origin lies in the Minkowski difference A - B, i.e. whether the shapes overlap.
+2. EPA (van den Bergen 2001, "Proximity queries and penetration depth computation on 3D game objects") grows the
+   enclosing tetrahedron toward the boundary of A - B: the face nearest the origin gives the penetration normal u
+   (from A to B: B must move along +u to separate) and depth, and its barycentric coordinates the witness points.
+3. Contact manifold (as in Box2D / Bullet's polyhedral clipping): if a face of either hull is within FACE_COS of u
+   (the better aligned becomes the reference face), the other shape's incident feature (its face best aligned with
+   u toward the reference, a capsule's segment or a sphere's centre) is clipped against the side planes of the
+   reference face (Sutherland-Hodgman), and every clipped point below the reference plane is a candidate contact
+   with the reference normal. Otherwise (edge-edge, a curved surface, or nothing left after clipping) the single
+   contact is midway between the EPA witness points.
+
+Candidates (point, depth) are left in the scratch s_nar_f for the caller to reduce to the pair's slots. Every
+loop is bounded (GJK_ITERS, EPA_V, EPA_F, EPA_E, CLIP_N), and storage is checked before it is written: a shape
+that would overflow a buffer ends the iteration early with the best answer so far.
+"""
+
+import taichi as ti
+
+from .hull import MAX_HULL_VERTICES
+from .kernels_collision import emit, geom_pose
+from .kernels_math import func, func_ref, tangent_basis, v3
+from .layout import (GF_FRICTION, GF_SIZE, GI_FACE, GI_LINK, GI_N_FACES, GI_N_VERTS, GI_TYPE, GI_VERT, PI_GEOM_A,
+                     PI_GEOM_B, PI_N_SLOTS, PI_SLOT)
+from .model import CAPSULE, CYLINDER, PLANE, SPHERE
+
+GJK_ITERS = 32
+EPA_V = 32  # polytope vertices: the 4 of the GJK tetrahedron, then one per expansion
+EPA_F = 128  # polytope faces, discarded ones included
+EPA_E = 32  # horizon edges of one expansion
+EPA_TOL = 1e-6  # m: EPA stops once the support in the nearest face's normal is this close to the face
+FACE_COS = 0.99  # a hull face this well aligned with the EPA normal makes a face contact
+CLIP_N = MAX_HULL_VERTICES  # points of a clipped polygon (also the candidates of a whole hull below a plane)
+# scratch rows: s_nar_f [B, NAR_ROWS, 6]: polytope vertices (Minkowski point, witness on A) at rows [0, EPA_V),
+# faces (unit normal, distance to the origin) at [EPA_V, EPA_V + EPA_F); later the two clipping buffers of CLIP_N
+# rows each at [0, 2 CLIP_N) (point, depth, and two working columns). s_nar_i [B, NAR_ROWS, 4]: faces (3 vertex
+# rows, alive) at [0, EPA_F), horizon edges (2 vertex rows, alive) at [EPA_F, EPA_F + EPA_E).
+NAR_ROWS = max(EPA_V + EPA_F, EPA_F + EPA_E, 2 * CLIP_N)
+NF_N, NI_N = 6, 4
+
+
+@func_ref("c", "rot", "u")
+def shape_support(c, rot, radius, half, v0, nv, u, hull_f):
+    """The farthest point of a shape (centre c, rotation rot) in unit direction u: a hull's vertex (nv > 0), or
+    the end of the segment of half-length `half` along local z (a point if 0), plus radius u."""
+    local = rot.transpose() @ u
+    p = ti.Vector([0.0, 0.0, half if local[2] >= 0 else -half])
+    if nv > 0:
+        best = -1e30
+        for i in range(nv):
+            q = v3(hull_f, v0 + i, 0)
+            if q.dot(local) > best:
+                best = q.dot(local)
+                p = q
+    return c + rot @ p + radius * u
+
+
+@func_ref("d", "ca", "rot_a", "cb", "rot_b")
+def minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f):
+    """The support point of A - B in direction d, s_A(d) - s_B(-d), and s_A(d) (its witness on A)."""
+    u = d / ti.max(d.norm(), 1e-30)
+    nu = -u
+    pa = shape_support(ca, rot_a, ra, ha, va, na, u, hull_f)
+    return pa - shape_support(cb, rot_b, rb, hb, vb, nb, nu, hull_f), pa
+
+
+@ti.func
+def any_normal(d):
+    """A unit vector perpendicular to d (any unit vector if d = 0)."""
+    t = d.cross(ti.Vector([1.0, 0.0, 0.0]))
+    if t.norm_sqr() <= 1e-12 * d.norm_sqr():
+        t = d.cross(ti.Vector([0.0, 1.0, 0.0]))
+    if t.norm_sqr() == 0.0:
+        t = ti.Vector([1.0, 0.0, 0.0])
+    return t / t.norm()
+
+
+@func
+def row3(b, i, s_nar_f):
+    """The first three columns of scratch row i: a point or a normal."""
+    return ti.Vector([s_nar_f[b, i, 0], s_nar_f[b, i, 1], s_nar_f[b, i, 2]])
+
+
+@func
+def epa_face(b, f, i, j, k, s_nar_f, s_nar_i):
+    """Face f of the polytope on vertex rows (i, j, k), counter-clockwise seen from outside."""
+    p0 = row3(b, i, s_nar_f)
+    n = (row3(b, j, s_nar_f) - p0).cross(row3(b, k, s_nar_f) - p0)
+    dist = 1e30  # a degenerate face is never the nearest
+    if n.norm() > 1e-30:
+        n = n / n.norm()
+        dist = n.dot(p0)
+    r = EPA_V + f
+    for c in ti.static(range(3)):
+        s_nar_f[b, r, c] = n[c]
+    s_nar_f[b, r, 3] = dist
+    s_nar_i[b, f, 0], s_nar_i[b, f, 1], s_nar_i[b, f, 2], s_nar_i[b, f, 3] = i, j, k, 1
+
+
+@func_ref("p")
+def epa_visible(b, f, p, s_nar_f, s_nar_i):
+    """Whether p lies in front of the plane of live face f."""
+    r = EPA_V + f
+    return s_nar_i[b, f, 3] == 1 and \
+        row3(b, r, s_nar_f).dot(p - row3(b, s_nar_i[b, f, 0], s_nar_f)) > 0
+
+
+@func_ref("ca", "rot_a", "cb", "rot_b")
+def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f, s_nar_f, s_nar_i):
+    """GJK, then EPA from its tetrahedron, in one loop that evaluates one support point per iteration.
+    Returns (1 if the shapes overlap, the normal u from A to B, the depth, the witness point on A)."""
+    # the GJK simplex: rows ka (the newest point), kb, kc, kd of s_nar_f (point, witness on A); `used`: their bits
+    ka, kb, kc, kd = 0, 0, 0, 0
+    used = 0
+    d = ca - cb
+    if d.norm_sqr() < 1e-20:
+        d = ti.Vector([1.0, 0.0, 0.0])
+    phase = 0  # 0: GJK, 1: EPA, 2: done
+    hit = 0
+    dim = 0
+    n_v, n_f, best, nearest = 4, 4, 0, 0.0
+    for it in range(GJK_ITERS + EPA_V - 3):
+        if phase == 2 or (phase == 0 and it >= GJK_ITERS):
+            break
+        if phase == 1:  # EPA: search along the normal of the face nearest the origin
+            nearest = 1e30
+            for f in range(n_f):
+                if s_nar_i[b, f, 3] == 1 and s_nar_f[b, EPA_V + f, 3] < nearest:
+                    nearest = s_nar_f[b, EPA_V + f, 3]
+                    best = f
+            d = row3(b, EPA_V + best, s_nar_f)
+        p, w = minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f)
+        if phase == 0:
+            if dim > 0 and p.dot(d) < 0:
+                phase = 2  # the support does not pass the origin: d separates the shapes
+            else:
+                ka = 0  # a free row for the new point
+                while used & (1 << ka) != 0:
+                    ka += 1
+                for c in ti.static(range(3)):
+                    s_nar_f[b, ka, c], s_nar_f[b, ka, 3 + c] = p[c], w[c]
+                ao = -p
+                if dim == 0:
+                    kc = ka
+                    d = ao
+                    dim = 1
+                elif dim == 1:
+                    kb = ka
+                    e = row3(b, kc, s_nar_f) - p
+                    d = e.cross(ao).cross(e)  # toward the origin, perpendicular to the segment
+                    if d.norm_sqr() < 1e-24:
+                        d = any_normal(e)
+                    dim = 2
+                elif dim == 2:
+                    ab, ac = row3(b, kb, s_nar_f) - p, row3(b, kc, s_nar_f) - p
+                    n = ab.cross(ac)
+                    if ab.cross(n).dot(ao) > 0:  # nearest the edge ab
+                        kc = ka
+                        d = ab.cross(ao).cross(ab)
+                    elif n.cross(ac).dot(ao) > 0:  # nearest the edge ac
+                        kb = ka
+                        d = ac.cross(ao).cross(ac)
+                    elif n.dot(ao) > 0:  # above the triangle
+                        kd, kc, kb = kc, kb, ka
+                        d = n
+                        dim = 3
+                    else:  # below it: flip the winding
+                        kd, kb = kb, ka
+                        d = -n
+                        dim = 3
+                else:
+                    ab, ac, ad = row3(b, kb, s_nar_f) - p, row3(b, kc, s_nar_f) - p, row3(b, kd, s_nar_f) - p
+                    abc, acd, adb = ab.cross(ac), ac.cross(ad), ad.cross(ab)
+                    if abc.dot(ao) > 0:
+                        kd, kc, kb = kc, kb, ka
+                        d = abc
+                    elif acd.dot(ao) > 0:
+                        kb = ka
+                        d = acd
+                    elif adb.dot(ao) > 0:
+                        kc, kd, kb = kd, kb, ka
+                        d = adb
+                    else:  # the tetrahedron (rows 0..3) encloses the origin: on to EPA
+                        hit = 1
+                        phase = 1
+                        centre = 0.25 * (row3(b, 0, s_nar_f) + row3(b, 1, s_nar_f) + row3(b, 2, s_nar_f) +
+                                         row3(b, 3, s_nar_f))
+                        for f in range(4):  # face f leaves out vertex f, wound with its normal away from the centre
+                            i, j, k = (f + 1) % 4, (f + 2) % 4, (f + 3) % 4
+                            pi = row3(b, i, s_nar_f)
+                            flip = (row3(b, j, s_nar_f) - pi).cross(row3(b, k, s_nar_f) - pi).dot(pi - centre) < 0
+                            epa_face(b, f, i, k if flip else j, j if flip else k, s_nar_f, s_nar_i)
+                used = (1 << kb) | (1 << kc) if dim == 2 else ((1 << kb) | (1 << kc) | (1 << kd) if dim == 3
+                                                               else 1 << kc)
+        elif p.dot(d) - nearest < EPA_TOL or n_v >= EPA_V:
+            phase = 2  # converged (or out of room): the nearest face is the answer
+        else:
+            # the horizon: edges of the faces p sees that are not shared by two of them
+            n_e = 0
+            fits = True
+            for f in range(n_f):
+                if epa_visible(b, f, p, s_nar_f, s_nar_i):
+                    for c in range(3):
+                        e0 = s_nar_i[b, f, c]
+                        e1 = s_nar_i[b, f, (c + 1) % 3]
+                        shared = False
+                        for e in range(EPA_F, EPA_F + n_e):
+                            if s_nar_i[b, e, 2] == 1 and s_nar_i[b, e, 0] == e1 and s_nar_i[b, e, 1] == e0:
+                                s_nar_i[b, e, 2] = 0
+                                shared = True
+                        if not shared:
+                            if n_e < EPA_E:
+                                s_nar_i[b, EPA_F + n_e, 0], s_nar_i[b, EPA_F + n_e, 1] = e0, e1
+                                s_nar_i[b, EPA_F + n_e, 2] = 1
+                                n_e += 1
+                            else:
+                                fits = False
+            n_new = 0
+            for e in range(EPA_F, EPA_F + n_e):
+                n_new += s_nar_i[b, e, 2]
+            if not fits or n_f + n_new > EPA_F:
+                phase = 2
+            else:
+                for f in range(n_f):
+                    if epa_visible(b, f, p, s_nar_f, s_nar_i):
+                        s_nar_i[b, f, 3] = 0
+                for c in ti.static(range(3)):
+                    s_nar_f[b, n_v, c], s_nar_f[b, n_v, 3 + c] = p[c], w[c]
+                for e in range(EPA_F, EPA_F + n_e):
+                    if s_nar_i[b, e, 2] == 1:
+                        epa_face(b, n_f, s_nar_i[b, e, 0], s_nar_i[b, e, 1], n_v, s_nar_f, s_nar_i)
+                        n_f += 1
+                n_v += 1
+    u = row3(b, EPA_V + best, s_nar_f)
+    depth = s_nar_f[b, EPA_V + best, 3]
+    # the barycentric coordinates of the origin's projection u depth on that face give the witness on A
+    i0, i1, i2 = s_nar_i[b, best, 0], s_nar_i[b, best, 1], s_nar_i[b, best, 2]
+    p0 = row3(b, i0, s_nar_f)
+    e1 = row3(b, i1, s_nar_f) - p0
+    e2 = row3(b, i2, s_nar_f) - p0
+    q = u * depth - p0
+    d00, d01, d11, d20, d21 = e1.dot(e1), e1.dot(e2), e2.dot(e2), q.dot(e1), q.dot(e2)
+    denom = d00 * d11 - d01 * d01
+    l1, l2 = 1.0 / 3.0, 1.0 / 3.0
+    if denom > 1e-30:
+        l1 = (d11 * d20 - d01 * d21) / denom
+        l2 = (d00 * d21 - d01 * d20) / denom
+    witness = ti.Vector([0.0, 0.0, 0.0])
+    for c in ti.static(range(3)):
+        witness[c] = (1.0 - l1 - l2) * s_nar_f[b, i0, 3 + c] + l1 * s_nar_f[b, i1, 3 + c] + \
+            l2 * s_nar_f[b, i2, 3 + c]
+    return hit, u, depth, witness
+
+
+@func_ref("rot")
+def facing_face(f0, nf, rot, u, hull_f):
+    """The face of a hull (face rows f0.., nf of them) whose outward normal is nearest u, and that cosine."""
+    local = rot.transpose() @ u
+    best = f0
+    align = -2.0
+    for f in range(f0, f0 + nf):
+        if v3(hull_f, f, 0).dot(local) > align:
+            align = v3(hull_f, f, 0).dot(local)
+            best = f
+    return best, align
+
+
+@func
+def clip_point(b, row, x, count, s_nar_f):
+    """Append x to the clipping buffer starting at `row` if there is room; the new count."""
+    out = count
+    if count < CLIP_N:
+        for c in ti.static(range(3)):
+            s_nar_f[b, row + count, c] = x[c]
+        out = count + 1
+    return out
+
+
+@func_ref("ca", "rot_a", "sa", "cb", "rot_b", "sb")
+def convex_contacts(b, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f, hull_i, s_nar_f, s_nar_i):
+    """Candidate contacts of a pair with a hull: (count, first row in s_nar_f, normal from a to b)."""
+    ra = sa[0] if ta == SPHERE or ta == CAPSULE or ta == CYLINDER else 0.0
+    rb = sb[0] if tb == SPHERE or tb == CAPSULE or tb == CYLINDER else 0.0
+    ha = sa[1] if ta == CAPSULE or ta == CYLINDER else 0.0
+    hb = sb[1] if tb == CAPSULE or tb == CYLINDER else 0.0
+    va, na = geom_i[ga, GI_VERT], geom_i[ga, GI_N_VERTS]
+    vb, nb = geom_i[gb, GI_VERT], geom_i[gb, GI_N_VERTS]
+    n_cand, base, normal = 0, 0, ti.Vector([0.0, 0.0, 1.0])
+    hit, u, depth, witness = penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f, s_nar_f,
+                                         s_nar_i)
+    if hit == 1:
+        if depth > 0 and depth < 1e29:  # (1e30: only degenerate faces were left)
+            normal = u
+            fa, align_a = facing_face(geom_i[ga, GI_FACE], geom_i[ga, GI_N_FACES], rot_a, u, hull_f)
+            fb, align_b = facing_face(geom_i[gb, GI_FACE], geom_i[gb, GI_N_FACES], rot_b, -u, hull_f)
+            if align_a >= FACE_COS or align_b >= FACE_COS:
+                # reference face on x (b unless a's face is clearly better aligned), incident feature on y
+                cx, rot_x, fx, cy, rot_y, fy, ry, hy, ny = cb, rot_b, fb, ca, rot_a, fa, ra, ha, na
+                sign = -1.0
+                if align_a > align_b + 1e-3:
+                    cx, rot_x, fx, cy, rot_y, fy, ry, hy, ny = ca, rot_a, fa, cb, rot_b, fb, rb, hb, nb
+                    sign = 1.0
+                n_ref = rot_x @ v3(hull_f, fx, 0)
+                m = 0
+                if ny > 0:
+                    for k in range(hull_i[fy, 1]):
+                        m = clip_point(b, 0, cy + rot_y @ v3(hull_f, hull_i[hull_i[fy, 0] + k, 0], 0), m, s_nar_f)
+                else:
+                    axis = ti.Vector([rot_y[0, 2], rot_y[1, 2], rot_y[2, 2]])
+                    m = clip_point(b, 0, cy + hy * axis, m, s_nar_f)
+                    if hy > 0:
+                        m = clip_point(b, 0, cy - hy * axis, m, s_nar_f)
+                loop0, n_loop = hull_i[fx, 0], hull_i[fx, 1]
+                src = 0
+                for k in range(n_loop):  # Sutherland-Hodgman against the side plane of each reference edge
+                    q0 = cx + rot_x @ v3(hull_f, hull_i[loop0 + k, 0], 0)
+                    q1 = cx + rot_x @ v3(hull_f, hull_i[loop0 + (k + 1) % n_loop, 0], 0)
+                    side = (q1 - q0).cross(n_ref)
+                    dst = CLIP_N - src
+                    m_out = 0
+                    for j in range(m):
+                        cur = ti.Vector([s_nar_f[b, src + j, 0], s_nar_f[b, src + j, 1], s_nar_f[b, src + j, 2]])
+                        jp = src + (j + m - 1) % m
+                        prev = ti.Vector([s_nar_f[b, jp, 0], s_nar_f[b, jp, 1], s_nar_f[b, jp, 2]])
+                        dc, dp = side.dot(cur - q0), side.dot(prev - q0)
+                        if (dc <= 0) != (dp <= 0):
+                            m_out = clip_point(b, dst, prev + dp / (dp - dc) * (cur - prev), m_out, s_nar_f)
+                        if dc <= 0:
+                            m_out = clip_point(b, dst, cur, m_out, s_nar_f)
+                    src = dst
+                    m = m_out
+                # depth below the reference plane of the incident surface (core point - radius along n_ref)
+                plane = n_ref.dot(cx) + hull_f[fx, 3]
+                for j in range(m):
+                    q = ti.Vector([s_nar_f[b, src + j, 0], s_nar_f[b, src + j, 1], s_nar_f[b, src + j, 2]])
+                    dj = plane - n_ref.dot(q) + ry
+                    x = q - n_ref * (ry - 0.5 * dj)
+                    for c in ti.static(range(3)):
+                        s_nar_f[b, src + j, c] = x[c]
+                    s_nar_f[b, src + j, 3] = dj
+                    if dj > 0:
+                        n_cand = m
+                base = src
+                normal = sign * n_ref
+            if n_cand == 0:  # no face contact: the EPA witnesses, midway
+                x = witness - 0.5 * depth * u
+                for c in ti.static(range(3)):
+                    s_nar_f[b, 0, c] = x[c]
+                s_nar_f[b, 0, 3] = depth
+                n_cand, base, normal = 1, 0, u
+    return n_cand, base, normal
+
+
+@func_ref("p", "n", "c", "rot")
+def plane_hull(b, p, n, c, rot, v0, nv, hull_f, s_nar_f):
+    """Candidates of a hull (centre c, rotation rot, vertex rows v0.., nv of them) against the plane through p
+    with normal n: its vertices, at rows 0.. of s_nar_f, each moved midway to the plane, with their depth below
+    it (<= 0: no contact). Returns their count."""
+    for i in range(nv):
+        x = c + rot @ v3(hull_f, v0 + i, 0)
+        depth = -n.dot(x - p)
+        x += 0.5 * depth * n
+        for k in ti.static(range(3)):
+            s_nar_f[b, i, k] = x[k]
+        s_nar_f[b, i, 3] = depth
+    return nv
+
+
+@func
+def emit_manifold(b, slot, n_slots, base, n, normal, mu, la, lb, s_nar_f, s_con_f, s_con_i):
+    """Contacts from n candidates (s_nar_f rows base.., point and depth; depth <= 0: none) into the pair's
+    n_slots slots: the deepest, then each time the candidate farthest from those taken (a spread-out subset that
+    keeps a resting face's corners), written in order of angle about their centroid in the contact plane, so a
+    resting contact keeps its slots (and warm start) from step to step."""
+    first = -1
+    deepest = 0.0
+    for i in range(base, base + n):
+        s_nar_f[b, i, 4] = 0.0  # taken
+        s_nar_f[b, i, 5] = 1e30  # squared distance to the nearest taken candidate
+        if s_nar_f[b, i, 3] > deepest:
+            deepest = s_nar_f[b, i, 3]
+            first = i
+    if first >= 0:
+        taken = 1
+        last = first
+        s_nar_f[b, first, 4] = 1.0
+        for _ in range(n_slots - 1):
+            pick = -1
+            farthest = 1e-12  # m^2: coincident candidates are one contact
+            for i in range(base, base + n):
+                if s_nar_f[b, i, 3] > 0 and s_nar_f[b, i, 4] == 0.0:
+                    d2 = 0.0
+                    for k in ti.static(range(3)):
+                        d2 += (s_nar_f[b, i, k] - s_nar_f[b, last, k]) ** 2
+                    s_nar_f[b, i, 5] = ti.min(s_nar_f[b, i, 5], d2)
+                    if s_nar_f[b, i, 5] > farthest:
+                        farthest = s_nar_f[b, i, 5]
+                        pick = i
+            if pick < 0:
+                break
+            s_nar_f[b, pick, 4] = 1.0
+            taken += 1
+            last = pick
+        centre = ti.Vector([0.0, 0.0, 0.0])
+        for i in range(base, base + n):
+            if s_nar_f[b, i, 4] == 1.0:
+                centre += row3(b, i, s_nar_f) / taken
+        t1, t2 = tangent_basis(normal)
+        for i in range(base, base + n):
+            if s_nar_f[b, i, 4] == 1.0:
+                r = row3(b, i, s_nar_f) - centre
+                s_nar_f[b, i, 5] = ti.atan2(r.dot(t2), r.dot(t1))
+        for k in range(taken):
+            pick = base
+            lowest = 1e30
+            for i in range(base, base + n):
+                if s_nar_f[b, i, 4] == 1.0 and s_nar_f[b, i, 5] < lowest:
+                    lowest = s_nar_f[b, i, 5]
+                    pick = i
+            s_nar_f[b, pick, 4] = 0.0
+            emit(b, slot + k, row3(b, pick, s_nar_f), normal, s_nar_f[b, pick, 3], mu, la, lb, s_con_f, s_con_i)
+
+
+@func
+def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
+                         s_nar_f, s_nar_i):
+    """The contacts of the near pairs with a mesh (always geom b) that kernels_collision.detect_contacts listed in
+    s_near_i: a plane against the hull's vertices, anything else by convex_contacts; then emit_manifold."""
+    for k in range(s_near_i[b, 0]):
+        p = s_near_i[b, 1 + k]
+        ga = pair_i[p, PI_GEOM_A]
+        gb = pair_i[p, PI_GEOM_B]
+        ta = geom_i[ga, GI_TYPE]
+        la = geom_i[ga, GI_LINK]
+        lb = geom_i[gb, GI_LINK]
+        ca, rot_a = geom_pose(b, f, ga, la, links_pos, s_R, geom_f)
+        cb, rot_b = geom_pose(b, f, gb, lb, links_pos, s_R, geom_f)
+        n_cand, base, normal = 0, 0, ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
+        if ta == PLANE:
+            n_cand = plane_hull(b, ca, normal, cb, rot_b, geom_i[gb, GI_VERT], geom_i[gb, GI_N_VERTS], hull_f, s_nar_f)
+        else:
+            sa = v3(geom_f, ga, GF_SIZE)
+            sb = v3(geom_f, gb, GF_SIZE)
+            n_cand, base, normal = convex_contacts(b, ta, geom_i[gb, GI_TYPE], ga, gb, ca, rot_a, sa, cb, rot_b, sb,
+                                                   geom_i, hull_f, hull_i, s_nar_f, s_nar_i)
+        if n_cand > 0:
+            emit_manifold(b, pair_i[p, PI_SLOT], pair_i[p, PI_N_SLOTS], base, n_cand, normal,
+                          ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION]), la, lb, s_nar_f, s_con_f, s_con_i)
