@@ -50,3 +50,8 @@ def test_sand_pile_example_settles_into_a_pile():
     heights = [z for _, z in profile]
     assert heights[0] == max(heights) and heights[-1] < heights[0], "not a pile: highest in the middle"
     assert heights[0] < top0 and speed < 0.05
+
+
+def test_cube_on_box_example_stays_on_the_box():
+    heights = load("cube_on_box").main(steps=300)
+    assert min(heights) > 0.4 - 2 / 32 and heights[-1] > 0.4 - 1 / 32

@@ -17,7 +17,7 @@ from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FO
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_PARENT, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE,
                      LI_LAST_DOF, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG, PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, ROW_FRICTION,
                      ROW_LIMIT, ROW_NORMAL)
-from .model import FREE, HINGE, SLIDE
+from .model import BALL, FREE, HINGE, SLIDE
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
 BOUNCE_THRESHOLD = 0.05
@@ -49,7 +49,7 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_
             tau += ctrl_kp[b, d] * (ctrl_pos[b, d] - q - hi * v) - ctrl_kv[b, d] * v
         elif mode == CTRL_VELOCITY:
             tau += ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
-        s_dof[b, d, 1] = tau
+        s_dof[b, d, 1] = tau + s_dof[b, d, 6]
     cholesky(b, n, s_mass)
     cholesky_solve_col(b, n, s_mass, s_dof, 1)
 
@@ -180,7 +180,7 @@ def advance_q(b, src, fs, dst, fd, vel, fv, scale, joint_i):
         d0 = joint_i[j, JI_DOF_START]
         if jtype == HINGE or jtype == SLIDE:
             dst[fd, b, qs] = src[fs, b, qs] + scale * vel[fv, b, d0]
-        else:
+        elif jtype == FREE or jtype == BALL:  # (the padding row of a model without joints has type -1)
             r0 = 0
             if jtype == FREE:
                 for k in ti.static(range(3)):

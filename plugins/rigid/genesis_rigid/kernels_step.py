@@ -20,8 +20,8 @@ from .kernels_constraint import advance_q, smooth_acceleration, solve_constraint
 from .kernels_convex import detect_mesh_contacts
 from .kernels_dynamics import bias_and_mass
 from .kernels_kinematics import dof_motions, forward_kinematics
-from .kernels_math import V3, V4, quat_to_mat
-from .layout import PF_DT, PP_RK4
+from .kernels_math import V3, V4, func, quat_mul, quat_to_mat, v3, v4
+from .layout import DI_PARENT, GF_POS, GF_QUAT, GI_LINK, LI_LAST_DOF, PF_DT, PP_RK4
 
 # Scratch arrays are Taichi ndarrays of vectors and matrices, typed by the array itself (the precision is chosen at
 # gs.init, after this module is imported); state arrays are torch tensors, typed here.
@@ -65,7 +65,7 @@ def collide_meshes(f: ti.i32, links_pos: nd(dtype=V3, ndim=3), geom_f: nd(ndim=2
 @ti.kernel
 def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3),
             links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=3),
-            ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
+            ext_impulse: nd(ndim=3), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
             ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=2), link_i: nd(ndim=2),
             joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=2), dof_i: nd(ndim=2),
@@ -91,10 +91,13 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             s_vs[0, b, d] = dofs_vel[f, b, d]
             s_dof[b, d, 3] = 0.0  # RK4: weighted sum of stage velocities
             s_dof[b, d, 4] = 0.0  # RK4: weighted sum of stage accelerations
+            s_dof[b, d, 6] = 0.0  # generalized force of the external impulses (couplings)
         for k in range(n_evals):
             forward_kinematics(b, 0, s_qs, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                                s_janchor, s_jaxis)
             dof_motions(b, 0, s_vs, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+            if k == 0:
+                external_forces(b, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)
             bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv, hi,
                           s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
                           s_mass, s_dof)
@@ -130,3 +133,48 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
         advance_q(b, qpos, f, qpos, fn, s_vs, 0, h, joint_i)
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
+        for l in range(ext_impulse.shape[1]):  # applied: the couplings of this substep fill it again
+            for c in ti.static(range(6)):
+                ext_impulse[b, l, c] = 0.0
+
+
+@func
+def external_forces(b, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
+    """s_dof[b, :, 6] = J^T (impulses / h): each link's (linear, angular-about-its-com) impulse becomes the spatial
+    force (torque about the origin, force) and acts on every dof that moves the link."""
+    for l in range(ext_impulse.shape[1]):
+        lin = ti.Vector([ext_impulse[b, l, 0], ext_impulse[b, l, 1], ext_impulse[b, l, 2]])
+        ang = ti.Vector([ext_impulse[b, l, 3], ext_impulse[b, l, 4], ext_impulse[b, l, 5]])
+        if lin.norm() + ang.norm() > 0:
+            torque = ang + s_com[b, l].cross(lin)
+            d = link_i[l, LI_LAST_DOF]
+            while d >= 0:
+                cd = s_cdof[b, d]
+                s_dof[b, d, 6] += (cd[0] * torque[0] + cd[1] * torque[1] + cd[2] * torque[2] + cd[3] * lin[0]
+                                   + cd[4] * lin[1] + cd[5] * lin[2]) / h
+                d = dof_i[d, DI_PARENT]
+
+
+@ti.kernel
+def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                      links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=2), link_i: nd(ndim=2), joint_f: nd(ndim=2),
+                      joint_i: nd(ndim=2), geom_f: nd(ndim=2), geom_i: nd(ndim=2), s_R: nd(ndim=2), s_com: nd(ndim=2),
+                      s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
+                      s_cvel: nd(ndim=2), geom_pos: nd(dtype=V3, ndim=2), geom_quat: nd(dtype=V4, ndim=2),
+                      body_com: nd(dtype=V3, ndim=2), body_lin_vel: nd(dtype=V3, ndim=2),
+                      body_ang_vel: nd(dtype=V3, ndim=2)):
+    """The ColliderView arrays at frame fn: geom world poses, link centres of mass and velocities."""
+    for b in range(qpos.shape[1]):
+        forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                           s_janchor, s_jaxis)
+        dof_motions(b, fn, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        for l in range(link_i.shape[0]):
+            cvel = s_cvel[b, l]
+            omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
+            body_com[b, l] = s_com[b, l]
+            body_ang_vel[b, l] = omega
+            body_lin_vel[b, l] = ti.Vector([cvel[3], cvel[4], cvel[5]]) + omega.cross(s_com[b, l])
+        for g in range(geom_pos.shape[1]):
+            l = geom_i[g, GI_LINK]
+            geom_pos[b, g] = links_pos[fn, b, l] + s_R[b, l] @ v3(geom_f, g, GF_POS)
+            geom_quat[b, g] = quat_mul(links_quat[fn, b, l], v4(geom_f, g, GF_QUAT))

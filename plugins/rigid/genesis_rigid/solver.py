@@ -7,6 +7,7 @@ import taichi as ti
 import torch
 
 import genesis_core as gs
+from genesis_core.coupler import ColliderView
 
 from . import kernels_step
 from .entity import RigidEntity
@@ -59,6 +60,9 @@ class RigidSolver(gs.SolverBase):
         gs.FieldSpec("links_quat", ("n_links", 4), doc="link orientations, world, (w, x, y, z)"),
         gs.FieldSpec("contact_impulse", ("n_slots", 3), frames=False,
                      doc="warm start: last impulses (normal, 2 tangents) per contact slot, N s"),
+        gs.FieldSpec("links_ext_impulse", ("n_links", 6), frames=False,
+                     doc="impulses couplings handed to the links for the next substep: linear (N s), angular about "
+                         "the link's centre of mass (N m s), world axes"),
         gs.FieldSpec("dofs_ctrl_mode", ("n_dofs",), dtype="int", frames=False, doc="0 force, 1 position, 2 velocity"),
         gs.FieldSpec("dofs_ctrl_force", ("n_dofs",), frames=False, doc="force/torque command, N or N m"),
         gs.FieldSpec("dofs_ctrl_pos", ("n_dofs",), frames=False, doc="position target"),
@@ -157,7 +161,7 @@ class RigidSolver(gs.SolverBase):
             last_dof.append(last)
             link_i[l, LI_LAST_DOF] = last
         joint_f = np.zeros((max(J, 1), JF_N))
-        joint_i = np.zeros((max(J, 1), JI_N), dtype=np.int32)
+        joint_i = np.full((max(J, 1), JI_N), -1, dtype=np.int32)  # a padding row (no joints) has type -1
         for j, jt in enumerate(joints):
             joint_f[j, JF_POS:JF_POS + 3] = jt["pos"]
             joint_f[j, JF_AXIS:JF_AXIS + 3] = jt["axis"]
@@ -252,6 +256,10 @@ class RigidSolver(gs.SolverBase):
                           hull_i=nd(hull_i), pair_i=nd(pair_i))
         self.n_links, self.n_joints, self.n_dofs, self.n_qs, self.n_geoms = L, J, D, len(self._qpos0), G
         self.n_limited = int(sum(df["range"] is not None for df in dofs))
+        # what collider_view needs without reading the Taichi arrays back
+        self._geom_f_np, self._last_dof = geom_f, last_dof
+        self._geom_type_np = np.array([g["type"] for g in geoms] or [PLANE], dtype=np.int32)
+        self._geom_link_np = [g["link"] for g in geoms] or [0]
         self.dof_q = torch.tensor([df["q"] for df in dofs], dtype=torch.long, device=dev)
         self.dof_force_range = (t(dof_f[:, DF_FORCE_LO].copy()), t(dof_f[:, DF_FORCE_HI].copy()))
 
@@ -333,7 +341,7 @@ class RigidSolver(gs.SolverBase):
             s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_cdof=z(B, D, element=v6),
             s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
-            s_mass=z(B, D, D), s_dof=z(B, D, 6), s_J=z(B, R, D), s_W=z(B, R, D), s_row_f=z(B, R, 4),
+            s_mass=z(B, D, D), s_dof=z(B, D, 7), s_J=z(B, R, D), s_W=z(B, R, D), s_row_f=z(B, R, 4),
             s_row_i=z(B, R, 3, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
@@ -359,9 +367,40 @@ class RigidSolver(gs.SolverBase):
                                             s["s_nar_f"], s["s_nar_i"])
         kernels_step.substep(
             f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat,
-            st.contact_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel,
+            st.contact_impulse, st.links_ext_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel,
             st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"],
             m["joint_i"], m["dof_f"], m["dof_i"],
             s["s_qs"], s["s_vs"], s["s_lpos"], s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"],
             s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"], s["s_dof"],
             s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"], s["s_row_i"])
+
+    # -- the geometry other solvers collide with (genesis_core.coupler.ColliderView) -------------------------------
+
+    def collider_view(self, f) -> ColliderView:
+        """Geoms and links after this substep's rigid step (frame f + 1); body_impulse is `links_ext_impulse`,
+        applied and cleared by the next substep. Mesh geoms are reported with their type; a coupling that cannot
+        collide with one skips it."""
+        fn = self.frames.next(f)
+        if getattr(self, "_view", None) is None:
+            B, G, L, fl, dev = self.batch, max(self.n_geoms, 1), max(self.n_links, 1), self.float_dtype, self.device
+            geom_f = self._geom_f_np
+            body = [link if self._last_dof[link] >= 0 else -1 for link in self._geom_link_np]
+            self._view = ColliderView(
+                geom_type=torch.as_tensor(self._geom_type_np, dtype=torch.int32, device=dev),
+                geom_size=torch.as_tensor(geom_f[:, GF_SIZE:GF_SIZE + 3], dtype=fl, device=dev).contiguous(),
+                geom_friction=torch.as_tensor(geom_f[:, GF_FRICTION], dtype=fl, device=dev).contiguous(),
+                geom_body=torch.as_tensor(body, dtype=torch.int32, device=dev),
+                geom_pos=torch.zeros((B, G, 3), dtype=fl, device=dev), geom_quat=torch.zeros((B, G, 4), dtype=fl,
+                                                                                             device=dev),
+                body_com=torch.zeros((B, L, 3), dtype=fl, device=dev),
+                body_lin_vel=torch.zeros((B, L, 3), dtype=fl, device=dev),
+                body_ang_vel=torch.zeros((B, L, 3), dtype=fl, device=dev),
+                body_impulse=self.state.links_ext_impulse)
+        v, m, s, st = self._view, self.model, self.scratch, self.state
+        v.body_impulse = st.links_ext_impulse
+        kernels_step.collider_geometry(fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat, m["link_f"],
+                                       m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
+                                       s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"],
+                                       s["s_cvel"], v.geom_pos, v.geom_quat, v.body_com, v.body_lin_vel,
+                                       v.body_ang_vel)
+        return v

@@ -155,3 +155,12 @@ def test_entity_api_errors():
         pend.get_link("nope")
     assert box.get_pos().shape == (2, 3) and pend.get_dofs_position().shape == (2, 1)
     assert pend.get_links_quat().shape == (2, 1, 4) and box.get_ang().shape == (2, 3)
+
+
+def test_a_scene_of_fixed_bodies_only_steps():
+    """No joints at all: nothing moves, nothing is read out of range."""
+    scene, (_, box) = build([gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.5), fixed=True)], n_envs=2)
+    for _ in range(3):
+        scene.step()
+    assert box.n_dofs == 0 and box.get_qpos().shape == (2, 0)
+    assert box.get_pos().tolist() == [[0.0, 0.0, 0.5], [0.0, 0.0, 0.5]]
