@@ -22,6 +22,22 @@ def _lattice(half, size):
     return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
 
 
+def _inside(triangles, points, chunk=4096):
+    """Points inside a closed triangle mesh: the generalized winding number (the solid angle the surface subtends,
+    over 4 pi; Van Oosterom & Strackee's formula per triangle) is 1 inside and 0 outside."""
+    inside = np.zeros(len(points), dtype=bool)
+    for start in range(0, len(points), chunk):
+        p = points[start:start + chunk, None, None, :]
+        a, b, c = (triangles[None, :, i, :] - p[:, :, 0, :] for i in range(3))
+        la, lb, lc = (np.linalg.norm(v, axis=-1) for v in (a, b, c))
+        det = np.einsum("ntk,ntk->nt", a, np.cross(b, c))
+        denom = la * lb * lc + np.einsum("ntk,ntk->nt", a, b) * lc + np.einsum("ntk,ntk->nt", a, c) * lb \
+            + np.einsum("ntk,ntk->nt", b, c) * la
+        winding = np.arctan2(det, denom).sum(axis=1) / (2 * np.pi)
+        inside[start:start + chunk] = np.abs(winding) > 0.5
+    return inside
+
+
 def sample(morph, size) -> np.ndarray:
     """Local lattice points inside the morph, in world coordinates, shape (n, 3)."""
     if isinstance(morph, gs.morphs.Box):
@@ -44,7 +60,7 @@ def sample(morph, size) -> np.ndarray:
         lo, hi = mesh.bounds
         centre = (lo + hi) / 2
         pts = _lattice((hi - lo) / 2, size) + centre
-        pts = pts[mesh.contains(pts)]
+        pts = pts[_inside(np.asarray(mesh.triangles), pts)]
     else:
         raise gs.OptionError(f"MPM entities are sampled from Box, Sphere, Cylinder or Mesh morphs, "
                              f"not {type(morph).__name__}.")

@@ -88,3 +88,23 @@ def test_reset_envs_idx_on_mpm_leaves_other_envs_untouched():
             now, then = (x[:, b], before[name][:, b]) if per_frame else (x[b], before[name][b])
             assert torch.equal(now, then), f"{name}: environment {b} changed"
     assert torch.equal(cube.get_particles_pos()[1], s0.solvers_state[scene.solvers.index(scene.mpm_solver)].pos[1, :cube.n_particles])
+
+
+def test_mesh_morphs_are_filled_with_particles(tmp_path):
+    """Particles fill a closed mesh: their count times the particle volume is the mesh's volume (within the
+    lattice's resolution), and a mesh with a hole is refused."""
+    import trimesh
+
+    sphere = trimesh.creation.icosphere(subdivisions=3, radius=0.1)
+    sphere.export(tmp_path / "ball.obj")
+    scene = gs.Scene(mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(1, 1, 1), grid_density=32))
+    ball = scene.add_entity(gs.morphs.Mesh(file=str(tmp_path / "ball.obj"), pos=(0.5, 0.5, 0.5)),
+                            material=gs.materials.MPM.Elastic())
+    open_mesh = trimesh.Trimesh(sphere.vertices, sphere.faces[:-10])
+    open_mesh.export(tmp_path / "open.obj")
+    with pytest.raises(gs.OptionError, match="holes"):
+        scene.add_entity(gs.morphs.Mesh(file=str(tmp_path / "open.obj"), pos=(0.5, 0.5, 0.5)),
+                         material=gs.materials.MPM.Elastic())
+    scene.build()
+    assert ball.n_particles * (1 / 64) ** 3 == pytest.approx(sphere.volume, rel=0.05)
+    assert torch.allclose(ball.get_pos(), torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64), atol=1e-3)
