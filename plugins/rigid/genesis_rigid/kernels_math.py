@@ -6,6 +6,8 @@ Spatial vectors are 6-vectors (angular, linear) expressed in world axes at the w
 
 import taichi as ti
 
+from genesis_core.ti_math import axis_angle_quat, quat_mul, quat_normalize, quat_to_mat  # noqa: F401
+
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
 V6 = ti.types.vector(6, float)
@@ -50,37 +52,6 @@ def v3(a, i, c):
 @func
 def v4(a, i, c):
     return ti.Vector([a[i, c], a[i, c + 1], a[i, c + 2], a[i, c + 3]])
-
-
-@ti.func
-def quat_mul(a, b):
-    return ti.Vector([
-        a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3],
-        a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
-        a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1],
-        a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0],
-    ])
-
-
-@ti.func
-def quat_normalize(q):
-    return q / ti.max(q.norm(), 1e-30)
-
-
-@ti.func
-def quat_to_mat(q):
-    w, x, y, z = q[0], q[1], q[2], q[3]
-    return ti.Matrix([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-@ti.func
-def axis_angle_quat(axis, angle):
-    s = ti.sin(0.5 * angle)
-    return ti.Vector([ti.cos(0.5 * angle), axis[0] * s, axis[1] * s, axis[2] * s])
 
 
 @ti.func
