@@ -73,6 +73,15 @@ class Tensor(torch.Tensor):
             out = torch.Tensor.detach(self)
         return _wrap(out, None if sceneless else self.scene)
 
+    def __deepcopy__(self, memo):
+        with torch._C.DisableTorchFunctionSubclass():
+            data = torch.Tensor.clone(torch.Tensor.detach(self))
+        out = _wrap(data, self.scene)
+        if self.requires_grad and self.is_leaf:
+            out.requires_grad_(True)
+        memo[id(self)] = out
+        return out
+
     def __reduce_ex__(self, protocol):
         # a pickled gs.Tensor is a plain tensor's data: the scene does not travel
         return torch.Tensor.__reduce_ex__(self.as_subclass(torch.Tensor), protocol)

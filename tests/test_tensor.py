@@ -69,3 +69,12 @@ def test_pickling_drops_the_scene(scenes):
     y = pickle.loads(pickle.dumps(x))
     assert torch.equal(y, torch.tensor([1.0, 2.0], dtype=torch.float64)) and getattr(y, "scene", None) is None
     assert "scene=" in repr(x) and repr(gs.tensor([1.0])).startswith("gs.tensor")
+
+
+def test_deepcopy_keeps_scene_and_leaf_grad(scenes):
+    import copy
+
+    a, _ = scenes
+    x = gs.tensor([1.0, 2.0], requires_grad=True, scene=a)
+    y = copy.deepcopy({"x": x})["x"]
+    assert isinstance(y, gs.Tensor) and y.scene is a and y.requires_grad and torch.equal(y, x)

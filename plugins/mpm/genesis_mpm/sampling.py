@@ -22,10 +22,11 @@ def _lattice(half, size):
     return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
 
 
-def _inside(triangles, points, chunk=4096):
+def _inside(triangles, points):
     """Points inside a closed triangle mesh: the generalized winding number (the solid angle the surface subtends,
     over 4 pi; Van Oosterom & Strackee's formula per triangle) is 1 inside and 0 outside."""
     inside = np.zeros(len(points), dtype=bool)
+    chunk = max(1, 2 ** 20 // len(triangles))  # points per batch: ~ 1M point-triangle pairs (tens of MB)
     for start in range(0, len(points), chunk):
         p = points[start:start + chunk, None, None, :]
         a, b, c = (triangles[None, :, i, :] - p[:, :, 0, :] for i in range(3))

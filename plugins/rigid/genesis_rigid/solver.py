@@ -258,7 +258,7 @@ class RigidSolver(gs.SolverBase):
         self.n_limited = int(sum(df["range"] is not None for df in dofs))
         # what collider_view needs without reading the Taichi arrays back
         self._geom_f_np, self._last_dof = geom_f, last_dof
-        self._geom_type_np = np.array([g["type"] for g in geoms] or [PLANE], dtype=np.int32)
+        self._geom_type_np = np.array([g["type"] for g in geoms] or [-1], dtype=np.int32)  # -1: a padding row
         self._geom_link_np = [g["link"] for g in geoms] or [0]
         self.dof_q = torch.tensor([df["q"] for df in dofs], dtype=torch.long, device=dev)
         self.dof_force_range = (t(dof_f[:, DF_FORCE_LO].copy()), t(dof_f[:, DF_FORCE_HI].copy()))
