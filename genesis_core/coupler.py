@@ -29,7 +29,8 @@ class ColliderView:
     geom_pos: [B, G, 3] world position; geom_quat: [B, G, 4] world orientation (w, x, y, z).
     body_com: [B, L, 3] world centre of mass; body_lin_vel / body_ang_vel: [B, L, 3] (m/s, rad/s, world).
     body_impulse: [B, L, 6], an accumulator: a coupling adds (linear impulse N s, angular impulse about
-    body_com N m s) in world axes; the owning solver applies it in its post-coupling part and clears it.
+    body_com N m s) in world axes; the owning solver applies it and clears it, in its post-coupling part or in its
+    next substep (as the rigid solver does; the accumulator is then declared state).
     """
 
     geom_type: torch.Tensor
