@@ -30,7 +30,8 @@ class SimOptions(Options):
     dt: seconds per `scene.step()`. substeps: substeps per step (each of dt/substeps seconds).
     substeps_local: in differentiable mode, how many substep frames are kept in device memory before older
     ones move to host memory; must be a multiple of `substeps` (default: `substeps`).
-    requires_grad: record what backward needs. gravity: m/s^2, Z up. floor_height: metres.
+    requires_grad: record what backward needs. gravity: m/s^2, Z up. floor_height: metres; the MPM solver's
+    floor where it lies above the bottom of its domain (rigid scenes add a gs.morphs.Plane instead).
     """
 
     dt: float = attrs.field(default=1e-2, validator=v.positive)

@@ -1,5 +1,6 @@
 """Grid update: sum the partition copies (in a fixed order), momentum to velocity, gravity, and the domain walls.
-Nodes within `BOUND` cells of a wall get the wall condition (with Coulomb friction on slip and separate walls);
+Nodes within `BOUND` cells of a wall (the floor at SimOptions.floor_height counts as the lower z wall when it lies
+above the domain's bottom) get the wall condition (with Coulomb friction on slip and separate walls);
 the partition copies are cleared for the next substep."""
 
 import taichi as ti
@@ -18,6 +19,7 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
     dt = params_f[0]
     gravity = ti.Vector([params_f[6], params_f[7], params_f[8]])
     friction = params_f[9]
+    floor_cells = ti.cast(params_f[10], ti.i32)  # the floor (SimOptions.floor_height) above the domain's bottom
     n_part = grid_mv.shape[0]
     size = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]])
     for b, i, j, l in ti.ndrange(grid_v.shape[0], grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]):
@@ -30,7 +32,7 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
             v = ti.Vector([acc[0], acc[1], acc[2]]) / acc[3] + dt * gravity
             node = ti.Vector([i, j, l])
             for d in ti.static(range(3)):
-                lower_wall = node[d] < BOUND
+                lower_wall = node[d] < BOUND + (floor_cells if d == 2 else 0)
                 upper_wall = node[d] >= size[d] - BOUND
                 if lower_wall or upper_wall:
                     if boundary == STICKY:

@@ -40,6 +40,9 @@ class MPMSolver(gs.SolverBase):
         self.particle_size = opts.particle_size or self.dx / 2
         self.lower = np.asarray(opts.lower_bound)
         self.upper = np.asarray(opts.upper_bound)
+        # SimOptions.floor_height inside the domain raises the lower z wall to it (whole cells)
+        floor = (sim_options.floor_height - self.lower[2]) / self.dx
+        self.floor_cells = int(min(max(round(floor), 0), opts.grid_shape[2] - 8))
 
     def add_entity(self, idx, morph, material):
         points = sampling.sample(morph, self.particle_size)  # fails here, before build, on a bad morph
@@ -52,6 +55,7 @@ class MPMSolver(gs.SolverBase):
         """Refuse positions outside the domain (less two cells at each wall) or non-finite, before any kernel."""
         pos = pos.detach().cpu().double()
         lo = torch.as_tensor(self.lower) + 2 * self.dx
+        lo[2] += self.floor_cells * self.dx
         hi = torch.as_tensor(self.upper) - 2 * self.dx
         if not torch.isfinite(pos).all() or (pos < lo).any() or (pos > hi).any():
             raise gs.OptionError(f"{what}: particles must lie inside the MPM domain {tuple(self.lower)} - "
@@ -78,7 +82,7 @@ class MPMSolver(gs.SolverBase):
         g = self.sim_options.gravity
         lo = self.options.lower_bound
         self.params_f = torch.tensor([self.sim_options.substep_dt, self.dx, 1 / self.dx, *lo, *g,
-                                      self.options.wall_friction], dtype=fl, device=dev)
+                                      self.options.wall_friction, self.floor_cells], dtype=fl, device=dev)
         parts = self.options.partitions or max(1, min(8, 2 // self.batch))
         self.n_partitions = max(1, min(parts, self.n_particles))
         shape = self.options.grid_shape

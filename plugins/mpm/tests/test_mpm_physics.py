@@ -165,3 +165,23 @@ def test_dam_break_front_follows_martin_and_moyce():
         if t >= 0.8:
             ours = float(np.interp(t, times, fronts))
             assert ours == pytest.approx(z, rel=0.10), f"T = {t}: front {ours:.2f}, measured {z}"
+
+
+def test_floor_height_inside_the_domain_is_a_floor():
+    """SimOptions.floor_height = 0.3 in a domain starting at z = 0: the cube lands on the floor there (its lowest
+    particles within the 3-cell wall layer above it), not on the domain's bottom."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=2, floor_height=0.3),
+                     mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(1, 1, 1), grid_density=32))
+    cube = scene.add_entity(gs.morphs.Box(pos=(0.5, 0.5, 0.6), size=(0.15, 0.15, 0.15)),
+                            material=gs.materials.MPM.Elastic(E=5e4))
+    scene.build()
+    lowest = 1.0
+    for _ in range(600):
+        scene.step()
+        lowest = min(lowest, float(cube.get_particles_pos()[:, 2].min()))
+    floor = round(0.3 * 32) / 32
+    assert floor < lowest < floor + 4 / 32
+    with pytest.raises(gs.OptionError, match="inside the MPM domain"):
+        scene2 = gs.Scene(sim_options=gs.options.SimOptions(floor_height=0.5),
+                          mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(1, 1, 1)))
+        scene2.add_entity(gs.morphs.Box(pos=(0.5, 0.5, 0.3), size=(0.1, 0.1, 0.1)), material=gs.materials.MPM.Elastic())
