@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import taichi as ti
-import torch
 
 import genesis_core as gs
 

@@ -47,6 +47,6 @@ __all__ = [
     "CheckpointError", "CheckpointMismatchError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
     "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
-    "hookimpl", "init", "materials", "morphs", "options", "plugins", "Tensor", "arange", "from_torch", "full", "ones",
+    "hookimpl", "init", "materials", "morphs", "options", "plugins", "validators", "Tensor", "arange", "from_torch", "full", "ones",
     "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
 ]

@@ -52,6 +52,8 @@ class Solver(Protocol):
 
     def get_state(self, f: int) -> SolverState: ...
 
+    def check_state(self, state: SolverState, where: str) -> None: ...
+
     def set_state(self, f: int, state: SolverState, envs_idx: torch.Tensor | None) -> None: ...
 
     def signature(self) -> dict: ...
@@ -188,7 +190,7 @@ class SolverBase:
         self.state.check(state.fields, where)
 
     def set_state(self, f: int, state: SolverState, envs_idx=None):
-        self.check_state(state, "reset")
+        """Write a state that passed `check_state` (the scene checks every solver's before writing any)."""
         self.state.write(f, state.fields, envs_idx)
 
     def signature(self) -> dict:

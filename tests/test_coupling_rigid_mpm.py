@@ -1,6 +1,5 @@
 """The rigid-MPM coupling, through the core's coupler and ColliderView (neither plugin imports the other)."""
 
-import pytest
 import torch
 
 import genesis_core as gs

@@ -1,7 +1,6 @@
 """Every script in examples/ runs small and shows the physics it is about."""
 
 import importlib.util
-import math
 import os
 
 import pytest

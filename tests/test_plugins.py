@@ -9,7 +9,6 @@ import textwrap
 
 import pluggy
 import pytest
-import torch
 
 import genesis_core as gs
 from genesis_core import plugins

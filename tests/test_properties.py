@@ -9,7 +9,6 @@
 Each plugin contributes small scenes through the `register_test_scenes` hook; one test body runs over all.
 """
 
-import os
 import pickle
 import subprocess
 import sys
@@ -20,7 +19,6 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import genesis_core as gs
 from genesis_core.plugins import registry
 
 from .conftest import python_env

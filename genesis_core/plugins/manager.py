@@ -31,7 +31,8 @@ FIRST_PARTY = {
 }
 SOLVER_MEMBERS = (
     "short_name", "options_class", "material_class", "state_fields", "supports_grad", "add_entity", "build",
-    "process_input", "substep_pre_coupling", "substep_post_coupling", "get_state", "set_state", "signature",
+    "process_input", "substep_pre_coupling", "substep_post_coupling", "get_state", "check_state", "set_state",
+    "signature",
 )
 _PROVIDER = {name: dist for dist, names in FIRST_PARTY.items() for name in names}
 

@@ -7,7 +7,7 @@ p0..p2 the model parameters packed by the material classes.
 
 import taichi as ti
 
-from .materials import ELASTIC, ELASTOPLASTIC, LIQUID, SAND, SNOW
+from .materials import ELASTOPLASTIC, LIQUID, SAND, SNOW
 
 
 @ti.func

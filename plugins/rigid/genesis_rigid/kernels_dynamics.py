@@ -9,8 +9,8 @@ MuJoCo's Euler integrator, which keeps stiff position servos stable at large ste
 
 import taichi as ti
 
-from .kernels_math import func, force_cross, inertia_apply, spatial, v3
-from .layout import (DF_ARMATURE, DF_DAMPING, DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_INERTIA,
+from .kernels_math import func, force_cross, inertia_apply, spatial
+from .layout import (DF_ARMATURE, DF_DAMPING, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_INERTIA,
                      LF_MASS, LI_DOF_END, LI_DOF_START, LI_PARENT)
 
 

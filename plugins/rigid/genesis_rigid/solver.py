@@ -14,9 +14,9 @@ from .entity import RigidEntity
 from .kernels_collision import CF_N, CI_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
-                     DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_N, DI_PARENT, DI_Q, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
+                     DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
                      GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
-                     JF_N, JF_POS, JI_DOF_START, JI_N, JI_Q_START, JI_TYPE, LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS,
+                     JF_N, JF_POS, JI_N, LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
                      PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_N,
                      PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4)

@@ -1,6 +1,5 @@
 """Models from ../shared/assets and the project's own, control, and the entity API with envs_idx."""
 
-import math
 
 import pytest
 import torch
