@@ -8,6 +8,7 @@ import torch
 from . import checkpoint as ckpt
 from ._runtime import require_init, runtime
 from .coupler import Coupler
+from .grad import Tape, require_grad_support
 from .errors import OptionError, SceneError
 from .materials import Material
 from .morphs import Morph
@@ -59,6 +60,7 @@ class Scene:
         self._n_frames = 0
         self._init_state = self._build_state = None
         self.coupler = None
+        self._tape = None  # differentiable mode: what backward needs (genesis_core.grad.Tape)
 
     # -- structure -------------------------------------------------------------------------------------------------
 
@@ -135,17 +137,17 @@ class Scene:
         if not isinstance(n_envs, (int, np.integer)) or isinstance(n_envs, bool) or n_envs < 0:
             raise OptionError(f"build: n_envs={n_envs!r} is not accepted: expected an int >= 0.")
         if self.sim_options.requires_grad:
-            for s in self.active_solvers:
-                if not s.supports_grad:
-                    raise SceneError(f"requires_grad=True: {s.name} does not support differentiable mode.")
-            raise SceneError("requires_grad=True: differentiable mode (gs.Tensor, backward through the physics) is "
-                             "not available in this version of genesis-core.")
+            require_grad_support(self.active_solvers)
         self.n_envs = int(n_envs)
         opts = self.sim_options
         self._n_frames = opts.n_substeps_local + 1 if opts.requires_grad else 2
         for s in self.active_solvers:
             s.build(self.n_envs, self._n_frames)
         self.coupler = Coupler(self._solvers, self._couplings, opts)
+        if opts.requires_grad:
+            self._tape = Tape(self)
+            for s in self.active_solvers:
+                s.state.tape = self._tape
         self._built = True
         self._generation = runtime.generation
         self._build_state = self.get_state().serializable()
@@ -167,10 +169,15 @@ class Scene:
         """Advance every environment by dt: `substeps` substeps of pre-coupling, coupling, post-coupling."""
         self._require_built("scene.step()")
         active = self.active_solvers
+        tape = self._tape
+        if tape is not None:
+            tape.begin_step(self._t)
         for s in active:
             s.process_input()
         for _ in range(self.sim_options.substeps):
             f = self._frame
+            if tape is not None:
+                tape.begin_substep(self._substep, self._n_frames)
             for s in active:
                 s.substep_pre_coupling(f)
             self.coupler.couple(f)
@@ -255,6 +262,14 @@ class Scene:
         for s, sub in zip(self._solvers, aligned):
             if s.is_active:
                 s.set_state(f, sub, idx)
+        if self._tape is not None:
+            if idx is None:  # a new forward run
+                self._tape.clear()
+            else:  # the reset rows no longer depend on what came before
+                for s in self.active_solvers:
+                    for name in s.state.specs:
+                        if s.state.has_grad(name):
+                            self._tape.on_set(s.state, name, idx, (), None)
 
     # -- checkpoints -----------------------------------------------------------------------------------------------
 
@@ -309,6 +324,30 @@ class Scene:
             if s.is_active:
                 # fields kept out of checkpoints restart from their build-time values
                 s.state.write(f, {**build_state.fields, **by_solver[s.name]}, None)
+        if self._tape is not None:
+            self._tape.clear()
+
+    # -- differentiable mode ---------------------------------------------------------------------------------------
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.sim_options.requires_grad
+
+    def _backward(self):
+        """The physics backward of the recorded forward run (called by gs.Tensor.backward after torch's)."""
+        self._require_built("backward")
+        if self._tape is None:
+            raise SceneError("backward through the physics needs a scene built with SimOptions(requires_grad=True).")
+        self._tape.backward()
+
+    def _check_backward(self):
+        if self._tape is not None:
+            self._tape.check_live("backward")
+
+    @property
+    def grad_memory(self) -> int:
+        """Differentiable mode: bytes of recorded frames held in host memory by the current forward run."""
+        return 0 if self._tape is None else self._tape.host_bytes()
 
     def __repr__(self):
         state = f"built, n_envs={self.n_envs}, t={self._t}" if self._built else "not built"

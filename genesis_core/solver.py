@@ -152,9 +152,11 @@ class SolverBase:
         self.n_envs = n_envs
         self.build_model()
         self._state = StateStore(self.name, self.state_fields, self.state_dims(), n_envs, n_frames,
-                                self.float_dtype, self.device)
+                                self.float_dtype, self.device, requires_grad=self.sim_options.requires_grad)
+        self._state.scene = self.scene
         self.frames = self.state.frames
-        self.init_state(0)
+        with torch.no_grad():
+            self.init_state(0)
 
     def build_model(self):
         pass

@@ -72,8 +72,11 @@ class StateStore:
     """The storage of one solver's declared fields, allocated from the declaration at build."""
 
     def __init__(self, owner: str, specs: Iterable[FieldSpec], dims: dict, n_envs: int, n_frames: int,
-                 float_dtype: torch.dtype, device: torch.device):
+                 float_dtype: torch.dtype, device: torch.device, requires_grad: bool = False):
         self.owner = owner
+        self.scene = None  # set by the solver: getters return gs.Tensors bound to it
+        self.tape = None  # differentiable mode: the scene's genesis_core.grad.Tape
+        self.requires_grad = requires_grad
         self.specs = {s.name: s for s in specs}
         self.n_envs = n_envs
         self.batch = max(n_envs, 1)
@@ -85,7 +88,14 @@ class StateStore:
             dtype = float_dtype if spec.dtype == "float" else torch.int32
             lead = (n_frames, self.batch) if spec.frames else (self.batch,)
             self.shapes[name] = shape
-            self.tensors[name] = torch.zeros(lead + shape, dtype=dtype, device=device)
+            t = torch.zeros(lead + shape, dtype=dtype, device=device)
+            if requires_grad and spec.grad:
+                if spec.dtype != "float":
+                    raise GenesisError(f"{owner}.{name}: only float fields can carry gradients.")
+                # Taichi's kernel.grad reads and accumulates tensor.grad of a torch argument that requires grad
+                t.requires_grad_(True)
+                t.grad = torch.zeros_like(t)
+            self.tensors[name] = t
 
     def __getattr__(self, name):
         try:
@@ -94,16 +104,41 @@ class StateStore:
             raise AttributeError(f"{self.__dict__.get('owner')} declares no state field {name!r}") from None
 
     def at(self, name: str, f: int) -> torch.Tensor:
-        """The `[B, *shape]` view of a field at frame f (frame-less fields ignore f)."""
-        t = self.tensors[name]
+        """The `[B, *shape]` view of a field at frame f (frame-less fields ignore f); outside the autograd graph."""
+        t = self.tensors[name].detach()
         return t[f] if self.specs[name].frames else t
 
+    def has_grad(self, name: str) -> bool:
+        return self.tensors[name].grad is not None
+
+    def grad_at(self, name: str, f: int) -> torch.Tensor:
+        """Differentiable mode: the gradient buffer of a field at frame f, `[B, *shape]`."""
+        g = self.tensors[name].grad
+        if g is None:
+            raise GenesisError(f"{self.owner}.{name} carries no gradient (declare it with grad=True).")
+        return g[f] if self.specs[name].frames else g
+
+    def zero_grads(self, frame: int | None = None):
+        """Zero every gradient buffer (or only the one of frame `frame` of the frame fields)."""
+        for name, t in self.tensors.items():
+            if t.grad is not None:
+                if frame is None:
+                    t.grad.zero_()
+                elif self.specs[name].frames:
+                    t.grad[frame].zero_()
+
     def get_rows(self, name: str, f: int, envs_idx=None, item=()) -> torch.Tensor:
-        """A copy of `field[f][envs_idx][:, *item]` shaped `([len(envs_idx) or n_envs,] ...)`."""
-        x = self.at(name, f)
-        x = x if envs_idx is None else x[envs_idx]
-        x = x[(slice(None),) + tuple(item)] if item != () else x
-        return x.clone() if self.n_envs else x[0].clone()
+        """A copy of `field[f][envs_idx][:, *item]` shaped `([len(envs_idx) or n_envs,] ...)`. In differentiable
+        mode it is a gs.Tensor of the scene, in the autograd graph: its gradient flows into the physics."""
+        from .grad import rows_take
+        from .tensor import _wrap
+
+        x = rows_take(self.at(name, f), envs_idx, tuple(item), self.n_envs > 0)
+        if self.tape is None:
+            return x
+        if self.has_grad(name):
+            x = self.tape.read(self, name, envs_idx, item, x)
+        return _wrap(x, self.scene)
 
     def set_rows(self, name: str, f: int, value, envs_idx=None, item=(), what: str | None = None):
         """Write `value` into `field[f][envs_idx][:, *item]`; rows outside envs_idx are untouched.
@@ -115,7 +150,9 @@ class StateStore:
         rows = dst_all if envs_idx is None else dst_all[envs_idx]
         target = rows[(slice(None),) + tuple(item)] if item != () else rows
         want = tuple(target.shape) if self.n_envs else tuple(target.shape[1:])
-        # detached: solver storage never joins an autograd graph (gradients flow through the recorded frames)
+        # detached: solver storage never joins an autograd graph (in differentiable mode the tape records `value`
+        # and hands it its gradient after the physics backward)
+        source = value if torch.is_tensor(value) else None
         if torch.is_tensor(value):
             value = value.detach().to(dtype=dst_all.dtype, device=dst_all.device)
         else:  # straight to the field's dtype: a Python float must not pass through float32
@@ -135,6 +172,8 @@ class StateStore:
         else:
             rows[key] = value
             dst_all[envs_idx] = rows
+        if self.tape is not None and self.has_grad(name):
+            self.tape.on_set(self, name, envs_idx, item, source)
 
     def public_shape(self, name: str) -> tuple:
         """The shape users see: `([n_envs,] *shape)`."""

@@ -61,6 +61,21 @@ class Tensor(torch.Tensor):
             return out
         return _wrap(out, scenes[0] if scenes else None)
 
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """torch's backward, then, for a tensor bound to a differentiable scene, the physics backward through every
+        step that scene recorded, down to the tensors passed to its setters (and on to their leaves)."""
+        scene = self.scene
+        physics = scene is not None and getattr(scene, "_tape", None) is not None
+        if physics:
+            scene._check_backward()
+            # the graph stays for the physics backward, which may pass through tensors this one was made from
+            retain_graph = True
+        with torch._C.DisableTorchFunctionSubclass():
+            torch.Tensor.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
+                                  inputs=inputs)
+        if physics:
+            scene._backward()
+
     def sceneless(self) -> "Tensor":
         """The same values, still in the autograd graph, bound to no scene."""
         with torch._C.DisableTorchFunctionSubclass():

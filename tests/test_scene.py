@@ -223,13 +223,6 @@ def test_several_scenes_in_one_process_do_not_collide():
             assert torch.equal(v, snapshot(y)[k])
 
 
-def test_requires_grad_with_a_solver_without_gradients_is_refused():
-    scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True))
-    scene.add_entity(gs.morphs.Cylinder(height=0.5, radius=0.01), material=gs.materials.SpringChain())
-    with pytest.raises(gs.SceneError, match="SpringChainSolver does not support differentiable mode"):
-        scene.build()
-
-
 def test_precision_32_and_destroy():
     """Re-initialising in float32 gives float32 state; a scene built before gs.destroy refuses to run."""
     old, _ = chain_scene()

@@ -66,10 +66,12 @@ class SpringChainSolver(gs.SolverBase):
     material_class = SpringChain
     entity_class = SpringChainEntity
     state_fields = (
-        gs.FieldSpec("pos", ("n_nodes", 3), doc="node positions, m"),
-        gs.FieldSpec("vel", ("n_nodes", 3), doc="node velocities, m/s"),
-        gs.FieldSpec("anchor", ("n_anchors", 3), frames=False, doc="points the anchored top nodes are pinned to, m"),
+        gs.FieldSpec("pos", ("n_nodes", 3), grad=True, doc="node positions, m"),
+        gs.FieldSpec("vel", ("n_nodes", 3), grad=True, doc="node velocities, m/s"),
+        gs.FieldSpec("anchor", ("n_anchors", 3), frames=False, grad=True,
+                     doc="points the anchored top nodes are pinned to, m"),
     )
+    supports_grad = True
 
     def add_entity(self, idx, morph, material):
         if not isinstance(morph, (gs.morphs.Cylinder, gs.morphs.Capsule)):
@@ -119,11 +121,21 @@ class SpringChainSolver(gs.SolverBase):
         if self._anchor_init:
             self.state.anchor[:] = torch.tensor(self._anchor_init, dtype=self.float_dtype, device=self.device)
 
-    def substep_pre_coupling(self, f):
+    def _substep_args(self, f):
         s = self.state
-        kernels.substep(f, self.frames.next(f), self.sim_options.substep_dt, self.gravity, s.pos, s.vel, s.anchor,
-                        self.node_mass, self.node_drag, self.node_prev, self.node_next, self.node_anchor,
-                        self.seg_k, self.seg_c, self.seg_rest)
+        return (f, self.frames.next(f), self.sim_options.substep_dt, self.gravity, s.pos, s.vel, s.anchor,
+                self.node_mass, self.node_drag, self.node_prev, self.node_next, self.node_anchor, self.seg_k,
+                self.seg_c, self.seg_rest)
+
+    def substep_pre_coupling(self, f):
+        kernels.substep(*self._substep_args(f))
+
+    def substep_pre_coupling_grad(self, f):
+        # the kernel reads frame f and writes frame f + 1 only: Taichi's autodiff of it is the exact adjoint
+        kernels.substep.grad(*self._substep_args(f))
+
+    def substep_post_coupling_grad(self, f):
+        pass
 
     def stable_dt(self) -> float:
         """The largest stable substep of the explicit spring force, 2 / omega_max (omega_max^2 <= 4 k / m)."""

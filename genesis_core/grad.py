@@ -1,0 +1,222 @@
+"""Differentiable mode: the tape a scene records while it steps, and the physics backward that replays it.
+
+While a scene built with `SimOptions(requires_grad=True)` steps, the tape keeps what backward needs:
+
+- the frames: substep k reads frame slot `k % n_frames` and writes the next one. The ring holds the newest
+  `substeps_local + 1` frames; before a slot is written again, the frame it holds moves to host memory.
+- the frameless fields (controls, parameters) as they were during each step.
+- inputs: every value a setter wrote that requires grad (and every value that did not, which cuts the gradient of
+  what it overwrote), with the substep at which it was written.
+- reads: a getter's result is a gs.Tensor whose torch backward deposits its gradient here, at the substep read.
+
+`loss.backward()` on a scene-bound gs.Tensor runs the torch backward (the reads deposit), then `Tape.backward`:
+for each substep in reverse it restores the substep's start frame, re-runs the substep's forward (so every
+solver's scratch is as it was), and calls the solvers' and the coupler's `*_grad` methods. The gradients that
+reach the recorded inputs are then handed to torch, which carries them to the user's leaf tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import SceneError
+
+
+class _Read(torch.autograd.Function):
+    """A getter's result in the autograd graph; its backward deposits the gradient on the tape."""
+
+    @staticmethod
+    def forward(ctx, anchor, value, tape, key):
+        ctx.tape, ctx.key = tape, key
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.tape.deposit(ctx.key, grad)
+        return None, None, None, None
+
+
+def rows_add(dst_all: torch.Tensor, envs_idx, item: tuple, value: torch.Tensor, batched: bool):
+    """dst_all[envs_idx][:, *item] += value, for value shaped like what `StateStore.get_rows` returns."""
+    if not batched:
+        value = value.unsqueeze(0)
+    rows = dst_all if envs_idx is None else dst_all[envs_idx]
+    key = (slice(None),) + tuple(item)
+    rows[key] += value.to(rows.dtype)
+    if envs_idx is not None:
+        dst_all[envs_idx] = rows
+
+
+def rows_take(src_all: torch.Tensor, envs_idx, item: tuple, batched: bool) -> torch.Tensor:
+    rows = src_all if envs_idx is None else src_all[envs_idx]
+    out = rows[(slice(None),) + tuple(item)] if item != () else rows
+    return out.clone() if batched else out[0].clone()
+
+
+def rows_zero(dst_all: torch.Tensor, envs_idx, item: tuple):
+    rows = dst_all if envs_idx is None else dst_all[envs_idx]
+    rows[(slice(None),) + tuple(item)] = 0
+    if envs_idx is not None:
+        dst_all[envs_idx] = rows
+
+
+class Tape:
+    """What one forward run of a differentiable scene recorded, from its start (build or reset) to now."""
+
+    def __init__(self, scene):
+        self.scene = scene
+        self.anchor = torch.zeros((), requires_grad=True)  # makes getter results require grad
+        self.clear()
+
+    # -- recording -------------------------------------------------------------------------------------------------
+
+    def clear(self):
+        self.k0 = self.scene._substep
+        self.host_frames = {}  # k -> {solver name: {field: tensor}}: frames that left the ring
+        self.frameless = {}  # step index -> {solver name: {field: tensor}}
+        self.events = {}  # k -> [(store, name, envs_idx, item, value or None)], in the order they happened
+        self.deposits = {}  # k -> [(store, name, envs_idx, item, grad)]
+        self.consumed = False
+
+    @property
+    def k(self) -> int:
+        return self.scene._substep
+
+    def _stores(self):
+        return [s.state for s in self.scene.active_solvers]
+
+    def check_live(self, what: str):
+        if self.consumed:
+            raise SceneError(f"{what}: this forward run was already differentiated (one backward per forward); "
+                             "call scene.reset() to start the next forward run.")
+
+    def on_set(self, store, name, envs_idx, item, value):
+        """A setter wrote rows of a field that carries gradients; `value` is the user's tensor, or None for a
+        constant (which cuts the gradient of what it overwrote)."""
+        self.check_live("setting state")
+        if value is not None and not value.requires_grad:
+            value = None
+        self.events.setdefault(self.k, []).append((store, name, envs_idx, tuple(item), value))
+
+    def read(self, store, name, envs_idx, item, value):
+        """The getter result `value` (a copy) put into the autograd graph."""
+        key = (store, name, self.k, envs_idx, tuple(item))
+        return _Read.apply(self.anchor, value, self, key)
+
+    def deposit(self, key, grad):
+        store, name, k, envs_idx, item = key
+        if self.consumed:
+            return
+        self.deposits.setdefault(k, []).append((store, name, envs_idx, item, grad.detach()))
+
+    def begin_step(self, t: int):
+        """Before step t: keep the frameless fields it will run with."""
+        self.check_live("scene.step()")
+        snap = {}
+        for st in self._stores():
+            snap[st.owner] = {n: st.tensors[n].detach().clone() for n, spec in st.specs.items() if not spec.frames}
+        self.frameless[t] = snap
+
+    def begin_substep(self, k: int, n_frames: int):
+        """Before substep k writes its slot: the frame that slot holds leaves the ring if backward needs it."""
+        old = k + 1 - n_frames
+        if old >= self.k0:
+            slot = (k + 1) % n_frames
+            self.host_frames[old] = {
+                st.owner: {n: st.tensors[n][slot].detach().to("cpu", copy=True)
+                           for n, spec in st.specs.items() if spec.frames}
+                for st in self._stores()
+            }
+
+    def host_bytes(self) -> int:
+        total = 0
+        for frames in (self.host_frames, self.frameless):
+            for per_solver in frames.values():
+                for fields in per_solver.values():
+                    total += sum(x.numel() * x.element_size() for x in fields.values())
+        return total
+
+    # -- backward --------------------------------------------------------------------------------------------------
+
+    def backward(self):
+        scene = self.scene
+        self.check_live("backward")
+        self.consumed = True
+        n = scene._n_frames
+        S = scene.sim_options.substeps
+        K = scene._substep
+        stores = self._stores()
+        active = scene.active_solvers
+        final = {st.owner: {nm: t.detach().clone() for nm, t in st.tensors.items()} for st in stores}
+        final_slot = K % n
+        results = {}  # id(value) -> [value, grad]
+        try:
+            with torch.no_grad():
+                for st in stores:
+                    st.zero_grads()
+                for k in range(K, self.k0 - 1, -1):
+                    slot = k % n
+                    for store, name, envs_idx, item, g in self.deposits.get(k, ()):
+                        rows_add(store.grad_at(name, slot), envs_idx, item, g, store.n_envs > 0)
+                    for store, name, envs_idx, item, value in reversed(self.events.get(k, ())):
+                        gbuf = store.grad_at(name, slot)
+                        if value is not None:
+                            g = rows_take(gbuf, envs_idx, item, store.n_envs > 0)
+                            if tuple(g.shape) != tuple(value.shape):
+                                g = g.sum_to_size(value.shape)
+                            entry = results.setdefault(id(value), [value, None])
+                            g = g.to(value.dtype)
+                            entry[1] = g if entry[1] is None else entry[1] + g
+                        rows_zero(gbuf, envs_idx, item)
+                    if k == self.k0:
+                        break
+                    self._substep_backward(k - 1, n, S, active, stores)
+        finally:
+            with torch.no_grad():
+                for st in stores:
+                    for nm, t in st.tensors.items():
+                        if st.specs[nm].frames:
+                            t[final_slot] = final[st.owner][nm][final_slot]
+                        else:
+                            t.copy_(final[st.owner][nm])
+                    st.zero_grads()
+            self.host_frames.clear()
+            self.deposits.clear()
+        if results:
+            values = [v for v, _ in results.values()]
+            grads = [g for _, g in results.values()]
+            torch.autograd.backward(values, grads)
+
+    def _substep_backward(self, k, n, S, active, stores):
+        scene = self.scene
+        f = k % n
+        fn = (k + 1) % n
+        frames = self.host_frames.get(k)
+        for st in stores:
+            if frames is not None:
+                for nm, x in frames[st.owner].items():
+                    st.tensors[nm][f] = x.to(st.tensors[nm].device)
+            for nm, x in self.frameless[k // S][st.owner].items():
+                st.tensors[nm].copy_(x)
+        # the forward of substep k again: every solver's scratch as it was
+        for s in active:
+            s.substep_pre_coupling(f)
+        scene.coupler.couple(f)
+        for s in active:
+            s.substep_post_coupling(f)
+        for s in reversed(active):
+            s.substep_post_coupling_grad(f)
+        scene.coupler.couple_grad(f)
+        for s in reversed(active):
+            s.substep_pre_coupling_grad(f)
+        for st in stores:
+            st.zero_grads(frame=fn)
+
+
+def require_grad_support(solvers):
+    for s in solvers:
+        if not getattr(s, "supports_grad", False):
+            raise SceneError(f"requires_grad=True: {s.name} does not support differentiable mode.")
+
+
+__all__ = ["Tape", "require_grad_support", "rows_add", "rows_take", "rows_zero"]
