@@ -5,6 +5,7 @@ import math
 import torch
 
 import genesis_core as gs
+from genesis_core.launch import Launcher
 
 from . import kernels
 from .material import SpringChain
@@ -128,14 +129,20 @@ class SpringChainSolver(gs.SolverBase):
                 self.seg_c, self.seg_rest)
 
     def substep_pre_coupling(self, f):
-        kernels.substep(*self._substep_args(f))
+        self._launch(kernels.substep, *self._substep_args(f))
 
     def substep_pre_coupling_grad(self, f):
         # the kernel reads frame f and writes frame f + 1 only: Taichi's autodiff of it is the exact adjoint
-        kernels.substep.grad(*self._substep_args(f))
+        self._launch(kernels.substep.grad, *self._substep_args(f))
 
     def substep_post_coupling_grad(self, f):
         pass
+
+    @property
+    def _launch(self):
+        if "_launcher" not in self.__dict__:
+            self._launcher = Launcher()  # the arrays are converted once, not at every substep
+        return self._launcher
 
     def stable_dt(self) -> float:
         """The largest stable substep of the explicit spring force, 2 / omega_max (omega_max^2 <= 4 k / m)."""

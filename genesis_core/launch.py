@@ -1,0 +1,124 @@
+"""Kernel launches with their arrays bound once.
+
+A Taichi kernel call spends most of its time in Python on small batches: each call converts every argument
+again (about 3 us per Taichi ndarray, 8-10 us per torch tensor on the 2-core CPU), so a 50-argument kernel costs
+~250 us before it runs, whatever its work. A solver's kernels take the same arrays at every substep, and only a
+few scalars (the frame indices) change. `Launcher` prepares each kernel's launch once, with every argument set,
+and afterwards only updates the scalars and launches: ~7 us a call.
+
+    launch = Launcher()
+    launch(kernels.substep, f, fn, state.pos, state.vel, ...)   # same signature as kernels.substep(...)
+
+Each call checks that the array arguments are the objects the launch was prepared with (an identity test) and
+prepares it again when they are not, so passing other arrays is always correct. The first call of a kernel goes
+through Taichi's own path (compilation, argument checks); anything the fast path does not handle (templates,
+structs, tensors on a device the kernel's arch cannot address) keeps using it. Set GENESIS_CORE_BOUND_LAUNCH=0
+to use Taichi's path everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
+
+
+class _Prepared:
+    __slots__ = ("ctx", "data", "prog", "arrays", "scalars")
+
+    def __init__(self, ctx, data, prog, arrays, scalars):
+        self.ctx, self.data, self.prog = ctx, data, prog
+        self.arrays = arrays  # (position, object): identity-checked, and kept alive
+        self.scalars = scalars  # (position, setter)
+
+
+def _prepare(kernel, args):
+    """The launch context of `kernel` with every argument of `args` set, or None if the fast path cannot hold
+    them."""
+    from taichi.lang import impl
+    from taichi.lang._ndarray import Ndarray
+    from taichi.lang.matrix import MatrixType
+    from taichi.types import ndarray_type, primitive_types
+
+    from taichi.lang.kernel_impl import Kernel
+
+    primal = kernel if isinstance(kernel, Kernel) else getattr(kernel, "_primal", None)  # kernel.grad is a Kernel
+    if primal is None or len(args) != len(primal.arguments) or len(args) > 64:
+        return None
+    key = primal.ensure_compiled(*args)
+    t_kernel = primal.compiled_kernels[key]
+    ctx = t_kernel.make_launch_context()
+    prog = impl.get_runtime().prog
+    cuda = prog.config().arch.name == "cuda"
+    arrays, scalars = [], []
+    for i, (meta, v) in enumerate(zip(primal.arguments, args)):
+        ann = meta.annotation
+        if isinstance(ann, ndarray_type.NdarrayType):
+            if isinstance(v, Ndarray):
+                if v.grad is not None:
+                    return None
+                ctx.set_arg_ndarray((i,), v.arr)
+            elif isinstance(v, torch.Tensor):
+                if not v.is_contiguous() or (v.device.type != "cpu" and not (cuda and v.device.type == "cuda")):
+                    return None
+                shape = tuple(v.shape)
+                if ann.dtype is not None and id(ann.dtype) not in primitive_types.type_ids:
+                    if isinstance(ann.dtype, MatrixType) and ann.dtype.ndim:
+                        shape = shape[: -ann.dtype.ndim]
+                grad = v.grad if v.requires_grad else None
+                if grad is not None and not grad.is_contiguous():
+                    return None
+                ctx.set_arg_external_array_with_shape((i,), int(v.data_ptr()), v.element_size() * v.nelement(),
+                                                      shape, 0 if grad is None else int(grad.data_ptr()))
+                arrays.append((i, v))
+                if grad is not None:
+                    arrays.append((i, grad))  # checked as args[i].grad
+            else:
+                return None
+            if isinstance(v, Ndarray):
+                arrays.append((i, v))
+        elif id(ann) in primitive_types.integer_type_ids:
+            ctx.set_arg_int((i,), int(v))
+            scalars.append((i, ctx.set_arg_int, int))
+        elif id(ann) in primitive_types.real_type_ids:
+            ctx.set_arg_float((i,), float(v))
+            scalars.append((i, ctx.set_arg_float, float))
+        else:
+            return None
+    data = prog.compile_kernel(prog.config(), prog.get_device_caps(), t_kernel)
+    return _Prepared(ctx, data, prog, tuple(arrays), tuple(scalars))
+
+
+class Launcher:
+    """Launches kernels with their argument conversion done once per set of arrays (see the module doc)."""
+
+    def __init__(self):
+        self._prepared = {}
+
+    def __call__(self, kernel, *args):
+        if not ENABLED:
+            return kernel(*args)
+        p = self._prepared.get(kernel)
+        if p is False:
+            return kernel(*args)
+        if p is not None:
+            seen = set()
+            for i, v in p.arrays:
+                a = args[i] if i not in seen else args[i].grad
+                seen.add(i)
+                if a is not v:
+                    p = None
+                    break
+        if p is None:
+            kernel(*args)  # Taichi's own path: compiles on first use and checks every argument
+            self._prepared[kernel] = _prepare(kernel, args) or False
+            return None
+        for i, setter, conv in p.scalars:
+            setter((i,), conv(args[i]))
+        p.prog.launch_kernel(p.data, p.ctx)
+        return None
+
+    def clear(self):
+        self._prepared.clear()
