@@ -26,12 +26,14 @@ ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
 
 
 class _Prepared:
-    __slots__ = ("ctx", "data", "prog", "arrays", "scalars")
+    __slots__ = ("ctx", "data", "prog", "arrays", "scalars", "ndarrays")
 
-    def __init__(self, ctx, data, prog, arrays, scalars):
+    def __init__(self, ctx, data, prog, arrays, scalars, ndarrays):
         self.ctx, self.data, self.prog = ctx, data, prog
         self.arrays = arrays  # (position, object): identity-checked, and kept alive
-        self.scalars = scalars  # (position, setter)
+        self.scalars = scalars  # (position, setter, converter)
+        # Taichi ndarrays are set again at every launch: a launch consumes what the context holds of them
+        self.ndarrays = ndarrays  # (position, the ndarray's device array)
 
 
 def _prepare(kernel, args):
@@ -52,7 +54,7 @@ def _prepare(kernel, args):
     ctx = t_kernel.make_launch_context()
     prog = impl.get_runtime().prog
     cuda = prog.config().arch.name == "cuda"
-    arrays, scalars = [], []
+    arrays, scalars, ndarrays = [], [], []
     for i, (meta, v) in enumerate(zip(primal.arguments, args)):
         ann = meta.annotation
         if isinstance(ann, ndarray_type.NdarrayType):
@@ -60,6 +62,7 @@ def _prepare(kernel, args):
                 if v.grad is not None:
                     return None
                 ctx.set_arg_ndarray((i,), v.arr)
+                ndarrays.append(((i,), v.arr))
             elif isinstance(v, torch.Tensor):
                 if not v.is_contiguous() or (v.device.type != "cpu" and not (cuda and v.device.type == "cuda")):
                     return None
@@ -88,7 +91,7 @@ def _prepare(kernel, args):
         else:
             return None
     data = prog.compile_kernel(prog.config(), prog.get_device_caps(), t_kernel)
-    return _Prepared(ctx, data, prog, tuple(arrays), tuple(scalars))
+    return _Prepared(ctx, data, prog, tuple(arrays), tuple(scalars), tuple(ndarrays))
 
 
 class Launcher:
@@ -115,9 +118,12 @@ class Launcher:
             kernel(*args)  # Taichi's own path: compiles on first use and checks every argument
             self._prepared[kernel] = _prepare(kernel, args) or False
             return None
+        ctx = p.ctx
         for i, setter, conv in p.scalars:
             setter((i,), conv(args[i]))
-        p.prog.launch_kernel(p.data, p.ctx)
+        for index, arr in p.ndarrays:
+            ctx.set_arg_ndarray(index, arr)
+        p.prog.launch_kernel(p.data, ctx)
         return None
 
     def clear(self):

@@ -7,6 +7,7 @@ import taichi as ti
 import torch
 
 import genesis_core as gs
+from genesis_core.launch import Launcher
 from genesis_core.coupler import ColliderView
 
 from . import kernels_step
@@ -351,21 +352,27 @@ class RigidSolver(gs.SolverBase):
 
     # -- stepping ---------------------------------------------------------------------------------------------------
 
+    @property
+    def _launch(self):
+        if "_launcher" not in self.__dict__:
+            self._launcher = Launcher()
+        return self._launcher
+
     def kinematics(self, f):
         m, s, st = self.model, self.scratch, self.state
-        kernels_step.kinematics(f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"], m["joint_f"],
+        self._launch(kernels_step.kinematics, f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"], m["joint_f"],
                                 m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"])
 
     def substep_pre_coupling(self, f):
         st, m, s = self.state, self.model, self.scratch
         if self.collision:
-            kernels_step.collide(f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"], m["geom_rbound"],
+            self._launch(kernels_step.collide, f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"], m["geom_rbound"],
                                  m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
             if self.n_mesh_pairs > 0:
-                kernels_step.collide_meshes(f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"], m["hull_i"],
+                self._launch(kernels_step.collide_meshes, f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"], m["hull_i"],
                                             m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
                                             s["s_nar_f"], s["s_nar_i"])
-        kernels_step.substep(
+        self._launch(kernels_step.substep, 
             f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat,
             st.contact_impulse, st.links_ext_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel,
             st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"],
@@ -398,7 +405,7 @@ class RigidSolver(gs.SolverBase):
                 body_impulse=self.state.links_ext_impulse)
         v, m, s, st = self._view, self.model, self.scratch, self.state
         v.body_impulse = st.links_ext_impulse
-        kernels_step.collider_geometry(fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat, m["link_f"],
+        self._launch(kernels_step.collider_geometry, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat, m["link_f"],
                                        m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
                                        s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"],
                                        s["s_cvel"], v.geom_pos, v.geom_quat, v.body_com, v.body_lin_vel,
