@@ -36,13 +36,28 @@ t_first = time.perf_counter()
 for _ in range(steps):
     scene.step()
 t_end = time.perf_counter()
+# profile: the time of each kernel launch (CPU launches are synchronous), the rest is Python around them
+solver = scene.rigid_solver
+inner, per = solver._launch, {}
+class Timed:
+    def __call__(self, kernel, *args):
+        t = time.perf_counter()
+        inner(kernel, *args)
+        per[kernel.__name__] = per.get(kernel.__name__, 0.0) + time.perf_counter() - t
+solver._launcher = Timed()
+t_p = time.perf_counter()
+for _ in range(steps):
+    scene.step()
+total = (time.perf_counter() - t_p) / steps * 1e6
+profile = {k: v / steps * 1e6 for k, v in per.items()}
+profile["python"] = total - sum(profile.values())
 print(json.dumps({"start_to_build": t_build - t0, "first_step": t_first - t_build,
-                  "steps_per_s": steps / (t_end - t_first), "n_envs": n_envs}))
+                  "steps_per_s": steps / (t_end - t_first), "n_envs": n_envs, "profile_us": profile}))
 """
 
 
-def run(n_envs, steps, cache):
-    env = dict(os.environ, TI_OFFLINE_CACHE_FILE_PATH=cache)
+def run(n_envs, steps, cache, **extra_env):
+    env = dict(os.environ, TI_OFFLINE_CACHE_FILE_PATH=cache, **extra_env)
     out = subprocess.run([sys.executable, "-c", CHILD, SCENE, str(n_envs), str(steps)], capture_output=True,
                          text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -60,6 +75,7 @@ def main():
         cold = run(args.envs[0], 5, cache)
         cold_wall = time.perf_counter() - t0
         rows = [run(n, args.steps, cache) for n in args.envs]
+        taichi_path = run(args.envs[0], args.steps, cache, GENESIS_CORE_BOUND_LAUNCH="0")
     print("panda (MJCF scene.xml: convex-hull mesh links) on a plane, dt 0.01, float32, position control to the home "
           "pose; up to 3 kernel launches per substep (primitive contacts, mesh contacts, dynamics)")
     print(f"build+first step, cold cache: {cold['start_to_build'] + cold['first_step']:.1f} s "
@@ -69,6 +85,13 @@ def main():
     for r in rows:
         b = max(r["n_envs"], 1)
         print(f"{r['n_envs']:>8}{r['steps_per_s']:>12.0f}{r['steps_per_s'] * b:>14.0f}{r['first_step']:>19.2f}s")
+    print(f"n_envs {args.envs[0]} through Taichi's own launch path (GENESIS_CORE_BOUND_LAUNCH=0): "
+          f"{taichi_path['steps_per_s']:.0f} steps/s")
+    kernels = list(rows[0]["profile_us"])
+    print("\nprofile, us per step:")
+    print(f"{'n_envs':>8}" + "".join(f"{k:>18}" for k in kernels))
+    for r in rows + [dict(taichi_path, n_envs=f"{args.envs[0]} (taichi)")]:
+        print(f"{str(r['n_envs']):>8}" + "".join(f"{r['profile_us'].get(k, 0.0):>18.1f}" for k in kernels))
     print("reference on this machine (same file): Genesis World 1.4.5: 4.2k steps/s single, 34.8k env-steps/s at 64, "
           "17.4k at 512; MuJoCo 4.0: 42.7k steps/s single-threaded")
 
