@@ -5,7 +5,7 @@ pyramid), and a row per violated joint limit (lambda >= 0). With W = M~^-1 J^T, 
 is v = v_free + W lambda; a row's target is J v >= min(beta max(depth - slop, 0) / h, v_max) (Baumgarte
 stabilisation, capped so that a deep violation is undone gently) for normals and limits (raised to -e v_n, v_n the closing speed before the impulses, for a contact of restitution e),
 0 for friction. Sweeps stop after `iterations`, or once no impulse changes by more than the tolerance. Contact impulses are warm-started from the previous substep's, kept per
-contact slot in the declared state `contact_impulse`.
+contact slot in the declared state `contact_impulse` (read at frame f, written at frame fn).
 """
 
 import taichi as ti
@@ -67,9 +67,10 @@ def add_point_jacobian(b, r, l, direction, point, link_i, dof_i, s_cdof, s_J):
 
 
 @func
-def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof,
+def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof,
                       s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i):
-    """Build the rows, warm start, run PGS; the final velocity is left in s_dof[b, :, 2]."""
+    """Build the rows, warm start from contact_impulse[f], run PGS, store the impulses in contact_impulse[fn];
+    the final velocity is left in s_dof[b, :, 2]."""
     n = dof_i.shape[0]
     max_rows = s_J.shape[1]
     beta = params_f[PF_BAUMGARTE]
@@ -105,7 +106,7 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
                             target = ti.max(target, -s_con_f[b, s, CF_REST] * approach)
                         s_row_f[b, r, RF_TARGET] = target
                     s_row_f[b, r, RF_MU] = s_con_f[b, s, CF_MU]
-                    s_row_f[b, r, RF_LAMBDA] = contact_impulse[b, s, k]
+                    s_row_f[b, r, RF_LAMBDA] = contact_impulse[f, b, s, k]
                 n_rows += 3
     if params_i[PP_LIMITS] != 0:
         for d in range(n):
@@ -160,14 +161,14 @@ def solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, c
                 for d in range(n):
                     s_dof[b, d, 2] += s_W[b, r, d] * delta
                 s_row_f[b, r, RF_LAMBDA] = new
-    for s in range(contact_impulse.shape[1]):
+    for s in range(contact_impulse.shape[2]):
         for k in ti.static(range(3)):
-            if contact_impulse[b, s, k] != 0.0:  # most slots are idle: reading leaves their cache lines clean
-                contact_impulse[b, s, k] = 0.0
+            if contact_impulse[fn, b, s, k] != 0.0:  # most slots are idle: reading leaves their cache lines clean
+                contact_impulse[fn, b, s, k] = 0.0
     for r in range(n_rows):
         s = s_row_i[b, r, RI_SLOT]
         if s >= 0:
-            contact_impulse[b, s, r - s_row_i[b, r, RI_NORMAL]] = s_row_f[b, r, RF_LAMBDA]
+            contact_impulse[fn, b, s, r - s_row_i[b, r, RI_NORMAL]] = s_row_f[b, r, RF_LAMBDA]
 
 
 @func

@@ -9,8 +9,8 @@ loop body (launch cost, not arithmetic, dominates small batches). A substep laun
 
 The narrowphase has kernels of its own because Taichi's compile time grows faster than linearly with a kernel's
 size: on the 2-core CPU the three compile in 18 s, one kernel holding them all in 57 s. They read frame f (qpos,
-dofs_vel, link poses) and write frame fn; everything else they touch is per-substep scratch or the declared warm
-start.
+dofs_vel, link poses, the warm start, the coupling impulses) and write frame fn; everything else they touch is
+per-substep scratch.
 """
 
 import taichi as ti
@@ -64,8 +64,8 @@ def collide_meshes(f: ti.i32, links_pos: nd(dtype=V3, ndim=3), geom_f: nd(ndim=2
 
 @ti.kernel
 def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3),
-            links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=3),
-            ext_impulse: nd(ndim=3), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
+            links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4),
+            ext_impulse: nd(ndim=4), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
             ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=2), link_i: nd(ndim=2),
             joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=2), dof_i: nd(ndim=2),
@@ -97,7 +97,7 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
                                s_janchor, s_jaxis)
             dof_motions(b, 0, s_vs, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
             if k == 0:
-                external_forces(b, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)
+                external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)
             bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv, hi,
                           s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
                           s_mass, s_dof)
@@ -122,8 +122,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             acc = s_dof[b, d, 4] if rk4 else s_dof[b, d, 1]
             s_dof[b, d, 2] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
             s_dof[b, d, 5] = s_dof[b, d, 2]
-        solve_constraints(b, f, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof, s_mass,
-                          s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
+        solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof,
+                          s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
         for d in range(n_v):
             v = s_dof[b, d, 2]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
@@ -133,18 +133,18 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
         advance_q(b, qpos, f, qpos, fn, s_vs, 0, h, joint_i)
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
-        for l in range(ext_impulse.shape[1]):  # applied: the couplings of this substep fill it again
+        for l in range(ext_impulse.shape[2]):  # applied: the couplings of this substep fill frame fn
             for c in ti.static(range(6)):
-                ext_impulse[b, l, c] = 0.0
+                ext_impulse[fn, b, l, c] = 0.0
 
 
 @func
-def external_forces(b, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
-    """s_dof[b, :, 6] = J^T (impulses / h): each link's (linear, angular-about-its-com) impulse becomes the spatial
-    force (torque about the origin, force) and acts on every dof that moves the link."""
-    for l in range(ext_impulse.shape[1]):
-        lin = ti.Vector([ext_impulse[b, l, 0], ext_impulse[b, l, 1], ext_impulse[b, l, 2]])
-        ang = ti.Vector([ext_impulse[b, l, 3], ext_impulse[b, l, 4], ext_impulse[b, l, 5]])
+def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
+    """s_dof[b, :, 6] = J^T (impulses of frame f / h): each link's (linear, angular-about-its-com) impulse becomes
+    the spatial force (torque about the origin, force) and acts on every dof that moves the link."""
+    for l in range(ext_impulse.shape[2]):
+        lin = ti.Vector([ext_impulse[f, b, l, 0], ext_impulse[f, b, l, 1], ext_impulse[f, b, l, 2]])
+        ang = ti.Vector([ext_impulse[f, b, l, 3], ext_impulse[f, b, l, 4], ext_impulse[f, b, l, 5]])
         if lin.norm() + ang.norm() > 0:
             torque = ang + s_com[b, l].cross(lin)
             d = link_i[l, LI_LAST_DOF]

@@ -11,6 +11,7 @@ from genesis_core.launch import Launcher
 from genesis_core.coupler import ColliderView
 
 from . import kernels_step
+from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread
 from .entity import RigidEntity
 from .kernels_collision import CF_N, CI_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
@@ -53,24 +54,32 @@ class RigidSolver(gs.SolverBase):
     options_class = RigidOptions
     material_class = Rigid
     entity_class = RigidEntity
+    supports_grad = True
     state_fields = (
-        gs.FieldSpec("qpos", ("n_qs",), doc="generalized positions (free: xyz + wxyz quat; ball: wxyz), m / rad"),
-        gs.FieldSpec("dofs_vel", ("n_dofs",), doc="generalized velocities (free: world linear, body angular)"),
-        gs.FieldSpec("dofs_acc", ("n_dofs",), doc="generalized accelerations of the last substep"),
-        gs.FieldSpec("links_pos", ("n_links", 3), doc="link frame origins, world, m"),
-        gs.FieldSpec("links_quat", ("n_links", 4), doc="link orientations, world, (w, x, y, z)"),
-        gs.FieldSpec("contact_impulse", ("n_slots", 3), frames=False,
-                     doc="warm start: last impulses (normal, 2 tangents) per contact slot, N s"),
-        gs.FieldSpec("links_ext_impulse", ("n_links", 6), frames=False,
-                     doc="impulses couplings handed to the links for the next substep: linear (N s), angular about "
-                         "the link's centre of mass (N m s), world axes"),
+        gs.FieldSpec("qpos", ("n_qs",), grad=True,
+                     doc="generalized positions (free: xyz + wxyz quat; ball: wxyz), m / rad"),
+        gs.FieldSpec("dofs_vel", ("n_dofs",), grad=True,
+                     doc="generalized velocities (free: world linear, body angular)"),
+        gs.FieldSpec("dofs_acc", ("n_dofs",), grad=True, doc="generalized accelerations of the last substep"),
+        gs.FieldSpec("links_pos", ("n_links", 3), grad=True, doc="link frame origins, world, m"),
+        gs.FieldSpec("links_quat", ("n_links", 4), grad=True, doc="link orientations, world, (w, x, y, z)"),
+        gs.FieldSpec("contact_impulse", ("n_slots", 3), grad=True,
+                     doc="warm start: the impulses (normal, 2 tangents) per contact slot of the substep that led to "
+                         "this frame, N s"),
+        gs.FieldSpec("links_ext_impulse", ("n_links", 6), grad=True,
+                     doc="impulses couplings handed to the links, applied by the substep that starts at this frame: "
+                         "linear (N s), angular about the link's centre of mass (N m s), world axes"),
         gs.FieldSpec("dofs_ctrl_mode", ("n_dofs",), dtype="int", frames=False, doc="0 force, 1 position, 2 velocity"),
-        gs.FieldSpec("dofs_ctrl_force", ("n_dofs",), frames=False, doc="force/torque command, N or N m"),
-        gs.FieldSpec("dofs_ctrl_pos", ("n_dofs",), frames=False, doc="position target"),
-        gs.FieldSpec("dofs_ctrl_vel", ("n_dofs",), frames=False, doc="velocity target"),
-        gs.FieldSpec("dofs_kp", ("n_dofs",), frames=False, doc="position gain"),
-        gs.FieldSpec("dofs_kv", ("n_dofs",), frames=False, doc="velocity gain"),
+        gs.FieldSpec("dofs_ctrl_force", ("n_dofs",), frames=False, grad=True, doc="force/torque command, N or N m"),
+        gs.FieldSpec("dofs_ctrl_pos", ("n_dofs",), frames=False, grad=True, doc="position target"),
+        gs.FieldSpec("dofs_ctrl_vel", ("n_dofs",), frames=False, grad=True, doc="velocity target"),
+        gs.FieldSpec("dofs_kp", ("n_dofs",), frames=False, grad=True, doc="position gain"),
+        gs.FieldSpec("dofs_kv", ("n_dofs",), frames=False, grad=True, doc="velocity gain"),
     )
+
+    _view = None  # the ColliderView, made at the first collider_view call
+    _diff = None  # differentiable mode: the DifferentiableStep of the model
+    _diff_tape = _view_tape = None  # differentiable mode: the graphs of the last substep and view, during backward
 
     def add_entity(self, idx, morph, material):
         entity = super().add_entity(idx, morph, material)
@@ -80,6 +89,10 @@ class RigidSolver(gs.SolverBase):
     # -- model ------------------------------------------------------------------------------------------------------
 
     def build_model(self):
+        if self.sim_options.requires_grad and self.options.integrator != "euler":
+            raise gs.OptionError(f"RigidOptions(integrator={self.options.integrator!r}) is not available with "
+                                 "SimOptions(requires_grad=True): the differentiable substep is semi-implicit Euler; "
+                                 "use integrator='euler'.")
         links, joints, dofs, geoms = [], [], [], []
         qpos0, kp0, kv0 = [], [], []
         link_names = []
@@ -251,6 +264,8 @@ class RigidSolver(gs.SolverBase):
         def nd(a):
             return self._taichi_array(a.shape, "i" if a.dtype.kind == "i" else "f", values=a)
 
+        self._arrays_np = dict(link_f=link_f, link_i=link_i, joint_f=joint_f, joint_i=joint_i, dof_f=dof_f,
+                               dof_i=dof_i, geom_f=geom_f, geom_i=geom_i, pair_i=pair_i)
         self.model = dict(params_f=nd(params_f), params_i=nd(params_i), link_f=nd(link_f), link_i=nd(link_i),
                           joint_f=nd(joint_f), joint_i=nd(joint_i), dof_f=nd(dof_f), dof_i=nd(dof_i),
                           geom_f=nd(geom_f), geom_i=nd(geom_i), geom_rbound=nd(rbound), hull_f=nd(hull_f),
@@ -301,10 +316,12 @@ class RigidSolver(gs.SolverBase):
     def init_state(self, f):
         st = self.state
         st.at("qpos", f)[:] = torch.as_tensor(self._qpos0, dtype=self.float_dtype)
-        st.dofs_kp[:] = torch.as_tensor(self._kp0, dtype=self.float_dtype)
-        st.dofs_kv[:] = torch.as_tensor(self._kv0, dtype=self.float_dtype)
+        st.at("dofs_kp", f)[:] = torch.as_tensor(self._kp0, dtype=self.float_dtype)
+        st.at("dofs_kv", f)[:] = torch.as_tensor(self._kv0, dtype=self.float_dtype)
         self._allocate_scratch()
         self.kinematics(f)
+        if self.sim_options.requires_grad:
+            self._diff = DifferentiableStep(self, self._arrays_np)
 
     def _taichi_array(self, shape, kind="f", element=(), values=None):
         """Zeros (or `values`) as a Taichi ndarray of `element`-shaped vectors or matrices (() scalars): launching a
@@ -360,54 +377,165 @@ class RigidSolver(gs.SolverBase):
 
     def kinematics(self, f):
         m, s, st = self.model, self.scratch, self.state
-        self._launch(kernels_step.kinematics, f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"], m["joint_f"],
-                                m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"])
+        self._launch(kernels_step.kinematics, f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"],
+                     m["joint_f"], m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"])
+
+    def _collide(self, f):
+        """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
+        st, m, s = self.state, self.model, self.scratch
+        self._launch(kernels_step.collide, f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"], m["geom_rbound"],
+                     m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
+        if self.n_mesh_pairs > 0:
+            self._launch(kernels_step.collide_meshes, f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"],
+                         m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"], s["s_nar_f"],
+                         s["s_nar_i"])
 
     def substep_pre_coupling(self, f):
+        if self._diff is not None:
+            self._diff_substep(f)
+            return
         st, m, s = self.state, self.model, self.scratch
         if self.collision:
-            self._launch(kernels_step.collide, f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"], m["geom_rbound"],
-                                 m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
-            if self.n_mesh_pairs > 0:
-                self._launch(kernels_step.collide_meshes, f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"], m["hull_i"],
-                                            m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
-                                            s["s_nar_f"], s["s_nar_i"])
-        self._launch(kernels_step.substep, 
-            f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat,
-            st.contact_impulse, st.links_ext_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel,
-            st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"],
-            m["joint_i"], m["dof_f"], m["dof_i"],
-            s["s_qs"], s["s_vs"], s["s_lpos"], s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"],
-            s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"], s["s_dof"],
-            s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"], s["s_row_i"])
+            self._collide(f)
+        self._launch(
+            kernels_step.substep, f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos,
+            st.links_quat, st.contact_impulse, st.links_ext_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force,
+            st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"],
+            m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"], m["dof_i"], s["s_qs"], s["s_vs"], s["s_lpos"],
+            s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"],
+            s["s_cvel"], s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"],
+            s["s_dof"], s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"], s["s_row_i"])
+
+    def substep_post_coupling(self, f):
+        if self._diff is not None and self._view is not None:
+            # the couplings' impulses, gathered in the view's own accumulator, become frame fn's
+            self.state.at("links_ext_impulse", self.frames.next(f)).copy_(self._view.body_impulse.detach())
+
+    # -- differentiable mode ----------------------------------------------------------------------------------------
+
+    def _diff_substep(self, f):
+        """The substep in differentiable mode (differentiable.DifferentiableStep): frame f -> fn with torch
+        operations; the graph is kept while the core runs the backward (it re-runs each substep just before its
+        adjoint), otherwise the forward runs without one."""
+        st, fn = self.state, self.frames.next(f)
+        if self.collision:
+            self._collide(f)
+        tape = st.tape
+        record = tape is None or tape.consumed
+        inputs = {name: st.at(name, f).clone() for name in INPUT_FIELDS}
+        if record:
+            for x in inputs.values():
+                x.requires_grad_(True)
+        with torch.set_grad_enabled(record), one_thread():
+            out = self._diff.substep(inputs, st.at("dofs_ctrl_mode", f), self.scratch["s_con_f"],
+                                     self.scratch["s_con_i"], coupled=self._view is not None)
+        with torch.no_grad():
+            for name in OUTPUT_FIELDS:
+                st.at(name, fn).copy_(out[name])
+            st.at("links_ext_impulse", fn).zero_()
+            if self._view is not None:
+                self._view.body_impulse.zero_()
+        self._diff_tape = (f, inputs, out) if record else None
+        self._view_tape = None
+
+    def substep_post_coupling_grad(self, f):
+        """The couplings read the adjoint of the impulses they add (frame fn's) from the view's accumulator."""
+        if self._view is not None and self._view.body_impulse.grad is not None:
+            self._view.body_impulse.grad.copy_(self.state.grad_at("links_ext_impulse", self.frames.next(f)))
+
+    def substep_pre_coupling_grad(self, f):
+        """The couplings' gradients of the view (geom poses, centres of mass, velocities at frame fn) into the
+        gradients of frame fn; then the substep's adjoint: dL/d(frame f) and the controls' gradients."""
+        st, fn = self.state, self.frames.next(f)
+        if self._view_tape is not None:
+            (q, v), outs = self._view_tape
+            names = [n for n in VIEW_ARRAYS if getattr(self._view, n).grad is not None]
+            grads = [getattr(self._view, n).grad for n in names]
+            if any(bool(g.any()) for g in grads):
+                with one_thread():
+                    g_q, g_v = torch.autograd.grad([outs[n] for n in names], [q, v], grads, allow_unused=True)
+                with torch.no_grad():
+                    for name, g in (("qpos", g_q), ("dofs_vel", g_v)):
+                        if g is not None:
+                            st.grad_at(name, fn).add_(g)
+            for g in grads:
+                g.zero_()
+            self._view_tape = None
+        tape = self._diff_tape
+        if tape is None or tape[0] != f:
+            raise gs.GenesisError(f"{self.name}: the adjoint of the substep at frame {f} needs its forward first "
+                                  "(the core re-runs it before the backward of each substep).")
+        _, inputs, out = tape
+        names = [n for n in OUTPUT_FIELDS if out[n].requires_grad]
+        wrt = [n for n in INPUT_FIELDS if inputs[n].requires_grad]
+        self._diff_tape = None
+        if not names:
+            return
+        with one_thread():
+            grads = torch.autograd.grad([out[n] for n in names], [inputs[n] for n in wrt],
+                                        [st.grad_at(n, fn) for n in names], allow_unused=True)
+        with torch.no_grad():
+            for name, g in zip(wrt, grads):
+                if g is not None:
+                    st.grad_at(name, f).add_(g)
 
     # -- the geometry other solvers collide with (genesis_core.coupler.ColliderView) -------------------------------
 
     def collider_view(self, f) -> ColliderView:
-        """Geoms and links after this substep's rigid step (frame f + 1); body_impulse is `links_ext_impulse`,
-        applied and cleared by the next substep. Mesh geoms are reported with their type; a coupling that cannot
-        collide with one skips it."""
+        """Geoms and links after this substep's rigid step (frame f + 1); body_impulse accumulates the impulses
+        for `links_ext_impulse` of frame f + 1, which the next substep applies. Mesh geoms are reported with their
+        type; a coupling that cannot collide with one skips it.
+
+        In differentiable mode the pose and velocity arrays carry a `.grad` the couplings' backward accumulates
+        into (the rigid backward carries it on into the state of frame f + 1), and body_impulse is an
+        accumulator of its own whose `.grad` holds the adjoint of frame f + 1's impulses during the backward."""
         fn = self.frames.next(f)
-        if getattr(self, "_view", None) is None:
+        st = self.state
+        if self._view is None:
             B, G, L, fl, dev = self.batch, max(self.n_geoms, 1), max(self.n_links, 1), self.float_dtype, self.device
             geom_f = self._geom_f_np
             body = [link if self._last_dof[link] >= 0 else -1 for link in self._geom_link_np]
+            grad = self._diff is not None
+
+            def zeros(*shape):
+                x = torch.zeros(shape, dtype=fl, device=dev)
+                if grad:
+                    x.requires_grad_(True)
+                    x.grad = torch.zeros_like(x)
+                return x
+
             self._view = ColliderView(
                 geom_type=torch.as_tensor(self._geom_type_np, dtype=torch.int32, device=dev),
                 geom_size=torch.as_tensor(geom_f[:, GF_SIZE:GF_SIZE + 3], dtype=fl, device=dev).contiguous(),
                 geom_friction=torch.as_tensor(geom_f[:, GF_FRICTION], dtype=fl, device=dev).contiguous(),
                 geom_body=torch.as_tensor(body, dtype=torch.int32, device=dev),
-                geom_pos=torch.zeros((B, G, 3), dtype=fl, device=dev), geom_quat=torch.zeros((B, G, 4), dtype=fl,
-                                                                                             device=dev),
-                body_com=torch.zeros((B, L, 3), dtype=fl, device=dev),
-                body_lin_vel=torch.zeros((B, L, 3), dtype=fl, device=dev),
-                body_ang_vel=torch.zeros((B, L, 3), dtype=fl, device=dev),
-                body_impulse=self.state.links_ext_impulse)
-        v, m, s, st = self._view, self.model, self.scratch, self.state
-        v.body_impulse = st.links_ext_impulse
-        self._launch(kernels_step.collider_geometry, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat, m["link_f"],
-                                       m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
-                                       s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"],
-                                       s["s_cvel"], v.geom_pos, v.geom_quat, v.body_com, v.body_lin_vel,
-                                       v.body_ang_vel)
+                geom_pos=zeros(B, G, 3), geom_quat=zeros(B, G, 4), body_com=zeros(B, L, 3),
+                body_lin_vel=zeros(B, L, 3), body_ang_vel=zeros(B, L, 3),
+                body_impulse=zeros(B, L, 6) if grad else st.at("links_ext_impulse", fn))
+        v, m, s = self._view, self.model, self.scratch
+        if self._diff is not None:
+            self._diff_view(fn)
+            return v
+        v.body_impulse = st.at("links_ext_impulse", fn)
+        self._launch(kernels_step.collider_geometry, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
+                     m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
+                     s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
+                     v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
         return v
+
+    def _diff_view(self, fn):
+        """The view's arrays at frame fn from torch (differentiable.DifferentiableStep.collider), keeping the graph
+        from (qpos, dofs_vel) of frame fn while the core runs the backward."""
+        st, v = self.state, self._view
+        tape = st.tape
+        record = tape is None or tape.consumed
+        q = st.at("qpos", fn).clone().requires_grad_(record)
+        vel = st.at("dofs_vel", fn).clone().requires_grad_(record)
+        with torch.set_grad_enabled(record), one_thread():
+            outs = self._diff.collider(q, vel)
+        with torch.no_grad():
+            for name in VIEW_ARRAYS:
+                dst = getattr(v, name)
+                n = outs[name].shape[1]
+                dst[:, :n].copy_(outs[name])
+        self._view_tape = ((q, vel), outs) if record else None

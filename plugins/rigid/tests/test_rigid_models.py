@@ -126,7 +126,7 @@ def test_setters_and_controls_touch_only_envs_idx():
     after = scene.rigid_solver.state.tensors
     touched = {"qpos": [1, 2, 3], "dofs_vel": [1, 2, 3], "links_pos": [1, 2, 3], "links_quat": [1, 2, 3],
                "dofs_kp": [0], "dofs_ctrl_pos": [0], "dofs_ctrl_mode": [0]}
-    batched_by_frame = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat")
+    batched_by_frame = [n for n, spec in scene.rigid_solver.state.specs.items() if spec.frames]
     for name, x in after.items():
         for b in range(4):
             if b in touched.get(name, []):

@@ -1,0 +1,350 @@
+"""The rigid solver in differentiable mode: gradients against central finite differences in float64.
+
+Each gradient comes from one forward and backward run of a scene built with `SimOptions(requires_grad=True)`;
+the finite differences from a plain scene built the same way (the fast path), reset before each run, so the
+tests also check that the differentiable substep's forward is the fast path's. Relative errors are required
+under 1e-3 (they measure ~1e-8: the differences' own truncation and round-off).
+"""
+
+import pytest
+import torch
+
+import genesis_core as gs
+from genesis_rigid import assets
+
+F64 = torch.float64
+EPS = 1e-6
+
+
+def central_differences(fn, x, eps=EPS):
+    out = torch.zeros_like(x)
+    for i in range(x.numel()):
+        d = torch.zeros_like(x).view(-1)
+        d[i] = eps
+        d = d.view_as(x)
+        out.view(-1)[i] = (fn(x + d) - fn(x - d)) / (2 * eps)
+    return out
+
+
+def assert_close_rel(grad, fd, tol=1e-3):
+    err = float((grad - fd).norm() / fd.norm())
+    assert err < tol, f"relative error {err:.2e}\ngrad {grad}\nfd   {fd}"
+
+
+def scene_pair(build, **sim):
+    """The same scene twice: differentiable, and plain (the reference of the finite differences)."""
+    out = []
+    for requires_grad in (True, False):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=requires_grad, **sim),
+                         rigid_options=gs.options.RigidOptions(iterations=30))
+        entities = build(scene)
+        scene.build()
+        out.append((scene, entities))
+    return out
+
+
+def test_pendulum_gradient_wrt_control_forces_and_initial_velocity():
+    """A torque-driven pendulum, one force per step: the gradient of its final angle, velocity and orientation
+    with respect to every force and to the initial angular velocity."""
+    n = 40
+    weights = torch.tensor([1.0, 0.5, 2.0, -1.0, 0.7, 0.3], dtype=F64)
+
+    def build(scene):
+        return scene.add_entity(gs.morphs.MJCF(file=assets.path("pendulum.xml")))
+
+    (scene, pend), (ref, ref_pend) = scene_pair(build, dt=1e-2)
+
+    def rollout(scene, pend, forces, v0):
+        pend.set_dofs_velocity(v0)
+        for i in range(n):
+            pend.control_dofs_force(forces[i:i + 1])
+            scene.step()
+        return (torch.cat([pend.get_links_quat()[0], pend.get_dofs_position(), pend.get_dofs_velocity()]) *
+                weights).sum()
+
+    forces0 = torch.linspace(-1.0, 1.5, n, dtype=F64)
+    v00 = torch.tensor([0.3], dtype=F64)
+    forces, v0 = forces0.clone().requires_grad_(True), v00.clone().requires_grad_(True)
+    loss = rollout(scene, pend, forces, v0)
+    assert isinstance(loss, gs.Tensor) and loss.scene is scene
+    loss.backward()
+
+    def f(forces=forces0, v0=v00):
+        ref.reset()
+        return float(rollout(ref, ref_pend, forces, v0))
+
+    assert abs(f() - float(loss.detach())) < 1e-9
+    assert_close_rel(v0.grad, central_differences(lambda v: f(v0=v), v00))
+    assert_close_rel(forces.grad, central_differences(lambda x: f(forces=x), forces0))
+
+
+def test_arm_gradient_through_a_joint_limit():
+    """The three-joint arm falls onto its elbow limit under gravity and constant torques: the gradient of the
+    tip's final position with respect to the initial joint angles and the torques."""
+    n = 40
+    weights = torch.tensor([1.0, -0.5, 2.0], dtype=F64)
+
+    def build(scene):
+        return scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
+
+    (scene, arm), (ref, ref_arm) = scene_pair(build, dt=1e-2)
+    hi = torch.tensor([3.0, 2.0, 2.5], dtype=F64)
+
+    def rollout(scene, arm, q0, torques, record=None):
+        arm.set_dofs_position(q0)
+        arm.control_dofs_force(torques)
+        for _ in range(n):
+            scene.step()
+            if record is not None:
+                record.append(arm.get_dofs_position().detach())
+        return (arm.get_links_pos()[-1] * weights).sum()
+
+    q00 = torch.tensor([0.2, -0.5, 2.2], dtype=F64)
+    torques0 = torch.tensor([0.5, -1.0, 2.0], dtype=F64)
+    q0, torques = q00.clone().requires_grad_(True), torques0.clone().requires_grad_(True)
+    path = []
+    loss = rollout(scene, arm, q0, torques, path)
+    loss.backward()
+    assert max(float(q[2]) for q in path) > float(hi[2]), "the elbow never reaches its limit"
+
+    def f(q0=q00, torques=torques0):
+        ref.reset()
+        return float(rollout(ref, ref_arm, q0, torques))
+
+    assert abs(f() - float(loss.detach())) < 1e-9
+    assert_close_rel(q0.grad, central_differences(lambda q: f(q0=q), q00))
+    assert_close_rel(torques.grad, central_differences(lambda t: f(torques=t), torques0))
+
+
+def test_box_sliding_on_the_plane_with_friction():
+    """A box launched along the plane, spinning about the vertical: Coulomb friction slows it down. The gradient
+    of its position and orientation while it still slides with respect to its initial velocity."""
+    n = 15
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.3, -0.7, 0.2, 0.9], dtype=F64)
+
+    def build(scene):
+        scene.add_entity(gs.morphs.Plane())
+        return scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.1), size=(0.2, 0.2, 0.2), euler=(0, 0, 20)),
+                                material=gs.materials.Rigid(friction=0.5))
+
+    (scene, box), (ref, ref_box) = scene_pair(build, dt=1e-2)
+
+    def rollout(scene, box, v0):
+        box.set_dofs_velocity(v0)
+        for _ in range(n):
+            scene.step()
+        return (torch.cat([box.get_pos(), box.get_quat()]) * weights).sum()
+
+    v00 = torch.tensor([1.0, 0.3, 0.0, 0.0, 0.0, 0.5], dtype=F64)
+    v0 = v00.clone().requires_grad_(True)
+    loss = rollout(scene, box, v0)
+    loss.backward()
+    speed = float(box.get_vel()[:2].norm())
+    assert 0.1 < speed < 0.8, f"the box should still slide, slower than its initial 1.04 m/s: {speed:.3f} m/s"
+
+    def f(v):
+        ref.reset()
+        return float(rollout(ref, ref_box, v))
+
+    assert abs(f(v00) - float(loss.detach())) < 1e-9
+    assert_close_rel(v0.grad, central_differences(f, v00))
+
+
+PAIRS = {
+    "plane-sphere": [gs.morphs.Sphere(pos=(0, 0, 0.099), radius=0.1)],
+    "plane-capsule": [gs.morphs.Capsule(pos=(0, 0, 0.049), radius=0.05, height=0.3, euler=(0, 90, 10))],
+    "plane-cylinder": [gs.morphs.Cylinder(pos=(0, 0, 0.058), radius=0.1, height=0.1, euler=(5, 0, 0))],
+    "box-box": [gs.morphs.Box(pos=(0, 0, 0.1), size=(0.4, 0.4, 0.2), fixed=True),
+                gs.morphs.Box(pos=(0.05, 0, 0.249), size=(0.1, 0.2, 0.1), euler=(0, 0, 10))],
+    "sphere-box": [gs.morphs.Box(pos=(0, 0, 0.1), size=(0.4, 0.4, 0.2), fixed=True),
+                   gs.morphs.Sphere(pos=(0.05, 0, 0.249), radius=0.05)],
+    "capsule-box": [gs.morphs.Box(pos=(0, 0, 0.1), size=(0.4, 0.4, 0.2), fixed=True),
+                    gs.morphs.Capsule(pos=(0.0, 0, 0.249), radius=0.05, height=0.2, euler=(0, 90, 0))],
+    "sphere-sphere": [gs.morphs.Sphere(pos=(0, 0, 0.1), radius=0.1, fixed=True),
+                      gs.morphs.Sphere(pos=(0.05, 0.02, 0.28), radius=0.1)],
+    "capsule-capsule": [gs.morphs.Capsule(pos=(0, 0, 0.1), radius=0.05, height=0.3, euler=(0, 90, 0), fixed=True),
+                        gs.morphs.Capsule(pos=(0.0, 0.02, 0.198), radius=0.05, height=0.3, euler=(90, 0, 20))],
+}
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+def test_primitive_contact_gradients(pair):
+    """Each primitive narrowphase pair, in contact from the start with friction: the gradient of the moving
+    body's final pose with respect to its initial velocity (linear and angular)."""
+    n = 15
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.3, -0.7, 0.2, 0.9], dtype=F64)
+
+    def build(scene):
+        scene.add_entity(gs.morphs.Plane())
+        return [scene.add_entity(m, material=gs.materials.Rigid(friction=0.4)) for m in PAIRS[pair]][-1]
+
+    (scene, body), (ref, ref_body) = scene_pair(build, dt=5e-3)
+    in_contact = []
+
+    def rollout(scene, body, v0):
+        body.set_dofs_velocity(v0)
+        for _ in range(n):
+            scene.step()
+            in_contact.append(bool((scene.rigid_solver.scratch["s_con_i"][:, 0] == 1).any()))
+        return (torch.cat([body.get_pos(), body.get_quat()]) * weights).sum()
+
+    v00 = torch.tensor([0.4, 0.2, -0.1, 0.5, -0.3, 1.0], dtype=F64)
+    v0 = v00.clone().requires_grad_(True)
+    loss = rollout(scene, body, v0)
+    loss.backward()
+    assert sum(in_contact) >= n // 3, f"in contact in {sum(in_contact)} of {n} steps"
+
+    def f(v):
+        ref.reset()
+        return float(rollout(ref, ref_body, v))
+
+    assert abs(f(v00) - float(loss.detach())) < 1e-9
+    assert_close_rel(v0.grad, central_differences(f, v00))
+
+
+class SpringCoupling:
+    """A coupling through the ColliderView: every body is pulled toward a target and damped, by impulses
+    k h (target - com) - c h v (linear) and -d omega (angular) handed to the next substep; couple_grad is its
+    exact adjoint."""
+
+    def __init__(self, solver, k=30.0, c=2.0, d=2e-3):
+        self.solver, self.k, self.c, self.d = solver, k, c, d
+        self.h = solver.sim_options.substep_dt
+        self.target = torch.tensor([0.3, -0.2, 0.6], dtype=F64)
+
+    def couple(self, f):
+        v = self.view = self.solver.collider_view(f)
+        with torch.no_grad():
+            v.body_impulse[..., :3] += self.k * self.h * (self.target - v.body_com) - self.c * self.h * v.body_lin_vel
+            v.body_impulse[..., 3:] -= self.d * v.body_ang_vel
+
+    def couple_grad(self, f):
+        v, g = self.view, self.view.body_impulse.grad
+        if v.body_com.grad is not None:
+            v.body_com.grad -= self.k * self.h * g[..., :3]
+            v.body_lin_vel.grad -= self.c * self.h * g[..., :3]
+            v.body_ang_vel.grad -= self.d * g[..., 3:]
+
+
+@pytest.mark.parametrize("coupled", [False, True])
+def test_batched_environments_and_coupling_through_the_collider_view(coupled):
+    """Two environments, two substeps per step, a box tumbling onto the plane; with a coupling, its impulses go
+    through `links_ext_impulse` (frame by frame) and its gradients through the view's `.grad` arrays. The
+    gradient of both environments' final poses with respect to both initial velocities."""
+    n = 25
+    weights = torch.tensor([[1.0, -0.5, 2.0, 0.3, -0.7, 0.2, 0.9], [0.2, 0.4, -1.0, 1.0, 0.5, 0.1, -0.3]], dtype=F64)
+    pair = []
+    for requires_grad in (True, False):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad))
+        scene.add_entity(gs.morphs.Plane())
+        box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
+        scene.build(n_envs=2)
+        if coupled:
+            scene.coupler.couplings.append(SpringCoupling(scene.rigid_solver))
+        pair.append((scene, box))
+    (scene, box), (ref, ref_box) = pair
+
+    def rollout(scene, box, v0):
+        box.set_dofs_velocity(v0)
+        for _ in range(n):
+            scene.step()
+        return (torch.cat([box.get_pos(), box.get_quat()], -1) * weights).sum()
+
+    v00 = torch.tensor([[0.4, 0.2, -0.1, 0.5, -0.3, 1.0], [0.0, -0.3, 0.5, 2.0, 0.3, -1.0]], dtype=F64)
+    v0 = v00.clone().requires_grad_(True)
+    loss = rollout(scene, box, v0)
+    loss.backward()
+
+    def f(v):
+        ref.reset()
+        return float(rollout(ref, ref_box, v))
+
+    assert abs(f(v00) - float(loss.detach())) < 1e-9
+    assert_close_rel(v0.grad, central_differences(f, v00))
+
+
+def test_setters_pd_targets_and_gains():
+    """set_qpos, PD position targets and gains of the arm, set_pos and set_quat of a free box: gradients of the
+    final state with respect to each."""
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.3, -0.7, 0.2, 0.9], dtype=F64)
+
+    def arm(scene):
+        return scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
+
+    (scene, a), (ref, ref_a) = scene_pair(arm, dt=1e-2)
+
+    def run_arm(scene, a, q, target, kp):
+        a.set_qpos(q)
+        a.set_dofs_kp(kp)
+        a.set_dofs_kv(torch.tensor([2.0, 2.0, 1.0], dtype=F64))
+        a.control_dofs_position(target)
+        for _ in range(30):
+            scene.step()
+        return (a.get_links_pos()[-1] * weights[:3]).sum() + (a.get_dofs_velocity() * weights[3:6]).sum()
+
+    x0 = [torch.tensor([0.1, 0.5, -0.3], dtype=F64), torch.tensor([0.5, -0.2, 0.8], dtype=F64),
+          torch.tensor([30.0, 50.0, 20.0], dtype=F64)]
+    xs = [x.clone().requires_grad_(True) for x in x0]
+    run_arm(scene, a, *xs).backward()
+    for i, x in enumerate(xs):
+        def f(v, i=i):
+            ref.reset()
+            args = list(x0)
+            args[i] = v
+            return float(run_arm(ref, ref_a, *args))
+
+        assert_close_rel(x.grad, central_differences(f, x0[i]))
+
+    def box(scene):
+        scene.add_entity(gs.morphs.Plane())
+        return scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1)))
+
+    (scene, b), (ref, ref_b) = scene_pair(box, dt=1e-2)
+
+    def run_box(scene, b, pos, quat):
+        b.set_pos(pos)
+        b.set_quat(quat)
+        for _ in range(30):
+            scene.step()
+        return (torch.cat([b.get_pos(), b.get_quat()]) * weights).sum() + (b.get_ang() * weights[:3]).sum()
+
+    p0, q0 = torch.tensor([0.1, 0.0, 0.2], dtype=F64), torch.tensor([0.9, 0.2, 0.3, 0.1], dtype=F64)
+    p, q = p0.clone().requires_grad_(True), q0.clone().requires_grad_(True)
+    run_box(scene, b, p, q).backward()
+    assert_close_rel(p.grad, central_differences(lambda x: (ref.reset(), float(run_box(ref, ref_b, x, q0)))[1], p0))
+    assert_close_rel(q.grad, central_differences(lambda x: (ref.reset(), float(run_box(ref, ref_b, p0, x)))[1], q0))
+
+
+def test_differentiable_forward_matches_the_fast_path():
+    """The plugin's test scene (a force-driven cart-pole, a box tumbling onto the plane, a rolling sphere, a
+    convex mesh falling onto the box), two environments: after 40 steps every state field of the differentiable
+    forward equals the fast path's. The fast path stops its sweeps once converged, the differentiable one runs
+    them all: the states differ by what the last sweeps change, far below 1e-6."""
+    def build(requires_grad):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad),
+                         rigid_options=gs.options.RigidOptions(iterations=20))
+        scene.add_entity(gs.morphs.Plane())
+        cartpole = scene.add_entity(gs.morphs.MJCF(file=assets.path("cartpole.xml"), pos=(0, 2, 0)))
+        box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
+        scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
+        scene.add_entity(gs.morphs.Mesh(file=assets.path("pebble.obj"), pos=(0.05, 0.02, 0.55), euler=(10, 40, 0)))
+        scene.build(n_envs=2)
+        box.set_dofs_velocity(torch.tensor([[0.0] * 6, [0.5, 0, 0, 0, 1.0, 0]], dtype=F64))
+        for i in range(40):
+            cartpole.control_dofs_force(torch.tensor([[5.0 * float(torch.sin(torch.tensor(0.3 * i)))], [-2.0]],
+                                                     dtype=F64), dofs_idx_local=[0])
+            scene.step()
+        return scene.rigid_solver.get_state(scene._frame).fields
+
+    fast, diff = build(False), build(True)
+    for name in ("qpos", "dofs_vel", "links_pos", "links_quat", "contact_impulse"):
+        err = float((fast[name] - diff[name].detach()).abs().max())
+        assert err < 1e-6, f"{name}: {err:.2e}"
+
+
+def test_rk4_is_refused_in_differentiable_mode():
+    scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True),
+                     rigid_options=gs.options.RigidOptions(integrator="rk4"))
+    scene.add_entity(gs.morphs.MJCF(file=assets.path("pendulum.xml")))
+    with pytest.raises(gs.OptionError, match="integrator='euler'"):
+        scene.build()
