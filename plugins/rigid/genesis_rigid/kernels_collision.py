@@ -10,8 +10,12 @@ sphere-capsule, capsule-capsule (closest points of the segments), sphere-box, ca
 segment), box-box (separating-axis normal over the 6 face axes, vertices of each box inside the other).
 Cylinders meet anything but a plane as capsules of the same radius and half-length.
 
-Broadphase: the candidate pairs are fixed at build (collision filters); each substep a pair goes on to its
-narrowphase only if the geoms' bounding spheres overlap (a plane: if the other geom's sphere reaches below it).
+Broadphase: the candidate pairs are fixed at build (collision filters). Each substep, per environment, the pairs
+with a plane are tested directly (the other geom's bounding sphere reaches below the plane); the other geoms are
+sorted along the axis their bounding-sphere centres spread most on (insertion sort, warm-started from the last
+substep's order, so nearly linear) and swept: only geoms whose intervals overlap are looked up in the pair table
+and tested (sphere against sphere) before their narrowphase. The cost grows with the geoms and the overlaps, not
+with the square of the geoms. The order in which pairs are found does not matter: each pair writes its own slots.
 """
 
 import taichi as ti
@@ -185,11 +189,12 @@ def geom_pose(b, f, g, l, links_pos, s_R, geom_f):
 
 
 @func
-def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s_con_f, s_con_i, s_geom_f, s_near_i):
-    """Clears every contact slot; broadphase over all pairs; the contacts of the near pairs of primitives. The
-    near pairs with a mesh are listed for kernels_convex.detect_mesh_contacts: their count in s_near_i[b, 0],
-    the pairs in s_near_i[b, 1..]. s_geom_f[b, g] holds geom g's world bounding-sphere centre and, for a plane,
-    its normal."""
+def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
+                    s_con_f, s_con_i, s_geom_f, s_near_i):
+    """Clears every contact slot; the broadphase; the contacts of the near pairs of primitives. The near pairs
+    with a mesh are listed for kernels_convex.detect_mesh_contacts: their count in s_near_i[b, 0], the pairs in
+    s_near_i[b, 1..]. s_geom_f[b, g] holds geom g's world bounding-sphere centre and, for a plane, its normal.
+    s_sap[b, :] is the sweep order of the geoms without a plane (any permutation is a valid start)."""
     for s in range(s_con_i.shape[2]):
         s_con_i[b, CI_ACTIVE, s] = 0
     for g in range(geom_i.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
@@ -199,70 +204,112 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, s
             q = v4(geom_f, g, GF_QUAT)  # the local z axis: the third column of the rotation of q
             s_geom_f[b, g, 1] = s_R[b, l] @ ti.Vector([2 * (q[1] * q[3] + q[0] * q[2]), 2 * (q[2] * q[3] - q[0] * q[1]),
                                                       1 - 2 * (q[1] * q[1] + q[2] * q[2])])
-    n_near = 0
-    for p in range(pair_i.shape[0]):
+    s_near_i[b, 0] = 0
+    for q in range(plane_pairs.shape[0]):
+        p = plane_pairs[q]
         ga = pair_i[p, PI_GEOM_A]
         gb = pair_i[p, PI_GEOM_B]
-        ta = geom_i[ga, GI_TYPE]
-        near = False
-        if ta == PLANE:  # the other geom's sphere reaches below the plane
-            near = s_geom_f[b, ga, 1].dot(s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]) <= geom_rbound[gb]
-        else:  # the bounding spheres overlap
-            near = (s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]).norm_sqr() <= (geom_rbound[ga] + geom_rbound[gb]) ** 2
-        if near:
-            tb = geom_i[gb, GI_TYPE]
-            la = geom_i[ga, GI_LINK]
-            lb = geom_i[gb, GI_LINK]
-            slot = pair_i[p, PI_SLOT]
-            for k in range(pair_i[p, PI_N_SLOTS]):
-                s_con_f[b, slot + k, CF_REST] = ti.max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
-            if tb == MESH:
-                n_near += 1
-                s_near_i[b, n_near] = p
+        if s_geom_f[b, ga, 1].dot(s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]) <= geom_rbound[gb]:
+            narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
+    n = s_sap.shape[1]
+    if n > 1:
+        # the sweep axis: the one the centres spread most on
+        mean = ti.Vector([0.0, 0.0, 0.0])
+        for i in range(n):
+            mean += s_geom_f[b, s_sap[b, i], 0]
+        mean /= n
+        var = ti.Vector([0.0, 0.0, 0.0])
+        for i in range(n):
+            d = s_geom_f[b, s_sap[b, i], 0] - mean
+            var += d * d
+        axis = 0
+        if var[1] > var[axis]:
+            axis = 1
+        if var[2] > var[axis]:
+            axis = 2
+        for i in range(1, n):  # insertion sort by the lower end of the interval
+            g = s_sap[b, i]
+            lo = s_geom_f[b, g, 0][axis] - geom_rbound[g]
+            j = i - 1
+            while j >= 0 and s_geom_f[b, s_sap[b, j], 0][axis] - geom_rbound[s_sap[b, j]] > lo:
+                s_sap[b, j + 1] = s_sap[b, j]
+                j -= 1
+            s_sap[b, j + 1] = g
+        for i in range(n):
+            ga = s_sap[b, i]
+            hi = s_geom_f[b, ga, 0][axis] + geom_rbound[ga]
+            for j in range(i + 1, n):
+                gb = s_sap[b, j]
+                if s_geom_f[b, gb, 0][axis] - geom_rbound[gb] > hi:
+                    break
+                p = pair_lut[ga, gb]
+                if p >= 0:
+                    ca = s_geom_f[b, ga, 0]
+                    cb = s_geom_f[b, gb, 0]
+                    if (cb - ca).norm_sqr() <= (geom_rbound[ga] + geom_rbound[gb]) ** 2:
+                        narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
+
+
+@func
+def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i):
+    """The narrowphase of candidate pair p, whose bounding volumes overlap: contacts of primitives into the pair's
+    slots; a pair with a mesh is listed in s_near_i for the mesh kernel."""
+    ga = pair_i[p, PI_GEOM_A]
+    gb = pair_i[p, PI_GEOM_B]
+    ta = geom_i[ga, GI_TYPE]
+    tb = geom_i[gb, GI_TYPE]
+    la = geom_i[ga, GI_LINK]
+    lb = geom_i[gb, GI_LINK]
+    slot = pair_i[p, PI_SLOT]
+    for k in range(pair_i[p, PI_N_SLOTS]):
+        s_con_f[b, slot + k, CF_REST] = ti.max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
+    if tb == MESH:
+        n_near = s_near_i[b, 0] + 1
+        s_near_i[b, 0] = n_near
+        s_near_i[b, n_near] = p
+    else:
+        ca, rot_a = geom_pose(b, f, ga, la, links_pos, s_R, geom_f)
+        cb, rot_b = geom_pose(b, f, gb, lb, links_pos, s_R, geom_f)
+        sa = v3(geom_f, ga, GF_SIZE)
+        sb = v3(geom_f, gb, GF_SIZE)
+        mu = ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
+        za = ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
+        zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
+        if ta == PLANE:
+            if tb == SPHERE:
+                plane_point(b, slot, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
+            elif tb == CAPSULE:
+                plane_point(b, slot, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                plane_point(b, slot + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+            elif tb == BOX:
+                for k in range(8):
+                    corner = cb + rot_b @ (corner_sign(k) * sb)
+                    plane_point(b, slot + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
+            elif tb == CYLINDER:
+                u = -za - zb * zb.dot(-za)
+                if u.norm() < 1e-9:
+                    u = ti.Vector([rot_b[0, 0], rot_b[1, 0], rot_b[2, 0]])
+                u = u / u.norm()
+                w = zb.cross(u)
+                for k in range(8):
+                    # 4 rim points per cap, the first the deepest toward the plane
+                    centre = cb + zb * (sb[1] if k < 4 else -sb[1])
+                    j = k % 4
+                    rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
+                    plane_point(b, slot + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
+        elif ta == BOX and tb == BOX:
+            box_box(b, slot, ca, rot_a, sa, cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
+        else:
+            # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
+            ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
+            hb = 0.0 if tb == SPHERE or tb == BOX else sb[1]
+            if tb != BOX:
+                pa, pb = closest_between_segments(ca - za * ha, ca + za * ha, cb - zb * hb, cb + zb * hb)
+                sphere_sphere(b, slot, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
             else:
-                ca, rot_a = geom_pose(b, f, ga, la, links_pos, s_R, geom_f)
-                cb, rot_b = geom_pose(b, f, gb, lb, links_pos, s_R, geom_f)
-                sa = v3(geom_f, ga, GF_SIZE)
-                sb = v3(geom_f, gb, GF_SIZE)
-                mu = ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
-                za = ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
-                zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
-                if ta == PLANE:
-                    if tb == SPHERE:
-                        plane_point(b, slot, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
-                    elif tb == CAPSULE:
-                        plane_point(b, slot, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
-                        plane_point(b, slot + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
-                    elif tb == BOX:
-                        for k in range(8):
-                            corner = cb + rot_b @ (corner_sign(k) * sb)
-                            plane_point(b, slot + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
-                    elif tb == CYLINDER:
-                        u = -za - zb * zb.dot(-za)
-                        if u.norm() < 1e-9:
-                            u = ti.Vector([rot_b[0, 0], rot_b[1, 0], rot_b[2, 0]])
-                        u = u / u.norm()
-                        w = zb.cross(u)
-                        for k in range(8):
-                            # 4 rim points per cap, the first the deepest toward the plane
-                            centre = cb + zb * (sb[1] if k < 4 else -sb[1])
-                            j = k % 4
-                            rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
-                            plane_point(b, slot + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
-                elif ta == BOX and tb == BOX:
-                    box_box(b, slot, ca, rot_a, sa, cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
-                else:
-                    # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
-                    ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
-                    hb = 0.0 if tb == SPHERE or tb == BOX else sb[1]
-                    if tb != BOX:
-                        pa, pb = closest_between_segments(ca - za * ha, ca + za * ha, cb - zb * hb, cb + zb * hb)
-                        sphere_sphere(b, slot, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
-                    else:
-                        # a segment (geom a) against a box (geom b): both ends and the point closest to the box centre
-                        n_spheres = 1 if ta == SPHERE else 3
-                        for k in range(n_spheres):
-                            x = closest_on_segment(ca - za * ha, ca + za * ha, cb)
-                            x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
-                            sphere_box(b, slot + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
-    s_near_i[b, 0] = n_near
+                # a segment (geom a) against a box (geom b): both ends and the point closest to the box centre
+                n_spheres = 1 if ta == SPHERE else 3
+                for k in range(n_spheres):
+                    x = closest_on_segment(ca - za * ha, ca + za * ha, cb)
+                    x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
+                    sphere_box(b, slot + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)

@@ -240,6 +240,17 @@ class RigidSolver(gs.SolverBase):
                 PAIR_SLOTS else PAIR_SLOTS[(geoms[gb]["type"], geoms[ga]["type"])]
             pair_i[p] = (ga, gb, n_slots, k)
             n_slots += k
+        # the broadphase: pairs with a plane are tested directly, the others found by sweep and prune over the
+        # geoms that take part in them, through a table of the candidate pairs
+        pair_lut = np.full((max(G, 1), max(G, 1)), -1, dtype=np.int32)
+        plane_pairs, sap_geoms = [], set()
+        for p, (ga, gb) in enumerate(pairs):
+            if geoms[ga]["type"] == PLANE:
+                plane_pairs.append(p)
+            else:
+                pair_lut[ga, gb] = pair_lut[gb, ga] = p
+                sap_geoms.update((ga, gb))
+        self._sap_geoms = np.array(sorted(sap_geoms), dtype=np.int32)
         self.n_pairs, self.n_slots = len(pairs), n_slots
         self.collision = bool(self.options.enable_collision and pairs)
         self.n_mesh_pairs = sum(geoms[gb]["type"] == MESH for _, gb in pairs)
@@ -269,7 +280,8 @@ class RigidSolver(gs.SolverBase):
         self.model = dict(params_f=nd(params_f), params_i=nd(params_i), link_f=nd(link_f), link_i=nd(link_i),
                           joint_f=nd(joint_f), joint_i=nd(joint_i), dof_f=nd(dof_f), dof_i=nd(dof_i),
                           geom_f=nd(geom_f), geom_i=nd(geom_i), geom_rbound=nd(rbound), hull_f=nd(hull_f),
-                          hull_i=nd(hull_i), pair_i=nd(pair_i))
+                          hull_i=nd(hull_i), pair_i=nd(pair_i), pair_lut=nd(pair_lut),
+                          plane_pairs=nd(np.array(plane_pairs, dtype=np.int32)))
         self.n_links, self.n_joints, self.n_dofs, self.n_qs, self.n_geoms = L, J, D, len(self._qpos0), G
         self.n_limited = int(sum(df["range"] is not None for df in dofs))
         # what collider_view needs without reading the Taichi arrays back
@@ -363,6 +375,7 @@ class RigidSolver(gs.SolverBase):
             s_row_i=z(B, R, 3, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
+            s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),
             # read from Python (contacts of the last substep): torch tensors
             s_con_f=torch.zeros((B, S, CF_N), dtype=self.float_dtype, device=self.device),
             s_con_i=torch.zeros((B, CI_N, S), dtype=torch.int32, device=self.device))
@@ -383,8 +396,9 @@ class RigidSolver(gs.SolverBase):
     def _collide(self, f):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
         st, m, s = self.state, self.model, self.scratch
-        self._launch(kernels_step.collide, f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"], m["geom_rbound"],
-                     m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
+        self._launch(kernels_step.collide, f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"],
+                     m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], s["s_sap"], s["s_R"],
+                     s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
         if self.n_mesh_pairs > 0:
             self._launch(kernels_step.collide_meshes, f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"],
                          m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"], s["s_nar_f"],
