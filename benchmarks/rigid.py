@@ -4,6 +4,7 @@ Prints build time (cold and warm Taichi offline cache, each in a fresh process) 
 table.
 
     python benchmarks/rigid.py [--steps 200] [--envs 0 64 512]
+    python benchmarks/rigid.py --spheres 128 256 512     # the broadphase against the number of geoms
 """
 
 import argparse
@@ -63,11 +64,41 @@ def run(n_envs, steps, cache, **extra_env):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def broadphase(counts):
+    """The collision kernel alone (broadphase and sphere contacts) for n free spheres resting on a grid over a
+    plane: all n (n - 1) / 2 sphere pairs are candidates, a few per sphere touch."""
+    import numpy as np
+
+    import genesis_core as gs
+
+    gs.init(backend=gs.cpu, precision="32", logging_level="warning")
+    print(f"{'spheres':>8}{'candidate pairs':>17}{'collide, us':>13}")
+    for n in counts:
+        rng = np.random.default_rng(0)
+        scene = gs.Scene()
+        scene.add_entity(gs.morphs.Plane())
+        side = int(np.ceil(n ** 0.5))
+        for i in range(n):
+            scene.add_entity(gs.morphs.Sphere(radius=0.05, pos=(0.12 * (i % side), 0.12 * (i // side),
+                                                                0.05 + 0.2 * rng.random())))
+        scene.build()
+        solver = scene.rigid_solver
+        for _ in range(5):
+            solver._collide(0)
+        t0 = time.perf_counter()
+        for _ in range(200):
+            solver._collide(0)
+        print(f"{n:>8}{solver.n_pairs:>17}{(time.perf_counter() - t0) / 200 * 1e6:>13.0f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--envs", type=int, nargs="+", default=[0, 64, 512])
+    parser.add_argument("--spheres", type=int, nargs="+", help="time the broadphase instead, for these sphere counts")
     args = parser.parse_args()
+    if args.spheres:
+        return broadphase(args.spheres)
     if not os.path.isfile(SCENE):
         sys.exit(f"the panda model is not at {SCENE} (../shared/assets beside the clone)")
     with tempfile.TemporaryDirectory() as cache:

@@ -12,8 +12,8 @@ Cylinders meet anything but a plane as capsules of the same radius and half-leng
 
 Broadphase: the candidate pairs are fixed at build (collision filters). Each substep, per environment, the pairs
 with a plane are tested directly (the other geom's bounding sphere reaches below the plane); the other geoms are
-sorted along the axis their bounding-sphere centres spread most on (insertion sort, warm-started from the last
-substep's order, so nearly linear) and swept: only geoms whose intervals overlap are looked up in the pair table
+sorted along the axis their bounding-sphere centres spread most on (kept until another spreads twice as much;
+insertion sort, warm-started from the last substep's order, so nearly linear) and swept: only geoms whose intervals overlap are looked up in the pair table
 and tested (sphere against sphere) before their narrowphase. The cost grows with the geoms and the overlaps, not
 with the square of the geoms. The order in which pairs are found does not matter: each pair writes its own slots.
 """
@@ -190,11 +190,12 @@ def geom_pose(b, f, g, l, links_pos, s_R, geom_f):
 
 @func
 def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
-                    s_con_f, s_con_i, s_geom_f, s_near_i):
+                    s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i):
     """Clears every contact slot; the broadphase; the contacts of the near pairs of primitives. The near pairs
     with a mesh are listed for kernels_convex.detect_mesh_contacts: their count in s_near_i[b, 0], the pairs in
     s_near_i[b, 1..]. s_geom_f[b, g] holds geom g's world bounding-sphere centre and, for a plane, its normal.
-    s_sap[b, :] is the sweep order of the geoms without a plane (any permutation is a valid start)."""
+    s_sap[b, :] is the sweep order of the geoms without a plane and s_sap_axis[b] its axis (any permutation and
+    axis are a valid start)."""
     for s in range(s_con_i.shape[2]):
         s_con_i[b, CI_ACTIVE, s] = 0
     for g in range(geom_i.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
@@ -222,11 +223,12 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
         for i in range(n):
             d = s_geom_f[b, s_sap[b, i], 0] - mean
             var += d * d
-        axis = 0
-        if var[1] > var[axis]:
-            axis = 1
-        if var[2] > var[axis]:
-            axis = 2
+        # keep the last substep's axis (and so its nearly sorted order) unless another spreads twice as much
+        axis = s_sap_axis[b]
+        for k in ti.static(range(3)):
+            if var[k] > 2.0 * var[axis]:
+                axis = k
+        s_sap_axis[b] = axis
         for i in range(1, n):  # insertion sort by the lower end of the interval
             g = s_sap[b, i]
             lo = s_geom_f[b, g, 0][axis] - geom_rbound[g]

@@ -376,6 +376,7 @@ class RigidSolver(gs.SolverBase):
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
             s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),
+            s_sap_axis=z(B, kind="i"),
             # read from Python (contacts of the last substep): torch tensors
             s_con_f=torch.zeros((B, S, CF_N), dtype=self.float_dtype, device=self.device),
             s_con_i=torch.zeros((B, CI_N, S), dtype=torch.int32, device=self.device))
@@ -397,7 +398,7 @@ class RigidSolver(gs.SolverBase):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
         st, m, s = self.state, self.model, self.scratch
         self._launch(kernels_step.collide, f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"],
-                     m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], s["s_sap"], s["s_R"],
+                     m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], s["s_sap"], s["s_sap_axis"], s["s_R"],
                      s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
         if self.n_mesh_pairs > 0:
             self._launch(kernels_step.collide_meshes, f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"],
