@@ -54,3 +54,36 @@ def test_sand_pile_example_settles_into_a_pile():
 def test_cube_on_box_example_stays_on_the_box():
     heights = load("cube_on_box").main(steps=300)
     assert min(heights) > 0.4 - 2 / 32 and heights[-1] > 0.4 - 1 / 32
+
+
+def _robot_loss(force, n_steps=100):
+    """The minimal example's loss for a given force, on a plain (non-differentiable) scene."""
+    import genesis_core as gs
+
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01))
+    robot = scene.add_entity(gs.morphs.URDF(file=load("diff_minimal").ROBOT))
+    scene.build()
+    for _ in range(n_steps):
+        robot.control_dofs_force(force)
+        scene.step()
+    return float(torch.nn.functional.mse_loss(robot.get_pos(), torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64)))
+
+
+def test_differentiable_minimal_example_gradient_is_the_finite_difference():
+    force, loss = load("diff_minimal").main()
+    assert force.grad is not None and float(force.grad.abs().max()) > 0
+    base = force.detach().double()
+    eps = 1e-5
+    fd = torch.zeros_like(base)
+    for i in range(base.numel()):
+        d = torch.zeros_like(base)
+        d[i] = eps
+        fd[i] = (_robot_loss(base + d) - _robot_loss(base - d)) / (2 * eps)
+    grad = force.grad.double()
+    assert float((grad - fd).norm() / fd.norm()) < 1e-3, (grad, fd)
+    assert float(loss) == pytest.approx(_robot_loss(base), rel=1e-9)
+
+
+def test_trajectory_optimisation_example_reduces_its_loss_tenfold():
+    losses = load("diff_trajectory").main(iterations=100, verbose=False)
+    assert losses[-1] < losses[0] / 10, losses[::10]
