@@ -7,32 +7,126 @@ import torch
 import genesis_core as gs
 from genesis_core.coupler import Collider
 
-from . import kernels_coupling
+from genesis_core.launch import Launcher
+
+from . import kernels_coupling, kernels_grad
+
+# the ColliderView arrays gradients flow into, in differentiable mode
+POSE_ARRAYS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel")
 
 
 class ColliderMPMCoupling:
     """Grid nodes inside a geom take the geom's surface velocity in the normal direction (with Coulomb friction
-    tangentially); the momentum they lose goes to the geom's body, which applies it in its next substep."""
+    tangentially); the momentum they lose goes to the geom's body, which applies it in its next substep.
+
+    In differentiable mode the nodes' velocities go from the MPM solver's grid into arrays of this coupling
+    (grid-to-particle then reads the last of them), and `couple_grad` carries the gradient back to the grid and
+    to the view's geom poses, body centres of mass and velocities (their `.grad`), taking the gradient of the
+    impulses from `view.body_impulse.grad`. The collider owns those `.grad` buffers and carries them on into its
+    own state."""
 
     def __init__(self, collider, mpm, sim_options):
         if not isinstance(collider, Collider):
             raise gs.GenesisError(f"{collider.name} does not expose collider_view(f); it cannot couple with MPM.")
         self.collider, self.mpm = collider, mpm
         self.n_slabs = max(1, min(mpm.n_partitions, mpm.grid_v.shape[1]))
+        self.requires_grad = bool(sim_options.requires_grad)
         self._slabs = None
+        self._outs = []  # differentiable mode: the grid velocity after each launch
+        self._out_grads = []  # their adjoints, flat, each with a launcher of kernels_grad.clear
+        self._copies = {}  # differentiable mode: the view's pose arrays, one copy per slab
+        self._run = None  # differentiable mode: what the last `couple` read and wrote
+
+    def _slab_rows(self, n_bodies):
+        if self._slabs is None or self._slabs.shape[2] != max(n_bodies, 1):
+            self._slabs = torch.zeros((self.n_slabs, self.mpm.batch, max(n_bodies, 1), 6),
+                                      dtype=self.mpm.float_dtype, device=self.mpm.device)
+            if self.requires_grad:
+                self._slabs.requires_grad_(True)
+                self._slabs.grad = torch.zeros_like(self._slabs)
+        return self._slabs
 
     def couple(self, f):
         view = self.collider.collider_view(f)
+        if self.requires_grad:
+            self._couple_differentiable(view)
+            return
         n_bodies = view.body_impulse.shape[1]
-        if self._slabs is None or self._slabs.shape[2] != n_bodies:
-            self._slabs = torch.zeros((self.n_slabs, self.mpm.batch, max(n_bodies, 1), 6), dtype=self.mpm.float_dtype,
-                                      device=self.mpm.device)
+        slabs = self._slab_rows(n_bodies)
         kernels_coupling.grid_vs_colliders(
             self.mpm.params_f, self.mpm.grid_v, self.mpm.grid_m, view.geom_type, view.geom_size, view.geom_friction,
             view.geom_body, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel,
-            self._slabs)
+            slabs)
         for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
-            view.body_impulse += self._slabs[k, :, :n_bodies]
+            view.body_impulse += slabs[k, :, :n_bodies]
+
+    # -- differentiable mode ---------------------------------------------------------------------------------------
+
+    def _couple_differentiable(self, view):
+        mpm = self.mpm
+        n_geoms = view.geom_type.shape[0]
+        n_bodies = view.body_impulse.shape[1]
+        self._run = None
+        if n_geoms == 0:
+            return
+        n_launches = -(-n_geoms // kernels_coupling.GEOM_CHUNK)
+        while len(self._outs) < n_launches:
+            out = torch.zeros_like(mpm.grid_v.detach()).requires_grad_(True)
+            out.grad = torch.zeros_like(out)
+            self._outs.append(out)
+            self._out_grads.append((out.grad.view(-1), Launcher()))
+        # the adjoints the reverse accumulates into start from zero: the core re-runs this before couple_grad
+        # (a coupling after this one adds into the last grid's)
+        for flat, launch in self._out_grads[:n_launches]:
+            launch(kernels_grad.clear, flat)
+        slabs = self._slab_rows(n_bodies)
+        with torch.no_grad():
+            slabs.zero_()
+            copies = []
+            for name in POSE_ARRAYS:
+                src = getattr(view, name).detach()
+                c = self._copies.get(name)
+                if c is None or c.shape[1:] != src.shape:
+                    c = torch.zeros((self.n_slabs, *src.shape), dtype=src.dtype, device=src.device)
+                    c.requires_grad_(True)
+                    c.grad = torch.zeros_like(c)
+                    self._copies[name] = c
+                c.copy_(src.unsqueeze(0).expand_as(c))
+                copies.append(c)
+        inputs = [mpm.g2p_grid_v] + self._outs[:n_launches - 1]
+        for c in range(n_launches):
+            kernels_coupling.grid_vs_colliders_ad(
+                c * kernels_coupling.GEOM_CHUNK, mpm.params_f, inputs[c], mpm.grid_m, view.geom_type,
+                view.geom_size, view.geom_friction, view.geom_body, *copies, self._outs[c], slabs)
+        with torch.no_grad():
+            for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
+                view.body_impulse += slabs[k, :, :n_bodies]
+        mpm.g2p_grid_v = self._outs[n_launches - 1]
+        self._run = (view, inputs, copies, n_launches)
 
     def couple_grad(self, f):
-        raise gs.GenesisError("the rigid-MPM coupling has no backward yet.")
+        """The reverse of `couple(f)` (which the core has just re-run): from the adjoint of the grid velocity
+        grid-to-particle read and `view.body_impulse.grad`, into the MPM grid's adjoints and the `.grad` of the
+        view's pose arrays (where they have one)."""
+        if self._run is None:
+            return
+        view, inputs, copies, n_launches = self._run
+        mpm = self.mpm
+        n_bodies = view.body_impulse.shape[1]
+        slabs = self._slabs
+        with torch.no_grad():
+            slabs.grad.zero_()
+            g_impulse = view.body_impulse.grad
+            if g_impulse is not None and n_bodies:
+                slabs.grad[:, :, :n_bodies] = g_impulse.unsqueeze(0)
+            for c in copies:
+                c.grad.zero_()
+            for c in reversed(range(n_launches)):
+                kernels_coupling.grid_vs_colliders_ad.grad(
+                    c * kernels_coupling.GEOM_CHUNK, mpm.params_f, inputs[c], mpm.grid_m, view.geom_type,
+                    view.geom_size, view.geom_friction, view.geom_body, *copies, self._outs[c], slabs)
+            for name, c in zip(POSE_ARRAYS, copies):
+                target = getattr(view, name)
+                if target.grad is not None:
+                    for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
+                        target.grad += c.grad[k]

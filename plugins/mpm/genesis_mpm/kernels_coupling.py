@@ -101,3 +101,127 @@ def grid_vs_colliders(params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m
                                         slab_impulse[k, b, body, 3 + c] += arm[c]
                                 v = v_new
                     grid_v[b, i, j, l] = v
+
+
+# -- differentiable mode ------------------------------------------------------------------------------------------
+# The same contact, written for Taichi's autodiff: the grid velocity goes from one array to another (never updated
+# in place), and square roots are taken only where their argument is positive (their derivative at 0 would turn
+# the zero adjoint of an unused branch into NaN). A node's velocity is carried from geom to geom: through an
+# unrolled loop of GEOM_CHUNK geoms per launch (Taichi's autodiff of a dynamic loop carrying it is wrong, and
+# its stack for carried values holds 32 entries), and from launch to launch through a grid array per launch. The
+# reverse of the unrolled loop compiles in ~1.5 s for one geom, ~4.5 s for two, ~16 s for four.
+
+GEOM_CHUNK = 2
+
+
+@ti.func
+def mat_vec(A, x):
+    """A @ x, written out (Taichi's matrix product stores into a local vector element by element, which its
+    autodiff warns about)."""
+    return ti.Vector([A[0, 0] * x[0] + A[0, 1] * x[1] + A[0, 2] * x[2],
+                      A[1, 0] * x[0] + A[1, 1] * x[1] + A[1, 2] * x[2],
+                      A[2, 0] * x[0] + A[2, 1] * x[1] + A[2, 2] * x[2]])
+
+
+@ti.func
+def mat_t_vec(A, x):
+    """A^T @ x, written out."""
+    return ti.Vector([A[0, 0] * x[0] + A[1, 0] * x[1] + A[2, 0] * x[2],
+                      A[0, 1] * x[0] + A[1, 1] * x[1] + A[2, 1] * x[2],
+                      A[0, 2] * x[0] + A[1, 2] * x[1] + A[2, 2] * x[2]])
+
+
+@ti.func
+def signed_distance_ad(gtype, size, centre, rot, x):
+    """`signed_distance`, differentiable everywhere it is used."""
+    p = mat_t_vec(rot, x - centre)
+    d = 1e9
+    n_local = ti.Vector([0.0, 0.0, 1.0])
+    if gtype == PLANE:
+        d = p[2]
+    elif gtype == SPHERE:
+        r2 = p.norm_sqr()
+        d = -size[0]
+        if r2 > 1e-24:
+            r = ti.sqrt(r2)
+            d = r - size[0]
+            n_local = p / r
+    elif gtype == CAPSULE or gtype == CYLINDER:
+        axial = ti.min(ti.max(p[2], -size[1]), size[1])
+        q = p - ti.Vector([0.0, 0.0, axial])
+        r2 = q.norm_sqr()
+        d = -size[0]
+        if r2 > 1e-24:
+            r = ti.sqrt(r2)
+            d = r - size[0]
+            n_local = q / r
+    elif gtype == BOX:
+        h = ti.Vector([size[0], size[1], size[2]])
+        q = ti.abs(p) - h
+        outside = ti.max(q, 0.0)
+        o2 = outside.norm_sqr()
+        if o2 > 0:
+            o = ti.sqrt(o2)
+            d = o
+            n_local = ti.math.sign(p) * outside / o
+        else:
+            axis = 0
+            for i in ti.static(range(1, 3)):
+                if q[i] > q[axis]:
+                    axis = i
+            pick = ti.Vector([ti.cast(axis == 0, float), ti.cast(axis == 1, float), ti.cast(axis == 2, float)])
+            d = (q * pick).sum()
+            n_local = pick * ti.select(p >= 0, 1.0, -1.0)
+    return d, mat_vec(rot, n_local)
+
+
+@ti.kernel
+def grid_vs_colliders_ad(g0: ti.i32, params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m: nd(ndim=4),
+                         geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1), geom_friction: nd(ndim=1),
+                         geom_body: nd(ndim=1), geom_pos: nd(dtype=V3, ndim=3), geom_quat: nd(dtype=V4, ndim=3),
+                         body_com: nd(dtype=V3, ndim=3), body_lin_vel: nd(dtype=V3, ndim=3),
+                         body_ang_vel: nd(dtype=V3, ndim=3), grid_v_out: nd(dtype=V3, ndim=4),
+                         slab_impulse: nd(ndim=4)):
+    """Geoms g0 .. g0 + GEOM_CHUNK - 1 against the nodes, from grid_v into grid_v_out; the impulses are added to
+    slab_impulse [K, B, L, 6]. The geom and body arrays are [K, B, ...]: one copy per slab, so that their adjoints
+    are summed per slab thread, in a fixed order."""
+    for b, k in ti.ndrange(grid_v.shape[0], slab_impulse.shape[0]):
+        dx = params_f[1]
+        lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+        n_slabs = slab_impulse.shape[0]
+        nx = grid_v.shape[1]
+        n_geoms = geom_type.shape[0]
+        for i in range(k * nx // n_slabs, (k + 1) * nx // n_slabs):
+            for j, l in ti.ndrange(grid_v.shape[2], grid_v.shape[3]):
+                m = grid_m[b, i, j, l]
+                v = grid_v[b, i, j, l]
+                if m > 0:
+                    x = lower + ti.Vector([i, j, l]) * dx
+                    for c in ti.static(range(GEOM_CHUNK)):
+                        g = g0 + c
+                        if g < n_geoms:
+                            d, n = signed_distance_ad(geom_type[g], geom_size[g], geom_pos[k, b, g],
+                                                      quat_to_mat(geom_quat[k, b, g]), x)
+                            if d < 0:
+                                body = geom_body[g]
+                                v_body = ti.Vector([0.0, 0.0, 0.0])
+                                if body >= 0:
+                                    v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(
+                                        x - body_com[k, b, body])
+                                rel = v - v_body
+                                vn = rel.dot(n)
+                                if vn < 0:
+                                    tangential = rel - vn * n
+                                    t2 = tangential.norm_sqr()
+                                    if t2 > 1e-24:
+                                        t = ti.sqrt(t2)
+                                        tangential *= ti.max(t + geom_friction[g] * vn, 0.0) / t
+                                    v_new = v_body + tangential
+                                    if body >= 0:
+                                        dp = m * (v - v_new)
+                                        arm = (x - body_com[k, b, body]).cross(dp)
+                                        for a in ti.static(range(3)):
+                                            slab_impulse[k, b, body, a] += dp[a]
+                                            slab_impulse[k, b, body, 3 + a] += arm[a]
+                                    v = v_new
+                grid_v_out[b, i, j, l] = v

@@ -13,12 +13,13 @@ nd = ti.types.ndarray
 @ti.kernel
 def g2p(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
         C: nd(dtype=M3, ndim=3), active: nd(ndim=2), grid_v: nd(dtype=V3, ndim=4)):
-    dt = params_f[0]
-    dx = params_f[1]
-    inv_dx = params_f[2]
-    lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
-    hi = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]]) - 2.0 - 1e-4
     for b, p in ti.ndrange(pos.shape[1], pos.shape[2]):
+        # everything inside the loop: the kernel is also run in reverse (Taichi's autodiff)
+        dt = params_f[0]
+        dx = params_f[1]
+        inv_dx = params_f[2]
+        lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+        hi = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]]) - 2.0 - 1e-4
         if active[b, p] == 0:
             pos[fn, b, p] = pos[f, b, p]
             vel[fn, b, p] = vel[f, b, p]

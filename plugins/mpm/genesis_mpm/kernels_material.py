@@ -1,24 +1,115 @@
 """Constitutive models: from the trial deformation gradient F (after (I + dt C) F), the plastic volume ratio Jp
 and the affine velocity C, return the projected F, the new Jp and the Kirchhoff stress tau = P F^T.
 
-Notation: F = U diag(sigma) V^T (SVD), eps = log(sigma) the Hencky strain, mu and lambda the Lame parameters,
-p0..p2 the model parameters packed by the material classes.
+Notation: F = U diag(s) V^T (SVD), eps = log(s) the Hencky strain, mu and lambda the Lame parameters, p0..p2
+the model parameters. E and nu are read per particle (each entity's differentiable state fields); x0..x2 are the
+static parameters the material classes pack (`Material.kernel_params`).
+
+Every model but the liquid is spectral: the return mapping acts on the singular values only, s -> h(s), and
+the stress is tau = U diag(t) U^T with t a function of h. `spectral_return` is that reduced map; the backward
+(kernels_grad) differentiates it with Taichi's autodiff and carries the rotations U, V by closed forms.
 """
 
 import taichi as ti
 
 from .materials import ELASTOPLASTIC, LIQUID, SAND, SNOW
 
-
-@ti.func
-def fixed_corotated(F, U, V, J, mu, lam):
-    """tau = 2 mu (F - R) F^T + lambda (J - 1) J I, R = U V^T (Stomakhin et al. 2012)."""
-    R = U @ V.transpose()
-    return 2 * mu * (F - R) @ F.transpose() + ti.Matrix.identity(float, 3) * lam * J * (J - 1)
+# how h follows s: h = s; h = exp(alpha log|s| + beta) with alpha, beta the same for every axis; h = clamp(s)
+IDENTITY, LOG_AFFINE, CLAMP = 0, 1, 2
 
 
 @ti.func
-def constitutive(kind, mu, lam, p0, p1, p2, F, Jp, C):
+def coefficients(kind, E, nu, x0, x1, x2):
+    """(mu, lambda, p0, p1, p2) of a particle: Lame parameters from E and nu, and the model parameters."""
+    mu = E / (2.0 * (1.0 + nu))
+    lam = E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+    p0 = x0
+    if kind == LIQUID:
+        # no shear modulus; lambda is the bulk modulus K = E / (3 (1 - 2 nu)); p0 the viscosity
+        mu = 0.0
+        lam = E / (3.0 * (1.0 - 2.0 * nu))
+    elif kind == ELASTOPLASTIC:
+        p0 = x0 / (2.0 * mu)  # the yield stress as a bound on |dev(eps)|
+    return mu, lam, p0, x1, x2
+
+
+@ti.func
+def prod3(v):
+    return v[0] * v[1] * v[2]
+
+
+@ti.func
+def spectral_return(kind, s, Jp, mu, lam, p0, p1, p2):
+    """The return mapping on the singular values and the stress's eigenvalues (every model but the liquid).
+
+    Returns h (the projected singular values), t (tau = U diag(t) U^T), the new Jp, the effective mu (Snow's
+    hardening scales it), and how h follows s: (mode, alpha, beta) with mode one of IDENTITY, LOG_AFFINE, CLAMP.
+    """
+    h = s
+    Jp_new = Jp
+    mu_eff = mu
+    lam_eff = lam
+    mode = IDENTITY
+    alpha = 1.0
+    beta = 0.0
+    if kind == ELASTOPLASTIC:
+        eps = ti.log(ti.max(ti.abs(s), 1e-4))
+        mean = eps.sum() / 3.0
+        dev = eps - mean
+        n2 = dev.norm_sqr()
+        if n2 > p0 * p0:  # von Mises: back to the yield surface along the deviator
+            mode = LOG_AFFINE
+            alpha = p0 / ti.sqrt(n2)
+            beta = (1.0 - alpha) * mean
+            h = ti.exp(alpha * eps + beta)
+    elif kind == SAND:
+        # Jp holds the log-volume gained in tension (Klar et al. 2016, volume correction): a particle that
+        # separated must recompress that much before it carries load again
+        mode = LOG_AFFINE
+        eps = ti.log(ti.max(ti.abs(s), 1e-4))
+        tr = eps.sum() + ti.log(Jp)
+        if tr >= 0.0:  # expansion: the cohesionless material cannot carry tension (the cone's tip)
+            alpha = 0.0
+            h = ti.Vector([1.0, 1.0, 1.0])
+            Jp_new = ti.exp(tr)
+        else:
+            Jp_new = 1.0
+            dev = eps - tr / 3.0
+            norm = ti.sqrt(dev.norm_sqr() + 1e-40)
+            delta_gamma = norm + (3.0 * lam + 2.0 * mu) / (2.0 * mu) * tr * p0
+            k = 0.0
+            if delta_gamma > 0.0:  # outside the cone: back onto it
+                k = delta_gamma / norm
+            alpha = 1.0 - k
+            beta = k * tr / 3.0
+            h = ti.exp(alpha * eps + beta)
+    elif kind == SNOW:
+        mode = CLAMP
+        h = ti.min(ti.max(s, 1.0 - p0), 1.0 + p1)
+        Jp_new = Jp * prod3(s) / prod3(h)
+        hardening = ti.min(ti.max(ti.exp(p2 * (1.0 - Jp_new)), 0.1), 5.0)
+        mu_eff = mu * hardening
+        lam_eff = lam * hardening
+    t = ti.Vector([0.0, 0.0, 0.0])
+    if kind == SAND:
+        # St. Venant-Kirchhoff on the Hencky strain: tau = U (2 mu eps + lambda tr(eps) I) U^T
+        eps_h = alpha * ti.log(ti.max(ti.abs(s), 1e-4)) + beta
+        t = 2.0 * mu_eff * eps_h + lam_eff * eps_h.sum()
+    else:
+        # fixed-corotated (Stomakhin et al. 2012): tau = 2 mu (F - R) F^T + lambda (J - 1) J I, R = U V^T
+        J = prod3(h)
+        t = 2.0 * mu_eff * (h - 1.0) * h + lam_eff * J * (J - 1.0)
+    return h, t, Jp_new, mu_eff, mode, alpha, beta
+
+
+@ti.func
+def diag3(d):
+    return ti.Matrix([[d[0], 0.0, 0.0], [0.0, d[1], 0.0], [0.0, 0.0, d[2]]])
+
+
+@ti.func
+def constitutive(kind, E, nu, x0, x1, x2, F, Jp, C):
+    mu, lam, p0, p1, p2 = coefficients(kind, E, nu, x0, x1, x2)
     I3 = ti.Matrix.identity(float, 3)
     tau = ti.Matrix.zero(float, 3, 3)
     Jp_new = Jp
@@ -30,42 +121,7 @@ def constitutive(kind, mu, lam, p0, p1, p2, F, Jp, C):
     else:
         U, sig, V = ti.svd(F)
         s = ti.Vector([sig[0, 0], sig[1, 1], sig[2, 2]])
-        if kind == ELASTOPLASTIC:
-            eps = ti.log(ti.max(ti.abs(s), 1e-4))
-            dev = eps - eps.sum() / 3.0
-            norm = dev.norm()
-            if norm > p0:  # von Mises: back to the yield surface along the deviator
-                eps -= (norm - p0) / norm * dev
-                s = ti.exp(eps)
-        elif kind == SAND:
-            # Jp holds the log-volume gained in tension (Klar et al. 2016, volume correction): a particle that
-            # separated must recompress that much before it carries load again
-            eps = ti.log(ti.max(ti.abs(s), 1e-4))
-            tr = eps.sum() + ti.log(Jp)
-            dev = eps - tr / 3.0
-            norm = dev.norm() + 1e-20
-            if tr >= 0.0:  # expansion: the cohesionless material cannot carry tension (the cone's tip)
-                s = ti.Vector([1.0, 1.0, 1.0])
-                Jp_new = ti.exp(tr)
-            else:
-                Jp_new = 1.0
-                delta_gamma = norm + (3.0 * lam + 2.0 * mu) / (2.0 * mu) * tr * p0
-                s = ti.exp(eps - ti.max(delta_gamma, 0.0) / norm * dev)
-        elif kind == SNOW:
-            s_old = s
-            for d in ti.static(range(3)):
-                s[d] = ti.min(ti.max(s[d], 1.0 - p0), 1.0 + p1)
-            Jp_new = Jp * (s_old[0] * s_old[1] * s_old[2]) / (s[0] * s[1] * s[2])
-            h = ti.min(ti.max(ti.exp(p2 * (1.0 - Jp_new)), 0.1), 5.0)
-            mu *= h
-            lam *= h
-        F = U @ ti.Matrix([[s[0], 0.0, 0.0], [0.0, s[1], 0.0], [0.0, 0.0, s[2]]]) @ V.transpose()
-        J = s[0] * s[1] * s[2]
-        if kind == SAND:
-            # St. Venant-Kirchhoff on the Hencky strain: tau = U (2 mu eps + lambda tr(eps) I) U^T
-            eps = ti.log(ti.max(ti.abs(s), 1e-4))
-            d = 2.0 * mu * eps + lam * eps.sum()
-            tau = U @ ti.Matrix([[d[0], 0.0, 0.0], [0.0, d[1], 0.0], [0.0, 0.0, d[2]]]) @ U.transpose()
-        else:
-            tau = fixed_corotated(F, U, V, J, mu, lam)
+        h, t, Jp_new, _, _, _, _ = spectral_return(kind, s, Jp, mu, lam, p0, p1, p2)
+        F = U @ diag3(h) @ V.transpose()
+        tau = U @ diag3(t) @ U.transpose()
     return F, Jp_new, tau

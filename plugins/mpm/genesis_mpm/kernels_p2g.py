@@ -25,8 +25,10 @@ def bspline_weights(fx):
 @ti.kernel
 def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
         C: nd(dtype=M3, ndim=3), F: nd(dtype=M3, ndim=3), Jp: nd(ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1),
-        p_vol: nd(ndim=1), p_kind: nd(ndim=1), p_params: nd(ndim=2), grid_mv: nd(dtype=V4, ndim=5)):
-    """Reads frame f of the particles, writes F and Jp of frame fn and the partitioned grid momentum/mass."""
+        p_vol: nd(ndim=1), p_kind: nd(ndim=1), p_entity: nd(ndim=1), p_params: nd(ndim=2), E: nd(ndim=2),
+        nu: nd(ndim=2), grid_mv: nd(dtype=V4, ndim=5)):
+    """Reads frame f of the particles, writes F and Jp of frame fn and the partitioned grid momentum/mass.
+    E and nu are [B, n_entities]; p_entity maps a particle to its entity."""
     dt = params_f[0]
     dx = params_f[1]
     inv_dx = params_f[2]
@@ -41,8 +43,9 @@ def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
                 continue
             Cp = C[f, b, p]
             F_trial = (ti.Matrix.identity(float, 3) + dt * Cp) @ F[f, b, p]
-            F_new, Jp_new, tau = constitutive(p_kind[p], p_params[p, 0], p_params[p, 1], p_params[p, 2],
-                                              p_params[p, 3], p_params[p, 4], F_trial, Jp[f, b, p], Cp)
+            e = p_entity[p]
+            F_new, Jp_new, tau = constitutive(p_kind[p], E[b, e], nu[b, e], p_params[p, 0], p_params[p, 1],
+                                              p_params[p, 2], F_trial, Jp[f, b, p], Cp)
             F[fn, b, p] = F_new
             Jp[fn, b, p] = Jp_new
             m = p_mass[p]

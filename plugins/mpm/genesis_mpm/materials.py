@@ -34,9 +34,10 @@ class Base(Material):
     def lam(self) -> float:
         return self.E * self.nu / ((1 + self.nu) * (1 - 2 * self.nu))
 
-    def params(self) -> tuple:
-        """(kind, mu, lambda, p0, p1, p2): what the kernels read per particle."""
-        return (self.kind, self.mu, self.lam, 0.0, 0.0, 0.0)
+    def kernel_params(self) -> tuple:
+        """(kind, x0, x1, x2): the model and its static parameters, read per particle by the kernels (E and nu
+        are state: see MPMEntity.set_material_params)."""
+        return (self.kind, 0.0, 0.0, 0.0)
 
 
 @attrs.define(frozen=True, kw_only=True)
@@ -54,8 +55,8 @@ class ElastoPlastic(Base):
     kind = ELASTOPLASTIC
     yield_stress: float = attrs.field(default=1e4, validator=v.positive)
 
-    def params(self):
-        return (self.kind, self.mu, self.lam, self.yield_stress / (2 * self.mu), 0.0, 0.0)
+    def kernel_params(self):
+        return (self.kind, self.yield_stress, 0.0, 0.0)
 
 
 @attrs.define(frozen=True, kw_only=True)
@@ -67,9 +68,8 @@ class Liquid(Base):
     E: float = attrs.field(default=1e6, validator=v.positive)
     viscosity: float = attrs.field(default=0.0, validator=v.non_negative)
 
-    def params(self):
-        bulk = self.E / (3 * (1 - 2 * self.nu))
-        return (self.kind, 0.0, bulk, self.viscosity, 0.0, 0.0)
+    def kernel_params(self):
+        return (self.kind, self.viscosity, 0.0, 0.0)
 
 
 @attrs.define(frozen=True, kw_only=True)
@@ -86,10 +86,10 @@ class Sand(Base):
         if not isinstance(value, (int, float)) or not 0 < value < 90:
             raise OptionError(f"Sand.friction_angle={value!r} is not accepted: expected degrees in (0, 90).")
 
-    def params(self):
+    def kernel_params(self):
         s = math.sin(math.radians(self.friction_angle))
         alpha = math.sqrt(2 / 3) * 2 * s / (3 - s)
-        return (self.kind, self.mu, self.lam, alpha, 0.0, 0.0)
+        return (self.kind, alpha, 0.0, 0.0)
 
 
 @attrs.define(frozen=True, kw_only=True)
@@ -104,8 +104,8 @@ class Snow(Base):
     theta_s: float = attrs.field(default=4.5e-3, validator=v.positive)
     hardening: float = attrs.field(default=10.0, validator=v.non_negative)
 
-    def params(self):
-        return (self.kind, self.mu, self.lam, self.theta_c, self.theta_s, self.hardening)
+    def kernel_params(self):
+        return (self.kind, self.theta_c, self.theta_s, self.hardening)
 
 
 class MPM:

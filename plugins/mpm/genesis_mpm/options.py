@@ -15,7 +15,8 @@ class MPMOptions(Options):
     wall_friction: Coulomb coefficient of the slip and separate walls (the tangential speed drops by up to
     wall_friction times the normal speed the wall removes).
     partitions: particle partitions per environment scattered by separate threads into private grids and summed in
-    a fixed order (deterministic and parallel; None: as many as keep two threads busy).
+    a fixed order (deterministic and parallel; None: as many as keep two threads busy; at most 8 in differentiable
+    mode).
     """
 
     lower_bound: tuple = attrs.field(default=(-1.0, -1.0, 0.0), converter=v.to_float_tuple, validator=v.vec(3))

@@ -7,8 +7,9 @@ import numpy as np
 import torch
 
 import genesis_core as gs
+from genesis_core.launch import Launcher
 
-from . import kernels_g2p, kernels_grid, kernels_p2g, sampling
+from . import kernels_g2p, kernels_grad, kernels_grid, kernels_p2g, sampling
 from .entity import MPMEntity
 from .materials import Base
 from .options import MPMOptions
@@ -17,13 +18,17 @@ BOUNDARY = {"sticky": kernels_grid.STICKY, "slip": kernels_grid.SLIP, "separate"
 
 
 class MPMSolver(gs.SolverBase):
-    """Substep: p2g (F, plasticity, stress, scatter) -> grid (gravity, walls) -> g2p (gather, advect)."""
+    """Substep: p2g (F, plasticity, stress, scatter) -> grid (gravity, walls) -> g2p (gather, advect).
+
+    In differentiable mode (SimOptions.requires_grad) the substep runs the kernels of `kernels_grad`, whose
+    reverse is exact, and gradients reach the particles' state and the entities' E and nu."""
 
     short_name = "mpm"
     order = 20
     options_class = MPMOptions
     material_class = Base
     entity_class = MPMEntity
+    supports_grad = True
     state_fields = (
         gs.FieldSpec("pos", ("n_particles", 3), grad=True, doc="particle positions, m"),
         gs.FieldSpec("vel", ("n_particles", 3), grad=True, doc="particle velocities, m/s"),
@@ -31,6 +36,8 @@ class MPMSolver(gs.SolverBase):
         gs.FieldSpec("F", ("n_particles", 3, 3), grad=True, doc="deformation gradient"),
         gs.FieldSpec("Jp", ("n_particles",), grad=True, doc="plastic volume ratio (sand, snow)"),
         gs.FieldSpec("active", ("n_particles",), dtype="int", frames=False, doc="1: simulated, 0: frozen"),
+        gs.FieldSpec("E", ("n_entities",), frames=False, grad=True, doc="Young's modulus of each entity, Pa"),
+        gs.FieldSpec("nu", ("n_entities",), frames=False, grad=True, doc="Poisson's ratio of each entity"),
     )
 
     def __init__(self, scene, sim_options, options=None):
@@ -63,14 +70,15 @@ class MPMSolver(gs.SolverBase):
 
     def build_model(self):
         vol = sampling.volume_per_particle(self.particle_size)
-        points, mass, kind, params = [], [], [], []
-        for e in self.entities:
+        points, mass, kind, params, owner = [], [], [], [], []
+        for i, e in enumerate(self.entities):
             start = sum(len(p) for p in points)
             points.append(e._points)
-            e._setup(start, start + len(e._points))
-            k, *prm = e.material.params()
+            e._setup(start, start + len(e._points), i)
+            k, *prm = e.material.kernel_params()
             mass.append(np.full(len(e._points), e.material.rho * vol))
             kind.append(np.full(len(e._points), k, dtype=np.int32))
+            owner.append(np.full(len(e._points), i, dtype=np.int32))
             params.append(np.tile(np.asarray(prm, dtype=np.float64), (len(e._points), 1)))
         fl, dev = self.float_dtype, self.device
         self._points = np.concatenate(points)
@@ -78,6 +86,7 @@ class MPMSolver(gs.SolverBase):
         self.p_mass = torch.as_tensor(np.concatenate(mass), dtype=fl, device=dev)
         self.p_vol = torch.full((self.n_particles,), vol, dtype=fl, device=dev)
         self.p_kind = torch.as_tensor(np.concatenate(kind), device=dev)
+        self.p_entity = torch.as_tensor(np.concatenate(owner), device=dev)
         self.p_params = torch.as_tensor(np.concatenate(params), dtype=fl, device=dev).contiguous()
         g = self.sim_options.gravity
         lo = self.options.lower_bound
@@ -85,28 +94,121 @@ class MPMSolver(gs.SolverBase):
                                       self.options.wall_friction, self.floor_cells], dtype=fl, device=dev)
         parts = self.options.partitions or max(1, min(8, 2 // self.batch))
         self.n_partitions = max(1, min(parts, self.n_particles))
+        self.requires_grad = bool(self.sim_options.requires_grad)
+        self._allocate_scratch()
+
+    def _allocate_scratch(self):
+        fl, dev = self.float_dtype, self.device
         shape = self.options.grid_shape
-        self.grid_mv = torch.zeros((self.n_partitions, self.batch, *shape, 4), dtype=fl, device=dev)
-        self.grid_v = torch.zeros((self.batch, *shape, 3), dtype=fl, device=dev)
-        self.grid_m = torch.zeros((self.batch, *shape), dtype=fl, device=dev)
+        if self.requires_grad:
+            self.n_partitions = min(self.n_partitions, kernels_grad.MAX_PARTITIONS)
+
+        def scratch(*dims, grad=False):
+            x = torch.zeros(dims, dtype=fl, device=dev)
+            if grad and self.requires_grad:
+                x.requires_grad_(True)
+                x.grad = torch.zeros_like(x)
+            return x
+
+        self.grid_mv = scratch(self.n_partitions, self.batch, *shape, 4, grad=True)
+        self.grid_v = scratch(self.batch, *shape, 3, grad=True)
+        self.grid_m = scratch(self.batch, *shape, grad=True)
+        # the grid velocity grid-to-particle reads: grid_v, or the output of the couplings that ran after it
+        self.g2p_grid_v = self.grid_v
+        if self.requires_grad:
+            n = self.n_particles
+            self.tau = scratch(self.batch, n, 3, 3, grad=True)
+            self._stress_scratch = {
+                "svd_u": scratch(self.batch, n, 3, 3), "svd_v": scratch(self.batch, n, 3, 3),
+                "off_grad": scratch(self.batch, n, 3, 3), "svd_s": scratch(self.batch, n, 3, grad=True),
+                "reduced_h": scratch(self.batch, n, 3, grad=True), "reduced_t": scratch(self.batch, n, 3, grad=True),
+            }
+            self.E_p = scratch(self.batch, n, grad=True)
+            self.nu_p = scratch(self.batch, n, grad=True)
+            self.grid_v_grad_parts = scratch(self.n_partitions, self.batch, *shape, 3)
+            # flat views of the grid arrays the substep clears (kernels_grad.clear), each with its own launcher
+            self._flat = {"grid_mv": self.grid_mv.detach().view(-1), "grid_mv.grad": self.grid_mv.grad.view(-1),
+                          "grid_v.grad": self.grid_v.grad.view(-1), "grid_m.grad": self.grid_m.grad.view(-1)}
+            self._clear_launch = {name: Launcher() for name in self._flat}
 
     def state_dims(self):
-        return {"n_particles": self.n_particles}
+        return {"n_particles": self.n_particles, "n_entities": len(self.entities)}
 
     def init_state(self, f):
-        st = self.state
-        st.at("pos", f)[:] = torch.as_tensor(self._points, dtype=self.float_dtype)
-        st.at("F", f)[:] = torch.eye(3, dtype=self.float_dtype)
-        st.at("Jp", f)[:] = 1.0
-        st.active[:] = 1
+        st, fl = self.state, self.float_dtype
+        with torch.no_grad():
+            st.at("pos", f)[:] = torch.as_tensor(self._points, dtype=fl)
+            st.at("F", f)[:] = torch.eye(3, dtype=fl)
+            st.at("Jp", f)[:] = 1.0
+            st.at("active", f)[:] = 1
+            st.at("E", f)[:] = torch.tensor([e.material.E for e in self.entities], dtype=fl)
+            st.at("nu", f)[:] = torch.tensor([e.material.nu for e in self.entities], dtype=fl)
+
+    # -- substep ---------------------------------------------------------------------------------------------------
+
+    @property
+    def _launch(self):
+        if "_launcher" not in self.__dict__:
+            self._launcher = Launcher()  # the arrays are converted once, not at every substep
+        return self._launcher
 
     def substep_pre_coupling(self, f):
-        st = self.state
-        kernels_p2g.p2g(f, self.frames.next(f), self.params_f, st.pos, st.vel, st.C, st.F, st.Jp, st.active,
-                        self.p_mass, self.p_vol, self.p_kind, self.p_params, self.grid_mv)
-        kernels_grid.grid_update(self.params_f, BOUNDARY[self.options.boundary], self.grid_mv, self.grid_v, self.grid_m)
+        st, launch = self.state, self._launch
+        fn = self.frames.next(f)
+        boundary = BOUNDARY[self.options.boundary]
+        if self.requires_grad:
+            self._clear("grid_mv")
+            launch(kernels_grad.stress, f, fn, self.params_f, st.C, st.F, st.Jp, st.active, self.p_kind,
+                   self.p_entity, self.p_params, st.E, st.nu, self.tau)
+            launch(kernels_grad.p2g_scatter, f, self.params_f, st.pos, st.vel, st.C, self.tau, st.active,
+                   self.p_mass, self.p_vol, self.grid_mv)
+            launch(kernels_grad.grid_update, self.params_f, boundary, self.grid_mv, self.grid_v, self.grid_m)
+        else:
+            launch(kernels_p2g.p2g, f, fn, self.params_f, st.pos, st.vel, st.C, st.F, st.Jp, st.active, self.p_mass,
+                   self.p_vol, self.p_kind, self.p_entity, self.p_params, st.E, st.nu, self.grid_mv)
+            launch(kernels_grid.grid_update, self.params_f, boundary, self.grid_mv, self.grid_v, self.grid_m)
+        self.g2p_grid_v = self.grid_v
 
     def substep_post_coupling(self, f):
         st = self.state
-        kernels_g2p.g2p(f, self.frames.next(f), self.params_f, st.pos, st.vel, st.C, st.active, self.grid_v)
+        self._launch(kernels_g2p.g2p, f, self.frames.next(f), self.params_f, st.pos, st.vel, st.C, st.active,
+                     self.g2p_grid_v)
 
+    # -- reverse ---------------------------------------------------------------------------------------------------
+
+    def _clear(self, name):
+        self._clear_launch[name](kernels_grad.clear, self._flat[name])
+
+    def substep_post_coupling_grad(self, f):
+        """The reverse of grid-to-particle, into the adjoint of the grid velocity it read (written, not added);
+        the other grid adjoints are cleared for the couplings' backward, which adds into them."""
+        st, launch = self.state, self._launch
+        launch(kernels_grad.g2p_reverse, f, self.frames.next(f), self.params_f, st.pos, st.active, self.g2p_grid_v,
+               st.pos.grad, st.vel.grad, st.C.grad, self.grid_v_grad_parts)
+        launch(kernels_grad.sum_parts, self.grid_v_grad_parts, self.g2p_grid_v.grad)
+        if self.g2p_grid_v is not self.grid_v:
+            self._clear("grid_v.grad")
+        self._clear("grid_m.grad")
+
+    def substep_pre_coupling_grad(self, f):
+        st, launch = self.state, self._launch
+        self._clear("grid_mv.grad")
+        launch(kernels_grad.grid_update.grad, self.params_f, BOUNDARY[self.options.boundary], self.grid_mv,
+               self.grid_v, self.grid_m)
+        launch(kernels_grad.p2g_scatter_reverse, f, self.params_f, st.pos, st.vel, st.C, self.tau, st.active,
+               self.p_mass, self.p_vol, self.grid_mv.grad, st.pos.grad, st.vel.grad, st.C.grad, self.tau.grad)
+        self._stress_grad(f, self.frames.next(f))
+
+    def _stress_grad(self, f, fn):
+        """The reverse of kernels_grad.stress: dL/d(F, Jp of frame fn, tau) to dL/d(F, C, Jp of frame f, E, nu).
+        E and nu are gathered per particle, so that their gradients are summed per entity in a fixed order."""
+        st = self.state
+        with torch.no_grad():
+            for x, field in ((self.E_p, st.E), (self.nu_p, st.nu)):
+                x.copy_(field.detach()[:, self.p_entity])
+            kernels_grad.stress_reverse(self._launch, f, fn, self.params_f, st.C, st.F, st.Jp, st.active,
+                                        self.p_kind, self.p_params, self.E_p, self.nu_p, self.tau,
+                                        self._stress_scratch)
+            for i, e in enumerate(self.entities):
+                st.E.grad[:, i] += self.E_p.grad[:, e._range].sum(-1)
+                st.nu.grad[:, i] += self.nu_p.grad[:, e._range].sum(-1)
