@@ -38,7 +38,7 @@ def mpm_cube(requires_grad):
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, substeps=5, requires_grad=requires_grad),
                      mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(0.5, 0.5, 0.5),
                                                        grid_density=32))
-    cube = scene.add_entity(gs.morphs.Box(pos=(0.25, 0.25, 0.2), size=(0.1, 0.1, 0.1)),
+    cube = scene.add_entity(gs.morphs.Box(pos=(0.25, 0.25, 0.2), size=(0.16, 0.16, 0.16)),
                             material=gs.materials.MPM.Elastic(E=2e4, nu=0.3, rho=1000))
     scene.build()
 

@@ -464,17 +464,20 @@ class RigidSolver(gs.SolverBase):
         st, fn = self.state, self.frames.next(f)
         if self._view_tape is not None:
             (q, v), outs = self._view_tape
-            names = [n for n in VIEW_ARRAYS if getattr(self._view, n).grad is not None]
+            # (an output that does not depend on the state, such as the orientation of a geom on slide joints
+            # only, has no graph)
+            names = [n for n in VIEW_ARRAYS if getattr(self._view, n).grad is not None and outs[n].requires_grad]
             grads = [getattr(self._view, n).grad for n in names]
-            if any(bool(g.any()) for g in grads):
+            if grads and any(bool(g.any()) for g in grads):
                 with one_thread():
                     g_q, g_v = torch.autograd.grad([outs[n] for n in names], [q, v], grads, allow_unused=True)
                 with torch.no_grad():
                     for name, g in (("qpos", g_q), ("dofs_vel", g_v)):
                         if g is not None:
                             st.grad_at(name, fn).add_(g)
-            for g in grads:
-                g.zero_()
+            for n in VIEW_ARRAYS:
+                if getattr(self._view, n).grad is not None:
+                    getattr(self._view, n).grad.zero_()
             self._view_tape = None
         tape = self._diff_tape
         if tape is None or tape[0] != f:
