@@ -5,6 +5,7 @@
 
 gs_runtime: one engine runtime per test process (CPU, float64, seeded), started once and torn down at the end.
 shared_assets: the path of ../shared/assets beside the repository, or a skip that says it is absent.
+central_differences, assert_close_rel: checking a gradient against finite differences.
 """
 
 import os
@@ -53,3 +54,22 @@ def python_env(**extra):
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
+
+
+def central_differences(fn, x, eps=1e-6):
+    """The gradient of the scalar function `fn` at tensor `x` by central differences, one entry at a time."""
+    import torch
+
+    out = torch.zeros_like(x)
+    for i in range(x.numel()):
+        d = torch.zeros_like(x).view(-1)
+        d[i] = eps
+        d = d.view_as(x)
+        out.view(-1)[i] = (fn(x + d) - fn(x - d)) / (2 * eps)
+    return out
+
+
+def assert_close_rel(grad, fd, tol=1e-3):
+    """|grad - fd| / |fd| < tol, with both printed when it is not."""
+    err = float((grad - fd).norm() / fd.norm())
+    assert err < tol, f"relative error {err:.2e}\ngrad {grad}\nfd   {fd}"

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import genesis_core as gs
+from genesis_core.testing import assert_close_rel, central_differences
 from genesis_mpm import kernels_grad
 from genesis_mpm.materials import ELASTIC, ELASTOPLASTIC, LIQUID, SAND, SNOW
 
@@ -46,21 +47,6 @@ def rollout(scene, block, v0, spin, E=None, nu=None):
     scene.step()
     com = block.get_particles_pos().mean(0)
     return (com * WEIGHTS).sum() + 0.5 * (block.get_particles_pos()[:, 2] ** 2).mean()
-
-
-def central_differences(fn, x, eps):
-    out = torch.zeros_like(x)
-    for i in range(x.numel()):
-        d = torch.zeros_like(x).view(-1)
-        d[i] = eps
-        d = d.view_as(x)
-        out.view(-1)[i] = (fn(x + d) - fn(x - d)) / (2 * eps)
-    return out
-
-
-def assert_close_rel(grad, fd, tol=1e-3):
-    err = float((grad - fd).norm() / fd.norm())
-    assert err < tol, f"relative error {err:.2e}\ngrad {grad}\nfd   {fd}"
 
 
 def check_gradients(material, spin=1.0, wrt=("v0", "E", "nu")):

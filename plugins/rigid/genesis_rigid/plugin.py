@@ -34,12 +34,12 @@ def register_test_scenes(register):
     register("rigid", _test_scene)
 
 
-def _test_scene(n_envs):
+def _test_scene(n_envs, requires_grad=False):
     """A cart-pole under per-environment force control, a box tumbling onto the plane, a sphere rolling, and a
     convex mesh falling onto the box (mesh-box, then mesh-plane contacts)."""
     from . import assets
 
-    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2),
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad),
                      rigid_options=gs.options.RigidOptions(iterations=20))
     scene.add_entity(gs.morphs.Plane())
     cartpole = scene.add_entity(gs.morphs.MJCF(file=assets.path("cartpole.xml"), pos=(0, 2, 0)))

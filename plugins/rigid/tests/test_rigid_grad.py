@@ -10,25 +10,11 @@ import pytest
 import torch
 
 import genesis_core as gs
+from genesis_core.testing import assert_close_rel, central_differences
 from genesis_rigid import assets
+from genesis_rigid.plugin import _test_scene
 
 F64 = torch.float64
-EPS = 1e-6
-
-
-def central_differences(fn, x, eps=EPS):
-    out = torch.zeros_like(x)
-    for i in range(x.numel()):
-        d = torch.zeros_like(x).view(-1)
-        d[i] = eps
-        d = d.view_as(x)
-        out.view(-1)[i] = (fn(x + d) - fn(x - d)) / (2 * eps)
-    return out
-
-
-def assert_close_rel(grad, fd, tol=1e-3):
-    err = float((grad - fd).norm() / fd.norm())
-    assert err < tol, f"relative error {err:.2e}\ngrad {grad}\nfd   {fd}"
 
 
 def scene_pair(build, **sim):
@@ -321,18 +307,9 @@ def test_differentiable_forward_matches_the_fast_path():
     forward equals the fast path's. The fast path stops its sweeps once converged, the differentiable one runs
     them all: the states differ by what the last sweeps change, far below 1e-6."""
     def build(requires_grad):
-        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad),
-                         rigid_options=gs.options.RigidOptions(iterations=20))
-        scene.add_entity(gs.morphs.Plane())
-        cartpole = scene.add_entity(gs.morphs.MJCF(file=assets.path("cartpole.xml"), pos=(0, 2, 0)))
-        box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
-        scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
-        scene.add_entity(gs.morphs.Mesh(file=assets.path("pebble.obj"), pos=(0.05, 0.02, 0.55), euler=(10, 40, 0)))
-        scene.build(n_envs=2)
-        box.set_dofs_velocity(torch.tensor([[0.0] * 6, [0.5, 0, 0, 0, 1.0, 0]], dtype=F64))
+        scene, drive = _test_scene(2, requires_grad=requires_grad)
         for i in range(40):
-            cartpole.control_dofs_force(torch.tensor([[5.0 * float(torch.sin(torch.tensor(0.3 * i)))], [-2.0]],
-                                                     dtype=F64), dofs_idx_local=[0])
+            drive(scene, i)
             scene.step()
         return scene.rigid_solver.get_state(scene._frame).fields
 
