@@ -18,45 +18,6 @@ nd = ti.types.ndarray
 PLANE, SPHERE, CAPSULE, BOX, CYLINDER = 0, 1, 2, 3, 4
 
 
-@ti.func
-def signed_distance(gtype, size, centre, rot, x):
-    """Signed distance from x to the geom (negative inside) and the outward unit normal there."""
-    p = rot.transpose() @ (x - centre)
-    d = 1e9
-    n_local = ti.Vector([0.0, 0.0, 1.0])
-    if gtype == PLANE:
-        d = p[2]
-    elif gtype == SPHERE:
-        r = p.norm()
-        d = r - size[0]
-        if r > 1e-12:
-            n_local = p / r
-    elif gtype == CAPSULE or gtype == CYLINDER:
-        # cylinders as capsules of the same radius and half-length
-        axial = ti.min(ti.max(p[2], -size[1]), size[1])
-        q = p - ti.Vector([0.0, 0.0, axial])
-        r = q.norm()
-        d = r - size[0]
-        if r > 1e-12:
-            n_local = q / r
-    elif gtype == BOX:
-        h = ti.Vector([size[0], size[1], size[2]])
-        q = ti.abs(p) - h
-        outside = ti.max(q, 0.0)
-        if outside.norm() > 0:
-            d = outside.norm()
-            n_local = ti.math.sign(p) * outside / d
-        else:
-            axis = 0
-            for i in ti.static(range(1, 3)):
-                if q[i] > q[axis]:
-                    axis = i
-            d = q[axis]
-            n_local = ti.Vector([0.0, 0.0, 0.0])
-            n_local[axis] = 1.0 if p[axis] >= 0 else -1.0
-    return d, rot @ n_local
-
-
 @ti.kernel
 def grid_vs_colliders(params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m: nd(ndim=4),
                       geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1), geom_friction: nd(ndim=1),
@@ -132,8 +93,10 @@ def mat_t_vec(A, x):
 
 
 @ti.func
-def signed_distance_ad(gtype, size, centre, rot, x):
-    """`signed_distance`, differentiable everywhere it is used."""
+def signed_distance(gtype, size, centre, rot, x):
+    """Signed distance from x to the geom (negative inside) and the outward unit normal there; cylinders are
+    capsules of the same radius and half-length. Written so that its autodiff holds wherever it is used (no norm
+    of a zero vector, no dynamic index)."""
     p = mat_t_vec(rot, x - centre)
     d = 1e9
     n_local = ti.Vector([0.0, 0.0, 1.0])
@@ -200,7 +163,7 @@ def grid_vs_colliders_ad(g0: ti.i32, params_f: nd(ndim=1), grid_v: nd(dtype=V3, 
                     for c in ti.static(range(GEOM_CHUNK)):
                         g = g0 + c
                         if g < n_geoms:
-                            d, n = signed_distance_ad(geom_type[g], geom_size[g], geom_pos[k, b, g],
+                            d, n = signed_distance(geom_type[g], geom_size[g], geom_pos[k, b, g],
                                                       quat_to_mat(geom_quat[k, b, g]), x)
                             if d < 0:
                                 body = geom_body[g]
