@@ -233,8 +233,11 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
             g = s_sap[b, i]
             lo = s_geom_f[b, g, 0][axis] - geom_rbound[g]
             j = i - 1
-            while j >= 0 and s_geom_f[b, s_sap[b, j], 0][axis] - geom_rbound[s_sap[b, j]] > lo:
-                s_sap[b, j + 1] = s_sap[b, j]
+            while j >= 0:  # (Taichi's `and` does not short-circuit: no index -1 in the condition)
+                gj = s_sap[b, j]
+                if s_geom_f[b, gj, 0][axis] - geom_rbound[gj] <= lo:
+                    break
+                s_sap[b, j + 1] = gj
                 j -= 1
             s_sap[b, j + 1] = g
         for i in range(n):
