@@ -1,7 +1,14 @@
 """Grid update: sum the partition copies (in a fixed order), momentum to velocity, gravity, and the domain walls.
 Nodes within `BOUND` cells of a wall (the floor at SimOptions.floor_height counts as the lower z wall when it lies
 above the domain's bottom) get the wall condition (with Coulomb friction on slip and separate walls);
-the partition copies are cleared for the next substep."""
+the partition copies are cleared for the next substep.
+
+A sticky wall also holds the nodes on its plane, `BOUND` cells in from its outer edge. With quadratic B-splines,
+zero velocity on the nodes up to index k makes the interpolated velocity vanish below k - 1/2 cells; material
+resting on a wall sits from about BOUND - 1/2 cells up, so holding only the nodes inside the wall (k = BOUND - 1)
+would put the no-slip surface one cell below it, and the contact layer would slide and spread over the wall as
+freely as its own shear over that cell allows (a granular pile then spreads as on a lubricated floor). With the
+node on the plane held as well (k = BOUND), the velocity vanishes at the underside of the resting material."""
 
 import taichi as ti
 
@@ -32,17 +39,19 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
             v = ti.Vector([acc[0], acc[1], acc[2]]) / acc[3] + dt * gravity
             node = ti.Vector([i, j, l])
             for d in ti.static(range(3)):
-                lower_wall = node[d] < BOUND + (floor_cells if d == 2 else 0)
+                lower = BOUND + (floor_cells if d == 2 else 0)
+                lower_wall = node[d] < lower
                 upper_wall = node[d] >= size[d] - BOUND
-                if lower_wall or upper_wall:
-                    if boundary == STICKY:
-                        v = ti.Vector([0.0, 0.0, 0.0])
-                    elif boundary == SLIP or (lower_wall and v[d] < 0) or (upper_wall and v[d] > 0):
-                        # Coulomb friction: the wall takes the normal velocity and up to mu times it tangentially
-                        normal = ti.abs(v[d])
-                        v[d] = 0.0
-                        tangential = v.norm()
-                        if tangential > 0:
-                            v *= ti.max(tangential - friction * normal, 0.0) / tangential
+                held = node[d] <= lower or node[d] >= size[d] - BOUND - 1  # inside the wall or on its plane
+                pressed = boundary == SLIP or (lower_wall and v[d] < 0) or (upper_wall and v[d] > 0)
+                if boundary == STICKY and held:
+                    v = ti.Vector([0.0, 0.0, 0.0])
+                elif boundary != STICKY and (lower_wall or upper_wall) and pressed:
+                    # Coulomb friction: the wall takes the normal velocity and up to mu times it tangentially
+                    normal = ti.abs(v[d])
+                    v[d] = 0.0
+                    tangential = v.norm()
+                    if tangential > 0:
+                        v *= ti.max(tangential - friction * normal, 0.0) / tangential
         grid_v[b, i, j, l] = v
         grid_m[b, i, j, l] = acc[3]

@@ -38,10 +38,11 @@ def constitutive(kind, mu, lam, p0, p1, p2, F, Jp, C):
                 eps -= (norm - p0) / norm * dev
                 s = ti.exp(eps)
         elif kind == SAND:
-            # Jp holds the log-volume gained in tension (Klar et al. 2016, volume correction): a particle that
-            # separated must recompress that much before it carries load again
-            eps = ti.log(ti.max(ti.abs(s), 1e-4))
-            tr = eps.sum() + ti.log(Jp)
+            # Jp holds the volume gained in tension (Klar et al. 2016, volume correction): a particle that separated
+            # must recompress that much before it carries load again. The correction is volumetric, log(Jp) / 3 on
+            # each principal strain; the projection acts on the deviator of the corrected strain.
+            eps = ti.log(ti.max(ti.abs(s), 1e-4)) + ti.log(Jp) / 3.0
+            tr = eps.sum()
             dev = eps - tr / 3.0
             norm = dev.norm() + 1e-20
             if tr >= 0.0:  # expansion: the cohesionless material cannot carry tension (the cone's tip)
