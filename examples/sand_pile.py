@@ -8,7 +8,7 @@ import numpy as np
 import genesis_core as gs
 
 
-def main(steps=300, grid_density=48, friction_angle=35.0):
+def main(steps=600, grid_density=48, friction_angle=35.0):
     if not gs.runtime.initialized:
         gs.init(backend=gs.cpu, precision="32")
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=4),

@@ -45,9 +45,10 @@ def test_dam_break_example_tracks_martin_and_moyce():
 
 
 def test_sand_pile_example_settles_into_a_pile():
-    top0, profile, speed = load("sand_pile").main(steps=250, grid_density=32)
+    top0, profile, speed = load("sand_pile").main(steps=500, grid_density=48)
     heights = [z for _, z in profile]
     assert heights[0] == max(heights) and heights[-1] < heights[0], "not a pile: highest in the middle"
+    assert profile[-1][0] > 0.09, "the column (radius 0.09 m) did not spread"
     assert heights[0] < top0 and speed < 0.05
 
 

@@ -31,7 +31,7 @@ particles (det F > 0).
 
 import taichi as ti
 
-from .kernels_grid import BOUND, SLIP, STICKY
+from .kernels_grid import wall_condition
 from .kernels_material import CLAMP, IDENTITY, coefficients, constitutive, diag3, spectral_return
 from .materials import LIQUID, SAND
 
@@ -119,22 +119,6 @@ def split_momentum(acc):
     return ti.Vector([acc[0], acc[1], acc[2]]), acc[3]
 
 
-@ti.func
-def wall_velocity(v, d: ti.template(), boundary, lower_wall, upper_wall, friction):
-    """The wall condition along axis d (kernels_grid.grid_update's), v passed by value."""
-    vd = v[d]
-    out = v
-    if boundary == STICKY:
-        out = ti.Vector([0.0, 0.0, 0.0])
-    elif boundary == SLIP or (lower_wall and vd < 0) or (upper_wall and vd > 0):
-        out = v - vd * ti.Vector([1.0 if d == 0 else 0.0, 1.0 if d == 1 else 0.0, 1.0 if d == 2 else 0.0])
-        t2 = out.norm_sqr()
-        if friction > 0 and t2 > 0:  # the square root only where its argument is positive
-            t = ti.sqrt(t2)
-            out *= ti.max(t - friction * ti.abs(vd), 0.0) / t
-    return out
-
-
 @ti.kernel
 def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, ndim=5), grid_v: nd(dtype=V3, ndim=4),
                 grid_m: nd(ndim=4)):
@@ -157,10 +141,7 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
             v = mv / m + dt * gravity
             node = ti.Vector([i, j, l])
             for d in ti.static(range(3)):
-                lower_wall = node[d] < BOUND + (floor_cells if d == 2 else 0)
-                upper_wall = node[d] >= size[d] - BOUND
-                if lower_wall or upper_wall:
-                    v = wall_velocity(v, d, boundary, lower_wall, upper_wall, friction)
+                v = wall_condition(v, node, d, size, floor_cells, boundary, friction)
         grid_v[b, i, j, l] = v
         grid_m[b, i, j, l] = m
 

@@ -1,7 +1,14 @@
 """Grid update: sum the partition copies (in a fixed order), momentum to velocity, gravity, and the domain walls.
 Nodes within `BOUND` cells of a wall (the floor at SimOptions.floor_height counts as the lower z wall when it lies
 above the domain's bottom) get the wall condition (with Coulomb friction on slip and separate walls);
-the partition copies are cleared for the next substep."""
+the partition copies are cleared for the next substep.
+
+A sticky wall also holds the nodes on its plane, `BOUND` cells in from its outer edge. With quadratic B-splines,
+zero velocity on the nodes up to index k makes the interpolated velocity vanish below k - 1/2 cells; material
+resting on a wall sits from about BOUND - 1/2 cells up, so holding only the nodes inside the wall (k = BOUND - 1)
+would put the no-slip surface one cell below it, and the contact layer would slide and spread over the wall as
+freely as its own shear over that cell allows (a granular pile then spreads as on a lubricated floor). With the
+node on the plane held as well (k = BOUND), the velocity vanishes at the underside of the resting material."""
 
 import taichi as ti
 
@@ -11,6 +18,38 @@ nd = ti.types.ndarray
 
 BOUND = 3
 STICKY, SLIP, SEPARATE = 0, 1, 2
+
+
+@ti.func
+def wall_velocity(v, d: ti.template(), boundary, lower_wall, upper_wall, friction):
+    """The wall condition along axis d for a node in a wall (or, sticky, on its plane): sticky walls stop it; slip
+    walls, and separate walls the node moves into, take the normal velocity and up to `friction` times it
+    tangentially (Coulomb). v is passed by value (differentiable: no square root of zero)."""
+    vd = v[d]
+    out = v
+    if boundary == STICKY:
+        out = ti.Vector([0.0, 0.0, 0.0])
+    elif boundary == SLIP or (lower_wall and vd < 0) or (upper_wall and vd > 0):
+        out = v - vd * ti.Vector([1.0 if d == 0 else 0.0, 1.0 if d == 1 else 0.0, 1.0 if d == 2 else 0.0])
+        t2 = out.norm_sqr()
+        if friction > 0 and t2 > 0:
+            t = ti.sqrt(t2)
+            out *= ti.max(t - friction * ti.abs(vd), 0.0) / t
+    return out
+
+
+@ti.func
+def wall_condition(v, node, d: ti.template(), size, floor_cells, boundary, friction):
+    """v at grid node `node` after the walls normal to axis d (the floor, floor_cells above the domain's bottom,
+    is the lower z wall)."""
+    lower = BOUND + (floor_cells if d == 2 else 0)
+    lower_wall = node[d] < lower
+    upper_wall = node[d] >= size[d] - BOUND
+    held = node[d] <= lower or node[d] >= size[d] - BOUND - 1  # a sticky wall holds its plane's nodes too
+    out = v
+    if (boundary == STICKY and held) or (boundary != STICKY and (lower_wall or upper_wall)):
+        out = wall_velocity(v, d, boundary, lower_wall, upper_wall, friction)
+    return out
 
 
 @ti.kernel
@@ -32,17 +71,6 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
             v = ti.Vector([acc[0], acc[1], acc[2]]) / acc[3] + dt * gravity
             node = ti.Vector([i, j, l])
             for d in ti.static(range(3)):
-                lower_wall = node[d] < BOUND + (floor_cells if d == 2 else 0)
-                upper_wall = node[d] >= size[d] - BOUND
-                if lower_wall or upper_wall:
-                    if boundary == STICKY:
-                        v = ti.Vector([0.0, 0.0, 0.0])
-                    elif boundary == SLIP or (lower_wall and v[d] < 0) or (upper_wall and v[d] > 0):
-                        # Coulomb friction: the wall takes the normal velocity and up to mu times it tangentially
-                        normal = ti.abs(v[d])
-                        v[d] = 0.0
-                        tangential = v.norm()
-                        if tangential > 0:
-                            v *= ti.max(tangential - friction * normal, 0.0) / tangential
+                v = wall_condition(v, node, d, size, floor_cells, boundary, friction)
         grid_v[b, i, j, l] = v
         grid_m[b, i, j, l] = acc[3]

@@ -63,25 +63,30 @@ def spectral_return(kind, s, Jp, mu, lam, p0, p1, p2):
             beta = (1.0 - alpha) * mean
             h = ti.exp(alpha * eps + beta)
     elif kind == SAND:
-        # Jp holds the log-volume gained in tension (Klar et al. 2016, volume correction): a particle that
-        # separated must recompress that much before it carries load again
+        # Jp holds the volume gained in tension (Klar et al. 2016, volume correction): a particle that separated
+        # must recompress that much before it carries load again. The correction is volumetric, log(Jp) / 3 on
+        # each principal strain; the projection acts on the deviator of the corrected strain (which is the
+        # deviator of eps itself).
         mode = LOG_AFFINE
         eps = ti.log(ti.max(ti.abs(s), 1e-4))
-        tr = eps.sum() + ti.log(Jp)
+        log_jp = ti.log(Jp)
+        tr = eps.sum() + log_jp
         if tr >= 0.0:  # expansion: the cohesionless material cannot carry tension (the cone's tip)
             alpha = 0.0
             h = ti.Vector([1.0, 1.0, 1.0])
             Jp_new = ti.exp(tr)
         else:
             Jp_new = 1.0
-            dev = eps - tr / 3.0
+            mean = eps.sum() / 3.0
+            dev = eps - mean
             norm = ti.sqrt(dev.norm_sqr() + 1e-40)
             delta_gamma = norm + (3.0 * lam + 2.0 * mu) / (2.0 * mu) * tr * p0
             k = 0.0
             if delta_gamma > 0.0:  # outside the cone: back onto it
                 k = delta_gamma / norm
+            # log h = eps + log(Jp) / 3 - k dev
             alpha = 1.0 - k
-            beta = k * tr / 3.0
+            beta = k * mean + log_jp / 3.0
             h = ti.exp(alpha * eps + beta)
     elif kind == SNOW:
         mode = CLAMP

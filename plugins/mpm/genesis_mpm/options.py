@@ -11,7 +11,8 @@ class MPMOptions(Options):
     lower_bound, upper_bound: the simulation domain (m); its walls hold the particles in, and its floor is the
     lower z wall. grid_density: grid cells per metre (dx = 1 / grid_density). particle_size: spacing of the lattice
     particles are sampled on (m; default dx / 2: 8 particles per cell). boundary: what the walls do to the grid
-    velocity: "sticky" (zero), "slip" (zero normal component), "separate" (zero only the component into the wall);
+    velocity: "sticky" (zero, also on the wall plane, so that what rests on the wall does not slide along it),
+    "slip" (zero normal component), "separate" (zero only the component into the wall);
     wall_friction: Coulomb coefficient of the slip and separate walls (the tangential speed drops by up to
     wall_friction times the normal speed the wall removes).
     partitions: particle partitions per environment scattered by separate threads into private grids and summed in
