@@ -3,8 +3,9 @@
 A Taichi kernel call spends most of its time in Python on small batches: each call converts every argument
 again (about 3 us per Taichi ndarray, 8-10 us per torch tensor on the 2-core CPU), so a 50-argument kernel costs
 ~250 us before it runs, whatever its work. A solver's kernels take the same arrays at every substep, and only a
-few scalars (the frame indices) change. `Launcher` prepares each kernel's launch once, with every argument set,
-and afterwards only updates the scalars and launches: ~7 us a call.
+few scalars (the frame indices) change. `Launcher` converts each kernel's arguments once (pointers, shapes, the
+compiled kernel) and each call fills a fresh launch context from them (Taichi's launch takes over what a context
+holds, so a context is never reused) and launches.
 
     launch = Launcher()
     launch(kernels.substep, f, fn, state.pos, state.vel, ...)   # same signature as kernels.substep(...)
@@ -26,43 +27,51 @@ ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
 
 
 class _Prepared:
-    __slots__ = ("ctx", "data", "prog", "arrays", "scalars", "ndarrays")
+    __slots__ = ("t_kernel", "data", "prog", "arrays", "external", "ndarrays", "scalars")
 
-    def __init__(self, ctx, data, prog, arrays, scalars, ndarrays):
-        self.ctx, self.data, self.prog = ctx, data, prog
+    def __init__(self, t_kernel, data, prog, arrays, external, ndarrays, scalars):
+        self.t_kernel, self.data, self.prog = t_kernel, data, prog
         self.arrays = arrays  # (position, object): identity-checked, and kept alive
-        self.scalars = scalars  # (position, setter, converter)
-        # Taichi ndarrays are set again at every launch: a launch consumes what the context holds of them
-        self.ndarrays = ndarrays  # (position, the ndarray's device array)
+        self.external = external  # (index, pointer, bytes, shape, gradient pointer) of torch tensors
+        self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays
+        self.scalars = scalars  # (position, name of the context's setter, converter)
+
+    def launch(self, args):
+        # a fresh context every launch (Taichi's launch owns what a context holds), filled from the converted values
+        ctx = self.t_kernel.make_launch_context()
+        for index, ptr, nbytes, shape, grad_ptr in self.external:
+            ctx.set_arg_external_array_with_shape(index, ptr, nbytes, shape, grad_ptr)
+        for index, arr in self.ndarrays:
+            ctx.set_arg_ndarray(index, arr)
+        for i, setter, conv in self.scalars:
+            getattr(ctx, setter)((i,), conv(args[i]))
+        self.prog.launch_kernel(self.data, ctx)
 
 
 def _prepare(kernel, args):
-    """The launch context of `kernel` with every argument of `args` set, or None if the fast path cannot hold
-    them."""
+    """What launching `kernel` with `args` needs, converted once, or None if the fast path cannot hold them."""
     from taichi.lang import impl
     from taichi.lang._ndarray import Ndarray
+    from taichi.lang.kernel_impl import Kernel
     from taichi.lang.matrix import MatrixType
     from taichi.types import ndarray_type, primitive_types
-
-    from taichi.lang.kernel_impl import Kernel
 
     primal = kernel if isinstance(kernel, Kernel) else getattr(kernel, "_primal", None)  # kernel.grad is a Kernel
     if primal is None or len(args) != len(primal.arguments) or len(args) > 64:
         return None
     key = primal.ensure_compiled(*args)
     t_kernel = primal.compiled_kernels[key]
-    ctx = t_kernel.make_launch_context()
     prog = impl.get_runtime().prog
     cuda = prog.config().arch.name == "cuda"
-    arrays, scalars, ndarrays = [], [], []
+    arrays, external, ndarrays, scalars = [], [], [], []
     for i, (meta, v) in enumerate(zip(primal.arguments, args)):
         ann = meta.annotation
         if isinstance(ann, ndarray_type.NdarrayType):
             if isinstance(v, Ndarray):
                 if v.grad is not None:
                     return None
-                ctx.set_arg_ndarray((i,), v.arr)
                 ndarrays.append(((i,), v.arr))
+                arrays.append((i, v))
             elif isinstance(v, torch.Tensor):
                 if not v.is_contiguous() or (v.device.type != "cpu" and not (cuda and v.device.type == "cuda")):
                     return None
@@ -73,25 +82,21 @@ def _prepare(kernel, args):
                 grad = v.grad if v.requires_grad else None
                 if grad is not None and not grad.is_contiguous():
                     return None
-                ctx.set_arg_external_array_with_shape((i,), int(v.data_ptr()), v.element_size() * v.nelement(),
-                                                      shape, 0 if grad is None else int(grad.data_ptr()))
+                external.append(((i,), int(v.data_ptr()), v.element_size() * v.nelement(), shape,
+                                 0 if grad is None else int(grad.data_ptr())))
                 arrays.append((i, v))
                 if grad is not None:
                     arrays.append((i, grad))  # checked as args[i].grad
             else:
                 return None
-            if isinstance(v, Ndarray):
-                arrays.append((i, v))
         elif id(ann) in primitive_types.integer_type_ids:
-            ctx.set_arg_int((i,), int(v))
-            scalars.append((i, ctx.set_arg_int, int))
+            scalars.append((i, "set_arg_int", int))
         elif id(ann) in primitive_types.real_type_ids:
-            ctx.set_arg_float((i,), float(v))
-            scalars.append((i, ctx.set_arg_float, float))
+            scalars.append((i, "set_arg_float", float))
         else:
             return None
     data = prog.compile_kernel(prog.config(), prog.get_device_caps(), t_kernel)
-    return _Prepared(ctx, data, prog, tuple(arrays), tuple(scalars), tuple(ndarrays))
+    return _Prepared(t_kernel, data, prog, tuple(arrays), tuple(external), tuple(ndarrays), tuple(scalars))
 
 
 class Launcher:
@@ -118,12 +123,7 @@ class Launcher:
             kernel(*args)  # Taichi's own path: compiles on first use and checks every argument
             self._prepared[kernel] = _prepare(kernel, args) or False
             return None
-        ctx = p.ctx
-        for i, setter, conv in p.scalars:
-            setter((i,), conv(args[i]))
-        for index, arr in p.ndarrays:
-            ctx.set_arg_ndarray(index, arr)
-        p.prog.launch_kernel(p.data, ctx)
+        p.launch(args)
         return None
 
     def clear(self):
