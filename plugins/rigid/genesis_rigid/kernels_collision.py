@@ -208,10 +208,11 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
     s_near_i[b, 0] = 0
     for q in range(plane_pairs.shape[0]):
         p = plane_pairs[q]
-        ga = pair_i[p, PI_GEOM_A]
-        gb = pair_i[p, PI_GEOM_B]
-        if s_geom_f[b, ga, 1].dot(s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]) <= geom_rbound[gb]:
-            narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
+        if p >= 0:  # (-1 pads a scene without planes)
+            ga = pair_i[p, PI_GEOM_A]
+            gb = pair_i[p, PI_GEOM_B]
+            if s_geom_f[b, ga, 1].dot(s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]) <= geom_rbound[gb]:
+                narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
     n = s_sap.shape[1]
     if n > 1:
         # the sweep axis: the one the centres spread most on

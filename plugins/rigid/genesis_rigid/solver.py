@@ -250,7 +250,10 @@ class RigidSolver(gs.SolverBase):
             else:
                 pair_lut[ga, gb] = pair_lut[gb, ga] = p
                 sap_geoms.update((ga, gb))
-        self._sap_geoms = np.array(sorted(sap_geoms), dtype=np.int32)
+        # never empty (an empty array would be a torch tensor where other scenes pass a Taichi ndarray, and the
+        # kernel compiled for one crashed on the other): one geom sweeps nothing, pair -1 is no pair
+        self._sap_geoms = np.array(sorted(sap_geoms) or [0], dtype=np.int32)
+        plane_pairs = plane_pairs or [-1]
         self.n_pairs, self.n_slots = len(pairs), n_slots
         self.collision = bool(self.options.enable_collision and pairs)
         self.n_mesh_pairs = sum(geoms[gb]["type"] == MESH for _, gb in pairs)
