@@ -27,10 +27,10 @@ ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
 
 
 class _Prepared:
-    __slots__ = ("t_kernel", "data", "prog", "arrays", "external", "ndarrays", "scalars")
+    __slots__ = ("t_kernel", "prog", "arrays", "external", "ndarrays", "scalars")
 
-    def __init__(self, t_kernel, data, prog, arrays, external, ndarrays, scalars):
-        self.t_kernel, self.data, self.prog = t_kernel, data, prog
+    def __init__(self, t_kernel, prog, arrays, external, ndarrays, scalars):
+        self.t_kernel, self.prog = t_kernel, prog
         self.arrays = arrays  # (position, object): identity-checked, and kept alive
         self.external = external  # (index, pointer, bytes, shape, gradient pointer) of torch tensors
         self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays
@@ -45,7 +45,10 @@ class _Prepared:
             ctx.set_arg_ndarray(index, arr)
         for i, setter, conv in self.scalars:
             getattr(ctx, setter)((i,), conv(args[i]))
-        self.prog.launch_kernel(self.data, ctx)
+        # the compiled kernel is looked up at every launch, as Taichi's own path does (~1.5 us): a reference kept
+        # across launches is not something Taichi promises to keep valid
+        prog = self.prog
+        prog.launch_kernel(prog.compile_kernel(prog.config(), prog.get_device_caps(), self.t_kernel), ctx)
 
 
 def _prepare(kernel, args):
@@ -95,8 +98,7 @@ def _prepare(kernel, args):
             scalars.append((i, "set_arg_float", float))
         else:
             return None
-    data = prog.compile_kernel(prog.config(), prog.get_device_caps(), t_kernel)
-    return _Prepared(t_kernel, data, prog, tuple(arrays), tuple(external), tuple(ndarrays), tuple(scalars))
+    return _Prepared(t_kernel, prog, tuple(arrays), tuple(external), tuple(ndarrays), tuple(scalars))
 
 
 class Launcher:
