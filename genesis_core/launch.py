@@ -13,8 +13,8 @@ never reused), looks the compiled kernel up as Taichi's own path does, and launc
 Each call checks that the array arguments are the objects the launch was prepared with (an identity test) and
 prepares it again when they are not, so passing other arrays is always correct. The first call of a kernel goes
 through Taichi's own path (compilation, argument checks); anything the fast path does not handle (templates,
-structs, tensors on a device the kernel's arch cannot address) keeps using it. Set GENESIS_CORE_BOUND_LAUNCH=0
-to use Taichi's path everywhere.
+structs, tensors on a device the kernel's arch cannot address) keeps using it. It is opt-in:
+GENESIS_CORE_BOUND_LAUNCH=1 turns it on (see ENABLED); otherwise every call goes through Taichi's path.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import os
 
 import torch
 
-ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
+# Off unless GENESIS_CORE_BOUND_LAUNCH=1: with it on, full test runs crashed at random in JIT code during Taichi's
+# own first launch of a rigid kernel in a new scene; the cause is not found yet.
+ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "0") == "1"
 
 
 class _Prepared:

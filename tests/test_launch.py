@@ -1,10 +1,17 @@
 """Bound kernel launches (genesis_core.launch): the same results as Taichi's own path, new arrays rebind, and
 what the fast path cannot hold keeps using Taichi's path."""
 
+import pytest
 import taichi as ti
 import torch
 
+from genesis_core import launch
 from genesis_core.launch import Launcher
+
+
+@pytest.fixture(autouse=True)
+def bound_launches(monkeypatch):
+    monkeypatch.setattr(launch, "ENABLED", True)
 
 V3 = ti.types.vector(3, float)
 
