@@ -102,15 +102,9 @@ def signed_distance(gtype, size, centre, rot, x):
     n_local = ti.Vector([0.0, 0.0, 1.0])
     if gtype == PLANE:
         d = p[2]
-    elif gtype == SPHERE:
-        r2 = p.norm_sqr()
-        d = -size[0]
-        if r2 > 1e-24:
-            r = ti.sqrt(r2)
-            d = r - size[0]
-            n_local = p / r
-    elif gtype == CAPSULE or gtype == CYLINDER:
-        axial = ti.min(ti.max(p[2], -size[1]), size[1])
+    elif gtype == SPHERE or gtype == CAPSULE or gtype == CYLINDER:
+        half = 0.0 if gtype == SPHERE else size[1]  # a sphere: a capsule of zero half-length
+        axial = ti.min(ti.max(p[2], -half), half)
         q = p - ti.Vector([0.0, 0.0, axial])
         r2 = q.norm_sqr()
         d = -size[0]

@@ -32,7 +32,7 @@ particles (det F > 0).
 import taichi as ti
 
 from .kernels_grid import wall_condition
-from .kernels_material import CLAMP, IDENTITY, coefficients, constitutive, diag3, spectral_return
+from .kernels_material import CLAMP, IDENTITY, coefficients, diag3, particle_update, spectral_return
 from .materials import LIQUID, SAND
 
 V3 = ti.types.vector(3, float)
@@ -54,13 +54,7 @@ def stress(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=3),
             Jp[fn, b, p] = Jp[f, b, p]
             tau[b, p] = ti.Matrix.zero(float, 3, 3)
         else:
-            Cp = C[f, b, p]
-            F_trial = (ti.Matrix.identity(float, 3) + dt * Cp) @ F[f, b, p]
-            e = p_entity[p]
-            F_new, Jp_new, tau_p = constitutive(p_kind[p], E[b, e], nu[b, e], p_params[p, 0], p_params[p, 1],
-                                                p_params[p, 2], F_trial, Jp[f, b, p], Cp)
-            F[fn, b, p] = F_new
-            Jp[fn, b, p] = Jp_new
+            _, tau_p = particle_update(f, fn, b, p, dt, C, F, Jp, p_kind, p_entity, p_params, E, nu)
             tau[b, p] = tau_p
 
 

@@ -130,3 +130,18 @@ def constitutive(kind, E, nu, x0, x1, x2, F, Jp, C):
         F = U @ diag3(h) @ V.transpose()
         tau = U @ diag3(t) @ U.transpose()
     return F, Jp_new, tau
+
+
+@ti.func
+def particle_update(f, fn, b, p, dt, C: ti.template(), F: ti.template(), Jp: ti.template(), p_kind: ti.template(),
+                    p_entity: ti.template(), p_params: ti.template(), E: ti.template(), nu: ti.template()):
+    """An active particle's F and Jp of frame fn from frame f: the trial F = (I + dt C) F through its material's
+    model. Returns its C (frame f) and the Kirchhoff stress."""
+    Cp = C[f, b, p]
+    F_trial = (ti.Matrix.identity(float, 3) + dt * Cp) @ F[f, b, p]
+    e = p_entity[p]
+    F_new, Jp_new, tau = constitutive(p_kind[p], E[b, e], nu[b, e], p_params[p, 0], p_params[p, 1], p_params[p, 2],
+                                      F_trial, Jp[f, b, p], Cp)
+    F[fn, b, p] = F_new
+    Jp[fn, b, p] = Jp_new
+    return Cp, tau

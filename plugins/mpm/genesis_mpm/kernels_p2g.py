@@ -8,7 +8,7 @@ is bitwise repeatable however the threads are scheduled.
 
 import taichi as ti
 
-from .kernels_material import constitutive
+from .kernels_material import particle_update
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -41,13 +41,7 @@ def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
                 F[fn, b, p] = F[f, b, p]
                 Jp[fn, b, p] = Jp[f, b, p]
                 continue
-            Cp = C[f, b, p]
-            F_trial = (ti.Matrix.identity(float, 3) + dt * Cp) @ F[f, b, p]
-            e = p_entity[p]
-            F_new, Jp_new, tau = constitutive(p_kind[p], E[b, e], nu[b, e], p_params[p, 0], p_params[p, 1],
-                                              p_params[p, 2], F_trial, Jp[f, b, p], Cp)
-            F[fn, b, p] = F_new
-            Jp[fn, b, p] = Jp_new
+            Cp, tau = particle_update(f, fn, b, p, dt, C, F, Jp, p_kind, p_entity, p_params, E, nu)
             m = p_mass[p]
             xl = (pos[f, b, p] - lower) * inv_dx
             base = ti.cast(xl - 0.5, ti.i32)
