@@ -6,6 +6,7 @@ this to switch precision). Scenes built under one runtime refuse to run after it
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import warnings
@@ -108,6 +109,9 @@ def destroy():
     import taichi as ti
 
     if runtime.initialized:
+        # Scenes dropped but not yet collected release their Taichi arrays now, to the program that made them: a
+        # collection after the reset would hand their stale addresses to the next program.
+        gc.collect()
         ti.reset()
     runtime.initialized = False
     runtime.backend = runtime.arch = runtime.precision = None

@@ -13,8 +13,8 @@ never reused), looks the compiled kernel up as Taichi's own path does, and launc
 Each call checks that the array arguments are the objects the launch was prepared with (an identity test) and
 prepares it again when they are not, so passing other arrays is always correct. The first call of a kernel goes
 through Taichi's own path (compilation, argument checks); anything the fast path does not handle (templates,
-structs, tensors on a device the kernel's arch cannot address) keeps using it. It is opt-in:
-GENESIS_CORE_BOUND_LAUNCH=1 turns it on (see ENABLED); otherwise every call goes through Taichi's path.
+structs, tensors on a device the kernel's arch cannot address) keeps using it. GENESIS_CORE_BOUND_LAUNCH=0 turns
+it off (see ENABLED): every call then goes through Taichi's path.
 """
 
 from __future__ import annotations
@@ -22,21 +22,28 @@ from __future__ import annotations
 import os
 
 import torch
+from taichi.lang import impl
 
-# Off unless GENESIS_CORE_BOUND_LAUNCH=1: with it on, full test runs crashed at random in JIT code during Taichi's
-# own first launch of a rigid kernel in a new scene; the cause is not found yet.
-ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "0") == "1"
+# On unless GENESIS_CORE_BOUND_LAUNCH=0 (every call then goes through Taichi's path).
+ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
 
 
 class _Prepared:
-    __slots__ = ("t_kernel", "prog", "arrays", "external", "ndarrays", "scalars")
+    __slots__ = ("primal", "compiled", "t_kernel", "arrays", "external", "ndarrays", "scalars")
 
-    def __init__(self, t_kernel, prog, arrays, external, ndarrays, scalars):
-        self.t_kernel, self.prog = t_kernel, prog
+    def __init__(self, primal, t_kernel, arrays, external, ndarrays, scalars):
+        # Nothing here may hold the Taichi program: a prepared launch that outlives `ti.reset()` (a scene not yet
+        # collected) would keep the old program alive, and its destruction at a later garbage collection tears
+        # down what the current program runs on. `compiled` is the kernel's table of compiled kernels, which
+        # Taichi replaces when it resets: a launch prepared under another program is prepared again.
+        self.primal, self.compiled, self.t_kernel = primal, primal.compiled_kernels, t_kernel
         self.arrays = arrays  # (position, object): identity-checked, and kept alive
         self.external = external  # (index, pointer, bytes, shape, gradient pointer) of torch tensors
         self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays
         self.scalars = scalars  # (position, name of the context's setter, converter)
+
+    def valid(self):
+        return self.primal.compiled_kernels is self.compiled
 
     def launch(self, args):
         # a fresh context every launch (Taichi's launch owns what a context holds), filled from the converted values
@@ -49,13 +56,12 @@ class _Prepared:
             getattr(ctx, setter)((i,), conv(args[i]))
         # the compiled kernel is looked up at every launch, as Taichi's own path does (~1.5 us): a reference kept
         # across launches is not something Taichi promises to keep valid
-        prog = self.prog
+        prog = impl.get_runtime().prog
         prog.launch_kernel(prog.compile_kernel(prog.config(), prog.get_device_caps(), self.t_kernel), ctx)
 
 
 def _prepare(kernel, args):
     """What launching `kernel` with `args` needs, converted once, or None if the fast path cannot hold them."""
-    from taichi.lang import impl
     from taichi.lang._ndarray import Ndarray
     from taichi.lang.kernel_impl import Kernel
     from taichi.lang.matrix import MatrixType
@@ -66,8 +72,7 @@ def _prepare(kernel, args):
         return None
     key = primal.ensure_compiled(*args)
     t_kernel = primal.compiled_kernels[key]
-    prog = impl.get_runtime().prog
-    cuda = prog.config().arch.name == "cuda"
+    cuda = impl.get_runtime().prog.config().arch.name == "cuda"
     arrays, external, ndarrays, scalars = [], [], [], []
     for i, (meta, v) in enumerate(zip(primal.arguments, args)):
         ann = meta.annotation
@@ -100,7 +105,7 @@ def _prepare(kernel, args):
             scalars.append((i, "set_arg_float", float))
         else:
             return None
-    return _Prepared(t_kernel, prog, tuple(arrays), tuple(external), tuple(ndarrays), tuple(scalars))
+    return _Prepared(primal, t_kernel, tuple(arrays), tuple(external), tuple(ndarrays), tuple(scalars))
 
 
 class Launcher:
@@ -115,6 +120,8 @@ class Launcher:
         p = self._prepared.get(kernel)
         if p is False:
             return kernel(*args)
+        if p is not None and not p.valid():
+            p = None
         if p is not None:
             seen = set()
             for i, v in p.arrays:

@@ -56,3 +56,47 @@ def test_what_the_fast_path_cannot_hold_uses_taichis_path():
         launch(_scaled, scale, x, out)
         assert torch.equal(out, scale * x)
     assert launch._prepared[_scaled] is False
+
+
+_ACROSS_RESETS = r"""
+import gc, sys
+import genesis_core as gs
+
+def box_scene():
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2))
+    scene.add_entity(gs.morphs.Plane())
+    scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.1), size=(0.2, 0.2, 0.2)))
+    scene.build()
+    for _ in range(3):
+        scene.step()
+    return scene
+
+gc.disable()  # the scenes of an earlier runtime are collected while a later one runs
+kept = []
+for i in range(4):
+    gs.init(backend=gs.cpu, precision="64" if i % 2 else "32", logging_level="warning")
+    kept.append(box_scene())
+    scene = box_scene()
+    del kept[:-1]
+    gc.collect()
+    for _ in range(10):
+        scene.step()
+    z = float(scene.entities[1].get_pos()[2])
+    assert 0.09 < z < 0.11, z
+    gs.destroy()
+print("ok")
+"""
+
+
+def test_prepared_launches_survive_runtime_resets(tmp_path):
+    """A scene of an earlier runtime, collected while a later one runs, must not tear down the later one (a
+    prepared launch holding the Taichi program did: the old program's destruction crashed the next launch)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "resets.py"
+    script.write_text(_ACROSS_RESETS)
+    env = {**__import__("os").environ, "GENESIS_CORE_BOUND_LAUNCH": "1"}
+    run = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout[-2000:] + run.stderr[-4000:]
