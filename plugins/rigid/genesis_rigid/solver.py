@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import taichi as ti
 import torch
@@ -13,7 +15,7 @@ from genesis_core.coupler import ColliderView
 from . import kernels_step
 from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread
 from .entity import RigidEntity
-from .kernels_collision import CF_N, CI_N
+from .kernels_collision import CF_N, CI_ACTIVE, CI_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
                      DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
@@ -55,6 +57,10 @@ class RigidSolver(gs.SolverBase):
     material_class = Rigid
     entity_class = RigidEntity
     supports_grad = True
+    # every this many collision passes (and at the first), the contacts found are counted against max_contacts
+    CONTACT_CHECK_EVERY = 32
+    _n_collides = 0
+    _contacts_warned = False
     state_fields = (
         gs.FieldSpec("qpos", ("n_qs",), grad=True,
                      doc="generalized positions (free: xyz + wxyz quat; ball: wxyz), m / rad"),
@@ -407,6 +413,19 @@ class RigidSolver(gs.SolverBase):
             self._launch(kernels_step.collide_meshes, f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"],
                          m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"], s["s_nar_f"],
                          s["s_nar_i"])
+        self._n_collides += 1
+        if not self._contacts_warned and self._n_collides % self.CONTACT_CHECK_EVERY == 1:
+            self._check_contact_capacity()
+
+    def _check_contact_capacity(self):
+        """Warn once when an environment has more contacts than the constraint stage keeps: the rest are dropped
+        (bodies sink through each other), and joint limits may lose their rows to them."""
+        found = int((self.scratch["s_con_i"][:, CI_ACTIVE, :] == 1).sum(dim=1).max())
+        if found > self.options.max_contacts:
+            self._contacts_warned = True
+            warnings.warn(f"RigidSolver: {found} contacts in one environment, more than max_contacts="
+                          f"{self.options.max_contacts}; the others are ignored and bodies may sink through each "
+                          f"other. Raise RigidOptions(max_contacts=...).", stacklevel=2)
 
     def substep_pre_coupling(self, f):
         if self._diff is not None:

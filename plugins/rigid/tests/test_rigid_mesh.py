@@ -395,7 +395,8 @@ def test_sweep_and_prune_finds_exactly_the_touching_pairs():
     rng = np.random.default_rng(3)
     n, n_envs = 60, 3
     radii = np.where(np.arange(n) % 2 == 0, 0.05, 0.08)
-    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, gravity=(0, 0, 0)))
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, gravity=(0, 0, 0)),
+                     rigid_options=gs.options.RigidOptions(max_contacts=256))
     balls = [scene.add_entity(gs.morphs.Sphere(radius=float(r), pos=(0, 0, 0))) for r in radii]
     scene.build(n_envs=n_envs)
     centres = torch.as_tensor(rng.uniform(0, 0.6, size=(n_envs, n, 3)))
