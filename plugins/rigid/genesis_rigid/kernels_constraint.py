@@ -11,7 +11,7 @@ contact slot in the declared state `contact_impulse` (read at frame f, written a
 import taichi as ti
 
 from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_ACTIVE, CI_LINK_A, CI_LINK_B
-from .kernels_dynamics import factor_ldl, ldl_solve_col, ldl_solve_row
+from .kernels_dynamics import factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_PARENT, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE,
@@ -51,7 +51,7 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_
             tau += ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
         s_dof[b, d, 1] = tau + s_dof[b, d, 6]
     factor_ldl(b, n, s_mass, dof_i)
-    ldl_solve_col(b, n, s_mass, dof_i, s_dof, 1)
+    ldl_solve(b, n, s_mass, dof_i, s_dof, 1, False)
 
 
 @func
@@ -131,7 +131,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
     for r in range(n_rows):
         for d in range(n):
             s_W[b, r, d] = s_J[b, r, d]
-        ldl_solve_row(b, n, s_mass, dof_i, s_W, r)
+        ldl_solve(b, n, s_mass, dof_i, s_W, r, True)
         a = params_f[PF_REG]
         for d in range(n):
             a += s_J[b, r, d] * s_W[b, r, d]

@@ -108,37 +108,34 @@ def factor_ldl(b, n, a, dof_i):
             i = dof_i[i, DI_PARENT]
 
 
+@ti.func
+def _get(x: ti.template(), b, fixed, k, by_row: ti.template()):
+    """Entry k of the vector x[b, fixed, :] (by_row) or x[b, :, fixed]."""
+    return x[b, fixed, k] if ti.static(by_row) else x[b, k, fixed]
+
+
+@ti.func
+def _scale_add(x: ti.template(), b, fixed, k, by_row: ti.template(), scale, add):
+    """Entry k of that vector becomes scale times itself plus add."""
+    if ti.static(by_row):
+        x[b, fixed, k] = scale * x[b, fixed, k] + add
+    else:
+        x[b, k, fixed] = scale * x[b, k, fixed] + add
+
+
 @func
-def ldl_solve_col(b, n, ldl, dof_i, x, col):
-    """Solve L^T D L y = x[b, :, col] in place (ldl from factor_ldl)."""
+def ldl_solve(b, n, ldl, dof_i, x, fixed, by_row: ti.template()):
+    """Solve L^T D L y = r in place for r = x[b, fixed, :] (by_row) or x[b, :, fixed] (ldl from factor_ldl)."""
     for kk in range(n):
         k = n - 1 - kk
         i = dof_i[k, DI_PARENT]
         while i >= 0:
-            x[b, i, col] -= ldl[b, k, i] * x[b, k, col]
+            _scale_add(x, b, fixed, i, by_row, 1.0, -ldl[b, k, i] * _get(x, b, fixed, k, by_row))
             i = dof_i[i, DI_PARENT]
     for k in range(n):
-        x[b, k, col] /= ldl[b, k, k]
+        _scale_add(x, b, fixed, k, by_row, 1.0 / ldl[b, k, k], 0.0)
     for k in range(n):
         i = dof_i[k, DI_PARENT]
         while i >= 0:
-            x[b, k, col] -= ldl[b, k, i] * x[b, i, col]
-            i = dof_i[i, DI_PARENT]
-
-
-@func
-def ldl_solve_row(b, n, ldl, dof_i, x, row):
-    """Solve L^T D L y = x[b, row, :] in place (ldl from factor_ldl)."""
-    for kk in range(n):
-        k = n - 1 - kk
-        i = dof_i[k, DI_PARENT]
-        while i >= 0:
-            x[b, row, i] -= ldl[b, k, i] * x[b, row, k]
-            i = dof_i[i, DI_PARENT]
-    for k in range(n):
-        x[b, row, k] /= ldl[b, k, k]
-    for k in range(n):
-        i = dof_i[k, DI_PARENT]
-        while i >= 0:
-            x[b, row, k] -= ldl[b, k, i] * x[b, row, i]
+            _scale_add(x, b, fixed, k, by_row, 1.0, -ldl[b, k, i] * _get(x, b, fixed, i, by_row))
             i = dof_i[i, DI_PARENT]
