@@ -14,17 +14,16 @@ from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_A
 from .kernels_dynamics import factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
-                     DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_PARENT, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE,
-                     LI_LAST_DOF, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG, PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, ROW_FRICTION,
-                     ROW_LIMIT, ROW_NORMAL)
+                     DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
+                     JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
+                     PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2, RI_KIND, RI_LO, RI_LO2,
+                     RI_NORMAL, RI_SLOT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
 from .model import BALL, FREE, HINGE, SLIDE
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
 BOUNCE_THRESHOLD = 0.05
 # s_row_f columns: 1 / (J W + reg), target velocity, impulse, friction coefficient
 RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU = 0, 1, 2, 3
-# s_row_i columns: kind, contact slot (-1 for limits), the row of the normal a friction row is bounded by
-RI_KIND, RI_SLOT, RI_NORMAL = 0, 1, 2
 
 
 @func
@@ -51,7 +50,7 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_
             tau += ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
         s_dof[b, d, 1] = tau + s_dof[b, d, 6]
     factor_ldl(b, n, s_mass, dof_i)
-    ldl_solve(b, n, s_mass, dof_i, s_dof, 1, False)
+    ldl_solve(b, 0, n, s_mass, dof_i, s_dof, 1, False)
 
 
 @func
@@ -64,6 +63,45 @@ def add_point_jacobian(b, r, l, direction, point, link_i, dof_i, s_cdof, s_J):
         s_J[b, r, d] += direction[0] * cd[3] + direction[1] * cd[4] + direction[2] * cd[5] + \
             arm[0] * cd[0] + arm[1] * cd[1] + arm[2] * cd[2]
         d = dof_i[d, DI_PARENT]
+
+
+@func
+def set_row_dofs(b, r, lo, hi, lo2, hi2, s_row_i):
+    """Row r involves the dofs lo..hi-1 and lo2..hi2-1: the trees of its two links (one range if they share it;
+    tree ranges are disjoint or equal)."""
+    same = lo2 == lo and hi2 == hi
+    s_row_i[b, r, RI_LO] = lo
+    s_row_i[b, r, RI_HI] = hi
+    s_row_i[b, r, RI_LO2] = 0 if same else lo2
+    s_row_i[b, r, RI_HI2] = 0 if same else hi2
+
+
+@func
+def row_dot(b, r, s_row_i, s_J, s_dof, col):
+    """J_r . s_dof[b, :, col] over the row's dofs."""
+    out = 0.0
+    for seg in ti.static(range(2)):
+        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+            out += s_J[b, r, d] * s_dof[b, d, col]
+    return out
+
+
+@func
+def row_dot_w(b, r, s_row_i, s_J, s_W):
+    """J_r . W_r over the row's dofs: the row's inverse effective mass."""
+    out = 0.0
+    for seg in ti.static(range(2)):
+        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+            out += s_J[b, r, d] * s_W[b, r, d]
+    return out
+
+
+@func
+def add_row_response(b, r, s_row_i, s_W, s_dof, impulse):
+    """The velocity change of an impulse on row r: s_dof[b, :, 2] += W_r impulse over the row's dofs."""
+    for seg in ti.static(range(2)):
+        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+            s_dof[b, d, 2] += s_W[b, r, d] * impulse
 
 
 @func
@@ -89,8 +127,11 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                 for k in range(3):
                     r = n_rows + k
                     direction = ti.select(k == 0, normal, ti.select(k == 1, t1, t2))
-                    for d in range(n):
-                        s_J[b, r, d] = 0.0
+                    set_row_dofs(b, r, link_i[lb, LI_TREE_LO], link_i[lb, LI_TREE_HI], link_i[la, LI_TREE_LO],
+                                 link_i[la, LI_TREE_HI], s_row_i)
+                    for seg in ti.static(range(2)):
+                        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+                            s_J[b, r, d] = 0.0
                     add_point_jacobian(b, r, lb, direction, point, link_i, dof_i, s_cdof, s_J)
                     add_point_jacobian(b, r, la, -direction, point, link_i, dof_i, s_cdof, s_J)
                     s_row_i[b, r, RI_KIND] = ROW_NORMAL if k == 0 else ROW_FRICTION
@@ -99,9 +140,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                     s_row_f[b, r, RF_TARGET] = 0.0
                     if k == 0:
                         target = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h, max_correction)
-                        approach = 0.0  # normal velocity before the impulses (negative: closing)
-                        for d in range(n):
-                            approach += s_J[b, r, d] * s_dof[b, d, 2]
+                        approach = row_dot(b, r, s_row_i, s_J, s_dof, 2)  # before the impulses (< 0: closing)
                         if approach < -BOUNCE_THRESHOLD:
                             target = ti.max(target, -s_con_f[b, s, CF_REST] * approach)
                         s_row_f[b, r, RF_TARGET] = target
@@ -116,7 +155,9 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                 hi = dof_f[d, DF_RANGE_HI]
                 if q < lo or q > hi:
                     sign = 1.0 if q < lo else -1.0
-                    for k in range(n):
+                    link = dof_i[d, DI_LINK]
+                    set_row_dofs(b, n_rows, link_i[link, LI_TREE_LO], link_i[link, LI_TREE_HI], 0, 0, s_row_i)
+                    for k in range(s_row_i[b, n_rows, RI_LO], s_row_i[b, n_rows, RI_HI]):
                         s_J[b, n_rows, k] = 0.0
                     s_J[b, n_rows, d] = sign
                     s_row_i[b, n_rows, RI_KIND] = ROW_LIMIT
@@ -129,25 +170,21 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                     n_rows += 1
     # W = M~^-1 J^T, the inverse effective masses, and the warm start v = v_free + W lambda
     for r in range(n_rows):
-        for d in range(n):
-            s_W[b, r, d] = s_J[b, r, d]
-        ldl_solve(b, n, s_mass, dof_i, s_W, r, True)
-        a = params_f[PF_REG]
-        for d in range(n):
-            a += s_J[b, r, d] * s_W[b, r, d]
-        s_row_f[b, r, RF_DINV] = 1.0 / a
-        lam = s_row_f[b, r, RF_LAMBDA]
-        for d in range(n):
-            s_dof[b, d, 2] += s_W[b, r, d] * lam
+        for seg in ti.static(range(2)):
+            d_lo = s_row_i[b, r, RI_LO + 2 * seg]
+            d_hi = s_row_i[b, r, RI_HI + 2 * seg]
+            for d in range(d_lo, d_hi):
+                s_W[b, r, d] = s_J[b, r, d]
+            ldl_solve(b, d_lo, d_hi, s_mass, dof_i, s_W, r, True)
+        s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + row_dot_w(b, r, s_row_i, s_J, s_W))
+        add_row_response(b, r, s_row_i, s_W, s_dof, s_row_f[b, r, RF_LAMBDA])
     largest = params_f[PF_TOL] + 1.0
     for _ in range(params_i[PP_ITERATIONS]):
         if largest <= params_f[PF_TOL]:
             break
         largest = 0.0
         for r in range(n_rows):
-            jv = 0.0
-            for d in range(n):
-                jv += s_J[b, r, d] * s_dof[b, d, 2]
+            jv = row_dot(b, r, s_row_i, s_J, s_dof, 2)
             lam = s_row_f[b, r, RF_LAMBDA]
             new = lam
             if s_row_i[b, r, RI_KIND] == ROW_FRICTION:
@@ -158,8 +195,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             delta = new - lam
             largest = ti.max(largest, ti.abs(delta))
             if delta != 0.0:
-                for d in range(n):
-                    s_dof[b, d, 2] += s_W[b, r, d] * delta
+                add_row_response(b, r, s_row_i, s_W, s_dof, delta)
                 s_row_f[b, r, RF_LAMBDA] = new
     for s in range(contact_impulse.shape[2]):
         for k in ti.static(range(3)):

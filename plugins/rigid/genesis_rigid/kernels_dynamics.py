@@ -124,17 +124,19 @@ def _scale_add(x: ti.template(), b, fixed, k, by_row: ti.template(), scale, add)
 
 
 @func
-def ldl_solve(b, n, ldl, dof_i, x, fixed, by_row: ti.template()):
-    """Solve L^T D L y = r in place for r = x[b, fixed, :] (by_row) or x[b, :, fixed] (ldl from factor_ldl)."""
-    for kk in range(n):
-        k = n - 1 - kk
+def ldl_solve(b, lo, hi, ldl, dof_i, x, fixed, by_row: ti.template()):
+    """Solve L^T D L y = r in place for r = x[b, fixed, :] (by_row) or x[b, :, fixed] (ldl from factor_ldl), on
+    the dofs lo..hi-1: all of them, or whole kinematic trees (the matrix is block diagonal over trees, and a dof's
+    ancestors are in its tree)."""
+    for kk in range(hi - lo):
+        k = hi - 1 - kk
         i = dof_i[k, DI_PARENT]
         while i >= 0:
             _scale_add(x, b, fixed, i, by_row, 1.0, -ldl[b, k, i] * _get(x, b, fixed, k, by_row))
             i = dof_i[i, DI_PARENT]
-    for k in range(n):
+    for k in range(lo, hi):
         _scale_add(x, b, fixed, k, by_row, 1.0 / ldl[b, k, k], 0.0)
-    for k in range(n):
+    for k in range(lo, hi):
         i = dof_i[k, DI_PARENT]
         while i >= 0:
             _scale_add(x, b, fixed, k, by_row, 1.0, -ldl[b, k, i] * _get(x, b, fixed, i, by_row))

@@ -3,8 +3,9 @@ lists short). Each constant names the first column of a quantity in the array of
 
 # link_f [L, 20]: body frame relative to the parent, inertial properties in the body frame
 LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_N = 0, 3, 7, 8, 11, 20
-# link_i [L, 6]: parent link (-1: the world), its joints and dofs (ranges), the last dof moving it (-1: none)
-LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_DOF_START, LI_DOF_END, LI_LAST_DOF, LI_N = range(7)
+# link_i [L, 8]: parent link (-1: the world), its joints and dofs (ranges), the last dof moving it (-1: none), and
+# the dofs of its kinematic tree (a range; empty for a tree without dofs; all dofs if a tree's are not contiguous)
+LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_DOF_START, LI_DOF_END, LI_LAST_DOF, LI_TREE_LO, LI_TREE_HI, LI_N = range(9)
 # joint_f [J, 6]: anchor and axis in the body frame
 JF_POS, JF_AXIS, JF_N = 0, 3, 6
 # joint_i [J, 3]
@@ -36,3 +37,6 @@ PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_N = range(6)
 CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY = 0, 1, 2
 # constraint row kinds
 ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3
+# s_row_i columns: kind, contact slot (-1 for limits), the row of the normal a friction row is bounded by, and the
+# row's dofs as two ranges (the trees of the two links; the second is empty when they share one)
+RI_KIND, RI_SLOT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_N = range(8)

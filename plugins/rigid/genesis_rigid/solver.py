@@ -22,8 +22,8 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
                      JF_N, JF_POS, JI_N, LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
-                     PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_N,
-                     PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4)
+                     LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_N,
+                     PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, RI_N)
 from .material import Rigid
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
 from .options import RigidOptions
@@ -161,6 +161,22 @@ class RigidSolver(gs.SolverBase):
             return [1.0, 0.0, 0.0, 0.0]
         return [0.0]
 
+    def _tree_dof_ranges(self):
+        """[L, 2]: the dofs of each link's kinematic tree (the links under its topmost ancestor), a range. A
+        constraint row on a link only involves its tree's dofs (the mass matrix is block diagonal over trees), so
+        its loops run over that range alone. If some tree's dofs are not contiguous, every range is all dofs."""
+        links = self._links
+        root = []
+        for l, k in enumerate(links):  # parents come first
+            root.append(l if k["parent"] < 0 else root[k["parent"]])
+        dofs = {}
+        for l, k in enumerate(links):
+            dofs.setdefault(root[l], []).extend(range(*k["dofs"]))
+        ranges = {r: (min(d), max(d) + 1) if d else (0, 0) for r, d in dofs.items()}
+        if any(hi - lo != len(dofs[r]) for r, (lo, hi) in ranges.items()):
+            ranges = {r: (0, len(self._dofs)) for r in ranges}
+        return np.array([ranges[root[l]] for l in range(len(links))], dtype=np.int32).reshape(-1, 2)
+
     def _compile_arrays(self):
         links, joints, dofs, geoms = self._links, self._joints, self._dofs, self._geoms
         L, J, D, G = len(links), len(joints), len(dofs), len(geoms)
@@ -180,6 +196,7 @@ class RigidSolver(gs.SolverBase):
             last = own_last if own_last >= 0 else (last_dof[k["parent"]] if k["parent"] >= 0 else -1)
             last_dof.append(last)
             link_i[l, LI_LAST_DOF] = last
+        link_i[:L, LI_TREE_LO:LI_TREE_HI + 1] = self._tree_dof_ranges()
         joint_f = np.zeros((max(J, 1), JF_N))
         joint_i = np.full((max(J, 1), JI_N), -1, dtype=np.int32)  # a padding row (no joints) has type -1
         for j, jt in enumerate(joints):
@@ -381,7 +398,7 @@ class RigidSolver(gs.SolverBase):
             s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
             s_mass=z(B, D, D), s_dof=z(B, D, 7), s_J=z(B, R, D), s_W=z(B, R, D), s_row_f=z(B, R, 4),
-            s_row_i=z(B, R, 3, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
+            s_row_i=z(B, R, RI_N, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
             s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),

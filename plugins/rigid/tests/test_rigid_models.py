@@ -163,3 +163,29 @@ def test_a_scene_of_fixed_bodies_only_steps():
         scene.step()
     assert box.n_dofs == 0 and box.get_qpos().shape == (2, 0)
     assert box.get_pos().tolist() == [[0.0, 0.0, 0.5], [0.0, 0.0, 0.5]]
+
+
+def test_each_link_knows_the_dofs_of_its_kinematic_tree():
+    """A constraint row loops over the dofs of its links' trees only: the ranges come from the tree structure, and
+    a layout whose tree dofs interleave falls back to all dofs (a range would take in another tree's dofs)."""
+    import numpy as np
+
+    from genesis_rigid.layout import LI_TREE_HI, LI_TREE_LO
+    from genesis_rigid.solver import RigidSolver
+
+    scene, (_, box, arm) = build([gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.1, 0.1)),
+                                  gs.morphs.MJCF(file=assets.path("double_pendulum.xml"))])
+    solver = scene.rigid_solver
+    link_i = solver.model["link_i"].to_numpy()[:solver.n_links]
+    ranges = {tuple(r) for r in link_i[:, LI_TREE_LO:LI_TREE_HI + 1]}
+    assert ranges == {(0, 0), (0, 6), (6, 8)}  # the plane's tree has no dofs; the box's six; the pendulum's two
+
+    class Layout:  # two trees, each a root link with a child, whose dofs interleave: 0, 2 and 1, 3
+        _links = [dict(parent=-1, dofs=(0, 1)), dict(parent=-1, dofs=(1, 2)), dict(parent=0, dofs=(2, 3)),
+                  dict(parent=1, dofs=(3, 4))]
+        _dofs = [None] * 4
+
+    assert np.array_equal(RigidSolver._tree_dof_ranges(Layout()), [[0, 4]] * 4)
+    Layout._links[1], Layout._links[2] = dict(parent=0, dofs=(1, 2)), dict(parent=-1, dofs=(2, 3))
+    Layout._links[3] = dict(parent=2, dofs=(3, 4))
+    assert np.array_equal(RigidSolver._tree_dof_ranges(Layout()), [[0, 2], [0, 2], [2, 4], [2, 4]])
