@@ -37,7 +37,7 @@ class _Prepared:
         # down what the current program runs on. `compiled` is the kernel's table of compiled kernels, which
         # Taichi replaces when it resets: a launch prepared under another program is prepared again.
         self.primal, self.compiled, self.t_kernel = primal, primal.compiled_kernels, t_kernel
-        self.arrays = arrays  # (position, object): identity-checked, and kept alive
+        self.arrays = arrays  # (position, object, is a gradient): identity-checked, and kept alive
         self.external = external  # (index, pointer, bytes, shape, gradient pointer) of torch tensors
         self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays
         self.scalars = scalars  # (position, name of the context's setter, converter)
@@ -81,7 +81,7 @@ def _prepare(kernel, args):
                 if v.grad is not None:
                     return None
                 ndarrays.append(((i,), v.arr))
-                arrays.append((i, v))
+                arrays.append((i, v, False))
             elif isinstance(v, torch.Tensor):
                 if not v.is_contiguous() or (v.device.type != "cpu" and not (cuda and v.device.type == "cuda")):
                     return None
@@ -94,9 +94,9 @@ def _prepare(kernel, args):
                     return None
                 external.append(((i,), int(v.data_ptr()), v.element_size() * v.nelement(), shape,
                                  0 if grad is None else int(grad.data_ptr())))
-                arrays.append((i, v))
+                arrays.append((i, v, False))
                 if grad is not None:
-                    arrays.append((i, grad))  # checked as args[i].grad
+                    arrays.append((i, grad, True))  # checked as args[i].grad
             else:
                 return None
         elif id(ann) in primitive_types.integer_type_ids:
@@ -109,10 +109,16 @@ def _prepare(kernel, args):
 
 
 class Launcher:
-    """Launches kernels with their argument conversion done once per set of arrays (see the module doc)."""
+    """Launches kernels with their argument conversion done once per set of arrays (see the module doc).
+
+    A kernel whose arrays keep changing (a caller passing new views at every call) would pay for preparing a
+    launch each time on top of Taichi's path: after MAX_REBINDS new sets of arrays it stays on Taichi's path."""
+
+    MAX_REBINDS = 8
 
     def __init__(self):
         self._prepared = {}
+        self._rebinds = {}
 
     def __call__(self, kernel, *args):
         if not ENABLED:
@@ -123,19 +129,18 @@ class Launcher:
         if p is not None and not p.valid():
             p = None
         if p is not None:
-            seen = set()
-            for i, v in p.arrays:
-                a = args[i] if i not in seen else args[i].grad
-                seen.add(i)
-                if a is not v:
+            for i, v, is_grad in p.arrays:
+                if (args[i].grad if is_grad else args[i]) is not v:
                     p = None
                     break
         if p is None:
             kernel(*args)  # Taichi's own path: compiles on first use and checks every argument
-            self._prepared[kernel] = _prepare(kernel, args) or False
+            rebinds = self._rebinds[kernel] = self._rebinds.get(kernel, -1) + 1
+            self._prepared[kernel] = rebinds < self.MAX_REBINDS and _prepare(kernel, args) or False
             return None
         p.launch(args)
         return None
 
     def clear(self):
         self._prepared.clear()
+        self._rebinds.clear()

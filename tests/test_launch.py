@@ -42,6 +42,18 @@ def test_bound_launch_matches_taichi_and_rebinds_new_arrays():
     assert torch.equal(out, _reference(0, 1.5, x, y))
 
 
+def test_arrays_that_change_at_every_call_go_back_to_taichis_path():
+    launch = Launcher()
+    x = torch.rand(3, 4, 5, dtype=torch.float64)
+    y = torch.rand(4, 5, 3, dtype=torch.float64)
+    out = torch.zeros(4, 5, dtype=torch.float64)
+    for k in range(Launcher.MAX_REBINDS + 3):
+        view = x[:]  # a new tensor object each time: a new set of arrays
+        launch(_axpy, k % 3, 2.0, view, y, out)
+        assert torch.equal(out, _reference(k % 3, 2.0, x, y))
+        assert (launch._prepared[_axpy] is False) == (k >= Launcher.MAX_REBINDS)
+
+
 @ti.kernel
 def _scaled(scale: ti.template(), x: ti.types.ndarray(), out: ti.types.ndarray()):
     for i in range(x.shape[0]):
