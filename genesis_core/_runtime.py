@@ -10,6 +10,7 @@ import gc
 import logging
 import random
 import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -34,6 +35,13 @@ class _Runtime:
         self.device = torch.device("cpu")
         self.seed = None
 
+    def track_taichi_array(self, array):
+        """Register a Taichi ndarray a solver allocated, and return it. `gs.destroy()` detaches those still alive
+        then (a scene kept past the reset): Taichi frees an ndarray by its address in the program current at
+        collection time, which after a reset is the next program, where the address may belong to a live array."""
+        _taichi_arrays.add(array)
+        return array
+
     @property
     def tc_float(self) -> torch.dtype:
         return torch.float64 if self.precision == "64" else torch.float32
@@ -44,6 +52,16 @@ class _Runtime:
 
 
 runtime = _Runtime()
+_taichi_arrays = weakref.WeakSet()
+_detached_classes = {}
+
+
+def _detach(array):
+    """From now on, collecting `array` frees nothing: its program, and the memory with it, is gone."""
+    cls = type(array)
+    if cls not in _detached_classes:
+        _detached_classes[cls] = type(cls.__name__, (cls,), {"__del__": lambda self: None})
+    array.__class__ = _detached_classes[cls]
 
 
 def _check_choice(name, value, choices):
@@ -109,9 +127,12 @@ def destroy():
     import taichi as ti
 
     if runtime.initialized:
-        # Scenes dropped but not yet collected release their Taichi arrays now, to the program that made them: a
-        # collection after the reset would hand their stale addresses to the next program.
+        # Scenes dropped but not yet collected release their Taichi arrays now, to the program that made them; the
+        # arrays of scenes still referenced are detached (see track_taichi_array).
         gc.collect()
+        for array in list(_taichi_arrays):
+            _detach(array)
+        _taichi_arrays.clear()
         ti.reset()
     runtime.initialized = False
     runtime.backend = runtime.arch = runtime.precision = None

@@ -29,21 +29,32 @@ ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
 
 
 class _Prepared:
-    __slots__ = ("primal", "compiled", "t_kernel", "arrays", "external", "ndarrays", "scalars")
+    __slots__ = ("primal", "compiled", "t_kernel", "arrays", "requires_grad", "external", "ndarrays", "scalars")
 
-    def __init__(self, primal, t_kernel, arrays, external, ndarrays, scalars):
+    def __init__(self, primal, t_kernel, arrays, requires_grad, external, ndarrays, scalars):
         # Nothing here may hold the Taichi program: a prepared launch that outlives `ti.reset()` (a scene not yet
         # collected) would keep the old program alive, and its destruction at a later garbage collection tears
         # down what the current program runs on. `compiled` is the kernel's table of compiled kernels, which
         # Taichi replaces when it resets: a launch prepared under another program is prepared again.
         self.primal, self.compiled, self.t_kernel = primal, primal.compiled_kernels, t_kernel
         self.arrays = arrays  # (position, object, is a gradient): identity-checked, and kept alive
+        # (position, flag) of the torch tensors: requires_grad selects the compiled kernel and whether .grad is passed
+        self.requires_grad = requires_grad
         self.external = external  # (index, pointer, bytes, shape, gradient pointer) of torch tensors
         self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays
         self.scalars = scalars  # (position, name of the context's setter, converter)
 
-    def valid(self):
-        return self.primal.compiled_kernels is self.compiled
+    def matches(self, args):
+        """Whether args are the arrays this launch was prepared with (and its kernel was not reset since)."""
+        if self.primal.compiled_kernels is not self.compiled:
+            return False
+        for i, v, is_grad in self.arrays:
+            if (args[i].grad if is_grad else args[i]) is not v:
+                return False
+        for i, flag in self.requires_grad:
+            if args[i].requires_grad is not flag:
+                return False
+        return True
 
     def launch(self, args):
         # a fresh context every launch (Taichi's launch owns what a context holds), filled from the converted values
@@ -73,7 +84,7 @@ def _prepare(kernel, args):
     key = primal.ensure_compiled(*args)
     t_kernel = primal.compiled_kernels[key]
     cuda = impl.get_runtime().prog.config().arch.name == "cuda"
-    arrays, external, ndarrays, scalars = [], [], [], []
+    arrays, requires_grad, external, ndarrays, scalars = [], [], [], [], []
     for i, (meta, v) in enumerate(zip(primal.arguments, args)):
         ann = meta.annotation
         if isinstance(ann, ndarray_type.NdarrayType):
@@ -95,8 +106,9 @@ def _prepare(kernel, args):
                 external.append(((i,), int(v.data_ptr()), v.element_size() * v.nelement(), shape,
                                  0 if grad is None else int(grad.data_ptr())))
                 arrays.append((i, v, False))
-                if grad is not None:
-                    arrays.append((i, grad, True))  # checked as args[i].grad
+                requires_grad.append((i, v.requires_grad))
+                if v.requires_grad:
+                    arrays.append((i, grad, True))  # checked as args[i].grad (None included)
             else:
                 return None
         elif id(ann) in primitive_types.integer_type_ids:
@@ -105,7 +117,8 @@ def _prepare(kernel, args):
             scalars.append((i, "set_arg_float", float))
         else:
             return None
-    return _Prepared(primal, t_kernel, tuple(arrays), tuple(external), tuple(ndarrays), tuple(scalars))
+    return _Prepared(primal, t_kernel, tuple(arrays), tuple(requires_grad), tuple(external), tuple(ndarrays),
+                     tuple(scalars))
 
 
 class Launcher:
@@ -126,13 +139,8 @@ class Launcher:
         p = self._prepared.get(kernel)
         if p is False:
             return kernel(*args)
-        if p is not None and not p.valid():
+        if p is not None and not p.matches(args):
             p = None
-        if p is not None:
-            for i, v, is_grad in p.arrays:
-                if (args[i].grad if is_grad else args[i]) is not v:
-                    p = None
-                    break
         if p is None:
             kernel(*args)  # Taichi's own path: compiles on first use and checks every argument
             rebinds = self._rebinds[kernel] = self._rebinds.get(kernel, -1) + 1

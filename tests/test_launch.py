@@ -54,6 +54,24 @@ def test_arrays_that_change_at_every_call_go_back_to_taichis_path():
         assert (launch._prepared[_axpy] is False) == (k >= Launcher.MAX_REBINDS)
 
 
+def test_requires_grad_or_a_new_grad_prepares_again():
+    """requires_grad selects Taichi's compiled kernel and .grad the gradient pointer passed: either changing
+    means another launch."""
+    launch = Launcher()
+    x = torch.rand(3, 4, 5, dtype=torch.float64)
+    y = torch.rand(4, 5, 3, dtype=torch.float64)
+    out = torch.zeros(4, 5, dtype=torch.float64)
+    launch(_axpy, 0, 1.0, x, y, out)
+    first = launch._prepared[_axpy]
+    x.requires_grad_(True)
+    launch(_axpy, 1, 1.0, x, y, out)
+    second = launch._prepared[_axpy]
+    assert second is not first and torch.equal(out, _reference(1, 1.0, x.detach(), y))
+    x.grad = torch.ones_like(x)
+    launch(_axpy, 2, 1.0, x, y, out)
+    assert launch._prepared[_axpy] is not second and torch.equal(out, _reference(2, 1.0, x.detach(), y))
+
+
 @ti.kernel
 def _scaled(scale: ti.template(), x: ti.types.ndarray(), out: ti.types.ndarray()):
     for i in range(x.shape[0]):
@@ -71,8 +89,16 @@ def test_what_the_fast_path_cannot_hold_uses_taichis_path():
 
 
 _ACROSS_RESETS = r"""
-import gc, sys
+import gc
+import taichi as ti
+import torch
 import genesis_core as gs
+from genesis_core.launch import Launcher
+
+@ti.kernel
+def double(x: ti.types.ndarray(), out: ti.types.ndarray()):
+    for i in range(x.shape[0]):
+        out[i] = 2 * x[i]
 
 def box_scene():
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2))
@@ -84,9 +110,14 @@ def box_scene():
     return scene
 
 gc.disable()  # the scenes of an earlier runtime are collected while a later one runs
-kept = []
+kept, launch = [], Launcher()
+x, out = torch.arange(5.0, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
 for i in range(4):
     gs.init(backend=gs.cpu, precision="64" if i % 2 else "32", logging_level="warning")
+    before = launch._prepared.get(double)
+    launch(double, x, out)  # one launcher across resets: prepared again for this runtime's compiled kernel
+    launch(double, x, out)
+    assert torch.equal(out, 2 * x) and (before is None or launch._prepared[double] is not before)
     kept.append(box_scene())
     scene = box_scene()
     del kept[:-1]
@@ -96,13 +127,16 @@ for i in range(4):
     z = float(scene.entities[1].get_pos()[2])
     assert 0.09 < z < 0.11, z
     gs.destroy()
+    arrays = [a for a in kept[-1].rigid_solver.scratch.values() if isinstance(a, ti.lang._ndarray.Ndarray)]
+    assert arrays and all(type(a).__module__ == "genesis_core._runtime" for a in arrays)  # detached
 print("ok")
 """
 
 
 def test_prepared_launches_survive_runtime_resets(tmp_path):
     """A scene of an earlier runtime, collected while a later one runs, must not tear down the later one (a
-    prepared launch holding the Taichi program did: the old program's destruction crashed the next launch)."""
+    prepared launch holding the Taichi program did: the old program's destruction crashed the next launch), its
+    Taichi arrays are detached at the reset, and a launcher that outlives a reset prepares its launches again."""
     import subprocess
     import sys
 

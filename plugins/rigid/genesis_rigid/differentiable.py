@@ -263,7 +263,8 @@ class DifferentiableStep:
         self.geom_quat = t(geom_f[:self.G, GF_QUAT:GF_QUAT + 4])
         self.geom_rot = quat_to_mat(self.geom_quat)
         self.S = solver.n_slots
-        self.max_rows = max(3 * min(self.S, solver.options.max_contacts) + len(limited), 1)
+        self.max_contacts = solver.options.max_contacts
+        self.max_rows = max(3 * min(self.S, self.max_contacts) + len(limited), 1)
         self._setup_contacts(geom_f, geom_i, pair_i[:solver.n_pairs], moves)
 
     # -- build-time tables of the contact slots -------------------------------------------------------------------
@@ -609,8 +610,8 @@ class DifferentiableStep:
         return torch.cat([rec_a, rec_b], 2)
 
     def rows(self, qpos, con, active, mot, chol, v_free, impulse):
-        """kernels_constraint.solve_constraints' rows: active contacts in slot order (3 rows each: normal, two
-        tangents) while they fit, then violated joint limits; padded to max_rows per environment."""
+        """kernels_constraint.solve_constraints' rows: the first max_contacts active contacts in slot order (3 rows
+        each: normal, two tangents), then violated joint limits; padded to max_rows per environment."""
         B, R, D, h = qpos.shape[0], self.max_rows, self.D, self.h
         dev, fl = qpos.device, qpos.dtype
         row_kind = torch.full((B, R), ROW_NONE, dtype=torch.int32, device=dev)
@@ -620,7 +621,7 @@ class DifferentiableStep:
         n_contacts = torch.zeros(B, dtype=torch.long, device=dev)
         if self.collision and self.S:
             index = torch.cumsum(active.long(), 1) - 1
-            fits = active & (3 * index + 3 <= R)
+            fits = active & (index < self.max_contacts) & (3 * index + 3 <= R)
             n_contacts = fits.sum(1)
             bi, si = torch.nonzero(fits, as_tuple=True)
             r0 = 3 * index[bi, si]

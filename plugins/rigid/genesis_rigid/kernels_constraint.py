@@ -16,8 +16,8 @@ from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
                      JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
-                     PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2, RI_KIND, RI_LO, RI_LO2,
-                     RI_NORMAL, RI_SLOT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
+                     PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, RI_HI, RI_HI2,
+                     RI_KIND, RI_LO, RI_LO2, RI_NORMAL, RI_SLOT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
 from .model import BALL, FREE, HINGE, SLIDE
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
@@ -115,9 +115,10 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
     slop = params_f[PF_SLOP]
     max_correction = params_f[PF_MAX_CORRECTION]
     n_rows = 0
+    contact_rows = ti.min(3 * params_i[PP_MAX_CONTACTS], max_rows)  # the first max_contacts contacts, in slot order
     if params_i[PP_COLLISION] != 0:
         for s in range(s_con_i.shape[2]):
-            if s_con_i[b, CI_ACTIVE, s] == 1 and n_rows + 3 <= max_rows:
+            if s_con_i[b, CI_ACTIVE, s] == 1 and n_rows + 3 <= contact_rows:
                 normal = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1],
                                     s_con_f[b, s, CF_NORMAL + 2]])
                 point = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])

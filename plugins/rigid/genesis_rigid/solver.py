@@ -380,7 +380,7 @@ class RigidSolver(gs.SolverBase):
         else:
             a.from_numpy(np.ascontiguousarray(values, dtype=np.int32 if kind == "i" else
                                               (np.float64 if dtype == ti.f64 else np.float32)))
-        return a
+        return gs.runtime.track_taichi_array(a)
 
     def _allocate_scratch(self):
         B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
