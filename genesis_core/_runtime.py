@@ -40,6 +40,8 @@ class _Runtime:
         then (a scene kept past the reset): Taichi frees an ndarray by its address in the program current at
         collection time, which after a reset is the next program, where the address may belong to a live array."""
         _taichi_arrays.add(array)
+        if getattr(type(array), "__del__", None) is None:  # Taichi frees only scalar ndarrays when they are collected
+            weakref.finalize(array, _free_taichi_array, array.arr, self.generation).atexit = False
         return array
 
     @property
@@ -54,6 +56,14 @@ class _Runtime:
 runtime = _Runtime()
 _taichi_arrays = weakref.WeakSet()
 _detached_classes = {}
+
+
+def _free_taichi_array(arr, generation):
+    """Free a collected vector or matrix ndarray (Taichi's own classes never do): in the program that made it."""
+    if runtime.initialized and runtime.generation == generation:
+        from taichi.lang import impl
+
+        impl.get_runtime().prog.delete_ndarray(arr)
 
 
 def _detach(array):

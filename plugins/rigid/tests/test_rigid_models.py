@@ -189,3 +189,25 @@ def test_each_link_knows_the_dofs_of_its_kinematic_tree():
     Layout._links[1], Layout._links[2] = dict(parent=0, dofs=(1, 2)), dict(parent=-1, dofs=(2, 3))
     Layout._links[3] = dict(parent=2, dofs=(3, 4))
     assert np.array_equal(RigidSolver._tree_dof_ranges(Layout()), [[0, 2], [0, 2], [2, 4], [2, 4]])
+
+
+def test_the_taichi_arrays_of_a_dropped_scene_are_freed(monkeypatch):
+    """Taichi frees a collected scalar ndarray but never a vector or matrix one: the runtime frees those of a
+    collected scene itself (a process that builds many scenes would otherwise grow without bound)."""
+    import gc
+
+    import taichi as ti
+
+    import genesis_core._runtime as rt
+
+    freed = []
+    free = rt._free_taichi_array
+    monkeypatch.setattr(rt, "_free_taichi_array", lambda arr, generation: freed.append(arr) or free(arr, generation))
+    scene, _ = build([gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.1), size=(0.2, 0.2, 0.2))], n_envs=2)
+    scene.step()
+    kinds = [type(a) for a in scene.rigid_solver.scratch.values() if isinstance(a, ti.lang._ndarray.Ndarray)]
+    vectors = sum(1 for k in kinds if getattr(k, "__del__", None) is None)
+    assert vectors >= 10 and freed == []
+    del scene, _
+    gc.collect()
+    assert len(freed) == vectors
