@@ -5,6 +5,7 @@ table.
 
     python benchmarks/rigid.py [--steps 200] [--envs 0 64 512]
     python benchmarks/rigid.py --spheres 128 256 512     # the broadphase against the number of geoms
+    python benchmarks/rigid.py --resting 16 64 128 256 512  # whole steps of n free spheres resting on a plane
 """
 
 import argparse
@@ -91,14 +92,46 @@ def broadphase(counts):
         print(f"{n:>8}{solver.n_pairs:>17}{(time.perf_counter() - t0) / 200 * 1e6:>13.0f}")
 
 
+def resting(counts, steps=20):
+    """Whole steps of n free spheres (6 n dofs) resting on a plane in a grid, every contact kept
+    (max_contacts = 4 n): the dynamics and constraint stage against the number of bodies."""
+    import numpy as np
+
+    import genesis_core as gs
+
+    gs.init(backend=gs.cpu, precision="32", logging_level="warning")
+    print(f"{'spheres':>8}{'dofs':>7}{'ms/step':>10}{'lowest centre, m':>18}")
+    for n in counts:
+        rng = np.random.default_rng(0)
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01),
+                         rigid_options=gs.options.RigidOptions(max_contacts=4 * n))
+        scene.add_entity(gs.morphs.Plane())
+        side = int(np.ceil(n ** 0.5))
+        balls = [scene.add_entity(gs.morphs.Sphere(radius=0.05, pos=(0.12 * (i % side), 0.12 * (i // side),
+                                                                     0.05 + 0.2 * rng.random())))
+                 for i in range(n)]
+        scene.build()
+        for _ in range(100):  # they land and settle
+            scene.step()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            scene.step()
+        ms = (time.perf_counter() - t0) / steps * 1e3
+        lowest = min(float(b.get_pos()[2]) for b in balls)
+        print(f"{n:>8}{6 * n:>7}{ms:>10.2f}{lowest:>18.4f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--envs", type=int, nargs="+", default=[0, 64, 512])
     parser.add_argument("--spheres", type=int, nargs="+", help="time the broadphase instead, for these sphere counts")
+    parser.add_argument("--resting", type=int, nargs="+", help="time whole steps of this many resting spheres instead")
     args = parser.parse_args()
     if args.spheres:
         return broadphase(args.spheres)
+    if args.resting:
+        return resting(args.resting)
     if not os.path.isfile(SCENE):
         sys.exit(f"the panda model is not at {SCENE} (../shared/assets beside the clone)")
     with tempfile.TemporaryDirectory() as cache:
