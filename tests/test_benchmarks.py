@@ -1,0 +1,23 @@
+"""The benchmarks stay runnable: each at a tiny size (no timing is checked; the figures are in benchmarks/README)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("script, args, expect", [
+    ("rigid.py", ["--resting", "4"], "ms/step"),
+    ("rigid.py", ["--spheres", "8"], "collide, us"),
+    ("grad.py", ["--steps", "3"], "backward / forward"),
+    ("mpm.py", ["--sizes", "1000", "--envs", "1", "--seconds", "0.2"], "particle-substeps/s"),
+    ("resume.py", ["--n-envs", "4", "--runs", "1"], "to the first resumed step"),
+])
+def test_benchmark_runs_at_a_tiny_size(script, args, expect):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args], capture_output=True,
+                         text=True, timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert expect in run.stdout, run.stdout[-2000:]
