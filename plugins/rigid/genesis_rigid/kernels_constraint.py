@@ -11,7 +11,7 @@ contact slot in the declared state `contact_impulse` (read at frame f, written a
 import taichi as ti
 
 from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_ACTIVE, CI_LINK_A, CI_LINK_B
-from .kernels_dynamics import factor_ldl, ldl_solve
+from .kernels_dynamics import entry, factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
@@ -77,22 +77,12 @@ def set_row_dofs(b, r, lo, hi, lo2, hi2, s_row_i):
 
 
 @func
-def row_dot(b, r, s_row_i, s_J, s_dof, col):
-    """J_r . s_dof[b, :, col] over the row's dofs."""
+def row_dot(b, r, s_row_i, s_J, x, fixed, by_row: ti.template()):
+    """J_r . y over the row's dofs, for y = x[b, fixed, :] (by_row) or x[b, :, fixed]."""
     out = 0.0
     for seg in ti.static(range(2)):
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            out += s_J[b, r, d] * s_dof[b, d, col]
-    return out
-
-
-@func
-def row_dot_w(b, r, s_row_i, s_J, s_W):
-    """J_r . W_r over the row's dofs: the row's inverse effective mass."""
-    out = 0.0
-    for seg in ti.static(range(2)):
-        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            out += s_J[b, r, d] * s_W[b, r, d]
+            out += s_J[b, r, d] * entry(x, b, fixed, d, by_row)
     return out
 
 
@@ -141,7 +131,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                     s_row_f[b, r, RF_TARGET] = 0.0
                     if k == 0:
                         target = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h, max_correction)
-                        approach = row_dot(b, r, s_row_i, s_J, s_dof, 2)  # before the impulses (< 0: closing)
+                        approach = row_dot(b, r, s_row_i, s_J, s_dof, 2, False)  # before the impulses (< 0: closing)
                         if approach < -BOUNCE_THRESHOLD:
                             target = ti.max(target, -s_con_f[b, s, CF_REST] * approach)
                         s_row_f[b, r, RF_TARGET] = target
@@ -177,7 +167,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             for d in range(d_lo, d_hi):
                 s_W[b, r, d] = s_J[b, r, d]
             ldl_solve(b, d_lo, d_hi, s_mass, dof_i, s_W, r, True)
-        s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + row_dot_w(b, r, s_row_i, s_J, s_W))
+        s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + row_dot(b, r, s_row_i, s_J, s_W, r, True))
         add_row_response(b, r, s_row_i, s_W, s_dof, s_row_f[b, r, RF_LAMBDA])
     largest = params_f[PF_TOL] + 1.0
     for _ in range(params_i[PP_ITERATIONS]):
@@ -185,7 +175,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             break
         largest = 0.0
         for r in range(n_rows):
-            jv = row_dot(b, r, s_row_i, s_J, s_dof, 2)
+            jv = row_dot(b, r, s_row_i, s_J, s_dof, 2, False)
             lam = s_row_f[b, r, RF_LAMBDA]
             new = lam
             if s_row_i[b, r, RI_KIND] == ROW_FRICTION:

@@ -109,7 +109,7 @@ def factor_ldl(b, n, a, dof_i):
 
 
 @ti.func
-def _get(x: ti.template(), b, fixed, k, by_row: ti.template()):
+def entry(x: ti.template(), b, fixed, k, by_row: ti.template()):
     """Entry k of the vector x[b, fixed, :] (by_row) or x[b, :, fixed]."""
     return x[b, fixed, k] if ti.static(by_row) else x[b, k, fixed]
 
@@ -132,12 +132,12 @@ def ldl_solve(b, lo, hi, ldl, dof_i, x, fixed, by_row: ti.template()):
         k = hi - 1 - kk
         i = dof_i[k, DI_PARENT]
         while i >= 0:
-            _scale_add(x, b, fixed, i, by_row, 1.0, -ldl[b, k, i] * _get(x, b, fixed, k, by_row))
+            _scale_add(x, b, fixed, i, by_row, 1.0, -ldl[b, k, i] * entry(x, b, fixed, k, by_row))
             i = dof_i[i, DI_PARENT]
     for k in range(lo, hi):
         _scale_add(x, b, fixed, k, by_row, 1.0 / ldl[b, k, k], 0.0)
     for k in range(lo, hi):
         i = dof_i[k, DI_PARENT]
         while i >= 0:
-            _scale_add(x, b, fixed, k, by_row, 1.0, -ldl[b, k, i] * _get(x, b, fixed, i, by_row))
+            _scale_add(x, b, fixed, k, by_row, 1.0, -ldl[b, k, i] * entry(x, b, fixed, i, by_row))
             i = dof_i[i, DI_PARENT]
