@@ -18,6 +18,32 @@ nd = ti.types.ndarray
 PLANE, SPHERE, CAPSULE, BOX, CYLINDER = 0, 1, 2, 3, 4
 
 
+@ti.func
+def node_in_geom(v, x, m, n, friction, body, com, v_body, k, b, slab_impulse: ti.template()):
+    """The velocity of a node (position x, mass m, velocity v) inside a geom, outward normal n there, whose surface
+    moves at v_body: the part into the geom is removed and the tangential part drops by up to friction times it;
+    the momentum lost goes to slab_impulse[k, b, body] (linear, and angular about the body's centre of mass com)
+    unless the geom is fixed (body < 0). Square roots only of positive numbers, for the autodiff of the
+    differentiable kernel."""
+    out = v
+    rel = v - v_body
+    vn = rel.dot(n)
+    if vn < 0:
+        tangential = rel - vn * n
+        t2 = tangential.norm_sqr()
+        if t2 > 1e-24:
+            t = ti.sqrt(t2)
+            tangential *= ti.max(t + friction * vn, 0.0) / t
+        out = v_body + tangential
+        if body >= 0:
+            dp = m * (v - out)
+            arm = (x - com).cross(dp)
+            for a in ti.static(range(3)):
+                slab_impulse[k, b, body, a] += dp[a]
+                slab_impulse[k, b, body, 3 + a] += arm[a]
+    return out
+
+
 @ti.kernel
 def grid_vs_colliders(params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m: nd(ndim=4),
                       geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1), geom_friction: nd(ndim=1),
@@ -43,24 +69,11 @@ def grid_vs_colliders(params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m
                         d, n = signed_distance(geom_type[g], geom_size[g], geom_pos[b, g], quat_to_mat(geom_quat[b, g]), x)
                         if d < 0:
                             body = geom_body[g]
-                            v_body = ti.Vector([0.0, 0.0, 0.0])
+                            com, v_body = ti.Vector([0.0, 0.0, 0.0]), ti.Vector([0.0, 0.0, 0.0])
                             if body >= 0:
-                                v_body = body_lin_vel[b, body] + body_ang_vel[b, body].cross(x - body_com[b, body])
-                            rel = v - v_body
-                            vn = rel.dot(n)
-                            if vn < 0:
-                                tangential = rel - vn * n
-                                t = tangential.norm()
-                                if t > 1e-12:
-                                    tangential *= ti.max(t + geom_friction[g] * vn, 0.0) / t
-                                v_new = v_body + tangential
-                                if body >= 0:
-                                    dp = m * (v - v_new)
-                                    arm = (x - body_com[b, body]).cross(dp)
-                                    for c in ti.static(range(3)):
-                                        slab_impulse[k, b, body, c] += dp[c]
-                                        slab_impulse[k, b, body, 3 + c] += arm[c]
-                                v = v_new
+                                com = body_com[b, body]
+                                v_body = body_lin_vel[b, body] + body_ang_vel[b, body].cross(x - com)
+                            v = node_in_geom(v, x, m, n, geom_friction[g], body, com, v_body, k, b, slab_impulse)
                     grid_v[b, i, j, l] = v
 
 
@@ -161,24 +174,9 @@ def grid_vs_colliders_ad(g0: ti.i32, params_f: nd(ndim=1), grid_v: nd(dtype=V3, 
                                                       quat_to_mat(geom_quat[k, b, g]), x)
                             if d < 0:
                                 body = geom_body[g]
-                                v_body = ti.Vector([0.0, 0.0, 0.0])
+                                com, v_body = ti.Vector([0.0, 0.0, 0.0]), ti.Vector([0.0, 0.0, 0.0])
                                 if body >= 0:
-                                    v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(
-                                        x - body_com[k, b, body])
-                                rel = v - v_body
-                                vn = rel.dot(n)
-                                if vn < 0:
-                                    tangential = rel - vn * n
-                                    t2 = tangential.norm_sqr()
-                                    if t2 > 1e-24:
-                                        t = ti.sqrt(t2)
-                                        tangential *= ti.max(t + geom_friction[g] * vn, 0.0) / t
-                                    v_new = v_body + tangential
-                                    if body >= 0:
-                                        dp = m * (v - v_new)
-                                        arm = (x - body_com[k, b, body]).cross(dp)
-                                        for a in ti.static(range(3)):
-                                            slab_impulse[k, b, body, a] += dp[a]
-                                            slab_impulse[k, b, body, 3 + a] += arm[a]
-                                    v = v_new
+                                    com = body_com[k, b, body]
+                                    v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(x - com)
+                                v = node_in_geom(v, x, m, n, geom_friction[g], body, com, v_body, k, b, slab_impulse)
                 grid_v_out[b, i, j, l] = v
