@@ -17,7 +17,11 @@ from .coupler import ColliderView, Coupling
 from .errors import (
     CheckpointError,
     CheckpointMismatchError,
+    DamagedCheckpointError,
     GenesisError,
+    InvalidCheckpointStateError,
+    InvalidEnvError,
+    InvalidStateError,
     OptionError,
     PluginNotInstalledError,
     SceneError,
@@ -44,7 +48,8 @@ def __getattr__(name):
 
 
 __all__ = [
-    "CheckpointError", "CheckpointMismatchError", "ColliderView", "Coupling", "Entity", "FieldSpec",
+    "CheckpointError", "CheckpointMismatchError", "DamagedCheckpointError", "InvalidCheckpointStateError",
+    "InvalidEnvError", "InvalidStateError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
     "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
     "hookimpl", "init", "materials", "morphs", "options", "plugins", "validators", "Tensor", "arange", "from_torch", "full", "ones",

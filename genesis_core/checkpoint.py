@@ -4,18 +4,24 @@
      "step_index": int,              # scene.t at save
      "arrays": {"RigidSolver.qpos": np.ndarray, ...},   # every checkpointed field, shaped ([n_envs,] ...)
      "format": "genesis-core.checkpoint",
-     "format_version": 1,
+     "format_version": 2,
      "engine_version": str,
-     "scene": {...}}                 # the scene's structure: n_envs, precision, options, entities per solver
+     "scene": {...},                 # the scene's structure: n_envs, precision, options, entities per solver
+     "checksum": {"algorithm": "sha256", "digest": str}}   # over every other entry (see `digest`)
 
 Loading is safe: a restricted unpickler admits only the few NumPy names the format uses, so a file that tries
-to run code is refused before anything runs. A save is atomic: the file is written beside the target and moved
-over it, so a crash mid-write leaves the previous file intact.
+to run code is refused before anything runs; a file larger than the reader's limit, nested deeper than
+`MAX_DEPTH`, or whose arrays claim more than the file holds is refused with a CheckpointError before it is
+unpickled or walked. The checksum makes a damaged file (a flipped bit anywhere in what it covers) fail as
+damaged, naming what does not match. Version 1 files (no checksum) still load. A save is atomic: the file is
+written beside the target and moved over it, so a crash mid-write leaves the previous file intact.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 import pickle
 import tempfile
@@ -23,13 +29,19 @@ import time
 
 import numpy as np
 
-from .errors import CheckpointError, CheckpointMismatchError, UnsafeCheckpointError
+from .errors import CheckpointError, CheckpointMismatchError, DamagedCheckpointError, UnsafeCheckpointError
 
 FORMAT = "genesis-core.checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: the same layout without "checksum"
 PICKLE_PROTOCOL = 4
+MAX_DEPTH = 32  # nesting of the plain-data entries ("scene"); the scene signature needs about 6
+MAX_NODES = 1_000_000  # values in the plain-data entries
+DEFAULT_MAX_BYTES = 16 * 2**30  # read()'s limit when the caller gives none (load_checkpoint sizes its own)
 
 # (module, name) pairs the format uses: NumPy's array and scalar reconstruction under NumPy 1 and 2 names.
+# Pickle protocol 4 stores bytes natively, so neither _codecs.encode (protocol 2's bytes, which chained would
+# expand without bound) nor protocol 5's _frombuffer is ever needed.
 _ALLOWED_GLOBALS = {
     (mod, name)
     for mod in ("numpy.core.multiarray", "numpy._core.multiarray")
@@ -37,9 +49,6 @@ _ALLOWED_GLOBALS = {
 } | {
     ("numpy", "ndarray"),
     ("numpy", "dtype"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"),
-    ("_codecs", "encode"),
 }
 
 
@@ -57,8 +66,10 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def write(path, payload: dict):
-    """Pickle `payload` to `path` atomically (temporary file in the same folder, fsync, rename)."""
+    """Pickle `payload`, sealed with its checksum, to `path` atomically (temporary file in the same folder, fsync,
+    rename)."""
     path = os.fspath(path)
+    payload = seal(dict(payload))
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=folder)
@@ -81,50 +92,100 @@ def write(path, payload: dict):
         raise
 
 
-def read(path) -> dict:
-    """Read and validate a checkpoint file (format, not fit to a scene). Never runs code from the file."""
+def read(path, max_bytes: int | None = None) -> dict:
+    """Read and validate a checkpoint file (format and checksum, not fit to a scene). Never runs code from the
+    file. max_bytes: refuse a larger file (default DEFAULT_MAX_BYTES)."""
     path = os.fspath(path)
+    limit = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise CheckpointError(f"{path!r} is {size} bytes, more than the limit of {limit} "
+                                      "(load_checkpoint(path, max_bytes=...) raises it); nothing was read.")
+            data = fh.read(limit + 1)
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint {path!r}: {exc.strerror or exc}.") from exc
+    if len(data) > limit:
+        raise CheckpointError(f"{path!r} holds more than the limit of {limit} bytes; nothing was read.")
     try:
         payload = _RestrictedUnpickler(io.BytesIO(data)).load()
     except UnsafeCheckpointError as exc:
         raise UnsafeCheckpointError(f"{path!r}: {exc}") from None
-    except (EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError, AttributeError,
-            MemoryError, UnicodeDecodeError) as exc:
+    except Exception as exc:  # whatever a corrupt pickle makes the unpickler or NumPy raise
         raise CheckpointError(
-            f"{path!r} is not a readable genesis-core checkpoint (truncated or corrupt: {type(exc).__name__}: {exc})."
+            f"{path!r} is not a readable genesis-core checkpoint (truncated or corrupt: {type(exc).__name__}: "
+            f"{str(exc)[:200]})."
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path!r} is a pickle but not a genesis-core checkpoint (no {FORMAT!r} marker).")
+    if not all(isinstance(k, str) for k in payload):
+        raise CheckpointError(f"{path!r}: the checkpoint's keys must be strings.")
     version = payload.get("format_version")
-    if version != FORMAT_VERSION:
-        raise CheckpointError(f"{path!r} has checkpoint format version {version!r}; this engine reads version {FORMAT_VERSION}.")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise CheckpointError(f"{path!r} has checkpoint format version {version!r}; this engine reads versions "
+                              f"{list(READABLE_VERSIONS)}.")
     for key, kind in (("timestamp", float), ("step_index", int), ("arrays", dict), ("scene", dict)):
         if not isinstance(payload.get(key), kind) or isinstance(payload.get(key), bool):
             raise CheckpointError(f"{path!r}: entry {key!r} is missing or not a {kind.__name__}.")
-    if payload["step_index"] < 0:
-        raise CheckpointError(f"{path!r}: step_index {payload['step_index']} is negative.")
+    if not 0 <= payload["step_index"] < 2**62:
+        raise CheckpointError(f"{path!r}: step_index {payload['step_index']} is not in [0, 2**62).")
     for key, arr in payload["arrays"].items():
         if not isinstance(key, str) or not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiub":
             raise CheckpointError(f"{path!r}: array entry {key!r} is not a numeric NumPy array.")
-        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-            raise CheckpointError(f"{path!r}: array entry {key!r} holds NaN or infinite values.")
-    if not _plain(payload["scene"]):
-        raise CheckpointError(f"{path!r}: entry 'scene' holds something other than plain data.")
+    for key, value in payload.items():
+        if key != "arrays":
+            problem = _plain_problem(value)
+            if problem:
+                raise CheckpointError(f"{path!r}: entry {key!r} {problem}.")
+    if version >= 2:
+        check = payload.get("checksum")
+        if not isinstance(check, dict) or check.get("algorithm") != "sha256" or not isinstance(check.get("digest"), str):
+            raise DamagedCheckpointError(f"{path!r} is damaged: its 'checksum' entry is missing or malformed "
+                                         f"(format version {version} files carry one).")
+        if check["digest"] != digest(payload):
+            raise DamagedCheckpointError(
+                f"{path!r} is damaged: its contents do not match the SHA-256 checksum written with it (the arrays, "
+                "the step index or the scene description changed after it was saved). Nothing was changed.")
     return payload
 
 
-def _plain(x) -> bool:
-    """Plain data only (what the scene signature is made of): dicts, lists, str, numbers, bools, None."""
-    if isinstance(x, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in x.items())
-    if isinstance(x, (list, tuple)):
-        return all(_plain(v) for v in x)
-    return x is None or isinstance(x, (str, int, float, bool))
+def _plain_problem(x) -> str | None:
+    """Why `x` is not plain data (what the scene signature is made of: dicts with str keys, lists, str, numbers,
+    bools, None, at most MAX_DEPTH deep and MAX_NODES values), or None. Iterative: no recursion limit to hit."""
+    stack = [(x, 0)]
+    nodes = 0
+    while stack:
+        v, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_DEPTH:
+            return f"is nested deeper than {MAX_DEPTH} levels"
+        if nodes > MAX_NODES:
+            return f"holds more than {MAX_NODES} values"
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    return "has a key that is not a string"
+                stack.append((item, depth + 1))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((item, depth + 1) for item in v)
+        elif not (v is None or isinstance(v, (str, int, float, bool))):
+            return f"holds a {type(v).__name__}, which is not plain data"
+    return None
+
+
+def digest(payload: dict) -> str:
+    """SHA-256 over every entry but "checksum": the plain entries as canonical JSON, then each array's key, dtype,
+    shape and bytes in key order."""
+    h = hashlib.sha256()
+    plain = {k: v for k, v in payload.items() if k not in ("arrays", "checksum")}
+    # default=repr: a writer may seal what the reader then refuses as not plain data
+    h.update(json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True, default=repr).encode())
+    for key in sorted(payload["arrays"]):
+        a = np.ascontiguousarray(payload["arrays"][key])
+        h.update(b"\0" + key.encode() + b"\0" + f"{a.dtype.str}{list(a.shape)}".encode() + b"\0")
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
 
 
 def first_difference(saved, current, where="scene"):
@@ -176,7 +237,7 @@ def check_fits(payload: dict, signature: dict, expected_arrays: dict, path):
 
 
 def make_payload(step_index: int, arrays: dict, signature: dict, engine_version: str) -> dict:
-    return {
+    payload = {
         "timestamp": time.time(),
         "step_index": int(step_index),
         "arrays": arrays,
@@ -185,3 +246,10 @@ def make_payload(step_index: int, arrays: dict, signature: dict, engine_version:
         "engine_version": engine_version,
         "scene": signature,
     }
+    return seal(payload)
+
+
+def seal(payload: dict) -> dict:
+    """Set payload["checksum"] from its contents (format version 2); returns the payload."""
+    payload["checksum"] = {"algorithm": "sha256", "digest": digest(payload)}
+    return payload

@@ -33,17 +33,23 @@ def _cmd_inspect(args):
     from .errors import CheckpointError
 
     try:
-        payload = checkpoint.read(args.file)
+        payload = checkpoint.read(args.file, max_bytes=args.max_bytes)
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    stamp = datetime.datetime.fromtimestamp(payload["timestamp"], tz=datetime.timezone.utc)
+    try:
+        stamp = datetime.datetime.fromtimestamp(payload["timestamp"], tz=datetime.timezone.utc).isoformat(
+            timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        stamp = "not a date"
     scene = payload["scene"]
     print(f"file:           {args.file}")
     print(f"format:         {payload['format']} version {payload['format_version']} "
           f"(written by genesis-core {payload.get('engine_version', '?')})")
     print(f"step_index:     {payload['step_index']}")
-    print(f"timestamp:      {payload['timestamp']:.3f} ({stamp.isoformat(timespec='seconds')})")
+    print(f"timestamp:      {payload['timestamp']:.3f} ({stamp})")
+    check = payload.get("checksum")
+    print(f"checksum:       {'sha256 ' + check['digest'] + ' (verified)' if check else 'none (format version 1)'}")
     print(f"n_envs:         {scene.get('n_envs')}    precision: {scene.get('precision')}")
     print(f"solvers:        {', '.join(scene.get('solvers', {})) or '-'}")
     print(f"{'key':<32}{'shape':<22}dtype")
@@ -70,6 +76,8 @@ def main(argv=None):
     p.set_defaults(func=_cmd_plugins)
     p = sub.add_parser("inspect", help="print a checkpoint's step index, timestamp, format and arrays")
     p.add_argument("file")
+    p.add_argument("--max-bytes", type=int, default=None,
+                   help=f"refuse a larger file (default {16 * 2**30})")
     p.set_defaults(func=_cmd_inspect)
     p = sub.add_parser("demo", help="build the demo scene, run it, checkpoint, restore, compare the continuation")
     p.add_argument("--n-envs", type=int, default=None)

@@ -14,8 +14,23 @@ class PluginNotInstalledError(GenesisError, AttributeError):
     `hasattr(gs.materials, "MPM")` answers False)."""
 
 
+class InvalidStateError(OptionError):
+    """A value written into a solver's state (a setter, `reset(state=...)`, a checkpoint) is outside what its
+    field declares valid (`FieldSpec`: finite, bounds, codes, unit quaternions, the solver's domain). The message
+    names the key, the environment, the index and the bound; nothing was written."""
+
+
 class SceneError(GenesisError, RuntimeError):
     """A scene method was called at the wrong point of the scene's life (before/after build, ...)."""
+
+
+class InvalidEnvError(GenesisError, FloatingPointError):
+    """With `SimOptions(on_invalid_env="raise")`: a step left some environments' state non-finite. `envs`
+    lists them (their state is kept as it is, for inspection)."""
+
+    def __init__(self, message, envs=()):
+        super().__init__(message)
+        self.envs = list(envs)
 
 
 class CheckpointError(GenesisError):
@@ -24,6 +39,14 @@ class CheckpointError(GenesisError):
 
 class UnsafeCheckpointError(CheckpointError):
     """A checkpoint file references a type the format never uses: it was refused and nothing ran."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """A checkpoint file's contents do not match the checksum it carries: it was changed after it was written."""
+
+
+class InvalidCheckpointStateError(CheckpointError, InvalidStateError):
+    """A checkpoint holds a value outside what its field declares valid (see InvalidStateError)."""
 
 
 class CheckpointMismatchError(CheckpointError):

@@ -32,6 +32,10 @@ class SimOptions(Options):
     ones move to host memory; must be a multiple of `substeps` (default: `substeps`).
     requires_grad: record what backward needs. gravity: m/s^2, Z up. floor_height: metres; the MPM solver's
     floor where it lies above the bottom of its domain (rigid scenes add a gs.morphs.Plane instead).
+    on_invalid_env: what `scene.step()` does when an environment's state goes non-finite (NaN or inf; the other
+    environments are never affected): "warn" (default) names the environments in a warning and lists them in
+    `scene.invalid_envs`; "reset" also resets them to the registered initial state (MuJoCo resets on a bad
+    acceleration); "raise" raises `gs.InvalidEnvError` after the step; "ignore" skips the check.
     """
 
     dt: float = attrs.field(default=1e-2, validator=v.positive)
@@ -40,6 +44,7 @@ class SimOptions(Options):
     requires_grad: bool = attrs.field(default=False, validator=v.is_bool)
     gravity: tuple = attrs.field(default=(0.0, 0.0, -9.81), converter=v.to_float_tuple, validator=v.vec(3))
     floor_height: float = attrs.field(default=0.0, validator=v.finite)
+    on_invalid_env: str = attrs.field(default="warn", validator=v.one_of("warn", "reset", "raise", "ignore"))
 
     @substeps_local.validator
     def _check_substeps_local(self, attr, value):

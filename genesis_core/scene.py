@@ -5,17 +5,20 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+import warnings
+
 from . import checkpoint as ckpt
 from ._runtime import require_init, runtime
 from .coupler import Coupler
+from .faults import FaultMonitor
 from .grad import Tape, require_grad_support
-from .errors import OptionError, SceneError
+from .errors import InvalidCheckpointStateError, InvalidEnvError, OptionError, SceneError
 from .materials import Material
 from .morphs import Morph
 from .options import SimOptions
 from .plugins import registry
 from .plugins.manager import missing_plugin_error
-from .state import SimState
+from .state import SimState, to_index
 
 DEFAULT_MATERIAL = "Rigid"
 
@@ -61,6 +64,8 @@ class Scene:
         self._init_state = self._build_state = None
         self.coupler = None
         self._tape = None  # differentiable mode: what backward needs (genesis_core.grad.Tape)
+        self._faults = None
+        self._invalid_envs = []
 
     # -- structure -------------------------------------------------------------------------------------------------
 
@@ -148,6 +153,8 @@ class Scene:
             self._tape = Tape(self)
             for s in self.active_solvers:
                 s.state.tape = self._tape
+        if opts.on_invalid_env != "ignore":
+            self._faults = FaultMonitor(self.active_solvers)
         self._built = True
         self._generation = runtime.generation
         self._build_state = self.get_state().serializable()
@@ -185,6 +192,36 @@ class Scene:
                 s.substep_post_coupling(f)
             self._substep += 1
         self._t += 1
+        if self._faults is not None:
+            self._check_faults()
+
+    @property
+    def invalid_envs(self) -> torch.Tensor:
+        """The environments whose state the last `scene.step()` left non-finite (NaN or inf), a 1-D long tensor
+        on gs.device, empty when every environment is finite ([0] on a scene built without environments). With
+        `SimOptions(on_invalid_env="reset")` they have been reset to the initial state by the time you read it."""
+        return torch.as_tensor(self._invalid_envs, dtype=torch.long, device=runtime.device)
+
+    def _check_faults(self):
+        f = self._frame
+        if not self._faults.any_invalid(f):
+            self._invalid_envs = []
+            return
+        envs, first = self._faults.invalid_envs(f, max(self.n_envs, 1))
+        self._invalid_envs = envs
+        policy = self.sim_options.on_invalid_env
+        what = (f"environments {envs}" if self.n_envs else "the scene") + " went non-finite at step " + \
+            f"{self._t} (first in " + ", ".join(sorted(set(first.values()))) + ")"
+        if policy == "raise":
+            raise InvalidEnvError(f"{what}; the state is kept for inspection: reset(envs_idx=...) restores them.",
+                                  envs)
+        if policy == "reset":
+            self.reset(envs_idx=envs if self.n_envs else None)
+            warnings.warn(f"{what}: reset to the initial state (SimOptions.on_invalid_env='reset').", stacklevel=3)
+        else:
+            warnings.warn(f"{what}; the other environments are unaffected. scene.invalid_envs lists them; "
+                          "scene.reset(envs_idx=scene.invalid_envs) restores them, or set "
+                          "SimOptions(on_invalid_env='reset').", stacklevel=3)
 
     # -- state -----------------------------------------------------------------------------------------------------
 
@@ -194,22 +231,7 @@ class Scene:
             return None
         if not self.n_envs:
             raise SceneError("envs_idx was given, but this scene was built without environments (n_envs=0).")
-        if not (torch.is_tensor(envs_idx) or isinstance(envs_idx, (list, tuple, range, np.ndarray, int, np.integer))):
-            raise OptionError(f"envs_idx: expected a sequence of environment indices, got {type(envs_idx).__name__}.")
-        idx = torch.as_tensor(np.asarray(envs_idx.cpu() if torch.is_tensor(envs_idx) else envs_idx))
-        if idx.dtype == torch.bool:
-            if idx.shape != (self.n_envs,):
-                raise OptionError(f"envs_idx: a boolean mask must have shape ({self.n_envs},), got {tuple(idx.shape)}.")
-            idx = torch.nonzero(idx).flatten()
-        if idx.ndim == 0:
-            idx = idx.reshape(1)
-        if idx.ndim != 1 or (idx.numel() and (idx.dtype.is_floating_point or idx.dtype.is_complex)):
-            raise OptionError("envs_idx: expected a 1-D sequence of environment indices.")
-        idx = idx.to(torch.long)
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.n_envs):
-            raise OptionError(f"envs_idx: indices must lie in [0, {self.n_envs}), got {idx.tolist()}.")
-        if idx.unique().numel() != idx.numel():
-            raise OptionError(f"envs_idx: an environment appears twice in {idx.tolist()}.")
+        idx = to_index(envs_idx, self.n_envs, "envs_idx")
         return idx.to(runtime.device)
 
     def get_state(self) -> SimState:
@@ -218,11 +240,16 @@ class Scene:
         f = self._frame
         return SimState(self, [s.get_state(f) if s.is_active else None for s in self._solvers], self._t)
 
-    def _aligned_states(self, state, where) -> list:
+    def _aligned_states(self, state, where, envs_idx=None) -> list:
         """The state's per-solver entries aligned with scene.solvers (matched by solver name, so that a pickled
         state still fits after an unrelated plugin was installed or removed), each checked against its solver."""
         if not isinstance(state, SimState):
             raise SceneError(f"{where}: state must be a SimState from scene.get_state(), got {type(state).__name__}.")
+        t = getattr(state, "t", None)
+        if not isinstance(t, (int, np.integer)) or isinstance(t, bool) or t < 0:
+            raise SceneError(f"{where}: state.t={t!r} is not a step index (an int >= 0).")
+        if not isinstance(getattr(state, "solvers_state", None), (list, tuple)):
+            raise SceneError(f"{where}: state.solvers_state must be a list aligned with scene.solvers.")
         by_name = {}
         for sub in state.solvers_state:
             if sub is not None:
@@ -237,7 +264,7 @@ class Scene:
             if s.is_active:
                 if sub is None:
                     raise SceneError(f"{where}: the state has no data for {s.name}.")
-                s.check_state(sub, where)
+                s.check_state(sub, where, envs_idx=envs_idx)
             elif sub is not None:
                 raise SceneError(f"{where}: the state has data for {s.name}, which has no entities in this scene.")
             out.append(sub)
@@ -252,7 +279,7 @@ class Scene:
         self._require_built("scene.reset()")
         idx = self._sanitize_envs_idx(envs_idx)
         target = self._init_state if state is None else state
-        aligned = self._aligned_states(target, "reset")
+        aligned = self._aligned_states(target, "reset", idx)
         if state is not None:
             self._init_state = state.clone()
         if idx is None:
@@ -276,7 +303,7 @@ class Scene:
     def signature(self) -> dict:
         """The structure a checkpoint must match: environments, precision, options and entities per solver."""
         sim = self.sim_options.as_dict()
-        for k in ("requires_grad", "substeps_local"):  # they change what is recorded, not the physics
+        for k in ("requires_grad", "substeps_local", "on_invalid_env"):  # what is recorded or reported, not the physics
             sim.pop(k)
         return {
             "n_envs": self.n_envs,
@@ -308,15 +335,26 @@ class Scene:
                     arrays[f"{s.name}.{name}"] = (x if self.n_envs else x[0]).detach().cpu().numpy().copy()
         ckpt.write(path, ckpt.make_payload(self._t, arrays, self.signature(), __version__))
 
-    def load_checkpoint(self, path):
-        """Restore a checkpoint written by a scene built the same way; on any error the scene is unchanged."""
+    def load_checkpoint(self, path, max_bytes: int | None = None):
+        """Restore a checkpoint written by a scene built the same way; on any error the scene is unchanged.
+
+        The file's checksum, its structure, its fit to this scene and every value (the fields' declared rules)
+        are checked before anything is written. max_bytes: refuse a larger file (default: twice what this
+        scene's arrays take, plus 64 MiB)."""
         self._require_built("scene.load_checkpoint()")
-        payload = ckpt.read(path)
-        ckpt.check_fits(payload, self.signature(), self._checkpoint_layout(), path)
+        layout = self._checkpoint_layout()
+        if max_bytes is None:
+            need = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in layout.values())
+            max_bytes = 2 * need + 64 * 2**20
+        payload = ckpt.read(path, max_bytes=max_bytes)
+        ckpt.check_fits(payload, self.signature(), layout, path)
         by_solver = {}
         for key, arr in payload["arrays"].items():
             solver_name, field = key.split(".", 1)
             by_solver.setdefault(solver_name, {})[field] = torch.from_numpy(arr.copy())
+        for s in self.active_solvers:
+            s.state.check(by_solver[s.name], f"load_checkpoint({str(path)!r})", names=list(by_solver[s.name]),
+                          error=InvalidCheckpointStateError)
         self._substep = payload["step_index"] * self.sim_options.substeps
         self._t = payload["step_index"]
         f = self._frame

@@ -152,7 +152,8 @@ class SolverBase:
         self.n_envs = n_envs
         self.build_model()
         self._state = StateStore(self.name, self.state_fields, self.state_dims(), n_envs, n_frames,
-                                self.float_dtype, self.device, requires_grad=self.sim_options.requires_grad)
+                                self.float_dtype, self.device, requires_grad=self.sim_options.requires_grad,
+                                domain=self.domain_bounds())
         self._state.scene = self.scene
         self.frames = self.state.frames
         with torch.no_grad():
@@ -162,7 +163,14 @@ class SolverBase:
         pass
 
     def state_dims(self) -> dict:
+        """Sizes named in the field shapes (``{"n_particles": 1000}``), and the quaternion offsets named by a
+        field's `quat` (``{"qpos_quats": [3, 10]}``)."""
         return {}
+
+    def domain_bounds(self):
+        """``(lower, upper)``, metres: where the positions of the fields declared `domain=True` must lie (the
+        region the kernels can hold); None: no domain (called at build, after build_model)."""
+        return None
 
     def init_state(self, f: int):
         pass
@@ -185,15 +193,24 @@ class SolverBase:
     def get_state(self, f: int) -> SolverState:
         return SolverState(self.name, self.state.read(f), scene=self.scene)
 
-    def check_state(self, state, where: str):
+    def check_state(self, state, where: str, envs_idx=None):
+        """Raise unless `state` fits this solver: every field present, shaped and typed as declared, and valid
+        (FieldSpec's rules) in the environments `envs_idx` (default: all) that a write would take."""
         if not isinstance(state, SolverState) or state.solver != self.name:
             got = getattr(state, "solver", type(state).__name__)
             raise SceneError(f"{where}: expected a state of {self.name}, got {got}.")
-        self.state.check(state.fields, where)
+        fields = {}
+        for name in self.state.specs:
+            x = getattr(state, name, None)
+            if x is not None and not torch.is_tensor(x):
+                raise SceneError(f"{where}: {self.name}.{name} is a {type(x).__name__}, not a torch tensor.")
+            if x is not None:
+                fields[name] = x
+        self.state.check(fields, where, envs_idx=envs_idx)
 
     def set_state(self, f: int, state: SolverState, envs_idx=None):
         """Write a state that passed `check_state` (the scene checks every solver's before writing any)."""
-        self.state.write(f, state.fields, envs_idx)
+        self.state.write(f, {name: getattr(state, name) for name in self.state.specs}, envs_idx)
 
     def signature(self) -> dict:
         """What a checkpoint must match besides its arrays: the options and the entities."""

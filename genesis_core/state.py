@@ -17,9 +17,17 @@ import attrs
 import numpy as np
 import torch
 
-from .errors import GenesisError, OptionError, SceneError
+from .errors import GenesisError, InvalidStateError, OptionError, SceneError
 
 DTYPES = ("float", "int")
+QUAT_TOL = 1e-3  # |norm - 1| accepted for a unit quaternion (the solvers renormalise what they integrate)
+
+
+def _bounds(value):
+    if value is None:
+        return None
+    lo, hi = value
+    return (None if lo is None else float(lo), None if hi is None else float(hi))
 
 
 @attrs.define(frozen=True)
@@ -34,6 +42,22 @@ class FieldSpec:
     checkpoint: False for a field that is part of the in-memory state but not written to disk.
     grad: True if gradients flow through the field in differentiable mode.
     doc: units and meaning.
+
+    What a valid value is (checked by the core on every way into state: entity setters, `reset(state=...)`, a
+    pickled state, `load_checkpoint`; a value outside it is refused with a `gs.InvalidStateError` naming the key,
+    the environment, the index and the bound, and nothing is written):
+
+    finite: float fields: every entry finite (default True).
+    bounds: ``(lo, hi)``, either None for unbounded: every entry in the interval, closed unless `bounds_open`
+        says ``(True, False)`` and so on.
+    codes: int fields: the allowed values (flags, modes).
+    quat: True: the last axis (length 4) is a unit quaternion (w, x, y, z); or the name of an entry of the
+        solver's `state_dims()` listing the offsets along the last axis where a unit quaternion starts (a
+        robot's `qpos`). Accepted within `QUAT_TOL` of unit norm.
+    domain: the last axis (length 3) is a position that must lie inside the solver's `domain_bounds()`.
+    sentinel: the per-step fault check (`scene.invalid_envs`) scans this field: declare it on the fields that
+        any non-finite value in an environment's state reaches within one substep (positions and velocities).
+        A solver that declares no sentinel has all its float frame fields scanned.
     """
 
     name: str
@@ -43,6 +67,23 @@ class FieldSpec:
     checkpoint: bool = True
     grad: bool = False
     doc: str = ""
+    finite: bool = True
+    bounds: tuple | None = attrs.field(default=None, converter=_bounds)
+    bounds_open: tuple = (False, False)
+    codes: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    quat: bool | str = False
+    domain: bool = False
+    sentinel: bool = False
+
+    @property
+    def structural(self) -> bool:
+        """True if validity depends on several entries together (a quaternion, a position)."""
+        return bool(self.quat) or self.domain
+
+    def bound_text(self) -> str:
+        lo, hi = self.bounds
+        return (("(" if self.bounds_open[0] else "[") + ("-inf" if lo is None else repr(lo)) + ", "
+                + ("inf" if hi is None else repr(hi)) + (")" if self.bounds_open[1] else "]"))
 
     def resolve_shape(self, dims: dict) -> tuple:
         out = []
@@ -72,8 +113,10 @@ class StateStore:
     """The storage of one solver's declared fields, allocated from the declaration at build."""
 
     def __init__(self, owner: str, specs: Iterable[FieldSpec], dims: dict, n_envs: int, n_frames: int,
-                 float_dtype: torch.dtype, device: torch.device, requires_grad: bool = False):
+                 float_dtype: torch.dtype, device: torch.device, requires_grad: bool = False, domain=None):
         self.owner = owner
+        # (lo, hi) of the positions of `domain=True` fields, metres, float64 on the CPU; None: not checked
+        self.domain = None if domain is None else tuple(torch.as_tensor(b, dtype=torch.float64) for b in domain)
         self.scene = None  # set by the solver: getters return gs.Tensors bound to it
         self.tape = None  # differentiable mode: the scene's genesis_core.grad.Tape
         self.requires_grad = requires_grad
@@ -83,8 +126,18 @@ class StateStore:
         self.frames = FrameRing(n_frames)
         self.shapes = {}
         self.tensors = {}
+        self._quat_offsets = {}
         for name, spec in self.specs.items():
             shape = spec.resolve_shape(dims)
+            if spec.quat:
+                offsets = [0] if spec.quat is True else [int(o) for o in dims.get(spec.quat, ())]
+                if spec.quat is not True and spec.quat not in dims:
+                    raise GenesisError(f"field {name!r}: quat={spec.quat!r} was not given by the solver's state_dims().")
+                if not shape or any(o < 0 or o + 4 > shape[-1] for o in offsets):
+                    raise GenesisError(f"field {name!r}: quaternion offsets {offsets} do not fit shape {shape}.")
+                self._quat_offsets[name] = torch.as_tensor(offsets, dtype=torch.long)
+            if spec.domain and (not shape or shape[-1] != 3):
+                raise GenesisError(f"field {name!r}: domain=True needs a last axis of length 3, the shape is {shape}.")
             dtype = float_dtype if spec.dtype == "float" else torch.int32
             lead = (n_frames, self.batch) if spec.frames else (self.batch,)
             self.shapes[name] = shape
@@ -153,20 +206,21 @@ class StateStore:
         # detached: solver storage never joins an autograd graph (in differentiable mode the tape records `value`
         # and hands it its gradient after the physics backward)
         source = value if torch.is_tensor(value) else None
-        if torch.is_tensor(value):
-            value = value.detach().to(dtype=dst_all.dtype, device=dst_all.device)
-        else:  # straight to the field's dtype: a Python float must not pass through float32
-            value = torch.as_tensor(np.asarray(value, dtype=torch.empty(0, dtype=dst_all.dtype).numpy().dtype),
-                                    device=dst_all.device)
+        value = to_tensor(value, dst_all.dtype, dst_all.device, what or name).detach()
         try:
             value = value.expand(want)
         except RuntimeError:
             raise OptionError(f"{what or name}: expected a value of shape {want}, got {tuple(value.shape)}.") from None
-        if not torch.isfinite(value).all():
-            raise OptionError(f"{what or name}: the value has non-finite entries.")
         if not self.n_envs:
             value = value.unsqueeze(0)
         key = (slice(None),) + tuple(item)
+        spec = self.specs[name]
+        if spec.structural or not self._entries_ok(spec, value):
+            # locate the first invalid entry in the rows as they would be after the write (or check a quaternion
+            # or a position whose entries are written in parts)
+            candidate = rows.clone()
+            candidate[key] = value
+            self.validate(name, candidate, what or name, envs_idx)
         if envs_idx is None:
             dst_all[key] = value
         else:
@@ -174,6 +228,78 @@ class StateStore:
             dst_all[envs_idx] = rows
         if self.tape is not None and self.has_grad(name):
             self.tape.on_set(self, name, envs_idx, item, source)
+
+    # -- validation ----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _entries_ok(spec: FieldSpec, x: torch.Tensor) -> bool:
+        """The cheap check of the entry-wise rules (finite, bounds, codes) on a value about to be written."""
+        if spec.dtype == "float":
+            if spec.finite and not bool(np.isfinite(x.numpy()).all() if x.device.type == "cpu"  # ~3x cheaper
+                                        else torch.isfinite(x).all()):
+                return False
+            if spec.bounds is not None and bool(_outside(spec, x).any()):
+                return False
+        elif spec.codes is not None and not bool(torch.isin(x, torch.as_tensor(spec.codes, dtype=x.dtype,
+                                                                               device=x.device)).all()):
+            return False
+        return True
+
+    def violation(self, name: str, x: torch.Tensor):
+        """The first entry of `x` (storage rows `[R, *shape]`) that breaks field `name`'s declaration, as
+        ``(row, index, value, expected)``, or None."""
+        spec = self.specs[name]
+        x = x.detach()
+        if spec.dtype == "float":
+            if spec.finite:
+                bad = ~torch.isfinite(x)
+                if bad.any():
+                    return _first(bad, x) + ("a finite value",)
+            if spec.bounds is not None:
+                bad = _outside(spec, x)
+                if bad.any():
+                    return _first(bad, x) + (f"a value in {spec.bound_text()}",)
+        elif spec.codes is not None:
+            bad = ~torch.isin(x, torch.as_tensor(spec.codes, dtype=x.dtype, device=x.device))
+            if bad.any():
+                return _first(bad, x) + (f"one of {list(spec.codes)}",)
+        if spec.quat:
+            offsets = self._quat_offsets[name]
+            if offsets.numel():
+                xd = x.double().cpu()
+                q = torch.stack([xd[..., offsets + k] for k in range(4)], dim=-1)  # [..., n_quats, 4]
+                norm = q.norm(dim=-1)
+                bad = ~((norm - 1).abs() <= QUAT_TOL)
+                if bad.any():
+                    where = bad.nonzero()[0].tolist()
+                    where[-1] = int(offsets[where[-1]])
+                    row, *index = where
+                    quat = [float(v) for v in xd[tuple(where[:-1])][where[-1]:where[-1] + 4]]
+                    return row, tuple(index), quat, f"a unit quaternion (w, x, y, z) (|norm - 1| <= {QUAT_TOL})"
+        if spec.domain and self.domain is not None:
+            lo, hi = self.domain
+            xd = x.double().cpu()
+            bad = (xd < lo) | (xd > hi)  # NaN compares False: finite=False fields keep NaN
+            if bad.any():
+                row, *index = bad.nonzero()[0].tolist()
+                axis = index[-1]
+                return (row, tuple(index), float(xd[tuple([row] + index)]),
+                        f"a position inside the solver's domain, [{float(lo[axis])!r}, {float(hi[axis])!r}] m on "
+                        f"axis {'xyz'[axis]}")
+        return None
+
+    def validate(self, name: str, x: torch.Tensor, where: str, envs_idx=None, error=InvalidStateError):
+        """Raise `error` naming the key, the environment, the index and the bound unless every entry of `x`
+        (storage rows `[R, *shape]`; row r is environment `envs_idx[r]`, or r) is valid for field `name`."""
+        found = self.violation(name, x)
+        if found is None:
+            return
+        row, index, value, expected = found
+        env = ""
+        if self.n_envs:
+            env = f"env {int(envs_idx[row]) if envs_idx is not None else row}, "
+        raise error(f"{where}: {self.owner}.{name}[{env}index {list(index)}] = {value!r} is not accepted: "
+                    f"expected {expected}. Nothing was changed.")
 
     def public_shape(self, name: str) -> tuple:
         """The shape users see: `([n_envs,] *shape)`."""
@@ -187,8 +313,9 @@ class StateStore:
             out[name] = x if self.n_envs else x[0]
         return out
 
-    def check(self, values: dict, where: str, names=None):
-        """Raise unless `values` has every field (or `names`) with the right shape and dtype."""
+    def check(self, values: dict, where: str, names=None, envs_idx=None, error=InvalidStateError):
+        """Raise unless `values` has every field (or `names`) with the right shape and dtype, and valid values
+        in the environments `envs_idx` (default: all), the ones a write would take."""
         for name in names if names is not None else self.specs:
             if name not in values:
                 raise SceneError(f"{where}: {self.owner}.{name} is missing.")
@@ -199,6 +326,10 @@ class StateStore:
             dtype = self.tensors[name].dtype
             if x.dtype != dtype:
                 raise SceneError(f"{where}: {self.owner}.{name} has dtype {x.dtype}, this scene needs {dtype}.")
+            rows = x if self.n_envs else x.unsqueeze(0)
+            if envs_idx is not None:
+                rows = rows[envs_idx.to(rows.device)]
+            self.validate(name, rows, where, envs_idx, error)
 
     def write(self, f: int, values: dict, envs_idx: torch.Tensor | None = None, names=None):
         """Write `values` (shaped `([n_envs,] ...)`) into frame f; only rows `envs_idx` when given.
@@ -214,6 +345,68 @@ class StateStore:
                 dst.copy_(src)
             else:
                 dst[envs_idx] = src[envs_idx]
+
+
+def to_tensor(value, dtype: torch.dtype, device, what: str) -> torch.Tensor:
+    """`value` (a number, a nested sequence, a NumPy array or a tensor) as a tensor of `dtype` on
+    `device`, or an OptionError naming `what`. A Python float goes straight to the dtype, never via float32."""
+    if torch.is_tensor(value):
+        if value.dtype == torch.bool or value.is_complex():
+            raise OptionError(f"{what}: expected real numbers, got a {value.dtype} tensor.")
+        return value.to(dtype=dtype, device=device)  # keeps autograd: the tape records setter inputs
+    try:
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"a value of NumPy kind {arr.dtype.kind!r}")
+        arr = arr.astype(torch.empty(0, dtype=dtype).numpy().dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise OptionError(f"{what}: expected numbers (a number, a sequence, an array or a tensor), got "
+                          f"{type(value).__name__} ({exc}).") from None
+    return torch.as_tensor(arr, device=device)
+
+
+def to_index(idx, n: int, what: str) -> torch.Tensor:
+    """`idx` (an int, a sequence, a NumPy array or a tensor of ints in [0, n), each once, or a boolean mask of
+    length n) as a 1-D long tensor on the CPU, or an OptionError naming `what` and the accepted range."""
+    if isinstance(idx, (bool, np.bool_)) or not (
+            torch.is_tensor(idx) or isinstance(idx, (list, tuple, range, np.ndarray, int, np.integer))):
+        raise OptionError(f"{what}: expected indices (an int or a 1-D sequence of ints), got {type(idx).__name__}.")
+    try:
+        arr = np.asarray(idx.detach().cpu() if torch.is_tensor(idx) else idx)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        arr = None
+    if arr is None or not (arr.dtype.kind in "iub" or (arr.size == 0 and arr.dtype.kind == "f")):
+        raise OptionError(f"{what}: expected integer indices in [0, {n}), got {idx!r:.200}.")
+    if arr.dtype.kind == "b":
+        if arr.shape != (n,):
+            raise OptionError(f"{what}: a boolean mask must have shape ({n},), got {arr.shape}.")
+        arr = np.nonzero(arr)[0]
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise OptionError(f"{what}: expected a 1-D sequence of indices, got shape {arr.shape}.")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= n):
+        raise OptionError(f"{what}: indices must lie in [0, {n}), got {arr.tolist()!r:.200}.")
+    t = torch.as_tensor(arr.astype(np.int64))
+    if t.unique().numel() != t.numel():
+        raise OptionError(f"{what}: an index appears twice in {t.tolist()!r:.200}.")
+    return t
+
+
+def _outside(spec: FieldSpec, x: torch.Tensor) -> torch.Tensor:
+    lo, hi = spec.bounds
+    lo_open, hi_open = spec.bounds_open
+    bad = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+    if lo is not None:
+        bad |= (x <= lo) if lo_open else (x < lo)
+    if hi is not None:
+        bad |= (x >= hi) if hi_open else (x > hi)
+    return bad
+
+
+def _first(bad: torch.Tensor, x: torch.Tensor):
+    row, *index = bad.nonzero()[0].tolist()
+    return row, tuple(index), x[tuple([row] + index)].item()
 
 
 class SolverState:

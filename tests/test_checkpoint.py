@@ -201,7 +201,8 @@ def test_cli_inspect_prints_keys_shapes_and_dtypes(tmp_path):
     scene.save_checkpoint(tmp_path / "a.ckpt")
     out = subprocess.run([sys.executable, "-m", "genesis_core.cli", "inspect", str(tmp_path / "a.ckpt")],
                          capture_output=True, text=True, env=python_env(), check=True).stdout
-    assert "step_index:     6" in out and "version 1" in out and "timestamp:" in out
+    assert "step_index:     6" in out and "version 2" in out and "timestamp:" in out
+    assert "checksum:       sha256 " in out and "(verified)" in out
     assert "SpringChainSolver.pos" in out and "(3, 4, 3)" in out and "float64" in out
     assert "SpringChainSolver.anchor" in out and "(3, 1, 3)" in out
     (tmp_path / "bad.ckpt").write_bytes(b"garbage")
@@ -228,7 +229,7 @@ def test_non_finite_arrays_and_non_plain_scene_entry_are_refused(tmp_path):
     payload = checkpoint.read(tmp_path / "a.ckpt")
     payload["arrays"]["SpringChainSolver.pos"][0, 0, 0] = np.nan
     checkpoint.write(tmp_path / "b.ckpt", payload)
-    with pytest.raises(gs.CheckpointError, match="NaN or infinite"):
+    with pytest.raises(gs.InvalidCheckpointStateError, match=r"SpringChainSolver.pos\[env 0, index \[0, 0\]\] = nan"):
         scene.load_checkpoint(tmp_path / "b.ckpt")
     payload = checkpoint.read(tmp_path / "a.ckpt")
     payload["scene"]["n_envs"] = np.zeros(3)

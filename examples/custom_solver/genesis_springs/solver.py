@@ -67,8 +67,8 @@ class SpringChainSolver(gs.SolverBase):
     material_class = SpringChain
     entity_class = SpringChainEntity
     state_fields = (
-        gs.FieldSpec("pos", ("n_nodes", 3), grad=True, doc="node positions, m"),
-        gs.FieldSpec("vel", ("n_nodes", 3), grad=True, doc="node velocities, m/s"),
+        gs.FieldSpec("pos", ("n_nodes", 3), grad=True, sentinel=True, doc="node positions, m"),
+        gs.FieldSpec("vel", ("n_nodes", 3), grad=True, sentinel=True, doc="node velocities, m/s"),
         gs.FieldSpec("anchor", ("n_anchors", 3), frames=False, grad=True,
                      doc="points the anchored top nodes are pinned to, m"),
     )

@@ -3,6 +3,7 @@
 import torch
 
 import genesis_core as gs
+from genesis_core.state import to_tensor
 
 
 class MPMEntity(gs.Entity):
@@ -38,14 +39,12 @@ class MPMEntity(gs.Entity):
 
     def set_pos(self, pos, envs_idx=None):
         """Particle positions, `([n_envs,] n_particles, 3)` m; every particle must lie inside the domain."""
-        value = torch.as_tensor(pos, dtype=self.solver.float_dtype)
-        self.solver.check_inside(value, "set_pos")
-        self.solver.state.set_rows("pos", self.solver.frame, value, self._envs_idx(envs_idx), (self._range,),
+        self.solver.state.set_rows("pos", self.solver.frame, pos, self._envs_idx(envs_idx), (self._range,),
                                    what="set_pos")
 
     def set_velocity(self, vel, envs_idx=None):
         """Particle velocities: `([n_envs,] n_particles, 3)` or one velocity `([n_envs,] 3)` for all of them."""
-        value = torch.as_tensor(vel, dtype=self.solver.float_dtype)
+        value = to_tensor(vel, self.solver.float_dtype, gs.device, "set_velocity")
         if value.shape[-1:] == (3,) and (value.ndim == 1 or (self.scene.n_envs and value.ndim == 2)):
             value = value.unsqueeze(-2)  # one velocity per environment, for every particle
         self.solver.state.set_rows("vel", self.solver.frame, value, self._envs_idx(envs_idx), (self._range,),
@@ -78,7 +77,7 @@ class MPMEntity(gs.Entity):
             if isinstance(value, bool) or not (torch.is_tensor(value) or isinstance(value, (int, float, list, tuple))):
                 raise gs.OptionError(f"set_material_params: {name} must be a number or a tensor, got "
                                      f"{type(value).__name__}.")
-            x = value if torch.is_tensor(value) else torch.as_tensor(value, dtype=self.solver.float_dtype)
+            x = to_tensor(value, self.solver.float_dtype, gs.device, f"set_material_params({name}=...)")
             if x.dtype == torch.bool or x.is_complex():
                 raise gs.OptionError(f"set_material_params: {name} must be real numbers.")
             x = x.to(self.solver.float_dtype)

@@ -3,7 +3,7 @@ A particle is clamped inside the grid (it never addresses a node outside it), wh
 
 import taichi as ti
 
-from .kernels_p2g import bspline_weights
+from .kernels_p2g import bspline_weights, grid_base
 
 V3 = ti.types.vector(3, float)
 M3 = ti.types.matrix(3, 3, float)
@@ -26,7 +26,7 @@ def g2p(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
             C[fn, b, p] = C[f, b, p]
         else:
             xl = (pos[f, b, p] - lower) * inv_dx
-            base = ti.cast(xl - 0.5, ti.i32)
+            base = grid_base(xl, ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]]))
             fx = xl - base
             w = bspline_weights(fx)
             new_v = ti.Vector([0.0, 0.0, 0.0])

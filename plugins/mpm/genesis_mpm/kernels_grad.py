@@ -32,6 +32,7 @@ particles (det F > 0).
 import taichi as ti
 
 from .kernels_grid import wall_condition
+from .kernels_p2g import grid_base
 from .kernels_material import CLAMP, IDENTITY, coefficients, diag3, particle_update, spectral_return
 from .materials import LIQUID, SAND
 
@@ -97,7 +98,7 @@ def p2g_scatter(f: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel:
                 m = p_mass[p]
                 Cp = C[f, b, p]
                 xl = (pos[f, b, p] - lower) * inv_dx
-                base = ti.cast(xl - 0.5, ti.i32)
+                base = grid_base(xl, ti.Vector([grid_mv.shape[2], grid_mv.shape[3], grid_mv.shape[4]]))
                 fx = xl - base
                 affine = -dt * p_vol[p] * 4.0 * inv_dx * inv_dx * tau[b, p] + m * Cp
                 mv = m * vel[f, b, p]
@@ -160,7 +161,7 @@ def p2g_scatter_reverse(f: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=
             m = p_mass[p]
             Cp = C[f, b, p]
             xl = (pos[f, b, p] - lower) * inv_dx
-            base = ti.cast(xl - 0.5, ti.i32)
+            base = grid_base(xl, ti.Vector([grid_mv_grad.shape[2], grid_mv_grad.shape[3], grid_mv_grad.shape[4]]))
             fx = xl - base
             stress_scale = -dt * p_vol[p] * 4.0 * inv_dx * inv_dx
             affine = stress_scale * tau[b, p] + m * Cp
@@ -209,7 +210,7 @@ def g2p_reverse(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, n
                 C_grad[f, b, p] += g_C
             else:
                 xl = (pos[f, b, p] - lower) * inv_dx
-                base = ti.cast(xl - 0.5, ti.i32)
+                base = grid_base(xl, ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]]))
                 fx = xl - base
                 new_v = ti.Vector([0.0, 0.0, 0.0])
                 for o in range(27):

@@ -22,6 +22,16 @@ def bspline_weights(fx):
     return [0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2]
 
 
+@ti.func
+def grid_base(xl, size):
+    """The lowest node of the 3x3x3 stencil of a particle at xl (cells from the lower bound) in a grid of `size`
+    nodes per axis, clamped so that the stencil lies inside the grid whatever xl is (NaN and +-1e30 included):
+    an index computed from a position never leaves the grid. In the domain (g2p keeps particles in
+    [1, size - 2) cells) the clamp never acts."""
+    xc = ti.min(ti.max(xl - 0.5, 0.0), ti.cast(size - 3, float))
+    return ti.min(ti.max(ti.cast(xc, ti.i32), 0), size - 3)
+
+
 @ti.kernel
 def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
         C: nd(dtype=M3, ndim=3), F: nd(dtype=M3, ndim=3), Jp: nd(ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1),
@@ -44,7 +54,7 @@ def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
             Cp, tau = particle_update(f, fn, b, p, dt, C, F, Jp, p_kind, p_entity, p_params, E, nu)
             m = p_mass[p]
             xl = (pos[f, b, p] - lower) * inv_dx
-            base = ti.cast(xl - 0.5, ti.i32)
+            base = grid_base(xl, ti.Vector([grid_mv.shape[2], grid_mv.shape[3], grid_mv.shape[4]]))
             fx = xl - base
             w = bspline_weights(fx)
             affine = -dt * p_vol[p] * 4.0 * inv_dx * inv_dx * tau + m * Cp

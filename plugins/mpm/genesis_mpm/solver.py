@@ -30,14 +30,17 @@ class MPMSolver(gs.SolverBase):
     entity_class = MPMEntity
     supports_grad = True
     state_fields = (
-        gs.FieldSpec("pos", ("n_particles", 3), grad=True, doc="particle positions, m"),
-        gs.FieldSpec("vel", ("n_particles", 3), grad=True, doc="particle velocities, m/s"),
+        gs.FieldSpec("pos", ("n_particles", 3), grad=True, domain=True, sentinel=True, doc="particle positions, m"),
+        gs.FieldSpec("vel", ("n_particles", 3), grad=True, sentinel=True, doc="particle velocities, m/s"),
         gs.FieldSpec("C", ("n_particles", 3, 3), grad=True, doc="APIC affine velocity matrix, 1/s"),
         gs.FieldSpec("F", ("n_particles", 3, 3), grad=True, doc="deformation gradient"),
-        gs.FieldSpec("Jp", ("n_particles",), grad=True, doc="plastic volume ratio (sand, snow)"),
-        gs.FieldSpec("active", ("n_particles",), dtype="int", frames=False, doc="1: simulated, 0: frozen"),
-        gs.FieldSpec("E", ("n_entities",), frames=False, grad=True, doc="Young's modulus of each entity, Pa"),
-        gs.FieldSpec("nu", ("n_entities",), frames=False, grad=True, doc="Poisson's ratio of each entity"),
+        gs.FieldSpec("Jp", ("n_particles",), grad=True, bounds=(0, None), bounds_open=(True, False),
+                     doc="plastic volume ratio (sand, snow)"),
+        gs.FieldSpec("active", ("n_particles",), dtype="int", frames=False, codes=(0, 1), doc="1: simulated, 0: frozen"),
+        gs.FieldSpec("E", ("n_entities",), frames=False, grad=True, bounds=(0, None), bounds_open=(True, False),
+                     doc="Young's modulus of each entity, Pa"),
+        gs.FieldSpec("nu", ("n_entities",), frames=False, grad=True, bounds=(0, 0.5), bounds_open=(False, True),
+                     doc="Poisson's ratio of each entity"),
     )
 
     def __init__(self, scene, sim_options, options=None):
@@ -133,6 +136,13 @@ class MPMSolver(gs.SolverBase):
 
     def state_dims(self):
         return {"n_particles": self.n_particles, "n_entities": len(self.entities)}
+
+    def domain_bounds(self):
+        """Where grid-to-particle keeps every particle: from one cell above the lower bound to two cells below
+        the grid's upper end (a particle's 3x3x3 stencil then never leaves the grid), with a rounding margin."""
+        size = np.asarray(self.options.grid_shape, dtype=np.float64)
+        slack = 1e-3 * self.dx
+        return self.lower + self.dx - slack, self.lower + (size - 2) * self.dx + slack
 
     def init_state(self, f):
         st, fl = self.state, self.float_dtype

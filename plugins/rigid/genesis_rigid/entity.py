@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 import genesis_core as gs
+from genesis_core.state import to_index, to_tensor
 
 from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY
 
@@ -78,16 +79,7 @@ class RigidEntity(gs.Entity):
     def _local(self, idx, n, what):
         if idx is None:
             return torch.arange(n)
-        t = torch.as_tensor(np.asarray(idx))
-        if t.ndim == 0:
-            t = t.reshape(1)
-        if t.ndim != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
-            raise gs.OptionError(f"{what}: expected a 1-D sequence of ints, got {idx!r}.")
-        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= n):
-            raise gs.OptionError(f"{what}: indices must lie in [0, {n}), got {t.tolist()}.")
-        if t.unique().numel() != t.numel():
-            raise gs.OptionError(f"{what}: an index appears twice in {t.tolist()}.")
-        return t.to(torch.long)
+        return to_index(idx, n, what)
 
     def _dofs(self, dofs_idx_local):
         return (self.dof_start + self._local(dofs_idx_local, self.n_dofs, "dofs_idx_local")).to(gs.device)
@@ -134,17 +126,12 @@ class RigidEntity(gs.Entity):
                       "control_dofs_velocity")
 
     def set_dofs_kp(self, kp, dofs_idx_local=None, envs_idx=None):
-        self._check_non_negative(kp, "set_dofs_kp")
+        """Position gains (>= 0, the field's declared bound)."""
         self._write("dofs_kp", kp, self._dofs(dofs_idx_local), envs_idx, "set_dofs_kp")
 
     def set_dofs_kv(self, kv, dofs_idx_local=None, envs_idx=None):
-        self._check_non_negative(kv, "set_dofs_kv")
+        """Velocity gains (>= 0, the field's declared bound)."""
         self._write("dofs_kv", kv, self._dofs(dofs_idx_local), envs_idx, "set_dofs_kv")
-
-    @staticmethod
-    def _check_non_negative(value, what):
-        if (torch.as_tensor(value) < 0).any():
-            raise gs.OptionError(f"{what}: gains must be >= 0.")
 
     def get_dofs_kp(self, dofs_idx_local=None, envs_idx=None):
         return self._read("dofs_kp", self._dofs(dofs_idx_local), envs_idx)
@@ -201,10 +188,11 @@ class RigidEntity(gs.Entity):
     def set_quat(self, quat, envs_idx=None, zero_velocity=True):
         """Base orientation, `([n_envs,] 4)` (w, x, y, z), normalised here (a free base)."""
         self._require_free_base("set_quat")
-        q = torch.as_tensor(quat, dtype=self.solver.float_dtype)
+        q = to_tensor(quat, self.solver.float_dtype, gs.device, "set_quat")
         norm = q.norm(dim=-1, keepdim=True)
-        if (norm < 1e-9).any():
-            raise gs.OptionError("set_quat: a zero quaternion.")
+        if q.shape[-1:] != (4,) or not bool(torch.isfinite(q).all()) or bool((norm < 1e-9).any()):
+            raise gs.OptionError(f"set_quat: expected finite, non-zero quaternions (w, x, y, z), shaped "
+                                 f"([n_envs,] 4), got {q.tolist() if q.numel() <= 16 else tuple(q.shape)}.")
         qs = torch.arange(self.q_start + 3, self.q_start + 7, device=gs.device)
         self._write("qpos", q / norm, qs, envs_idx, "set_quat")
         if zero_velocity:

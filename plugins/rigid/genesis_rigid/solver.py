@@ -62,25 +62,26 @@ class RigidSolver(gs.SolverBase):
     _n_collides = 0
     _contacts_warned = False
     state_fields = (
-        gs.FieldSpec("qpos", ("n_qs",), grad=True,
+        gs.FieldSpec("qpos", ("n_qs",), grad=True, quat="qpos_quats", sentinel=True,
                      doc="generalized positions (free: xyz + wxyz quat; ball: wxyz), m / rad"),
-        gs.FieldSpec("dofs_vel", ("n_dofs",), grad=True,
+        gs.FieldSpec("dofs_vel", ("n_dofs",), grad=True, sentinel=True,
                      doc="generalized velocities (free: world linear, body angular)"),
         gs.FieldSpec("dofs_acc", ("n_dofs",), grad=True, doc="generalized accelerations of the last substep"),
         gs.FieldSpec("links_pos", ("n_links", 3), grad=True, doc="link frame origins, world, m"),
-        gs.FieldSpec("links_quat", ("n_links", 4), grad=True, doc="link orientations, world, (w, x, y, z)"),
+        gs.FieldSpec("links_quat", ("n_links", 4), grad=True, quat=True, doc="link orientations, world, (w, x, y, z)"),
         gs.FieldSpec("contact_impulse", ("n_slots", 3), grad=True,
                      doc="warm start: the impulses (normal, 2 tangents) per contact slot of the substep that led to "
                          "this frame, N s"),
         gs.FieldSpec("links_ext_impulse", ("n_links", 6), grad=True,
                      doc="impulses couplings handed to the links, applied by the substep that starts at this frame: "
                          "linear (N s), angular about the link's centre of mass (N m s), world axes"),
-        gs.FieldSpec("dofs_ctrl_mode", ("n_dofs",), dtype="int", frames=False, doc="0 force, 1 position, 2 velocity"),
+        gs.FieldSpec("dofs_ctrl_mode", ("n_dofs",), dtype="int", frames=False, codes=(0, 1, 2),
+                     doc="0 force, 1 position, 2 velocity"),
         gs.FieldSpec("dofs_ctrl_force", ("n_dofs",), frames=False, grad=True, doc="force/torque command, N or N m"),
         gs.FieldSpec("dofs_ctrl_pos", ("n_dofs",), frames=False, grad=True, doc="position target"),
         gs.FieldSpec("dofs_ctrl_vel", ("n_dofs",), frames=False, grad=True, doc="velocity target"),
-        gs.FieldSpec("dofs_kp", ("n_dofs",), frames=False, grad=True, doc="position gain"),
-        gs.FieldSpec("dofs_kv", ("n_dofs",), frames=False, grad=True, doc="velocity gain"),
+        gs.FieldSpec("dofs_kp", ("n_dofs",), frames=False, grad=True, bounds=(0, None), doc="position gain"),
+        gs.FieldSpec("dofs_kv", ("n_dofs",), frames=False, grad=True, bounds=(0, None), doc="velocity gain"),
     )
 
     _view = None  # the ColliderView, made at the first collider_view call
@@ -349,7 +350,9 @@ class RigidSolver(gs.SolverBase):
         return pairs
 
     def state_dims(self):
-        return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_slots": max(self.n_slots, 1)}
+        quats = [j["q"] + (3 if j["type"] == FREE else 0) for j in self._joints if j["type"] in (FREE, BALL)]
+        return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_slots": max(self.n_slots, 1),
+                "qpos_quats": quats}
 
     def init_state(self, f):
         st = self.state

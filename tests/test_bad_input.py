@@ -1,0 +1,420 @@
+"""Bad input never crashes the process: what a field declares valid is checked on every way into state, damaged
+and hostile checkpoint files are refused, an index computed from a position never leaves a field, and an
+environment that goes non-finite is reported, isolated bitwise from the others and (opt-in) reset.
+
+The hostile cases themselves run in child processes (tests/bad_input_cases.py), so that a crash fails a test
+instead of ending the run."""
+
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+
+import attrs
+import numpy as np
+import pytest
+import torch
+
+import genesis_core as gs
+from genesis_core import checkpoint, plugins
+from genesis_core.plugins import registry
+
+from .conftest import python_env
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCENES = sorted(registry().test_scenes)
+
+
+def run_cases(category, precision="64", timeout=900):
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "bad_input_cases.py"), category, precision],
+                          capture_output=True, text=True, env=python_env(), timeout=timeout)
+    lines = proc.stdout.strip().splitlines()
+    last = next((line for line in reversed(lines) if line.startswith("case ")), "no case started")
+    assert proc.returncode == 0 and lines and lines[-1].startswith("done "), (
+        f"{category}: exit code {proc.returncode} during '{last}'\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+# -- in child processes: a crash is a failure -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("category", ["files_random_bytes", "files_truncations", "files_bit_flips",
+                                      "files_hostile_pickles"])
+def test_hostile_files_are_refused_with_checkpoint_errors(category):
+    out = run_cases(category)
+    if category == "files_bit_flips":
+        assert "bit flips: " in out
+
+
+@pytest.mark.parametrize("kind", ["values", "envs_idx", "setters"])
+@pytest.mark.parametrize("name", SCENES)
+def test_hostile_inputs_per_solver(kind, name):
+    run_cases(f"{kind}:{name}")
+
+
+def test_hostile_values_in_float32():
+    run_cases("values:mpm", precision="32")
+
+
+MPM_KERNEL_CHECK = r"""
+import torch, warnings
+import genesis_core as gs
+from genesis_core.plugins import registry
+gs.init(backend=gs.cpu, precision="{precision}", seed=0, logging_level="warning")
+scene, drive = registry().test_scenes["mpm"](4)
+scene.step()
+ref = scene.get_state()
+pos = scene.mpm_solver.state.at("pos", scene._frame)
+vel = scene.mpm_solver.state.at("vel", scene._frame)
+# past every validation: storage written directly, as an unstable step would leave it
+pos[0, 0] = 1e30; pos[1, 3] = -1e30; pos[2, 5] = float("nan"); vel[2, 6] = float("inf")
+warnings.simplefilter("ignore")
+for _ in range({steps}):
+    scene.step()
+bad = scene.invalid_envs.tolist()
+assert 3 not in bad, bad
+print("ok", bad, flush=True)
+"""
+
+
+@pytest.mark.parametrize("precision", ["32", "64"])
+def test_mpm_kernels_never_index_outside_the_grid(precision):
+    """Positions of +-1e30 m, NaN and infinite velocities straight in the storage: the stencil's base node is
+    clamped in the kernels, so the steps run (in the plain and the differentiable kernels alike)."""
+    proc = subprocess.run([sys.executable, "-c", MPM_KERNEL_CHECK.format(precision=precision, steps=4)],
+                          capture_output=True, text=True, env=python_env(), timeout=600)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+
+
+# -- declared validity, in this process ------------------------------------------------------------------------------
+
+@attrs.define(frozen=True, kw_only=True)
+class Probe(gs.materials.Material):
+    solver = "ProbeSolver"
+
+
+class ProbeSolver(gs.SolverBase):
+    """A third-party solver that only declares what its fields accept; the core does every check."""
+
+    short_name = "probe"
+    material_class = Probe
+    state_fields = (
+        gs.FieldSpec("pos", ("n", 3), domain=True, sentinel=True),
+        gs.FieldSpec("pose", ("n", 7), quat="pose_quats"),
+        gs.FieldSpec("mode", ("n",), dtype="int", frames=False, codes=(0, 2)),
+        gs.FieldSpec("density", ("n",), frames=False, bounds=(0, 10), bounds_open=(True, False)),
+        gs.FieldSpec("free", ("n",), frames=False, finite=False),
+    )
+
+    def state_dims(self):
+        return {"n": len(self.entities), "pose_quats": [3]}
+
+    def domain_bounds(self):
+        return (-1.0, -1.0, 0.0), (1.0, 1.0, 2.0)
+
+    def init_state(self, f):
+        self.state.pose[f][..., 3] = 1.0
+        self.state.density[:] = 1.0
+
+    def substep_pre_coupling(self, f):
+        nxt = self.frames.next(f)
+        self.state.pos[nxt] = self.state.pos[f]
+        self.state.pose[nxt] = self.state.pose[f]
+
+
+class ProbePlugin:
+    @gs.hookimpl
+    def register_solvers(self, register):
+        register(ProbeSolver)
+
+    @gs.hookimpl
+    def register_materials(self, register):
+        register("Probe", Probe)
+
+
+@pytest.fixture
+def probe():
+    name = plugins.register_plugin(ProbePlugin(), name="probe")
+    scene = gs.Scene()
+    for _ in range(2):
+        scene.add_entity(gs.morphs.Sphere(radius=0.1), material=Probe())
+    scene.build(n_envs=3)
+    yield scene
+    plugins.unregister_plugin(name)
+
+
+def snapshot(scene):
+    return {f"{s.solver}.{k}": x.clone() for s in scene.get_state().solvers_state if s is not None
+            for k, x in s.fields.items()}
+
+
+def assert_unchanged(scene, before):
+    after = snapshot(scene)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("field, env, index, value, expected", [
+    ("pos", 2, (1, 2), 2.5, "inside the solver's domain, [0.0, 2.0] m on axis z"),
+    ("pos", 0, (0, 0), float("nan"), "a finite value"),
+    ("pose", 1, (1, 4), 0.3, "a unit quaternion"),
+    ("mode", 2, (0,), 1, "one of [0, 2]"),
+    ("density", 1, (1,), 0.0, "a value in (0.0, 10.0]"),
+    ("density", 0, (0,), 10.5, "a value in (0.0, 10.0]"),
+])
+def test_reset_refuses_what_a_field_declares_invalid(probe, field, env, index, value, expected):
+    scene = probe
+    si = [s.name for s in scene.solvers].index("ProbeSolver")
+    state = scene.get_state()
+    getattr(state.solvers_state[si], field)[(env,) + index] = value
+    before = snapshot(scene)
+    with pytest.raises(gs.InvalidStateError) as info:
+        scene.reset(state=state)
+    msg = str(info.value)
+    idx = list(index) if field != "pose" else [index[0], 3]  # a quaternion is named by its first entry
+    assert f"ProbeSolver.{field}[env {env}, index {idx}]" in msg and expected in msg, msg
+    assert_unchanged(scene, before)
+    # the same state is fine for the environments it does not break
+    other = [e for e in range(3) if e != env]
+    scene.reset(state=state, envs_idx=other)
+    with pytest.raises(gs.InvalidStateError):
+        scene.reset(state=state, envs_idx=[env])
+
+
+def test_a_field_may_opt_out_of_the_finite_rule(probe):
+    scene = probe
+    si = [s.name for s in scene.solvers].index("ProbeSolver")
+    state = scene.get_state()
+    state.solvers_state[si].free[1, 0] = float("inf")
+    scene.reset(state=state)
+    assert torch.isinf(scene.get_state().solvers_state[si].free[1, 0])
+
+
+def test_setters_check_the_rows_they_write(probe):
+    """set_rows validates the rows as the write would leave them: a quaternion written in part is checked whole."""
+    scene = probe
+    st = scene.solvers[[s.name for s in scene.solvers].index("ProbeSolver")].state
+    before = snapshot(scene)
+    with pytest.raises(gs.InvalidStateError, match=r"ProbeSolver.pose\[env 1, index \[0, 3\]\]"):
+        st.set_rows("pose", scene._frame, torch.tensor([0.0, 0.5]), torch.tensor([1]), (slice(None), slice(3, 5)),
+                    what="set_pose")
+    with pytest.raises(gs.InvalidStateError, match=r"set_mode: ProbeSolver.mode\[env 2, index \[1\]\]"):
+        st.set_rows("mode", scene._frame, torch.tensor([[0, 3]]), torch.tensor([2]), what="set_mode")
+    assert_unchanged(scene, before)
+    st.set_rows("pose", scene._frame, torch.tensor([0.0, 1.0, 0.0, 0.0]), torch.tensor([1]),
+                (slice(None), slice(3, 7)))  # a unit quaternion is accepted
+
+
+def test_checkpoint_values_are_checked_like_reset(probe, tmp_path):
+    scene = probe
+    scene.save_checkpoint(tmp_path / "a.ckpt")
+    payload = checkpoint.read(tmp_path / "a.ckpt")
+    payload["arrays"]["ProbeSolver.density"][2, 1] = -1.0
+    payload = checkpoint.make_payload(payload["step_index"], payload["arrays"], payload["scene"], "x")
+    with open(tmp_path / "b.ckpt", "wb") as fh:
+        pickle.dump(payload, fh, protocol=4)
+    before = snapshot(scene)
+    with pytest.raises(gs.InvalidCheckpointStateError, match=r"ProbeSolver.density\[env 2, index \[1\]\] = -1.0"):
+        scene.load_checkpoint(tmp_path / "b.ckpt")
+    assert_unchanged(scene, before)
+
+
+def test_a_pickled_state_with_hostile_contents_is_refused(probe):
+    scene = probe
+    state = pickle.loads(pickle.dumps(scene.get_state().serializable()))
+    state.t = -3
+    with pytest.raises(gs.SceneError, match="state.t=-3"):
+        scene.reset(state=state)
+    state.t = 0
+    state.solvers_state = "garbage"
+    with pytest.raises(gs.SceneError, match="solvers_state"):
+        scene.reset(state=state)
+
+
+def test_rigid_quaternions_and_control_modes_are_declared():
+    scene, _ = registry().test_scenes["rigid"](2)
+    rigid = scene.rigid_solver
+    si = scene.solvers.index(rigid)
+    box = scene.entities[2]
+    state = scene.get_state()
+    q = box.q_start + 3
+    state.solvers_state[si].qpos[1, q] = 2.0
+    with pytest.raises(gs.InvalidStateError, match=rf"RigidSolver.qpos\[env 1, index \[{q}\]\].*unit quaternion"):
+        scene.reset(state=state)
+    state = scene.get_state()
+    state.solvers_state[si].dofs_ctrl_mode[0, 0] = 5
+    with pytest.raises(gs.InvalidStateError, match=r"dofs_ctrl_mode\[env 0, index \[0\]\] = 5"):
+        scene.reset(state=state)
+    with pytest.raises(gs.InvalidStateError, match=r"set_dofs_kp: RigidSolver.dofs_kp\[env 1, index \[0\]\]"):
+        scene.entities[1].set_dofs_kp([-1.0], dofs_idx_local=[0], envs_idx=[1])
+    with pytest.raises(gs.InvalidStateError, match=r"control_dofs_force.*dofs_ctrl_force\[env 1.*finite"):
+        scene.entities[1].control_dofs_force(torch.tensor([[0.0], [float("nan")]]), dofs_idx_local=[0])
+
+
+def test_mpm_positions_are_checked_against_the_domain():
+    scene, _ = registry().test_scenes["mpm"](2)
+    cube = scene.entities[0]
+    before = snapshot(scene)
+    x = scene.get_state().solvers_state[scene.solvers.index(scene.mpm_solver)].pos[:, cube._range].clone()
+    x[1, 4, 2] = -0.5
+    with pytest.raises(gs.InvalidStateError, match=r"set_pos: MPMSolver.pos\[env 1, index \[4, 2\]\] = -0.5.*axis z"):
+        cube.set_pos(x)
+    assert_unchanged(scene, before)
+
+
+# -- damaged files -----------------------------------------------------------------------------------------------------
+
+def springs_scene(n_envs=2):
+    scene, drive = registry().test_scenes["springs"](n_envs)
+    for _ in range(3):
+        drive(scene, scene.t)
+        scene.step()
+    return scene
+
+
+def test_checkpoints_carry_a_checksum_and_damage_is_named(tmp_path):
+    scene = springs_scene()
+    scene.save_checkpoint(tmp_path / "a.ckpt")
+    with open(tmp_path / "a.ckpt", "rb") as fh:
+        payload = pickle.load(fh)  # still a plain pickle
+    assert payload["format_version"] == 2 and payload["checksum"]["algorithm"] == "sha256"
+    assert payload["checksum"]["digest"] == checkpoint.digest(payload)
+    for change in ("array", "step_index", "scene"):
+        p = pickle.loads(pickle.dumps(payload))
+        if change == "array":
+            p["arrays"]["SpringChainSolver.vel"].reshape(-1)[3] += 1e-12
+        elif change == "step_index":
+            p["step_index"] += 1
+        else:
+            p["scene"]["n_envs"] = 2.0
+        with open(tmp_path / "b.ckpt", "wb") as fh:
+            pickle.dump(p, fh, protocol=4)
+        before = snapshot(scene)
+        with pytest.raises(gs.DamagedCheckpointError, match="damaged"):
+            scene.load_checkpoint(tmp_path / "b.ckpt")
+        assert_unchanged(scene, before)
+
+
+def test_version_1_files_without_a_checksum_still_load(tmp_path):
+    scene = springs_scene()
+    scene.save_checkpoint(tmp_path / "a.ckpt")
+    payload = checkpoint.read(tmp_path / "a.ckpt")
+    del payload["checksum"]
+    payload["format_version"] = 1
+    with open(tmp_path / "v1.ckpt", "wb") as fh:
+        pickle.dump(payload, fh, protocol=4)
+    saved, t = snapshot(scene), scene.t
+    scene.step()
+    scene.load_checkpoint(tmp_path / "v1.ckpt")
+    assert scene.t == t
+    assert_unchanged(scene, saved)
+
+
+def test_oversized_files_are_refused_before_reading(tmp_path):
+    scene = springs_scene()
+    path = tmp_path / "big.ckpt"
+    with open(path, "wb") as fh:
+        fh.truncate(200 * 2**20)  # sparse: larger than twice the arrays plus 64 MiB
+    with pytest.raises(gs.CheckpointError, match="limit"):
+        scene.load_checkpoint(path)
+    with pytest.raises(gs.CheckpointError, match="limit of 10 "):
+        checkpoint.read(path, max_bytes=10)
+
+
+# -- non-finite environments ------------------------------------------------------------------------------------------
+
+def poisoned(name, n_envs=3, env=1, policy="warn"):
+    """A test scene and its twin; in the twin, environment `env` gets velocities a tenth of the largest float
+    (finite, so validation would pass them too), written straight into the storage as a blown-up step would
+    leave them; the next steps turn that environment non-finite."""
+    out = []
+    for poison in (False, True):
+        scene, drive = registry().test_scenes[name](n_envs)
+        scene.sim_options = attrs.evolve(scene.sim_options, on_invalid_env=policy)
+        drive(scene, 0)
+        scene.step()
+        if poison:
+            for s in scene.active_solvers:
+                for field, spec in s.state.specs.items():
+                    if spec.sentinel and not spec.structural and spec.bounds is None:
+                        x = s.state.at(field, scene._frame)
+                        x[env if n_envs else 0] = torch.finfo(x.dtype).max / 10
+        out.append((scene, drive))
+    return out
+
+
+@pytest.mark.parametrize("name", SCENES)
+def test_a_non_finite_environment_is_reported_and_isolated_bitwise(name):
+    (ref, drive), (bad, bad_drive) = poisoned(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            drive(ref, ref.t)
+            ref.step()
+            bad_drive(bad, bad.t)
+            bad.step()
+            if bad.invalid_envs.numel():
+                break
+    assert bad.invalid_envs.tolist() == [1]
+    assert ref.invalid_envs.tolist() == []
+    assert any("environments [1] went non-finite" in str(w.message) for w in caught)
+    a, b = snapshot(ref), snapshot(bad)
+    for k in a:
+        assert torch.equal(a[k][[0, 2]], b[k][[0, 2]]), f"{k}: another environment changed"
+    assert any(not torch.isfinite(b[k][1]).all() for k in b if b[k].is_floating_point())
+
+
+@pytest.mark.parametrize("name", SCENES)
+def test_the_reset_policy_restores_the_initial_state(name):
+    (ref, drive), (bad, bad_drive) = poisoned(name, policy="reset")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            drive(ref, ref.t)
+            ref.step()
+            bad_drive(bad, bad.t)
+            bad.step()
+            if bad.invalid_envs.numel():
+                break
+    assert bad.invalid_envs.tolist() == [1]
+    assert any("reset to the initial state" in str(w.message) for w in caught)
+    initial = {f"{s.solver}.{k}": x for s in bad._init_state.solvers_state if s is not None
+               for k, x in s.fields.items()}
+    b, a = snapshot(bad), snapshot(ref)
+    for k in b:
+        assert torch.equal(b[k][1], initial[k][1]), f"{k}: environment 1 was not reset"
+        assert torch.equal(a[k][[0, 2]], b[k][[0, 2]]), f"{k}: another environment changed"
+    bad_drive(bad, bad.t)
+    bad.step()
+    assert bad.invalid_envs.tolist() == []
+
+
+def test_the_raise_policy_and_a_scene_without_envs():
+    _, (bad, bad_drive) = poisoned("springs", n_envs=0, policy="raise")
+    with pytest.raises(gs.InvalidEnvError, match="the scene went non-finite") as info:
+        for _ in range(4):
+            bad_drive(bad, bad.t)
+            bad.step()
+    assert info.value.envs == [0]
+    assert bad.invalid_envs.tolist() == [0]
+
+
+def test_the_check_can_be_switched_off():
+    scene, drive = registry().test_scenes["springs"](2)
+    assert scene._faults is not None
+    scene2 = gs.Scene(sim_options=gs.options.SimOptions(on_invalid_env="ignore"))
+    scene2.add_entity(gs.morphs.Cylinder(pos=(0, 0, 1), height=0.5, radius=0.01),
+                      material=gs.materials.SpringChain(n_nodes=3))
+    scene2.build(n_envs=2)
+    assert scene2._faults is None
+    with pytest.raises(gs.OptionError, match="on_invalid_env"):
+        gs.options.SimOptions(on_invalid_env="explode")
+
+
+def test_the_policy_is_not_part_of_the_checkpoint_signature(tmp_path):
+    scene = springs_scene()
+    scene.save_checkpoint(tmp_path / "a.ckpt")
+    other, _ = registry().test_scenes["springs"](2)
+    other.sim_options = attrs.evolve(other.sim_options, on_invalid_env="reset")
+    other.load_checkpoint(tmp_path / "a.ckpt")
+    assert np.array_equal(snapshot(other)["SpringChainSolver.pos"].numpy(),
+                          snapshot(scene)["SpringChainSolver.pos"].numpy())
