@@ -5,6 +5,7 @@ environment that goes non-finite is reported, isolated bitwise from the others a
 The hostile cases themselves run in child processes (tests/bad_input_cases.py), so that a crash fails a test
 instead of ending the run."""
 
+import inspect
 import os
 import pickle
 import subprocess
@@ -322,13 +323,13 @@ def test_oversized_files_are_refused_before_reading(tmp_path):
 
 # -- non-finite environments ------------------------------------------------------------------------------------------
 
-def poisoned(name, n_envs=3, env=1, policy="warn"):
+def poisoned(name, n_envs=3, env=1, policy="warn", **scene_kw):
     """A test scene and its twin; in the twin, environment `env` gets velocities a tenth of the largest float
     (finite, so validation would pass them too), written straight into the storage as a blown-up step would
     leave them; the next steps turn that environment non-finite."""
     out = []
     for poison in (False, True):
-        scene, drive = registry().test_scenes[name](n_envs)
+        scene, drive = registry().test_scenes[name](n_envs, **scene_kw)
         scene.sim_options = attrs.evolve(scene.sim_options, on_invalid_env=policy)
         drive(scene, 0)
         scene.step()
@@ -342,18 +343,28 @@ def poisoned(name, n_envs=3, env=1, policy="warn"):
     return out
 
 
-@pytest.mark.parametrize("name", SCENES)
-def test_a_non_finite_environment_is_reported_and_isolated_bitwise(name):
-    (ref, drive), (bad, bad_drive) = poisoned(name)
+def step_until_invalid(ref, drive, bad, bad_drive, n=4):
+    """Step both scenes alike until the twin reports a non-finite environment; the warnings it gave."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for _ in range(4):
+        for _ in range(n):
             drive(ref, ref.t)
             ref.step()
             bad_drive(bad, bad.t)
             bad.step()
             if bad.invalid_envs.numel():
                 break
+    return caught
+
+
+GRAD_SCENES = [n for n in SCENES if "requires_grad" in inspect.signature(registry().test_scenes[n]).parameters]
+
+
+@pytest.mark.parametrize("name, requires_grad", [(n, False) for n in SCENES] + [(n, True) for n in GRAD_SCENES])
+def test_a_non_finite_environment_is_reported_and_isolated_bitwise(name, requires_grad):
+    """Also in differentiable mode, whose substeps run other code (the rigid solver's batched torch step)."""
+    (ref, drive), (bad, bad_drive) = poisoned(name, **({"requires_grad": True} if requires_grad else {}))
+    caught = step_until_invalid(ref, drive, bad, bad_drive)
     assert bad.invalid_envs.tolist() == [1]
     assert ref.invalid_envs.tolist() == []
     assert any("environments [1] went non-finite" in str(w.message) for w in caught)
@@ -366,15 +377,7 @@ def test_a_non_finite_environment_is_reported_and_isolated_bitwise(name):
 @pytest.mark.parametrize("name", SCENES)
 def test_the_reset_policy_restores_the_initial_state(name):
     (ref, drive), (bad, bad_drive) = poisoned(name, policy="reset")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(4):
-            drive(ref, ref.t)
-            ref.step()
-            bad_drive(bad, bad.t)
-            bad.step()
-            if bad.invalid_envs.numel():
-                break
+    caught = step_until_invalid(ref, drive, bad, bad_drive)
     assert bad.invalid_envs.tolist() == [1]
     assert any("reset to the initial state" in str(w.message) for w in caught)
     initial = {f"{s.solver}.{k}": x for s in bad._init_state.solvers_state if s is not None
@@ -418,3 +421,59 @@ def test_the_policy_is_not_part_of_the_checkpoint_signature(tmp_path):
     other.load_checkpoint(tmp_path / "a.ckpt")
     assert np.array_equal(snapshot(other)["SpringChainSolver.pos"].numpy(),
                           snapshot(scene)["SpringChainSolver.pos"].numpy())
+
+
+# -- a property over random hostile entries ---------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+HOSTILE = st.one_of(st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e30, -1e30, 1e300, -1e300, 0.0,
+                                     -1.0, 2.0, 7.0]),
+                    st.floats(allow_nan=True, allow_infinity=True))
+
+
+@settings(max_examples=40)
+@given(data=st.data())
+def test_one_hostile_entry_is_refused_untouched_or_isolated(data):
+    """Any entry of any declared field of any solver's test scene, in one environment, set to a hostile value and
+    passed to reset(state, envs_idx): either refused with the scene bitwise unchanged, or accepted, and then a
+    step changes no other environment's numbers and reports that environment if it went non-finite."""
+    cache = test_one_hostile_entry_is_refused_untouched_or_isolated.__dict__.setdefault("scenes", {})
+    if cache.get("generation") != gs.runtime.generation:
+        cache.clear()
+        cache["generation"] = gs.runtime.generation
+    name = data.draw(st.sampled_from(SCENES), label="scene")
+    if name not in cache:
+        scene, drive = registry().test_scenes[name](3)
+        drive(scene, 0)
+        scene.step()
+        good = scene.get_state()
+        scene.step()
+        expected = snapshot(scene)
+        cache[name] = (scene, good, expected)
+    scene, good, expected = cache[name]
+    solvers = [(i, s) for i, s in enumerate(scene.solvers) if s.is_active]
+    si, solver = data.draw(st.sampled_from(solvers), label="solver")
+    field = data.draw(st.sampled_from(sorted(solver.state.specs)), label="field")
+    env = data.draw(st.integers(0, 2), label="env")
+    state = good.clone()
+    x = getattr(state.solvers_state[si], field)
+    flat_index = data.draw(st.integers(0, x[env].numel() - 1), label="index")
+    value = data.draw(HOSTILE if x.is_floating_point() else st.integers(-(2**31), 2**31 - 1), label="value")
+    x[env].reshape(-1)[flat_index] = value
+    scene.reset(state=good)
+    before = snapshot(scene)
+    warnings.simplefilter("ignore")
+    try:
+        scene.reset(state=state, envs_idx=[env])
+    except gs.InvalidStateError as exc:
+        assert f"{solver.name}.{field}[env {env}, index" in str(exc)
+        assert_unchanged(scene, before)
+        return
+    scene.step()
+    after = snapshot(scene)
+    others = [e for e in range(3) if e != env]
+    for k in after:
+        assert torch.equal(after[k][others], expected[k][others]), f"{k}: another environment changed"
+    assert set(scene.invalid_envs.tolist()) <= {env}
