@@ -108,8 +108,9 @@ def read(path, max_bytes: int | None = None) -> dict:
         raise CheckpointError(f"cannot read checkpoint {path!r}: {exc.strerror or exc}.") from exc
     if len(data) > limit:
         raise CheckpointError(f"{path!r} holds more than the limit of {limit} bytes; nothing was read.")
+    stream = io.BytesIO(data)
     try:
-        payload = _RestrictedUnpickler(io.BytesIO(data)).load()
+        payload = _RestrictedUnpickler(stream).load()
     except UnsafeCheckpointError as exc:
         raise UnsafeCheckpointError(f"{path!r}: {exc}") from None
     except Exception as exc:  # whatever a corrupt pickle makes the unpickler or NumPy raise
@@ -117,6 +118,9 @@ def read(path, max_bytes: int | None = None) -> dict:
             f"{path!r} is not a readable genesis-core checkpoint (truncated or corrupt: {type(exc).__name__}: "
             f"{str(exc)[:200]})."
         ) from None
+    if stream.tell() != len(data):
+        raise DamagedCheckpointError(f"{path!r} is damaged: {len(data) - stream.tell()} bytes follow the end of the "
+                                     "checkpoint.")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path!r} is a pickle but not a genesis-core checkpoint (no {FORMAT!r} marker).")
     if not all(isinstance(k, str) for k in payload):
@@ -130,6 +134,8 @@ def read(path, max_bytes: int | None = None) -> dict:
             raise CheckpointError(f"{path!r}: entry {key!r} is missing or not a {kind.__name__}.")
     if not 0 <= payload["step_index"] < 2**62:
         raise CheckpointError(f"{path!r}: step_index {payload['step_index']} is not in [0, 2**62).")
+    if not np.isfinite(payload["timestamp"]):
+        raise CheckpointError(f"{path!r}: timestamp {payload['timestamp']!r} is not a finite number.")
     for key, arr in payload["arrays"].items():
         if not isinstance(key, str) or not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiub":
             raise CheckpointError(f"{path!r}: array entry {key!r} is not a numeric NumPy array.")
@@ -138,7 +144,7 @@ def read(path, max_bytes: int | None = None) -> dict:
             problem = _plain_problem(value)
             if problem:
                 raise CheckpointError(f"{path!r}: entry {key!r} {problem}.")
-    if version >= 2:
+    if version >= 2 or "checksum" in payload:  # (a version-1 file never has one: verify any that is there)
         check = payload.get("checksum")
         if not isinstance(check, dict) or check.get("algorithm") != "sha256" or not isinstance(check.get("digest"), str):
             raise DamagedCheckpointError(f"{path!r} is damaged: its 'checksum' entry is missing or malformed "
@@ -176,15 +182,16 @@ def _plain_problem(x) -> str | None:
 
 def digest(payload: dict) -> str:
     """SHA-256 over every entry but "checksum": the plain entries as canonical JSON, then each array's key, dtype,
-    shape and bytes in key order."""
+    shape and bytes in key order. (JSON does not tell a tuple from a list: `check_fits` still compares the
+    scene description and every array's shape and dtype with the scene.)"""
     h = hashlib.sha256()
     plain = {k: v for k, v in payload.items() if k not in ("arrays", "checksum")}
     # default=repr: a writer may seal what the reader then refuses as not plain data
     h.update(json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True, default=repr).encode())
     for key in sorted(payload["arrays"]):
-        a = np.ascontiguousarray(payload["arrays"][key])
+        a = payload["arrays"][key]
         h.update(b"\0" + key.encode() + b"\0" + f"{a.dtype.str}{list(a.shape)}".encode() + b"\0")
-        h.update(memoryview(a).cast("B"))
+        h.update(memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B"))  # (ascontiguousarray makes 0-d 1-d)
     return h.hexdigest()
 
 

@@ -17,6 +17,8 @@ reach the recorded inputs are then handed to torch, which carries them to the us
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from .errors import SceneError
@@ -77,6 +79,7 @@ class Tape:
         self.events = {}  # k -> [(store, name, envs_idx, item, value or None)], in the order they happened
         self.deposits = {}  # k -> [(store, name, envs_idx, item, grad)]
         self.consumed = False
+        self.invalid_envs = set()  # environments the forward left non-finite: backward drops their gradient
 
     @property
     def k(self) -> int:
@@ -128,6 +131,11 @@ class Tape:
                 for st in self._stores()
             }
 
+    def mark_invalid(self, envs):
+        """Environments a step of this run left non-finite: their Jacobians hold NaN, and 0 * NaN would spread
+        NaN into the gradient of every input they share with the other environments."""
+        self.invalid_envs.update(int(e) for e in envs)
+
     def host_bytes(self) -> int:
         total = 0
         for frames in (self.host_frames, self.frameless):
@@ -150,6 +158,9 @@ class Tape:
         final = {st.owner: {nm: t.detach().clone() for nm, t in st.tensors.items()} for st in stores}
         final_slot = K % n
         results = {}  # id(value) -> [value, grad]
+        if self.invalid_envs:
+            warnings.warn(f"backward: environments {sorted(self.invalid_envs)} went non-finite during this run; "
+                          "their gradients are dropped (zero), the other environments' are exact.", stacklevel=3)
         try:
             with torch.no_grad():
                 for st in stores:
@@ -211,6 +222,14 @@ class Tape:
             s.substep_pre_coupling_grad(f)
         for st in stores:
             st.zero_grads(frame=fn)
+            if self.invalid_envs:
+                rows = torch.as_tensor(sorted(self.invalid_envs), dtype=torch.long)
+                for nm, t in st.tensors.items():
+                    if t.grad is not None:  # (index assignment: an indexed view would be a copy)
+                        if st.specs[nm].frames:
+                            t.grad[:, rows.to(t.device)] = 0
+                        else:
+                            t.grad[rows.to(t.device)] = 0
 
 
 def require_grad_support(solvers):

@@ -18,9 +18,10 @@ from .morphs import Morph
 from .options import SimOptions
 from .plugins import registry
 from .plugins.manager import missing_plugin_error
-from .state import SimState, to_index
+from .state import SimState, SolverState, to_index
 
 DEFAULT_MATERIAL = "Rigid"
+MAX_STEPS = 2**62  # step indices (scene.t, state.t, a checkpoint's step_index) stay below it
 
 
 class Scene:
@@ -153,8 +154,7 @@ class Scene:
             self._tape = Tape(self)
             for s in self.active_solvers:
                 s.state.tape = self._tape
-        if opts.on_invalid_env != "ignore":
-            self._faults = FaultMonitor(self.active_solvers)
+        self._faults = FaultMonitor(self.active_solvers)
         self._built = True
         self._generation = runtime.generation
         self._build_state = self.get_state().serializable()
@@ -192,7 +192,7 @@ class Scene:
                 s.substep_post_coupling(f)
             self._substep += 1
         self._t += 1
-        if self._faults is not None:
+        if self._faults is not None and self.sim_options.on_invalid_env != "ignore":
             self._check_faults()
 
     @property
@@ -209,6 +209,8 @@ class Scene:
             return
         envs, first = self._faults.invalid_envs(f, max(self.n_envs, 1))
         self._invalid_envs = envs
+        if self._tape is not None:
+            self._tape.mark_invalid(envs)
         policy = self.sim_options.on_invalid_env
         what = (f"environments {envs}" if self.n_envs else "the scene") + " went non-finite at step " + \
             f"{self._t} (first in " + ", ".join(sorted(set(first.values()))) + ")"
@@ -246,14 +248,17 @@ class Scene:
         if not isinstance(state, SimState):
             raise SceneError(f"{where}: state must be a SimState from scene.get_state(), got {type(state).__name__}.")
         t = getattr(state, "t", None)
-        if not isinstance(t, (int, np.integer)) or isinstance(t, bool) or t < 0:
-            raise SceneError(f"{where}: state.t={t!r} is not a step index (an int >= 0).")
+        if not isinstance(t, (int, np.integer)) or isinstance(t, bool) or not 0 <= t < MAX_STEPS:
+            raise SceneError(f"{where}: state.t={t!r} is not a step index (an int in [0, 2**62)).")
         if not isinstance(getattr(state, "solvers_state", None), (list, tuple)):
             raise SceneError(f"{where}: state.solvers_state must be a list aligned with scene.solvers.")
         by_name = {}
         for sub in state.solvers_state:
             if sub is not None:
-                by_name[getattr(sub, "solver", None)] = sub
+                if not isinstance(sub, SolverState) or not isinstance(getattr(sub, "solver", None), str):
+                    raise SceneError(f"{where}: state.solvers_state holds a {type(sub).__name__}, not a SolverState "
+                                     "from scene.get_state().")
+                by_name[sub.solver] = sub
         names = {s.name for s in self._solvers}
         for name in by_name:
             if name not in names:
@@ -279,12 +284,13 @@ class Scene:
         self._require_built("scene.reset()")
         idx = self._sanitize_envs_idx(envs_idx)
         target = self._init_state if state is None else state
-        aligned = self._aligned_states(target, "reset", idx)
+        # a state that becomes the initial state is checked whole: a later bare reset() writes every environment
+        aligned = self._aligned_states(target, "reset", None if state is not None else idx)
         if state is not None:
             self._init_state = state.clone()
         if idx is None:
-            self._substep = target.t * self.sim_options.substeps
-            self._t = target.t
+            self._substep = int(target.t) * self.sim_options.substeps
+            self._t = int(target.t)
         f = self._frame
         for s, sub in zip(self._solvers, aligned):
             if s.is_active:
@@ -332,6 +338,9 @@ class Scene:
             for name, spec in s.state.specs.items():
                 if spec.checkpoint:
                     x = s.state.at(name, f)
+                    # what load_checkpoint would refuse is not written (the previous file stays as it was)
+                    s.state.validate(name, x, f"save_checkpoint({str(path)!r}) (reset those environments first; "
+                                              "nothing was written)")
                     arrays[f"{s.name}.{name}"] = (x if self.n_envs else x[0]).detach().cpu().numpy().copy()
         ckpt.write(path, ckpt.make_payload(self._t, arrays, self.signature(), __version__))
 

@@ -204,6 +204,9 @@ class SolverBase:
             x = getattr(state, name, None)
             if x is not None and not torch.is_tensor(x):
                 raise SceneError(f"{where}: {self.name}.{name} is a {type(x).__name__}, not a torch tensor.")
+            if x is not None and (x.layout != torch.strided or x.device.type == "meta" or x.is_complex()):
+                raise SceneError(f"{where}: {self.name}.{name} is a {x.layout} tensor on {x.device}; a state holds "
+                                 "dense real tensors.")
             if x is not None:
                 fields[name] = x
         self.state.check(fields, where, envs_idx=envs_idx)

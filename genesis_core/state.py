@@ -351,18 +351,33 @@ def to_tensor(value, dtype: torch.dtype, device, what: str) -> torch.Tensor:
     """`value` (a number, a nested sequence, a NumPy array or a tensor) as a tensor of `dtype` on
     `device`, or an OptionError naming `what`. A Python float goes straight to the dtype, never via float32."""
     if torch.is_tensor(value):
-        if value.dtype == torch.bool or value.is_complex():
-            raise OptionError(f"{what}: expected real numbers, got a {value.dtype} tensor.")
+        if value.dtype == torch.bool or value.is_complex() or value.layout != torch.strided or \
+                value.device.type == "meta":
+            raise OptionError(f"{what}: expected a dense tensor of real numbers, got a {value.dtype} "
+                              f"{value.layout} tensor on {value.device}.")
+        if not dtype.is_floating_point:
+            _check_integral(value.detach().cpu().numpy(), dtype, what)
         return value.to(dtype=dtype, device=device)  # keeps autograd: the tape records setter inputs
     try:
         arr = np.asarray(value)
         if arr.dtype.kind not in "iuf":
             raise TypeError(f"a value of NumPy kind {arr.dtype.kind!r}")
-        arr = arr.astype(torch.empty(0, dtype=dtype).numpy().dtype)
     except (TypeError, ValueError, OverflowError) as exc:
         raise OptionError(f"{what}: expected numbers (a number, a sequence, an array or a tensor), got "
                           f"{type(value).__name__} ({exc}).") from None
-    return torch.as_tensor(arr, device=device)
+    if not dtype.is_floating_point:
+        _check_integral(arr, dtype, what)
+    return torch.as_tensor(arr.astype(torch.empty(0, dtype=dtype).numpy().dtype), device=device)
+
+
+def _check_integral(arr: np.ndarray, dtype: torch.dtype, what: str):
+    """Integers for an int field: whole numbers inside its range (a cast would wrap 2**32 + 1 to 1)."""
+    info = torch.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        whole = arr.dtype.kind in "iu" or bool(np.all(np.isfinite(arr) & (np.floor(arr) == arr)))
+        inside = arr.size == 0 or (int(arr.min()) >= info.min and int(arr.max()) <= info.max) if whole else False
+    if not (whole and inside):
+        raise OptionError(f"{what}: expected whole numbers in [{info.min}, {info.max}] for an integer field.")
 
 
 def to_index(idx, n: int, what: str) -> torch.Tensor:

@@ -34,8 +34,8 @@ class MPMSolver(gs.SolverBase):
         gs.FieldSpec("vel", ("n_particles", 3), grad=True, sentinel=True, doc="particle velocities, m/s"),
         gs.FieldSpec("C", ("n_particles", 3, 3), grad=True, doc="APIC affine velocity matrix, 1/s"),
         gs.FieldSpec("F", ("n_particles", 3, 3), grad=True, doc="deformation gradient"),
-        gs.FieldSpec("Jp", ("n_particles",), grad=True, bounds=(0, None), bounds_open=(True, False),
-                     doc="plastic volume ratio (sand, snow)"),
+        gs.FieldSpec("Jp", ("n_particles",), grad=True, bounds=(0, None),
+                     doc="plastic volume ratio (sand, snow); >= 0 (extreme compression may round it to 0)"),
         gs.FieldSpec("active", ("n_particles",), dtype="int", frames=False, codes=(0, 1), doc="1: simulated, 0: frozen"),
         gs.FieldSpec("E", ("n_entities",), frames=False, grad=True, bounds=(0, None), bounds_open=(True, False),
                      doc="Young's modulus of each entity, Pa"),
@@ -141,7 +141,9 @@ class MPMSolver(gs.SolverBase):
         """Where grid-to-particle keeps every particle: from one cell above the lower bound to two cells below
         the grid's upper end (a particle's 3x3x3 stencil then never leaves the grid), with a rounding margin."""
         size = np.asarray(self.options.grid_shape, dtype=np.float64)
-        slack = 1e-3 * self.dx
+        # rounding: the kernels compute lower + x dx in the solver's precision, far from the origin too
+        eps = float(torch.finfo(self.float_dtype).eps)
+        slack = 1e-3 * self.dx + 8 * eps * float(np.abs(np.concatenate([self.lower, self.upper])).max() + self.dx)
         return self.lower + self.dx - slack, self.lower + (size - 2) * self.dx + slack
 
     def init_state(self, f):
