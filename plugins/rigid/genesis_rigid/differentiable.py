@@ -26,7 +26,7 @@ import contextlib
 import numpy as np
 import torch
 
-from .kernels_collision import CF_DEPTH, CF_NORMAL, CF_POS, CI_ACTIVE
+from .kernels_collision import CF_DEPTH, CF_NORMAL, CF_POS, CI_ACTIVE, CI_FEATURE
 from .kernels_constraint import BOUNCE_THRESHOLD
 from .kernels_grad import ROW_FRICTION, ROW_LIMIT, ROW_NONE, ROW_NORMAL, pgs
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
@@ -312,7 +312,8 @@ class DifferentiableStep:
                 gb=torch.as_tensor(g["gb"], dtype=torch.long, device=dev),
                 sa=torch.as_tensor(np.array(g["sa"]), dtype=fl, device=dev),
                 sb=torch.as_tensor(np.array(g["sb"]), dtype=fl, device=dev),
-                ha=torch.as_tensor(g["ha"], dtype=fl, device=dev), hb=torch.as_tensor(g["hb"], dtype=fl, device=dev))
+                ha=torch.as_tensor(g["ha"], dtype=fl, device=dev), hb=torch.as_tensor(g["hb"], dtype=fl, device=dev),
+                slot_index=torch.as_tensor(g["slot"], dtype=torch.long, device=dev))
             order.extend(s for slots in g["slot"] for s in slots)
         self.group_order = list(self.groups)
         self.mesh_slots = torch.as_tensor(mesh_slots, dtype=torch.long, device=dev)
@@ -477,10 +478,12 @@ class DifferentiableStep:
         link_rot = rot[:, self.geom_link]
         return pos[:, self.geom_link] + mv(link_rot, self.geom_pos), link_rot @ self.geom_rot
 
-    def contacts(self, kin, kernel_con_f):
+    def contacts(self, kin, kernel_con_f, kernel_con_i):
         """Point, normal and depth [B, S, 7] of every contact slot. Primitive pairs: kernels_collision's
-        narrowphase in torch; mesh pairs: the kernels' values (kernel_con_f), constants."""
+        narrowphase in torch (box-box with the kernels' feature codes, kernel_con_i); mesh pairs: the kernels'
+        values (kernel_con_f), constants."""
         gpos, grot = self.geom_poses(kin)
+        self._feature = kernel_con_i[:, CI_FEATURE]
         parts = []
         for kind in self.group_order:
             g = self.groups[kind]
@@ -588,26 +591,97 @@ class DifferentiableStep:
         return self._record(point, normal, depth)
 
     def _box_box(self, ca, ra, cb, rb, g):
-        """kernels_collision.box_box: the face axis of least overlap; the vertices of each box in the other."""
-        ha, hb = g["sa"], g["sb"]
+        """kernels_convex.box_box_candidates: each slot's contact recomputed from the poses, with the discrete
+        decisions of the kernel (the axis, the incident face, which candidate) read from its feature code."""
+        code = self._feature[:, g["slot_index"]].long()  # [B, P, 4]; an inactive slot's code is arbitrary
+        axis = torch.div(code, 256, rounding_mode="floor").clamp(0, 14)
+        inc = (torch.div(code, 32, rounding_mode="floor") % 8).clamp(0, 5)
+        row = (code % 32).clamp(0, 23)
+        ha, hb = g["sa"][:, None, :], g["sb"][:, None, :]  # [P, 1, 3]
+        ca, cb, ra, rb = ca[:, :, None], cb[:, :, None], ra[:, :, None], rb[:, :, None]  # slot dim
+
+        def col(rot, k):  # rot [..., 3, 3], k [B, P, 4] long: column k, [B, P, 4, 3]
+            rot = rot.expand(*k.shape, 3, 3)
+            return torch.gather(rot, -1, k[..., None, None].expand(*k.shape, 3, 1)).squeeze(-1)
+
+        def comp(h, k):  # component k of half-sizes h [P, 1, 3] -> [B, P, 4]
+            return torch.gather(h.expand(*k.shape, 3), -1, k.unsqueeze(-1)).squeeze(-1)
+
         d = cb - ca
-        axes = torch.cat([ra.transpose(-1, -2), rb.transpose(-1, -2)], -2)  # [B, P, 6, 3]: columns as rows
-        dist_along = dot(d.unsqueeze(-2), axes)
-        overlap = (box_support_radius(ra.unsqueeze(-3), ha[:, None], axes)
-                   + box_support_radius(rb.unsqueeze(-3), hb[:, None], axes) - torch.abs(dist_along))
-        best = torch.argmin(overlap, dim=-1)
-        axis = torch.gather(axes, -2, best[..., None, None].expand(*best.shape, 1, 3)).squeeze(-2)
-        n = torch.where((dot(d, axis) >= 0).unsqueeze(-1), axis, -axis)
-        b_near = dot(n, cb) - box_support_radius(rb, hb, n)
-        a_far = dot(n, ca) + box_support_radius(ra, ha, n)
-        va = ca.unsqueeze(2) + (ra.unsqueeze(2) @ (self.corners * ha[:, None]).unsqueeze(-1)).squeeze(-1)
-        vb = cb.unsqueeze(2) + (rb.unsqueeze(2) @ (self.corners * hb[:, None]).unsqueeze(-1)).squeeze(-1)
-        n8 = n.unsqueeze(2)
-        depth_a = dot(n8, va) - b_near.unsqueeze(-1)
-        depth_b = a_far.unsqueeze(-1) - dot(n8, vb)
-        rec_a = self._record(va - n8 * (0.5 * depth_a).unsqueeze(-1), n8, depth_a)
-        rec_b = self._record(vb + n8 * (0.5 * depth_b).unsqueeze(-1), n8, depth_b)
-        return torch.cat([rec_a, rec_b], 2)
+        i_e, j_e = torch.div(axis - 6, 3, rounding_mode="floor").clamp(0, 2), ((axis - 6) % 3).clamp(0, 2)
+        face_k = (axis % 3)
+        edge_axis = torch.cross(col(ra, i_e), col(rb, j_e), dim=-1)
+        edge_axis = edge_axis / safe_norm(edge_axis, 1e-24)[0].clamp_min(1e-12).unsqueeze(-1)
+        L = torch.where((axis < 3).unsqueeze(-1), col(ra, face_k), torch.where((axis < 6).unsqueeze(-1),
+                                                                                col(rb, face_k), edge_axis))
+        dl = dot(d, L)
+        n = torch.where((dl >= 0).unsqueeze(-1), L, -L)
+        overlap = box_support_radius(ra, ha, L) + box_support_radius(rb, hb, L) - torch.abs(dl)
+        # edge - edge: midway between the closest points of the two edges that meet
+        pa, pb = ca.expand_as(d), cb.expand_as(d)
+        for m in range(3):
+            mm = torch.full_like(axis, m)
+            am, bm = col(ra, mm), col(rb, mm)
+            sa_m = torch.where(dot(am, n) >= 0, 1.0, -1.0).to(d.dtype)
+            sb_m = torch.where(dot(bm, n) >= 0, 1.0, -1.0).to(d.dtype)
+            pa = pa + torch.where((i_e != m).unsqueeze(-1), am * (ha[..., m] * sa_m).unsqueeze(-1), 0.0)
+            pb = pb - torch.where((j_e != m).unsqueeze(-1), bm * (hb[..., m] * sb_m).unsqueeze(-1), 0.0)
+        ea, eb = col(ra, i_e) * comp(ha, i_e).unsqueeze(-1), col(rb, j_e) * comp(hb, j_e).unsqueeze(-1)
+        qa, qb = closest_between_segments(pa - ea, pa + ea, pb - eb, pb + eb)
+        edge_point = 0.5 * (qa + qb)
+        # face: the reference box owns the axis, the incident face comes from the code
+        ref_a = (axis < 3).unsqueeze(-1)
+        nf = torch.where(ref_a, n, -n)
+        c_r, c_i = torch.where(ref_a, ca, cb), torch.where(ref_a, cb, ca)
+        r_r = torch.where(ref_a.unsqueeze(-1), ra.expand(*axis.shape, 3, 3), rb.expand(*axis.shape, 3, 3))
+        r_i = torch.where(ref_a.unsqueeze(-1), rb.expand(*axis.shape, 3, 3), ra.expand(*axis.shape, 3, 3))
+        h_r = torch.where(ref_a, ha.expand(*axis.shape, 3), hb.expand(*axis.shape, 3))
+        h_i = torch.where(ref_a, hb.expand(*axis.shape, 3), ha.expand(*axis.shape, 3))
+        k1, k2 = (face_k + 1) % 3, (face_k + 2) % 3
+        u, v = col(r_r, k1), col(r_r, k2)
+        hu, hv = comp(h_r, k1).unsqueeze(-1), comp(h_r, k2).unsqueeze(-1)
+        fc = c_r + nf * comp(h_r, face_k).unsqueeze(-1)
+        ii = torch.div(inc, 2, rounding_mode="floor")
+        si = torch.where(inc % 2 == 1, 1.0, -1.0).to(d.dtype).unsqueeze(-1)
+        mi = si * col(r_i, ii)
+        iu, iv = col(r_i, (ii + 1) % 3), col(r_i, (ii + 2) % 3)
+        hiu, hiv = comp(h_i, (ii + 1) % 3).unsqueeze(-1), comp(h_i, (ii + 2) % 3).unsqueeze(-1)
+        fi = c_i + mi * comp(h_i, ii).unsqueeze(-1)
+        sign_u = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=d.dtype, device=d.device)
+        sign_v = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=d.dtype, device=d.device)
+
+        def quad(c):  # the signs of corner c (0..3) of a rectangle, [B, P, 4, 1] each
+            return sign_u[c].unsqueeze(-1), sign_v[c].unsqueeze(-1)
+
+        # rows 0-3: incident vertices; 4-7: reference corners onto the incident face; 8-23: edge crossings
+        cv = row.clamp(0, 3)
+        su, sv = quad(cv)
+        p_vert = fi + iu * su * hiu + iv * sv * hiv
+        cq = (row - 4).clamp(0, 3)
+        su, sv = quad(cq)
+        q = fc + u * su * hu + v * sv * hv
+        den_q = dot(nf, mi)
+        t_q = dot(fi - q, mi) / torch.where(den_q.abs() > 1e-12, den_q, torch.ones_like(den_q))
+        p_corner = q + t_q.unsqueeze(-1) * nf
+        e = torch.div((row - 8).clamp(0, 15), 4, rounding_mode="floor")
+        s_pl = (row - 8).clamp(0, 15) % 4
+        s0u, s0v = quad(e)
+        s1u, s1v = quad((e + 1) % 4)
+        p0 = fi + iu * s0u * hiu + iv * s0v * hiv
+        p1 = fi + iu * s1u * hiu + iv * s1v * hiv
+        on_u = (s_pl < 2).unsqueeze(-1)
+        w = torch.where(on_u, u, v)
+        offset = torch.where(on_u, hu, hv).squeeze(-1) * torch.where(s_pl % 2 == 0, 1.0, -1.0).to(d.dtype)
+        den_e = dot(p1 - p0, w)
+        t_e = (offset - dot(p0 - fc, w)) / torch.where(den_e.abs() > 1e-12, den_e, torch.ones_like(den_e))
+        p_edge = p0 + t_e.unsqueeze(-1) * (p1 - p0)
+        p_face = torch.where((row < 4).unsqueeze(-1), p_vert, torch.where((row < 8).unsqueeze(-1), p_corner, p_edge))
+        depth_face = torch.where(row < 4, -dot(p_vert - fc, nf), torch.where(row < 8, -t_q, -dot(p_edge - fc, nf)))
+        point_face = p_face + (0.5 * depth_face).unsqueeze(-1) * nf
+        is_edge = (axis >= 6)
+        point = torch.where(is_edge.unsqueeze(-1), edge_point, point_face)
+        depth = torch.where(is_edge, overlap, depth_face)
+        return self._record(point, n, depth)
 
     def rows(self, qpos, con, active, mot, chol, v_free, impulse):
         """kernels_constraint.solve_constraints' rows: the first max_contacts active contacts in slot order (3 rows
@@ -733,7 +807,7 @@ class DifferentiableStep:
         chol, v_free = self.dynamics(qpos, vel, kin, mot, ext, ctrl_mode, x)
         con, active = None, None
         if self.collision and self.S:
-            con = self.contacts(kin, kernel_con_f)
+            con = self.contacts(kin, kernel_con_f, kernel_con_i)
             active = kernel_con_i[:, CI_ACTIVE, :self.S] == 1
         impulse_out = torch.zeros_like(x["contact_impulse"])
         v_new = v_free

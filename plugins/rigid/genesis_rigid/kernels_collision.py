@@ -7,7 +7,8 @@ the friction coefficient and the restitution (the larger of the two geoms', as i
 
 Pairs: plane with sphere / capsule (2 end spheres) / box (8 corners) / cylinder (8 rim points); sphere-sphere,
 sphere-capsule, capsule-capsule (closest points of the segments), sphere-box, capsule-box (3 spheres along the
-segment), box-box (separating-axis normal over the 6 face axes, vertices of each box inside the other).
+segment); box-box in kernels_convex (the separating axis of least overlap among 15, then the face manifold or the
+edge-edge point).
 Cylinders meet anything but a plane as capsules of the same radius and half-length.
 
 Broadphase: the candidate pairs are fixed at build (collision filters). Each substep, per environment, the pairs
@@ -27,9 +28,9 @@ from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 
 # contact record columns of s_con_f: point (3), normal (3), depth, friction, restitution
 CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
-# s_con_i [B, 3, slots] (each row contiguous: the flags are cleared and scanned every substep): active flag, link
-# of geom a, link of geom b
-CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_N = 0, 1, 2, 3
+# s_con_i [B, 4, slots] (each row contiguous: the flags are cleared and scanned every substep): active flag, link
+# of geom a, link of geom b, feature code (box-box: kernels_convex.box_box_candidates; else -1)
+CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_FEATURE, CI_N = 0, 1, 2, 3, 4
 
 
 @func
@@ -148,41 +149,6 @@ def corner_sign(k):
 
 
 @func
-def box_box(b, slot, ca, rot_a, ha, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
-    """Separating-axis test over the 6 face normals; contacts at the vertices of each box inside the other."""
-    d = cb - ca
-    best = 1e30
-    n = ti.Vector([0.0, 0.0, 1.0])
-    for k in range(6):
-        e = ti.Vector([1.0 if k % 3 == 0 else 0.0, 1.0 if k % 3 == 1 else 0.0, 1.0 if k % 3 == 2 else 0.0])
-        axis = rot_a @ e if k < 3 else rot_b @ e
-        overlap = box_support_radius(rot_a, ha, axis) + box_support_radius(rot_b, hb, axis) - ti.abs(d.dot(axis))
-        if overlap < best:
-            best = overlap
-            n = axis if d.dot(axis) >= 0 else -axis
-    if best > 0:
-        tol_a = 1e-3 * (ha[0] + ha[1] + ha[2])
-        tol_b = 1e-3 * (hb[0] + hb[1] + hb[2])
-        b_near = n.dot(cb) - box_support_radius(rot_b, hb, n)
-        a_far = n.dot(ca) + box_support_radius(rot_a, ha, n)
-        for k in range(8):
-            sign = corner_sign(k)
-            # a vertex of a inside b (inflated by a small tolerance), pushed out along -n
-            va = ca + rot_a @ (sign * ha)
-            la_local = rot_b.transpose() @ (va - cb)
-            depth_a = n.dot(va) - b_near
-            if depth_a > 0 and ti.abs(la_local[0]) <= hb[0] + tol_b and ti.abs(la_local[1]) <= hb[1] + tol_b and \
-                    ti.abs(la_local[2]) <= hb[2] + tol_b:
-                emit(b, slot + k, va - n * (0.5 * depth_a), n, depth_a, mu, la, lb, s_con_f, s_con_i)
-            vb = cb + rot_b @ (sign * hb)
-            lb_local = rot_a.transpose() @ (vb - ca)
-            depth_b = a_far - n.dot(vb)
-            if depth_b > 0 and ti.abs(lb_local[0]) <= ha[0] + tol_a and ti.abs(lb_local[1]) <= ha[1] + tol_a and \
-                    ti.abs(lb_local[2]) <= ha[2] + tol_a:
-                emit(b, slot + 8 + k, vb + n * (0.5 * depth_b), n, depth_b, mu, la, lb, s_con_f, s_con_i)
-
-
-@func
 def geom_pose(b, f, g, l, links_pos, s_R, geom_f):
     """World centre and rotation of geom g on link l."""
     return links_pos[f, b, l] + s_R[b, l] @ v3(geom_f, g, GF_POS), s_R[b, l] @ quat_to_mat(v4(geom_f, g, GF_QUAT))
@@ -259,7 +225,8 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
 @func
 def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i):
     """The narrowphase of candidate pair p, whose bounding volumes overlap: contacts of primitives into the pair's
-    slots; a pair with a mesh is listed in s_near_i for the mesh kernel."""
+    slots; a pair with a mesh, or of two boxes, is listed in s_near_i for the mesh kernel (it has the scratch
+    their candidates need)."""
     ga = pair_i[p, PI_GEOM_A]
     gb = pair_i[p, PI_GEOM_B]
     ta = geom_i[ga, GI_TYPE]
@@ -269,7 +236,7 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
     slot = pair_i[p, PI_SLOT]
     for k in range(pair_i[p, PI_N_SLOTS]):
         s_con_f[b, slot + k, CF_REST] = ti.max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
-    if tb == MESH:
+    if tb == MESH or (ta == BOX and tb == BOX):
         n_near = s_near_i[b, 0] + 1
         s_near_i[b, 0] = n_near
         s_near_i[b, n_near] = p
@@ -303,8 +270,6 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
                     j = k % 4
                     rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
                     plane_point(b, slot + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
-        elif ta == BOX and tb == BOX:
-            box_box(b, slot, ca, rot_a, sa, cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
         else:
             # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
             ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]

@@ -24,11 +24,11 @@ that would overflow a buffer ends the iteration early with the best answer so fa
 import taichi as ti
 
 from .hull import MAX_HULL_VERTICES
-from .kernels_collision import emit, geom_pose
+from .kernels_collision import CI_FEATURE, box_support_radius, closest_between_segments, emit, geom_pose
 from .kernels_math import func, func_ref, tangent_basis, v3
 from .layout import (GF_FRICTION, GF_SIZE, GI_FACE, GI_LINK, GI_N_FACES, GI_N_VERTS, GI_TYPE, GI_VERT, PI_GEOM_A,
                      PI_GEOM_B, PI_N_SLOTS, PI_SLOT)
-from .model import CAPSULE, CYLINDER, PLANE, SPHERE
+from .model import BOX, CAPSULE, CYLINDER, PLANE, SPHERE
 
 GJK_ITERS = 32
 EPA_V = 32  # polytope vertices: the 4 of the GJK tetrahedron, then one per expansion
@@ -372,12 +372,151 @@ def plane_hull(b, p, n, c, rot, v0, nv, hull_f, s_nar_f):
     return nv
 
 
+@ti.func
+def unit(k):
+    return ti.Vector([1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0])
+
+
+@ti.func
+def quad_sign(c):
+    """The signs (u, v) of corner c = 0..3 of a rectangle, in cyclic order: (+,+), (-,+), (-,-), (+,-)."""
+    return ti.Vector([1.0 if c == 0 or c == 3 else -1.0, 1.0 if c < 2 else -1.0])
+
+
 @func
-def emit_manifold(b, slot, n_slots, base, n, normal, mu, la, lb, s_nar_f, s_con_f, s_con_i):
+def box_candidate(b, row, code, p, depth, ok, s_nar_f, s_nar_i):
+    """Row `row` of the box-box candidates: the point p (on the incident surface) moved midway to the reference
+    surface along n_ref (p already includes it), its depth (<= 0 when not a contact) and its feature code."""
+    for c in ti.static(range(3)):
+        s_nar_f[b, row, c] = p[c]
+    s_nar_f[b, row, 3] = depth if ok else -1.0
+    s_nar_i[b, row, 3] = code
+
+
+@func_ref("ca", "rot_a", "ha", "cb", "rot_b", "hb")
+def box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i):
+    """Candidate contacts of two boxes (a, b: centres, rotations, half-sizes) at rows 0.. of s_nar_f, with their
+    feature codes in s_nar_i[b, row, 3]; returns (count, normal from a to b).
+
+    The separating axis of least overlap among the 15 that can separate boxes (the 6 face normals and the 9
+    cross products of edge directions; Gottschalk 1996) gives the normal and the exact depth; an edge axis must
+    beat the best face axis by 5% (parallel faces make edge axes of the same overlap).
+    - Face axis (of the reference box): the incident face is the other box's face most opposed to it. The
+      overlap of the two rectangles (as Sutherland-Hodgman clipping would find it) has its corners among 24
+      candidates, each with a depth below the reference face: the incident face's 4 vertices inside the
+      reference face (rows 0-3), the reference face's 4 corners inside the incident face, projected onto it along
+      the normal (rows 4-7), and the crossings of the incident face's 4 edges with the reference face's 4 side
+      planes (rows 8 + 4 edge + plane).
+    - Edge axis: one contact, midway between the closest points of the two edges that meet (row 0).
+    code = (axis * 8 + incident face) * 32 + row, incident face = 2 axis + (1 if its outward normal is +axis):
+    what the differentiable step needs to recompute each point from the poses."""
+    d = cb - ca
+    best = 1e30
+    best_axis = -1
+    apart = 0
+    n = ti.Vector([0.0, 0.0, 1.0])
+    for k in range(15):
+        axis = ti.Vector([0.0, 0.0, 0.0])
+        if k < 3:
+            axis = rot_a @ unit(k)
+        elif k < 6:
+            axis = rot_b @ unit(k - 3)
+        else:
+            axis = (rot_a @ unit((k - 6) // 3)).cross(rot_b @ unit((k - 6) % 3))
+        length = axis.norm()
+        if length > 1e-6:
+            axis = axis / length
+            overlap = box_support_radius(rot_a, ha, axis) + box_support_radius(rot_b, hb, axis) - ti.abs(d.dot(axis))
+            if overlap < 0:
+                apart = 1
+            if overlap < (best if k < 6 else 0.95 * best):
+                best = overlap
+                best_axis = k
+                n = axis if d.dot(axis) >= 0 else -axis
+    n_cand = 0
+    if apart == 0 and best_axis >= 6:
+        i, j = (best_axis - 6) // 3, (best_axis - 6) % 3
+        ea, eb = rot_a @ unit(i), rot_b @ unit(j)
+        pa, pb = ca, cb
+        for m in range(3):  # the edge of a farthest along n, the edge of b farthest along -n
+            am, bm = rot_a @ unit(m), rot_b @ unit(m)
+            if m != i:
+                pa += am * (ha.dot(unit(m)) * (1.0 if am.dot(n) >= 0 else -1.0))
+            if m != j:
+                pb -= bm * (hb.dot(unit(m)) * (1.0 if bm.dot(n) >= 0 else -1.0))
+        la, lb = ha.dot(unit(i)), hb.dot(unit(j))
+        qa, qb = closest_between_segments(pa - ea * la, pa + ea * la, pb - eb * lb, pb + eb * lb)
+        box_candidate(b, 0, best_axis * 8 * 32, 0.5 * (qa + qb), best, 1, s_nar_f, s_nar_i)
+        n_cand = 1
+    elif apart == 0 and best_axis >= 0:
+        cr, rr, hr, ci, ri, hi, nf = ca, rot_a, ha, cb, rot_b, hb, n
+        if best_axis >= 3:
+            cr, rr, hr, ci, ri, hi, nf = cb, rot_b, hb, ca, rot_a, ha, -n
+        i = best_axis % 3
+        u, v = rr @ unit((i + 1) % 3), rr @ unit((i + 2) % 3)
+        hu, hv = hr.dot(unit((i + 1) % 3)), hr.dot(unit((i + 2) % 3))
+        fc = cr + nf * hr.dot(unit(i))  # the reference face's centre
+        ii = 0
+        most = -1.0
+        for m in range(3):
+            c = ti.abs((ri @ unit(m)).dot(nf))
+            if c > most:
+                most = c
+                ii = m
+        si = -1.0 if (ri @ unit(ii)).dot(nf) > 0 else 1.0
+        mi = si * (ri @ unit(ii))  # the incident face's outward normal, against nf
+        iu, iv = ri @ unit((ii + 1) % 3), ri @ unit((ii + 2) % 3)
+        hiu, hiv = hi.dot(unit((ii + 1) % 3)), hi.dot(unit((ii + 2) % 3))
+        fi = ci + mi * hi.dot(unit(ii))  # the incident face's centre
+        code0 = (best_axis * 8 + 2 * ii + (1 if si > 0 else 0)) * 32
+        tol = 1e-6 * (hu + hv + hiu + hiv)
+        for c in range(4):  # incident vertices inside the reference face
+            sg = quad_sign(c)
+            p = fi + iu * (sg[0] * hiu) + iv * (sg[1] * hiv)
+            r = p - fc
+            depth = -r.dot(nf)
+            ok = ti.abs(r.dot(u)) <= hu + tol and ti.abs(r.dot(v)) <= hv + tol
+            box_candidate(b, c, code0 + c, p + 0.5 * depth * nf, depth, ok, s_nar_f, s_nar_i)
+        for c in range(4):  # reference corners inside the incident face (along nf onto its plane)
+            sg = quad_sign(c)
+            q = fc + u * (sg[0] * hu) + v * (sg[1] * hv)
+            t = (fi - q).dot(mi) / nf.dot(mi)
+            p = q + t * nf
+            r = p - fi
+            ok = ti.abs(r.dot(iu)) <= hiu + tol and ti.abs(r.dot(iv)) <= hiv + tol
+            box_candidate(b, 4 + c, code0 + 4 + c, p - 0.5 * t * nf, -t, ok, s_nar_f, s_nar_i)
+        for e in range(4):  # incident edges across the reference face's side planes
+            s0, s1 = quad_sign(e), quad_sign((e + 1) % 4)
+            p0 = fi + iu * (s0[0] * hiu) + iv * (s0[1] * hiv)
+            p1 = fi + iu * (s1[0] * hiu) + iv * (s1[1] * hiv)
+            for s in range(4):
+                w, other, half, other_half = u, v, hu, hv
+                if s >= 2:
+                    w, other, half, other_half = v, u, hv, hu
+                offset = half if s % 2 == 0 else -half
+                den = (p1 - p0).dot(w)
+                p = p0
+                ok = 0
+                if ti.abs(den) > 1e-12:
+                    t = (offset - (p0 - fc).dot(w)) / den
+                    if t > 0 and t < 1:
+                        p = p0 + t * (p1 - p0)
+                        if ti.abs((p - fc).dot(other)) <= other_half + tol:
+                            ok = 1
+                depth = -(p - fc).dot(nf)
+                box_candidate(b, 8 + 4 * e + s, code0 + 8 + 4 * e + s, p + 0.5 * depth * nf, depth, ok, s_nar_f,
+                              s_nar_i)
+        n_cand = 24
+    return n_cand, n
+
+
+@func
+def emit_manifold(b, slot, n_slots, base, n, normal, mu, la, lb, coded, s_nar_f, s_nar_i, s_con_f, s_con_i):
     """Contacts from n candidates (s_nar_f rows base.., point and depth; depth <= 0: none) into the pair's
     n_slots slots: the deepest, then each time the candidate farthest from those taken (a spread-out subset that
     keeps a resting face's corners), written in order of angle about their centroid in the contact plane, so a
-    resting contact keeps its slots (and warm start) from step to step."""
+    resting contact keeps its slots (and warm start) from step to step. coded: the candidates' feature codes
+    are in s_nar_i[b, row, 3] (box-box), else each contact's code is -1."""
     first = -1
     deepest = 0.0
     for i in range(base, base + n):
@@ -425,13 +564,15 @@ def emit_manifold(b, slot, n_slots, base, n, normal, mu, la, lb, s_nar_f, s_con_
                     pick = i
             s_nar_f[b, pick, 4] = 0.0
             emit(b, slot + k, row3(b, pick, s_nar_f), normal, s_nar_f[b, pick, 3], mu, la, lb, s_con_f, s_con_i)
+            s_con_i[b, CI_FEATURE, slot + k] = s_nar_i[b, pick, 3] if coded else -1
 
 
 @func
 def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
                          s_nar_f, s_nar_i):
-    """The contacts of the near pairs with a mesh (always geom b) that kernels_collision.detect_contacts listed in
-    s_near_i: a plane against the hull's vertices, anything else by convex_contacts; then emit_manifold."""
+    """The contacts of the near pairs with a mesh (always geom b) or of two boxes that kernels_collision.detect_contacts
+    listed in s_near_i: two boxes by box_box_candidates, a plane against the hull's vertices, anything else by
+    convex_contacts; then emit_manifold."""
     for k in range(s_near_i[b, 0]):
         p = s_near_i[b, 1 + k]
         ga = pair_i[p, PI_GEOM_A]
@@ -442,13 +583,20 @@ def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, p
         ca, rot_a = geom_pose(b, f, ga, la, links_pos, s_R, geom_f)
         cb, rot_b = geom_pose(b, f, gb, lb, links_pos, s_R, geom_f)
         n_cand, base, normal = 0, 0, ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
-        if ta == PLANE:
+        tb = geom_i[gb, GI_TYPE]
+        coded = ta == BOX and tb == BOX
+        if coded:
+            ha = v3(geom_f, ga, GF_SIZE)
+            hb = v3(geom_f, gb, GF_SIZE)
+            n_cand, normal = box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i)
+        elif ta == PLANE:
             n_cand = plane_hull(b, ca, normal, cb, rot_b, geom_i[gb, GI_VERT], geom_i[gb, GI_N_VERTS], hull_f, s_nar_f)
         else:
             sa = v3(geom_f, ga, GF_SIZE)
             sb = v3(geom_f, gb, GF_SIZE)
-            n_cand, base, normal = convex_contacts(b, ta, geom_i[gb, GI_TYPE], ga, gb, ca, rot_a, sa, cb, rot_b, sb,
-                                                   geom_i, hull_f, hull_i, s_nar_f, s_nar_i)
+            n_cand, base, normal = convex_contacts(b, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f,
+                                                   hull_i, s_nar_f, s_nar_i)
         if n_cand > 0:
             emit_manifold(b, pair_i[p, PI_SLOT], pair_i[p, PI_N_SLOTS], base, n_cand, normal,
-                          ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION]), la, lb, s_nar_f, s_con_f, s_con_i)
+                          ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION]), la, lb, coded, s_nar_f, s_nar_i,
+                          s_con_f, s_con_i)

@@ -35,7 +35,7 @@ PAIR_SLOTS = {
     (PLANE, SPHERE): 1, (PLANE, CAPSULE): 2, (PLANE, BOX): 8, (PLANE, CYLINDER): 8,
     (SPHERE, SPHERE): 1, (SPHERE, CAPSULE): 1, (SPHERE, BOX): 1, (SPHERE, CYLINDER): 1,
     (CAPSULE, CAPSULE): 1, (CAPSULE, BOX): 3, (CAPSULE, CYLINDER): 1,
-    (BOX, BOX): 16, (CYLINDER, BOX): 3, (CYLINDER, CYLINDER): 1,
+    (BOX, BOX): 4, (CYLINDER, BOX): 3, (CYLINDER, CYLINDER): 1,
     # a mesh keeps a spread-out subset of its candidate points: 4 hold a face flat
     (PLANE, MESH): 4, (SPHERE, MESH): 1, (CAPSULE, MESH): 2, (CYLINDER, MESH): 2, (BOX, MESH): 4, (MESH, MESH): 4,
 }
@@ -280,7 +280,9 @@ class RigidSolver(gs.SolverBase):
         plane_pairs = plane_pairs or [-1]
         self.n_pairs, self.n_slots = len(pairs), n_slots
         self.collision = bool(self.options.enable_collision and pairs)
-        self.n_mesh_pairs = sum(geoms[gb]["type"] == MESH for _, gb in pairs)
+        # pairs the mesh kernel handles: with a mesh, or two boxes
+        self.n_mesh_pairs = sum(geoms[gb]["type"] == MESH or geoms[ga]["type"] == geoms[gb]["type"] == BOX
+                                for ga, gb in pairs)
         opts, sim = self.options, self.sim_options
         params_f = np.zeros(PF_N)
         params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity

@@ -142,6 +142,15 @@ PAIRS = {
     "plane-cylinder": [gs.morphs.Cylinder(pos=(0, 0, 0.058), radius=0.1, height=0.1, euler=(5, 0, 0))],
     "box-box": [gs.morphs.Box(pos=(0, 0, 0.1), size=(0.4, 0.4, 0.2), fixed=True),
                 gs.morphs.Box(pos=(0.05, 0, 0.249), size=(0.1, 0.2, 0.1), euler=(0, 0, 10))],
+    # beams crossing: the contacts are where the upper beam's edges cross the lower one's sides
+    "box-box crossed": [gs.morphs.Box(pos=(0, 0, 0.05), size=(0.6, 0.1, 0.1), fixed=True),
+                        gs.morphs.Box(pos=(0.01, 0, 0.149), size=(0.15, 0.6, 0.1), euler=(0, 0, 5))],
+    # a wide box on a pedestal: the pedestal's top corners, projected onto the wide box's bottom face
+    "box-box pedestal": [gs.morphs.Box(pos=(0, 0, 0.1), size=(0.1, 0.12, 0.2), fixed=True),
+                         gs.morphs.Box(pos=(0.01, 0, 0.249), size=(0.4, 0.3, 0.1), euler=(0, 0, 10))],
+    # edge on edge: both boxes turned 45 degrees, about x and about y
+    "box-box edge": [gs.morphs.Box(pos=(0, 0, 0.2), size=(0.2, 0.2, 0.2), euler=(45, 0, 0), fixed=True),
+                     gs.morphs.Box(pos=(0.01, 0.005, 0.4818), size=(0.2, 0.2, 0.2), euler=(0, 45, 0))],
     "sphere-box": [gs.morphs.Box(pos=(0, 0, 0.1), size=(0.4, 0.4, 0.2), fixed=True),
                    gs.morphs.Sphere(pos=(0.05, 0, 0.249), radius=0.05)],
     "capsule-box": [gs.morphs.Box(pos=(0, 0, 0.1), size=(0.4, 0.4, 0.2), fixed=True),
