@@ -1,7 +1,13 @@
-"""Rigid solver speed: the Franka panda (MJCF scene.xml: the arm on a plane) at n_envs 0, 64 and 512.
+"""Rigid solver speed: the Franka panda at n_envs 0, 64 and 512 (and more with --envs), in two scenes:
+
+- held: MJCF scene.xml (the arm on its floor), position control to the home pose;
+- folding: MJCF panda.xml on a gs.morphs.Plane, no control: the arm folds onto the floor and contacts pile up
+  (the scene of ../shared/anchors/gs_franka_bench.py).
 
 Prints build time (cold and warm Taichi offline cache, each in a fresh process) and env-steps per second, as one
-table.
+table. With GENESIS_WORLD_PYTHON set (GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv)), the same command runs
+Genesis World 1.4.5 on the same scenes and MuJoCo (from that venv) on the same model, and prints their figures
+and the ratios beside ours; without it, it says the anchor was skipped.
 
     python benchmarks/rigid.py [--steps 200] [--envs 0 64 512]
     python benchmarks/rigid.py --spheres 128 256 512     # the broadphase against the number of geoms
@@ -16,22 +22,28 @@ import sys
 import tempfile
 import time
 
-SCENE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "assets", "mjcf",
-                     "franka_emika_panda", "scene.xml")
+PANDA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "assets", "mjcf",
+                         "franka_emika_panda")
+SCENE = os.path.join(PANDA_DIR, "scene.xml")
+ANCHORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "anchors")
+HOME = [0, 0, 0, -1.57079, 0, 1.57079, -0.7853, 0.04, 0.04]
 
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import torch
 import genesis_core as gs
-path, n_envs, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path, n_envs, steps, held = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "held"
 gs.init(backend=gs.cpu, precision="32")
 scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01))
+if not held:
+    scene.add_entity(gs.morphs.Plane())
 panda = scene.add_entity(gs.morphs.MJCF(file=path))
 scene.build(n_envs=n_envs)
-home = torch.tensor([0, 0, 0, -1.57079, 0, 1.57079, -0.7853, 0.04, 0.04])
-panda.set_dofs_kp([100.0, 100.0], dofs_idx_local=[7, 8])
-panda.control_dofs_position(home if n_envs == 0 else home.expand(n_envs, 9))
+if held:
+    home = torch.tensor([0, 0, 0, -1.57079, 0, 1.57079, -0.7853, 0.04, 0.04])
+    panda.set_dofs_kp([100.0, 100.0], dofs_idx_local=[7, 8])
+    panda.control_dofs_position(home if n_envs == 0 else home.expand(n_envs, 9))
 t_build = time.perf_counter()
 scene.step()
 t_first = time.perf_counter()
@@ -58,11 +70,90 @@ print(json.dumps({"start_to_build": t_build - t0, "first_step": t_first - t_buil
 """
 
 
-def run(n_envs, steps, cache, **extra_env):
+GENESIS_HELD = r"""
+import sys, time, genesis as gs
+n_envs, steps = int(sys.argv[1]), int(sys.argv[2])
+gs.init(backend=gs.cpu, precision="32", logging_level="error")
+scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01), show_viewer=False)
+scene.add_entity(gs.morphs.Plane())
+panda = scene.add_entity(gs.morphs.MJCF(file="xml/franka_emika_panda/panda.xml"))
+scene.build(n_envs=n_envs) if n_envs else scene.build()
+import torch
+home = torch.tensor(%r)
+panda.set_dofs_kp(torch.tensor([4500.0, 4500, 3500, 3500, 2000, 2000, 2000, 100, 100]))
+panda.set_dofs_kv(torch.tensor([450.0, 450, 350, 350, 200, 200, 200, 10, 10]))
+panda.control_dofs_position(home if n_envs == 0 else home.expand(n_envs, 9))
+for _ in range(10): scene.step()
+t0 = time.time()
+for _ in range(steps): scene.step()
+print(f"genesis n_envs={n_envs} steps_per_s={steps / (time.time() - t0):.1f}")
+""" % HOME
+
+MUJOCO = r"""
+import sys, time, threading, mujoco, numpy as np
+path, steps, held = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "held"
+m = mujoco.MjModel.from_xml_path(path)
+home = np.array(%r)
+if not held:  # no control: the actuators exert nothing and the arm folds onto the floor
+    m.actuator_gainprm[:, 0] = 0
+    m.actuator_biasprm[:, :3] = 0
+def make():
+    d = mujoco.MjData(m)
+    if held:
+        d.qpos[:9] = home
+        d.ctrl[:] = home[:m.nu] if m.nu <= 9 else 0
+    return d
+d = make()
+for _ in range(10): mujoco.mj_step(m, d)
+t0 = time.perf_counter()
+for _ in range(steps): mujoco.mj_step(m, d)
+single = steps / (time.perf_counter() - t0)
+batch = [make() for _ in range(64)]
+def work(ds):
+    for _ in range(max(steps // 8, 10)):
+        for x in ds: mujoco.mj_step(m, x)
+threads = [threading.Thread(target=work, args=(batch[i::2],)) for i in range(2)]
+t0 = time.perf_counter()
+for t in threads: t.start()
+for t in threads: t.join()
+multi = 64 * max(steps // 8, 10) / (time.perf_counter() - t0)
+print(f"mujoco single={single:.0f} two_threads={multi:.0f}")
+""" % HOME
+
+
+def run(n_envs, steps, cache, scene="held", **extra_env):
     env = dict(os.environ, TI_OFFLINE_CACHE_FILE_PATH=cache, **extra_env)
-    out = subprocess.run([sys.executable, "-c", CHILD, SCENE, str(n_envs), str(steps)], capture_output=True,
+    path = SCENE if scene == "held" else os.path.join(PANDA_DIR, "panda.xml")
+    out = subprocess.run([sys.executable, "-c", CHILD, path, str(n_envs), str(steps), scene], capture_output=True,
                          text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def anchor(args, timeout=1800):
+    """Genesis World's env-steps/s per scene and n_envs, and MuJoCo's; None where GENESIS_WORLD_PYTHON is unset."""
+    python = os.environ.get("GENESIS_WORLD_PYTHON")
+    if not python:
+        return None
+    out = {"genesis": {}, "mujoco": {}}
+    for scene in ("held", "folding"):
+        for n in args.envs:
+            if scene == "folding":
+                cmd = [python, os.path.join(ANCHORS, "gs_franka_bench.py"), str(n), str(args.steps)]
+            else:
+                cmd = [python, "-c", GENESIS_HELD, str(n), str(args.steps)]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            line = [x for x in res.stdout.splitlines() if x.startswith("genesis ")]
+            if res.returncode != 0 or not line:
+                out["genesis"][(scene, n)] = None
+                print(f"(Genesis World failed on {scene} at n_envs {n}: {res.stderr.strip()[-300:]})")
+                continue
+            steps_per_s = float(line[-1].split("steps_per_s=")[1].split()[0])
+            out["genesis"][(scene, n)] = steps_per_s * max(n, 1)
+        res = subprocess.run([python, "-c", MUJOCO, SCENE, str(args.steps * 10),
+                              scene], capture_output=True, text=True, timeout=timeout)
+        line = [x for x in res.stdout.splitlines() if x.startswith("mujoco ")]
+        out["mujoco"][scene] = tuple(float(x.split("=")[1]) for x in line[-1].split()[1:]) if line else None
+    return out
 
 
 def broadphase(counts):
@@ -139,25 +230,44 @@ def main():
         cold = run(args.envs[0], 5, cache)
         cold_wall = time.perf_counter() - t0
         rows = [run(n, args.steps, cache) for n in args.envs]  # the default: bound launches
+        folding = [run(n, args.steps, cache, scene="folding") for n in args.envs]
         plain = run(args.envs[0], args.steps, cache, GENESIS_CORE_BOUND_LAUNCH="0")
-    print("panda (MJCF scene.xml: convex-hull mesh links) on a plane, dt 0.01, float32, position control to the home "
-          "pose; up to 3 kernel launches per substep (primitive contacts, mesh contacts, dynamics)")
+    anchors = anchor(args)
+    print("panda on a plane, dt 0.01, float32; held: scene.xml, position control to the home pose; folding: "
+          "panda.xml on a plane, no control (contacts pile up); up to 3 kernel launches per substep (primitive "
+          "contacts, mesh and box contacts, dynamics)")
     print(f"build+first step, cold cache: {cold['start_to_build'] + cold['first_step']:.1f} s "
           f"(process wall {cold_wall:.1f} s); warm cache: "
           f"{rows[0]['start_to_build'] + rows[0]['first_step']:.1f} s")
-    print(f"{'n_envs':>8}{'steps/s':>12}{'env-steps/s':>14}{'first step (warm)':>20}")
-    for r in rows:
-        b = max(r["n_envs"], 1)
-        print(f"{r['n_envs']:>8}{r['steps_per_s']:>12.0f}{r['steps_per_s'] * b:>14.0f}{r['first_step']:>19.2f}s")
-    print(f"n_envs {args.envs[0]} through Taichi's own launch path (GENESIS_CORE_BOUND_LAUNCH=0): "
+    if anchors is None:
+        print("anchor skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv) to run Genesis World and "
+              "MuJoCo on the same scenes in this command")
+    print("\n| scene | n_envs | ours, env-steps/s | Genesis World 1.4.5, env-steps/s | ours / Genesis |")
+    print("|---|---|---|---|---|")
+    for scene, table in (("held", rows), ("folding", folding)):
+        for r in table:
+            ours = r["steps_per_s"] * max(r["n_envs"], 1)
+            theirs = anchors["genesis"].get((scene, r["n_envs"])) if anchors else None
+            ratio = f"{ours / theirs:.2f}x" if theirs else "-"
+            print(f"| {scene} | {r['n_envs']} | {ours:,.0f} | {f'{theirs:,.0f}' if theirs else '-'} | {ratio} |")
+    if anchors:
+        for scene in ("held", "folding"):
+            mj = anchors["mujoco"].get(scene)
+            if mj:
+                last = (rows if scene == "held" else folding)[-1]
+                ours = last["steps_per_s"] * max(last["n_envs"], 1)
+                print(f"MuJoCo (same venv), {scene}: {mj[0]:,.0f} steps/s on one thread, {mj[1]:,.0f} env-steps/s "
+                      f"with two threads over 64 environments; ours at {last['n_envs']} environments / MuJoCo on "
+                      f"two threads: {ours / mj[1]:.2f}x")
+    print(f"\nn_envs {args.envs[0]} (held) through Taichi's own launch path (GENESIS_CORE_BOUND_LAUNCH=0): "
           f"{plain['steps_per_s']:.0f} steps/s, {rows[0]['steps_per_s'] / plain['steps_per_s']:.2f}x slower")
-    kernels = list(rows[0]["profile_us"])
+    kernels = sorted({k for r in rows + folding for k in r["profile_us"]})
     print("\nprofile, us per step:")
-    print(f"{'n_envs':>8}" + "".join(f"{k:>18}" for k in kernels))
-    for r in rows + [dict(plain, n_envs=f"{args.envs[0]} (Taichi's path)")]:
-        print(f"{str(r['n_envs']):>8}" + "".join(f"{r['profile_us'].get(k, 0.0):>18.1f}" for k in kernels))
-    print("reference on this machine (same file): Genesis World 1.4.5: 4.2k steps/s single, 34.8k env-steps/s at 64, "
-          "17.4k at 512; MuJoCo 4.0: 42.7k steps/s single-threaded")
+    print(f"{'scene':>8}{'n_envs':>8}" + "".join(f"{k:>18}" for k in kernels))
+    for scene, table in (("held", rows + [dict(plain, n_envs=f"{args.envs[0]}*")]), ("folding", folding)):
+        for r in table:
+            print(f"{scene:>8}{str(r['n_envs']):>8}" + "".join(f"{r['profile_us'].get(k, 0.0):>18.1f}" for k in kernels))
+    print("(* Taichi's own launch path)")
 
 
 if __name__ == "__main__":

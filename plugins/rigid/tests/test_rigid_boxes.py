@@ -1,0 +1,152 @@
+"""Box-box contacts: every feature (face-face manifolds, beams crossing, a wide box on a pedestal, edge on edge,
+a corner on a face), checked against MuJoCo's box-box collider for the same poses and against the exact
+separating-axis depth over random poses; Genesis's crossed-beam tower stands."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import genesis_core as gs
+
+# (size, position, euler degrees) of two boxes; the first may be anything, the second overlaps it
+CASES = {
+    "face on face": [((0.4, 0.4, 0.2), (0, 0, 0.1), (0, 0, 0)), ((0.1, 0.2, 0.1), (0.05, 0, 0.249), (0, 0, 10))],
+    "beams crossing": [((0.6, 0.1, 0.1), (0, 0, 0.05), (0, 0, 0)), ((0.15, 0.6, 0.1), (0.01, 0, 0.149), (0, 0, 5))],
+    "on a pedestal": [((0.1, 0.12, 0.2), (0, 0, 0.1), (0, 0, 0)), ((0.4, 0.3, 0.1), (0.01, 0, 0.249), (0, 0, 10))],
+    "edge on edge": [((0.2, 0.2, 0.2), (0, 0, 0.2), (45, 0, 0)),
+                     ((0.2, 0.2, 0.2), (0.01, 0.005, 0.4818), (0, 45, 0))],
+    "corner down": [((0.4, 0.4, 0.2), (0, 0, 0.1), (0, 0, 0)),
+                    ((0.1, 0.1, 0.1), (0.02, 0.01, 0.2846), (45, 35.264, 0))],
+    "tilted": [((0.4, 0.4, 0.2), (0, 0, 0.1), (0, 0, 0)), ((0.2, 0.1, 0.1), (0.1, 0.05, 0.25), (10, 20, 30))],
+}
+
+
+def contacts_at(boxes):
+    """Our contacts (point, depth, normal) of two free boxes at the given poses, and the boxes' poses."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-9, gravity=(0, 0, 0)))
+    ents = [scene.add_entity(gs.morphs.Box(size=s, pos=p, euler=e)) for s, p, e in boxes]
+    scene.build()
+    scene.step()  # contacts are found at the start of the step, at the poses set
+    con_f, con_i = scene.rigid_solver.scratch["s_con_f"][0], scene.rigid_solver.scratch["s_con_i"][0]
+    ours = con_f[con_i[0] == 1].numpy()
+    poses = [(e.get_pos().numpy(), e.get_quat().numpy()) for e in ents]
+    return ours, poses
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_box_contacts_match_mujoco(case):
+    mujoco = pytest.importorskip("mujoco")
+    boxes = CASES[case]
+    ours, poses = contacts_at(boxes)
+    xml = "<mujoco><worldbody>" + "".join(
+        f'<body><freejoint/><geom type="box" size="{s[0] / 2} {s[1] / 2} {s[2] / 2}"/></body>' for s, _, _ in boxes
+    ) + "</worldbody></mujoco>"
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    d.qpos[:] = np.concatenate([np.concatenate(p) for p in poses])
+    mujoco.mj_forward(m, d)
+    theirs = [(d.contact[i].pos.copy(), -d.contact[i].dist, d.contact[i].frame[:3].copy()) for i in range(d.ncon)]
+    assert len(ours) == len(theirs) > 0, (ours, theirs)
+    # each of MuJoCo's contacts is one of ours: same point, depth and normal (to 1e-7: the poses are read after
+    # the 1 ns step that found the contacts, which moved the boxes by about 1e-9 m)
+    for pos, depth, normal in theirs:
+        k = int(np.argmin(np.linalg.norm(ours[:, 0:3] - pos, axis=1)))
+        assert np.linalg.norm(ours[k, 0:3] - pos) < 1e-7
+        assert abs(ours[k, 6] - depth) < 1e-7
+        # MuJoCo's frame normal points from geom 1 to geom 2, as ours from a to b (either order of the pair)
+        assert abs(abs(float(ours[k, 3:6] @ normal)) - 1) < 1e-7
+
+
+def box_vertices(size, pos, quat):
+    w, x, y, z = quat
+    rot = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                    [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                    [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * np.asarray(size) / 2
+    return corners @ rot.T + pos, rot
+
+
+def separating_axis_depth(va, ra, vb, rb):
+    """The least overlap of two boxes over all 15 axes (their face normals and the cross products of their
+    edge directions): the exact penetration depth (negative when they are apart)."""
+    axes = [*ra.T, *rb.T, *(np.cross(a, b) for a in ra.T for b in rb.T)]
+    best = np.inf
+    for axis in axes:
+        if np.linalg.norm(axis) > 1e-6:
+            u = axis / np.linalg.norm(axis)
+            overlap = min((va @ u).max() - (vb @ u).min(), (vb @ u).max() - (va @ u).min())
+            best = min(best, overlap)
+    return best
+
+
+unit_quat = st.lists(st.floats(-1, 1), min_size=4, max_size=4).filter(lambda q: sum(x * x for x in q) > 0.01)
+
+
+@pytest.fixture(scope="module")
+def pair_scene():
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-9, gravity=(0, 0, 0)))
+    a = scene.add_entity(gs.morphs.Box(size=(0.2, 0.1, 0.06)))
+    b = scene.add_entity(gs.morphs.Box(size=(0.12, 0.08, 0.16)))
+    scene.build()
+    return scene, a, b
+
+
+@settings(max_examples=80, deadline=None)
+@given(qa=unit_quat, qb=unit_quat, pos=st.lists(st.floats(-0.15, 0.15), min_size=3, max_size=3))
+def test_box_pair_depth_is_the_separating_axis_minimum(pair_scene, qa, qb, pos):
+    """Two boxes in random poses: no contact when they are apart; otherwise every contact is at most the exact
+    separating-axis depth deep, the deepest is within 5.3% of it (an edge axis must beat a face axis by 5%) and
+    equal to it when the least-overlap axis is an edge's, and the normal is unit."""
+    scene, a, b = pair_scene
+    qa, qb = np.array(qa) / np.linalg.norm(qa), np.array(qb) / np.linalg.norm(qb)
+    a.set_qpos(torch.tensor(np.concatenate([[0, 0, 0], qa])))
+    b.set_qpos(torch.tensor(np.concatenate([pos, qb])))
+    scene.step()
+    va, ra = box_vertices((0.2, 0.1, 0.06), np.zeros(3), qa)
+    vb, rb = box_vertices((0.12, 0.08, 0.16), np.array(pos), qb)
+    depth = separating_axis_depth(va, ra, vb, rb)
+    con_f, con_i = scene.rigid_solver.scratch["s_con_f"][0], scene.rigid_solver.scratch["s_con_i"][0]
+    ours = con_f[con_i[0] == 1].numpy()
+    if depth < -1e-9:
+        assert len(ours) == 0
+    elif depth > 1e-6:
+        assert len(ours) > 0
+        assert ours[:, 6].max() <= depth / 0.95 + 1e-9
+        assert np.allclose(np.linalg.norm(ours[:, 3:6], axis=1), 1, atol=1e-9)
+
+
+@pytest.mark.parametrize("layers", [10])
+def test_genesis_tower_of_crossed_beams_stands(layers):
+    """Genesis's examples/collision/tower.py, its first `layers` layers: two 2 m beams a layer, each layer
+    crossed over the one below and started 1 mm into it, float32, dt 4 ms, 2 s. Each layer stays on the one
+    below (its height above it within 1 mm of a beam's height) and the beams stay where they were put (1 cm)."""
+    gs.destroy()
+    gs.init(backend=gs.cpu, precision="32", seed=0, logging_level="warning")
+    try:
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.004),
+                         rigid_options=gs.options.RigidOptions(max_contacts=16 * layers))
+        scene.add_entity(gs.morphs.Plane())
+        w, length, h = 0.25, 2.0, 0.1
+        beams = []
+        for i in range(layers):
+            z = i * (h - 1e-3) + 0.5 * h
+            for s in (-1, 1):
+                if i % 2 == 0:
+                    beams.append(scene.add_entity(gs.morphs.Box(size=(w, length, h), pos=(s * 0.4 * length, 0, z))))
+                else:
+                    beams.append(scene.add_entity(gs.morphs.Box(size=(length, w, h), pos=(0, s * 0.4 * length, z))))
+        scene.build()
+        for _ in range(500):
+            scene.step()
+        pos = torch.stack([b.get_pos() for b in beams]).double()
+        layer_z = pos[:, 2].reshape(layers, 2).mean(1)
+        gaps = layer_z[1:] - layer_z[:-1]
+        assert float(layer_z[0]) == pytest.approx(0.5 * h, abs=1e-3)
+        assert float((gaps - h).abs().max()) < 1e-3, gaps.tolist()
+        start = torch.tensor([b.morph.pos for b in beams], dtype=torch.float64)
+        assert float((pos[:, :2] - start[:, :2]).abs().max()) < 1e-2
+    finally:
+        gs.destroy()
+        gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
