@@ -119,11 +119,32 @@ class FileMorph(Morph):
     scale: float = attrs.field(default=1.0, validator=v.positive)
 
 
+def _threshold(inst, attr, value):
+    if not v._is_real(value) or not value >= 0:
+        v._fail(inst, attr, value, "a number >= 0 (inf: never decompose)")
+
+
+def _plain_options(inst, attr, value):
+    if value is not None and not (isinstance(value, dict) and all(isinstance(k, str) for k in value) and all(
+            isinstance(x, (int, float, bool, str)) for x in value.values())):
+        v._fail(inst, attr, value, "None or a dict of str to numbers, bools or str")
+
+
 @attrs.define(frozen=True, kw_only=True)
 class Mesh(FileMorph):
-    """A triangle mesh from an OBJ/STL file."""
+    """A triangle mesh from an OBJ/STL file.
+
+    convexify: collide as convex pieces (the only collision the rigid solver has; False is refused there).
+    decompose_object_error_threshold: a closed (watertight) mesh whose convex hull exceeds its volume by more
+    than this fraction of the hull is decomposed into convex parts (CoACD, Wei et al. 2022) instead of taking its
+    hull; inf: always the hull (Genesis World's name and default). coacd_options: keyword arguments for
+    coacd.run_coacd (threshold, max_convex_hull, resolution, seed, ...).
+    """
 
     fixed: bool = attrs.field(default=False, validator=v.is_bool)
+    convexify: bool = attrs.field(default=True, validator=v.is_bool)
+    decompose_object_error_threshold: float = attrs.field(default=0.15, validator=_threshold)
+    coacd_options: dict | None = attrs.field(default=None, validator=_plain_options)
 
 
 @attrs.define(frozen=True, kw_only=True)

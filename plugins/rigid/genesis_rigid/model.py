@@ -40,11 +40,16 @@ class GeomDesc:
     conaffinity: int = 1
     mesh_file: str | None = None
     mesh_scale: np.ndarray = field(default_factory=lambda: np.ones(3))  # per-axis scale of the mesh vertices
+    vertices: np.ndarray | None = None  # a convex part of a decomposed mesh (geom frame, scaled), instead of a file
 
     def hull(self):
         """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""
-        from .hull import box_hull, mesh_hull
+        from .hull import box_hull, hull_of_points, mesh_hull
 
+        if self.type == MESH and self.vertices is not None:
+            if getattr(self, "_part_hull", None) is None:
+                self._part_hull = hull_of_points(self.vertices)
+            return self._part_hull
         if self.type == MESH:
             return mesh_hull(self.mesh_file, self.mesh_scale)
         return box_hull(self.size) if self.type == BOX else None

@@ -5,6 +5,7 @@ import numpy as np
 
 import genesis_core as gs
 
+from .decompose import convex_parts
 from .mjcf import MJCFError, load_mjcf
 from .hull import HullError
 from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
@@ -36,10 +37,22 @@ def _primitive(morph, material):
 
 
 def _mesh(morph, material):
-    """A Mesh morph: one body whose collision shape is the convex hull of the file's vertices."""
-    geom = GeomDesc("mesh", MESH, np.zeros(3), mesh_file=morph.file, mesh_scale=np.full(3, morph.scale))
-    body = BodyDesc("mesh", -1, np.zeros(3), IDENTITY, geoms=[geom])
-    body.mass, body.com, body.inertia = inertia_from_geoms([geom], lambda g: (material.rho, None))
+    """A Mesh morph: one body whose collision shape is the convex hull of the file's vertices, or, for a closed
+    mesh further than decompose_object_error_threshold from convex, its convex parts (genesis_rigid.decompose);
+    mass and inertia from those shapes."""
+    if not morph.convexify:
+        raise gs.OptionError(f"Mesh(file={morph.file!r}, convexify=False) is not supported: the rigid solver collides "
+                             "meshes as convex pieces (a non-convex mesh is decomposed into convex parts).")
+    scale = np.full(3, morph.scale)
+    parts = convex_parts(morph.file, scale, morph.decompose_object_error_threshold, morph.coacd_options)
+    if parts is None:
+        geoms = [GeomDesc("mesh", MESH, np.zeros(3), mesh_file=morph.file, mesh_scale=scale)]
+    else:
+        geoms = [GeomDesc(f"mesh_part{i}", MESH, np.zeros(3), vertices=p) for i, p in enumerate(parts)]
+    for g in geoms:
+        g.hull()  # a bad part fails here, at add_entity
+    body = BodyDesc("mesh", -1, np.zeros(3), IDENTITY, geoms=geoms)
+    body.mass, body.com, body.inertia = inertia_from_geoms(geoms, lambda g: (material.rho, None))
     if not morph.fixed:
         body.joints.append(JointDesc("root", FREE))
     return RobotDesc("mesh", [body])
