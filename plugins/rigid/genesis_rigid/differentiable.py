@@ -263,7 +263,7 @@ class DifferentiableStep:
         self.geom_quat = t(geom_f[:self.G, GF_QUAT:GF_QUAT + 4])
         self.geom_rot = quat_to_mat(self.geom_quat)
         self.S = solver.n_slots
-        self.max_contacts = solver.options.max_contacts
+        self.max_contacts = solver.max_contacts
         self.max_rows = max(3 * min(self.S, self.max_contacts) + len(limited), 1)
         self._setup_contacts(geom_f, geom_i, pair_i[:solver.n_pairs], moves)
 

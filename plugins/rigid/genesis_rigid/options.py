@@ -15,7 +15,8 @@ class RigidOptions(Options):
     impulse changes by more than this (N s). baumgarte: fraction of a penetration or limit violation
     corrected per substep. contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
     max_correction_velocity: the fastest a penetration or limit violation is undone (m/s or rad/s).
-    max_contacts: contacts per environment the solver keeps (in slot order). enable_collision,
+    max_contacts: contacts per environment the solver keeps (in slot order); None (default): sized from the
+    model, 16 per moving body, at least 64. enable_collision,
     enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
     """
 
@@ -26,7 +27,7 @@ class RigidOptions(Options):
     contact_slop: float = attrs.field(default=1e-4, validator=v.non_negative)
     max_correction_velocity: float = attrs.field(default=1.0, validator=v.positive)
     regularization: float = attrs.field(default=1e-9, validator=v.non_negative)
-    max_contacts: int = attrs.field(default=64, validator=v.int_at_least(1))
+    max_contacts: int | None = attrs.field(default=None, validator=attrs.validators.optional(v.int_at_least(1)))
     enable_collision: bool = attrs.field(default=True, validator=v.is_bool)
     enable_joint_limit: bool = attrs.field(default=True, validator=v.is_bool)
     enable_self_collision: bool = attrs.field(default=True, validator=v.is_bool)

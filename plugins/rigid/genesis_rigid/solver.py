@@ -292,7 +292,12 @@ class RigidSolver(gs.SolverBase):
         params_f[PF_MAX_CORRECTION] = opts.max_correction_velocity
         params_i = np.zeros(PP_N, dtype=np.int32)
         params_i[PP_ITERATIONS] = opts.iterations
-        params_i[PP_MAX_CONTACTS] = opts.max_contacts
+        # max_contacts=None: sized from the model, 16 contacts per moving body (a box resting on two others and
+        # touched by two more), at least 64, at most the slots
+        moving = sum(1 for k in self._links if k["dofs"][1] > k["dofs"][0])
+        self.max_contacts = opts.max_contacts if opts.max_contacts is not None else \
+            int(min(max(self.n_slots, 1), max(64, 16 * moving)))
+        params_i[PP_MAX_CONTACTS] = self.max_contacts
         params_i[PP_COLLISION] = int(self.collision)
         params_i[PP_LIMITS] = int(opts.enable_joint_limit)
         params_i[PP_RK4] = int(opts.integrator == "rk4")
@@ -390,7 +395,7 @@ class RigidSolver(gs.SolverBase):
     def _allocate_scratch(self):
         B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
         S = max(self.n_slots, 1)
-        R = max(3 * min(self.n_slots, self.options.max_contacts) + self.n_limited, 1)
+        R = max(3 * min(self.n_slots, self.max_contacts) + self.n_limited, 1)
 
         def z(*shape, element=(), kind="f"):
             return self._taichi_array(shape, kind, element)
@@ -443,11 +448,12 @@ class RigidSolver(gs.SolverBase):
         """Warn once when an environment has more contacts than the constraint stage keeps: the rest are dropped
         (bodies sink through each other), and joint limits may lose their rows to them."""
         found = int((self.scratch["s_con_i"][:, CI_ACTIVE, :] == 1).sum(dim=1).max())
-        if found > self.options.max_contacts:
+        if found > self.max_contacts:
             self._contacts_warned = True
             warnings.warn(f"RigidSolver: {found} contacts in one environment, more than max_contacts="
-                          f"{self.options.max_contacts}; the others are ignored and bodies may sink through each "
-                          f"other. Raise RigidOptions(max_contacts=...).", stacklevel=2)
+                          f"{self.max_contacts}; the others are ignored and bodies may sink through each "
+                          f"other. Raise the limit: gs.Scene(rigid_options=gs.options.RigidOptions("
+                          f"max_contacts={2 * found})).", stacklevel=2)
 
     def substep_pre_coupling(self, f):
         if self._diff is not None:
