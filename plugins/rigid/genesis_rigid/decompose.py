@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 
 import numpy as np
 
@@ -24,6 +25,15 @@ CACHE_ENV = "GENESIS_CORE_CACHE"
 def cache_dir() -> str:
     root = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "genesis-core")
     return os.path.join(root, "decompose")
+
+
+def _coacd_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("coacd")
+    except PackageNotFoundError:
+        return "absent"
 
 
 def load_mesh(path, scale):
@@ -59,8 +69,8 @@ def convex_parts(path, scale, threshold, options) -> list[np.ndarray] | None:
         content = fh.read()
     opts = dict(options or {})
     key = hashlib.sha256(content + json.dumps({"scale": list(np.broadcast_to(scale, 3).astype(float)),
-                                                "threshold": float(threshold), "options": opts},
-                                               sort_keys=True).encode()).hexdigest()
+                                                "threshold": float(threshold), "options": opts,
+                                                "coacd": _coacd_version()}, sort_keys=True).encode()).hexdigest()
     cached = os.path.join(cache_dir(), key + ".npz")
     if os.path.isfile(cached):
         try:
@@ -68,8 +78,11 @@ def convex_parts(path, scale, threshold, options) -> list[np.ndarray] | None:
                 if int(data["n_parts"]) == 0:
                     return None
                 return [data[f"part_{i}"] for i in range(int(data["n_parts"]))]
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged cache entry is decomposed again
+        except Exception:  # a damaged entry (truncated zip, empty file, ...) is decomposed again
+            try:
+                os.unlink(cached)
+            except OSError:
+                pass
     vertices, faces, closed = load_mesh(path, scale)
     parts = None
     if closed and concavity(vertices, faces) > threshold:
@@ -83,8 +96,12 @@ def convex_parts(path, scale, threshold, options) -> list[np.ndarray] | None:
         parts = [np.asarray(p[0], dtype=np.float64) for p in run if len(p[0]) >= 4]
         if not parts:
             parts = None
-    os.makedirs(cache_dir(), exist_ok=True)
-    tmp = cached + f".{os.getpid()}.tmp.npz"
-    np.savez(tmp, n_parts=np.int64(len(parts or [])), **{f"part_{i}": p for i, p in enumerate(parts or [])})
-    os.replace(tmp, cached)
+    try:  # a cache that cannot be written costs a decomposition next time, never this load
+        os.makedirs(cache_dir(), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=key[:16], suffix=".tmp.npz", dir=cache_dir())
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, n_parts=np.int64(len(parts or [])), **{f"part_{i}": p for i, p in enumerate(parts or [])})
+        os.replace(tmp, cached)
+    except OSError:
+        pass
     return parts

@@ -29,7 +29,8 @@ from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 # contact record columns of s_con_f: point (3), normal (3), depth, friction, restitution
 CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
 # s_con_i [B, 4, slots] (each row contiguous: the flags are cleared and scanned every substep): active flag, link
-# of geom a, link of geom b, feature code (box-box: kernels_convex.box_box_candidates; else -1)
+# of geom a, link of geom b, feature code (box-box: kernels_convex.box_box_candidates; mesh pairs -1; primitive
+# pairs leave it as it was, and nothing reads it)
 CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_FEATURE, CI_N = 0, 1, 2, 3, 4
 
 

@@ -412,6 +412,7 @@ def box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i):
     what the differentiable step needs to recompute each point from the poses."""
     d = cb - ca
     best = 1e30
+    best_face = 1e30
     best_axis = -1
     apart = 0
     n = ti.Vector([0.0, 0.0, 1.0])
@@ -429,10 +430,12 @@ def box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i):
             overlap = box_support_radius(rot_a, ha, axis) + box_support_radius(rot_b, hb, axis) - ti.abs(d.dot(axis))
             if overlap < 0:
                 apart = 1
-            if overlap < (best if k < 6 else 0.95 * best):
+            if overlap < best and (k < 6 or overlap < 0.95 * best_face):
                 best = overlap
                 best_axis = k
                 n = axis if d.dot(axis) >= 0 else -axis
+            if k < 6:
+                best_face = best
     n_cand = 0
     if apart == 0 and best_axis >= 6:
         i, j = (best_axis - 6) // 3, (best_axis - 6) % 3

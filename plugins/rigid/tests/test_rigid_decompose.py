@@ -96,3 +96,15 @@ def test_convexify_false_is_refused(tank):
     scene = gs.Scene()
     with pytest.raises(gs.OptionError, match=r"convexify=False\) is not supported"):
         scene.add_entity(gs.morphs.Mesh(file=tank, convexify=False))
+
+
+def test_a_damaged_cache_entry_is_decomposed_again(tank):
+    parts = decompose.convex_parts(tank, np.ones(3), 0.15, None)
+    (entry,) = os.listdir(decompose.cache_dir())
+    path = os.path.join(decompose.cache_dir(), entry)
+    with open(path, "r+b") as fh:
+        fh.truncate(40)  # a truncated zip
+    again = decompose.convex_parts(tank, np.ones(3), 0.15, None)
+    assert len(again) == len(parts)
+    open(path, "wb").close()  # an empty file
+    assert len(decompose.convex_parts(tank, np.ones(3), 0.15, None)) == len(parts)
