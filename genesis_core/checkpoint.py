@@ -38,6 +38,7 @@ PICKLE_PROTOCOL = 4
 MAX_DEPTH = 32  # nesting of the plain-data entries ("scene"); the scene signature needs about 6
 MAX_NODES = 1_000_000  # values in the plain-data entries
 DEFAULT_MAX_BYTES = 16 * 2**30  # read()'s limit when the caller gives none (load_checkpoint sizes its own)
+MAX_STEP_INDEX = 2**62  # step indices (a checkpoint's step_index, scene.t, a state's t) stay below it
 
 # (module, name) pairs the format uses: NumPy's array and scalar reconstruction under NumPy 1 and 2 names.
 # Pickle protocol 4 stores bytes natively, so neither _codecs.encode (protocol 2's bytes, which chained would
@@ -132,7 +133,7 @@ def read(path, max_bytes: int | None = None) -> dict:
     for key, kind in (("timestamp", float), ("step_index", int), ("arrays", dict), ("scene", dict)):
         if not isinstance(payload.get(key), kind) or isinstance(payload.get(key), bool):
             raise CheckpointError(f"{path!r}: entry {key!r} is missing or not a {kind.__name__}.")
-    if not 0 <= payload["step_index"] < 2**62:
+    if not 0 <= payload["step_index"] < MAX_STEP_INDEX:
         raise CheckpointError(f"{path!r}: step_index {payload['step_index']} is not in [0, 2**62).")
     if not np.isfinite(payload["timestamp"]):
         raise CheckpointError(f"{path!r}: timestamp {payload['timestamp']!r} is not a finite number.")

@@ -70,6 +70,8 @@ def _cmd_demo(args):
 
 
 def main(argv=None):
+    from . import checkpoint
+
     parser = argparse.ArgumentParser(prog="genesis-core", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plugins", help="list the plugins found, with versions and what they contribute")
@@ -77,7 +79,7 @@ def main(argv=None):
     p = sub.add_parser("inspect", help="print a checkpoint's step index, timestamp, format and arrays")
     p.add_argument("file")
     p.add_argument("--max-bytes", type=int, default=None,
-                   help=f"refuse a larger file (default {16 * 2**30})")
+                   help=f"refuse a larger file (default {checkpoint.DEFAULT_MAX_BYTES})")
     p.set_defaults(func=_cmd_inspect)
     p = sub.add_parser("demo", help="build the demo scene, run it, checkpoint, restore, compare the continuation")
     p.add_argument("--n-envs", type=int, default=None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-POLICIES = ("warn", "reset", "raise", "ignore")
+POLICIES = ("warn", "reset", "raise", "ignore")  # SimOptions.on_invalid_env
 
 
 class FaultMonitor:

@@ -158,8 +158,9 @@ class Tape:
         final = {st.owner: {nm: t.detach().clone() for nm, t in st.tensors.items()} for st in stores}
         final_slot = K % n
         results = {}  # id(value) -> [value, grad]
-        if self.invalid_envs:
-            warnings.warn(f"backward: environments {sorted(self.invalid_envs)} went non-finite during this run; "
+        dropped = torch.as_tensor(sorted(self.invalid_envs), dtype=torch.long)
+        if len(dropped):
+            warnings.warn(f"backward: environments {dropped.tolist()} went non-finite during this run; "
                           "their gradients are dropped (zero), the other environments' are exact.", stacklevel=3)
         try:
             with torch.no_grad():
@@ -181,7 +182,7 @@ class Tape:
                         rows_zero(gbuf, envs_idx, item)
                     if k == self.k0:
                         break
-                    self._substep_backward(k - 1, n, S, active, stores)
+                    self._substep_backward(k - 1, n, S, active, stores, dropped)
         finally:
             with torch.no_grad():
                 for st in stores:
@@ -198,7 +199,7 @@ class Tape:
             grads = [g for _, g in results.values()]
             torch.autograd.backward(values, grads)
 
-    def _substep_backward(self, k, n, S, active, stores):
+    def _substep_backward(self, k, n, S, active, stores, dropped):
         scene = self.scene
         f = k % n
         fn = (k + 1) % n
@@ -222,14 +223,13 @@ class Tape:
             s.substep_pre_coupling_grad(f)
         for st in stores:
             st.zero_grads(frame=fn)
-            if self.invalid_envs:
-                rows = torch.as_tensor(sorted(self.invalid_envs), dtype=torch.long)
+            if len(dropped):  # the environments that went non-finite (Tape.mark_invalid)
                 for nm, t in st.tensors.items():
                     if t.grad is not None:  # (index assignment: an indexed view would be a copy)
                         if st.specs[nm].frames:
-                            t.grad[:, rows.to(t.device)] = 0
+                            t.grad[:, dropped.to(t.device)] = 0
                         else:
-                            t.grad[rows.to(t.device)] = 0
+                            t.grad[dropped.to(t.device)] = 0
 
 
 def require_grad_support(solvers):

@@ -11,6 +11,7 @@ import attrs
 
 from . import validators as v
 from .errors import OptionError
+from .faults import POLICIES
 from .plugins.manager import plugin_namespace
 
 
@@ -44,7 +45,7 @@ class SimOptions(Options):
     requires_grad: bool = attrs.field(default=False, validator=v.is_bool)
     gravity: tuple = attrs.field(default=(0.0, 0.0, -9.81), converter=v.to_float_tuple, validator=v.vec(3))
     floor_height: float = attrs.field(default=0.0, validator=v.finite)
-    on_invalid_env: str = attrs.field(default="warn", validator=v.one_of("warn", "reset", "raise", "ignore"))
+    on_invalid_env: str = attrs.field(default="warn", validator=v.one_of(*POLICIES))
 
     @substeps_local.validator
     def _check_substeps_local(self, attr, value):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
-
-import warnings
 
 from . import checkpoint as ckpt
 from ._runtime import require_init, runtime
@@ -21,7 +21,6 @@ from .plugins.manager import missing_plugin_error
 from .state import SimState, SolverState, to_index
 
 DEFAULT_MATERIAL = "Rigid"
-MAX_STEPS = 2**62  # step indices (scene.t, state.t, a checkpoint's step_index) stay below it
 
 
 class Scene:
@@ -192,7 +191,7 @@ class Scene:
                 s.substep_post_coupling(f)
             self._substep += 1
         self._t += 1
-        if self._faults is not None and self.sim_options.on_invalid_env != "ignore":
+        if self.sim_options.on_invalid_env != "ignore":
             self._check_faults()
 
     @property
@@ -248,7 +247,7 @@ class Scene:
         if not isinstance(state, SimState):
             raise SceneError(f"{where}: state must be a SimState from scene.get_state(), got {type(state).__name__}.")
         t = getattr(state, "t", None)
-        if not isinstance(t, (int, np.integer)) or isinstance(t, bool) or not 0 <= t < MAX_STEPS:
+        if not isinstance(t, (int, np.integer)) or isinstance(t, bool) or not 0 <= t < ckpt.MAX_STEP_INDEX:
             raise SceneError(f"{where}: state.t={t!r} is not a step index (an int in [0, 2**62)).")
         if not isinstance(getattr(state, "solvers_state", None), (list, tuple)):
             raise SceneError(f"{where}: state.solvers_state must be a list aligned with scene.solvers.")

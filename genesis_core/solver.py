@@ -17,7 +17,7 @@ import torch
 
 from ._runtime import runtime
 from .errors import GenesisError, OptionError, SceneError
-from .state import FieldSpec, FrameRing, SolverState, StateStore
+from .state import FieldSpec, FrameRing, SolverState, StateStore, dense_real
 
 
 @runtime_checkable
@@ -204,7 +204,7 @@ class SolverBase:
             x = getattr(state, name, None)
             if x is not None and not torch.is_tensor(x):
                 raise SceneError(f"{where}: {self.name}.{name} is a {type(x).__name__}, not a torch tensor.")
-            if x is not None and (x.layout != torch.strided or x.device.type == "meta" or x.is_complex()):
+            if x is not None and not dense_real(x):
                 raise SceneError(f"{where}: {self.name}.{name} is a {x.layout} tensor on {x.device}; a state holds "
                                  "dense real tensors.")
             if x is not None:

@@ -240,8 +240,7 @@ class StateStore:
                 return False
             if spec.bounds is not None and bool(_outside(spec, x).any()):
                 return False
-        elif spec.codes is not None and not bool(torch.isin(x, torch.as_tensor(spec.codes, dtype=x.dtype,
-                                                                               device=x.device)).all()):
+        elif spec.codes is not None and bool(_not_a_code(spec, x).any()):
             return False
         return True
 
@@ -260,7 +259,7 @@ class StateStore:
                 if bad.any():
                     return _first(bad, x) + (f"a value in {spec.bound_text()}",)
         elif spec.codes is not None:
-            bad = ~torch.isin(x, torch.as_tensor(spec.codes, dtype=x.dtype, device=x.device))
+            bad = _not_a_code(spec, x)
             if bad.any():
                 return _first(bad, x) + (f"one of {list(spec.codes)}",)
         if spec.quat:
@@ -351,8 +350,7 @@ def to_tensor(value, dtype: torch.dtype, device, what: str) -> torch.Tensor:
     """`value` (a number, a nested sequence, a NumPy array or a tensor) as a tensor of `dtype` on
     `device`, or an OptionError naming `what`. A Python float goes straight to the dtype, never via float32."""
     if torch.is_tensor(value):
-        if value.dtype == torch.bool or value.is_complex() or value.layout != torch.strided or \
-                value.device.type == "meta":
+        if value.dtype == torch.bool or not dense_real(value):
             raise OptionError(f"{what}: expected a dense tensor of real numbers, got a {value.dtype} "
                               f"{value.layout} tensor on {value.device}.")
         if not dtype.is_floating_point:
@@ -368,6 +366,11 @@ def to_tensor(value, dtype: torch.dtype, device, what: str) -> torch.Tensor:
     if not dtype.is_floating_point:
         _check_integral(arr, dtype, what)
     return torch.as_tensor(arr.astype(torch.empty(0, dtype=dtype).numpy().dtype), device=device)
+
+
+def dense_real(x: torch.Tensor) -> bool:
+    """A strided tensor of real numbers with storage (not sparse, complex or on the meta device)."""
+    return x.layout == torch.strided and x.device.type != "meta" and not x.is_complex()
 
 
 def _check_integral(arr: np.ndarray, dtype: torch.dtype, what: str):
@@ -417,6 +420,10 @@ def _outside(spec: FieldSpec, x: torch.Tensor) -> torch.Tensor:
     if hi is not None:
         bad |= (x >= hi) if hi_open else (x > hi)
     return bad
+
+
+def _not_a_code(spec: FieldSpec, x: torch.Tensor) -> torch.Tensor:
+    return ~torch.isin(x, torch.as_tensor(spec.codes, dtype=x.dtype, device=x.device))
 
 
 def _first(bad: torch.Tensor, x: torch.Tensor):

@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from .hull import HullError, hull_of_points
+from .hull import HullError, hull_of_points, read_mesh
 
 CACHE_ENV = "GENESIS_CORE_CACHE"
 
@@ -37,13 +37,9 @@ def _coacd_version() -> str:
 
 
 def load_mesh(path, scale):
-    """Vertices (scaled) and triangles of a mesh file, and whether it is closed (watertight)."""
-    import trimesh
-
-    try:
-        mesh = trimesh.load(path, force="mesh", process=True)
-    except Exception as exc:  # trimesh raises many kinds for unreadable files
-        raise HullError(f"cannot read mesh {path!r}: {exc}") from None
+    """Vertices (scaled) and triangles of a mesh file (duplicate vertices merged, so that a closed mesh reads as
+    closed), and whether it is closed (watertight)."""
+    mesh = read_mesh(path, process=True)
     vertices = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(scale, dtype=np.float64)
     faces = np.asarray(mesh.faces, dtype=np.int64)
     if len(vertices) == 0 or len(faces) == 0:

@@ -176,14 +176,19 @@ def box_hull(half) -> Hull:
     return hull_of_points(corners, 8)
 
 
-@functools.lru_cache(maxsize=256)
-def _mesh_hull(path, scale):
+def read_mesh(path, process=False):
+    """The trimesh mesh of the file at `path` (process: merge duplicate vertices), or a HullError naming it."""
     import trimesh
 
     try:
-        mesh = trimesh.load(path, force="mesh", process=False)
+        return trimesh.load(path, force="mesh", process=process)
     except Exception as exc:  # trimesh raises many kinds for unreadable files
         raise HullError(f"cannot read mesh {path!r}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _mesh_hull(path, scale):
+    mesh = read_mesh(path)
     vertices = np.asarray(getattr(mesh, "vertices", np.zeros((0, 3))), dtype=np.float64)
     if len(vertices) == 0:
         raise HullError(f"mesh {path!r} has no vertices")
