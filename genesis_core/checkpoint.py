@@ -4,7 +4,7 @@
      "step_index": int,              # scene.t at save
      "arrays": {"RigidSolver.qpos": np.ndarray, ...},   # every checkpointed field, shaped ([n_envs,] ...)
      "format": "genesis-core.checkpoint",
-     "format_version": 2,
+     "format_version": 3,
      "engine_version": str,
      "scene": {...},                 # the scene's structure: n_envs, precision, options, entities per solver
      "checksum": {"algorithm": "sha256", "digest": str}}   # over every other entry (see `digest`)
@@ -13,7 +13,8 @@ Loading is safe: a restricted unpickler admits only the few NumPy names the form
 to run code is refused before anything runs; a file larger than the reader's limit, nested deeper than
 `MAX_DEPTH`, or whose arrays claim more than the file holds is refused with a CheckpointError before it is
 unpickled or walked. The checksum makes a damaged file (a flipped bit anywhere in what it covers) fail as
-damaged, naming what does not match. Version 1 files (no checksum) still load. A save is atomic: the file is
+damaged, naming what does not match. Files of older format versions are refused with a message that says why
+(OLDER_VERSIONS). A save is atomic: the file is
 written beside the target and moved over it, so a crash mid-write leaves the previous file intact.
 """
 
@@ -32,8 +33,14 @@ import numpy as np
 from .errors import CheckpointError, CheckpointMismatchError, DamagedCheckpointError, UnsafeCheckpointError
 
 FORMAT = "genesis-core.checkpoint"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1: the same layout without "checksum"
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (3,)
+# what changed since each older version: why its files are refused
+OLDER_VERSIONS = {
+    1: "version 1 had no checksum, and its rigid contact state was per candidate slot",
+    2: "version 2 kept the rigid solver's contact warm start per candidate slot; version 3 keeps a compact pool "
+       "keyed by (geom pair, feature) (RigidSolver.contact_impulse, RigidSolver.contact_key)",
+}
 PICKLE_PROTOCOL = 4
 MAX_DEPTH = 32  # nesting of the plain-data entries ("scene"); the scene signature needs about 6
 MAX_NODES = 1_000_000  # values in the plain-data entries
@@ -127,6 +134,10 @@ def read(path, max_bytes: int | None = None) -> dict:
     if not all(isinstance(k, str) for k in payload):
         raise CheckpointError(f"{path!r}: the checkpoint's keys must be strings.")
     version = payload.get("format_version")
+    if not isinstance(version, bool) and version in OLDER_VERSIONS:
+        raise CheckpointError(f"{path!r} has checkpoint format version {version}, older than the version "
+                              f"{FORMAT_VERSION} this engine reads ({OLDER_VERSIONS[version]}). Re-create it: run "
+                              f"the scene with this engine and save_checkpoint again.")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise CheckpointError(f"{path!r} has checkpoint format version {version!r}; this engine reads versions "
                               f"{list(READABLE_VERSIONS)}.")

@@ -286,7 +286,7 @@ def test_checkpoints_carry_a_checksum_and_damage_is_named(tmp_path):
     scene.save_checkpoint(tmp_path / "a.ckpt")
     with open(tmp_path / "a.ckpt", "rb") as fh:
         payload = pickle.load(fh)  # still a plain pickle
-    assert payload["format_version"] == 2 and payload["checksum"]["algorithm"] == "sha256"
+    assert payload["format_version"] == 3 and payload["checksum"]["algorithm"] == "sha256"
     assert payload["checksum"]["digest"] == checkpoint.digest(payload)
     for change in ("array", "step_index", "scene"):
         p = pickle.loads(pickle.dumps(payload))
@@ -304,19 +304,26 @@ def test_checkpoints_carry_a_checksum_and_damage_is_named(tmp_path):
         assert_unchanged(scene, before)
 
 
-def test_version_1_files_without_a_checksum_still_load(tmp_path):
+def test_older_format_versions_are_refused_with_a_message_that_says_so(tmp_path):
+    """Version 3 keeps the rigid contact warm start as a keyed pool: files of versions 1 and 2 are refused, naming
+    the version and what changed, and the scene is left as it was."""
     scene = springs_scene()
     scene.save_checkpoint(tmp_path / "a.ckpt")
     payload = checkpoint.read(tmp_path / "a.ckpt")
-    del payload["checksum"]
-    payload["format_version"] = 1
-    with open(tmp_path / "v1.ckpt", "wb") as fh:
-        pickle.dump(payload, fh, protocol=4)
-    saved, t = snapshot(scene), scene.t
-    scene.step()
-    scene.load_checkpoint(tmp_path / "v1.ckpt")
-    assert scene.t == t
-    assert_unchanged(scene, saved)
+    for version in (1, 2):
+        old = dict(payload, format_version=version)
+        if version == 1:
+            del old["checksum"]
+        else:
+            old["checksum"] = dict(old["checksum"], digest=checkpoint.digest(old))
+        with open(tmp_path / "old.ckpt", "wb") as fh:
+            pickle.dump(old, fh, protocol=4)
+        before = snapshot(scene)
+        with pytest.raises(gs.CheckpointError, match=f"format version {version}, older than the version 3") as info:
+            scene.load_checkpoint(tmp_path / "old.ckpt")
+        assert "Re-create it" in str(info.value)
+        assert ("keyed by (geom pair, feature)" in str(info.value)) == (version == 2)
+        assert_unchanged(scene, before)
 
 
 def test_oversized_files_are_refused_before_reading(tmp_path):

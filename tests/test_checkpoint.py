@@ -201,7 +201,7 @@ def test_cli_inspect_prints_keys_shapes_and_dtypes(tmp_path):
     scene.save_checkpoint(tmp_path / "a.ckpt")
     out = subprocess.run([sys.executable, "-m", "genesis_core.cli", "inspect", str(tmp_path / "a.ckpt")],
                          capture_output=True, text=True, env=python_env(), check=True).stdout
-    assert "step_index:     6" in out and "version 2" in out and "timestamp:" in out
+    assert "step_index:     6" in out and f"version {checkpoint.FORMAT_VERSION}" in out and "timestamp:" in out
     assert "checksum:       sha256 " in out and "(verified)" in out
     assert "SpringChainSolver.pos" in out and "(3, 4, 3)" in out and "float64" in out
     assert "SpringChainSolver.anchor" in out and "(3, 1, 3)" in out

@@ -13,7 +13,7 @@ The stages are those of the fast path, in the same order and with the same arith
     kernels_grad.pgs         projected Gauss-Seidel, a fixed number of sweeps (its adjoint is written by hand)
     advance(...)             positions advance with the constrained velocity; kinematics of frame fn
 
-Which geoms touch, which contact slot a contact takes, which joint limits are violated and how many rows fit are
+Which geoms touch, which pool entry and candidate slot a contact takes, which warm start it matches, which joint limits are violated and how many rows fit are
 discrete decisions: the fast path's collision kernels take them at frame f (the limits and rows: the same tests
 here), so that the forward is the fast path's; the gradient is that of the substep with those decisions held fixed (the
 derivative almost everywhere). The model (masses, geometry, friction) is constant.
@@ -26,7 +26,7 @@ import contextlib
 import numpy as np
 import torch
 
-from .kernels_collision import CF_DEPTH, CF_NORMAL, CF_POS, CI_ACTIVE, CI_FEATURE
+from .kernels_collision import CF_DEPTH, CF_NORMAL, CF_POS, CI_ACTIVE, CI_FEATURE, CI_PREV, CI_SLOT
 from .kernels_constraint import BOUNCE_THRESHOLD
 from .kernels_grad import ROW_FRICTION, ROW_LIMIT, ROW_NONE, ROW_NORMAL, pgs
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
@@ -264,7 +264,7 @@ class DifferentiableStep:
         self.geom_rot = quat_to_mat(self.geom_quat)
         self.S = solver.n_slots
         self.max_contacts = solver.max_contacts
-        self.max_rows = max(3 * min(self.S, self.max_contacts) + len(limited), 1)
+        self.max_rows = 3 * self.max_contacts + len(limited)
         self._setup_contacts(geom_f, geom_i, pair_i[:solver.n_pairs], moves)
 
     # -- build-time tables of the contact slots -------------------------------------------------------------------
@@ -317,6 +317,8 @@ class DifferentiableStep:
             order.extend(s for slots in g["slot"] for s in slots)
         self.group_order = list(self.groups)
         self.mesh_slots = torch.as_tensor(mesh_slots, dtype=torch.long, device=dev)
+        self.slot_is_mesh = torch.zeros(max(S, 1), dtype=torch.bool, device=dev)
+        self.slot_is_mesh[self.mesh_slots] = True
         order.extend(mesh_slots)
         # the slots, in the order the groups produce them, back to slot order
         perm = np.zeros(S, dtype=np.int64)
@@ -479,11 +481,17 @@ class DifferentiableStep:
         return pos[:, self.geom_link] + mv(link_rot, self.geom_pos), link_rot @ self.geom_rot
 
     def contacts(self, kin, kernel_con_f, kernel_con_i):
-        """Point, normal and depth [B, S, 7] of every contact slot. Primitive pairs: kernels_collision's
-        narrowphase in torch (box-box with the kernels' feature codes, kernel_con_i); mesh pairs: the kernels'
-        values (kernel_con_f), constants."""
+        """The kernels' contact pool recomputed from the poses: point, normal and depth [B, C, 7] per entry, which
+        entries are active, and the candidate slot of each. Primitive pairs: kernels_collision's narrowphase in
+        torch for every candidate slot (box-box with the kernels' feature codes), gathered per entry; mesh pairs:
+        the kernels' values (kernel_con_f), constants."""
+        B, C = kernel_con_f.shape[0], self.max_contacts
+        active = kernel_con_i[:, CI_ACTIVE, :C] == 1
+        slot = torch.where(active, kernel_con_i[:, CI_SLOT, :C].long(), torch.zeros_like(active, dtype=torch.long))
+        bi, ei = torch.nonzero(active, as_tuple=True)
+        self._feature = torch.zeros((B, max(self.S, 1)), dtype=torch.int32, device=kernel_con_i.device)
+        self._feature[bi, slot[bi, ei]] = kernel_con_i[bi, CI_FEATURE, ei]
         gpos, grot = self.geom_poses(kin)
-        self._feature = kernel_con_i[:, CI_FEATURE]
         parts = []
         for kind in self.group_order:
             g = self.groups[kind]
@@ -492,10 +500,14 @@ class DifferentiableStep:
             out = getattr(self, "_" + kind)(ca, ra, cb, rb, g)  # [B, P, n, 7]
             parts.append(out.reshape(out.shape[0], -1, 7))
         if len(self.mesh_slots):
-            k = kernel_con_f[:, self.mesh_slots]
-            parts.append(torch.cat([k[..., CF_POS:CF_POS + 3], k[..., CF_NORMAL:CF_NORMAL + 3],
-                                    k[..., CF_DEPTH:CF_DEPTH + 1]], -1).detach())
-        return torch.cat(parts, 1)[:, self.slot_perm]
+            parts.append(torch.zeros((B, len(self.mesh_slots), 7), dtype=self.fl, device=self.dev))
+        con = torch.cat(parts, 1)[:, self.slot_perm][torch.arange(B, device=self.dev)[:, None], slot]
+        if len(self.mesh_slots):
+            k = kernel_con_f[:, :C]
+            kernel = torch.cat([k[..., CF_POS:CF_POS + 3], k[..., CF_NORMAL:CF_NORMAL + 3],
+                                k[..., CF_DEPTH:CF_DEPTH + 1]], -1).detach()
+            con = torch.where(self.slot_is_mesh[slot].unsqueeze(-1), kernel, con)
+        return con, active, slot
 
     @staticmethod
     def _record(point, normal, depth):
@@ -683,13 +695,14 @@ class DifferentiableStep:
         depth = torch.where(is_edge, overlap, depth_face)
         return self._record(point, n, depth)
 
-    def rows(self, qpos, con, active, mot, chol, v_free, impulse):
-        """kernels_constraint.solve_constraints' rows: the first max_contacts active contacts in slot order (3 rows
-        each: normal, two tangents), then violated joint limits; padded to max_rows per environment."""
+    def rows(self, qpos, con, active, slot, prev, mot, chol, v_free, impulse):
+        """kernels_constraint.solve_constraints' rows: the pool's contacts in its order (3 rows each: normal, two
+        tangents; con, active, slot per entry from `contacts`, prev the warm-start entry of frame f or -1), then
+        violated joint limits; padded to max_rows per environment."""
         B, R, D, h = qpos.shape[0], self.max_rows, self.D, self.h
         dev, fl = qpos.device, qpos.dtype
         row_kind = torch.full((B, R), ROW_NONE, dtype=torch.int32, device=dev)
-        row_slot = torch.zeros((B, R), dtype=torch.long, device=dev)
+        row_entry = torch.zeros((B, R), dtype=torch.long, device=dev)
         row_k = torch.zeros((B, R), dtype=torch.long, device=dev)
         row_dof = torch.zeros((B, R), dtype=torch.long, device=dev)
         n_contacts = torch.zeros(B, dtype=torch.long, device=dev)
@@ -700,7 +713,7 @@ class DifferentiableStep:
             bi, si = torch.nonzero(fits, as_tuple=True)
             r0 = 3 * index[bi, si]
             for k in range(3):
-                row_slot[bi, r0 + k] = si
+                row_entry[bi, r0 + k] = si
                 row_k[bi, r0 + k] = k
                 row_kind[bi, r0 + k] = ROW_NORMAL if k == 0 else ROW_FRICTION
         n_rows = 3 * n_contacts
@@ -719,7 +732,10 @@ class DifferentiableStep:
             lim_sign = (bi, li, rows_at, below)
         is_contact = (row_kind == ROW_NORMAL) | (row_kind == ROW_FRICTION)
         # Jacobians: a contact row is d(direction . (v_b - v_a) at the point)/d(qvel)
-        rc = con[torch.arange(B, device=dev)[:, None], row_slot]  # [B, R, 7]
+        arange = torch.arange(B, device=dev)[:, None]
+        rc = con[arange, row_entry]  # [B, R, 7]
+        row_prev = prev[arange, row_entry]
+        row_slot = slot[arange, row_entry]  # the candidate slot of each row's entry
         point, normal = rc[..., 0:3], rc[..., 3:6]
         t1, t2 = tangent_basis(normal)
         k = row_k.unsqueeze(-1)
@@ -737,7 +753,7 @@ class DifferentiableStep:
         bounce = approach < -BOUNCE_THRESHOLD
         normal_target = torch.where(bounce, torch.maximum(normal_target, -rest * approach), normal_target)
         target = torch.where(row_kind == ROW_NORMAL, normal_target, target)
-        lam0 = torch.where(is_contact, impulse[torch.arange(B, device=dev)[:, None], row_slot, row_k],
+        lam0 = torch.where(is_contact & (row_prev >= 0), impulse[arange, row_prev.clamp_min(0), row_k],
                            torch.zeros_like(target))
         if lim_sign is not None:
             bi, li, rows_at, below = lim_sign
@@ -761,7 +777,7 @@ class DifferentiableStep:
         normal_row = torch.arange(R, device=dev).unsqueeze(0) - row_k
         return dict(jac=jac, w=w, delassus=delassus, b0=b0, target=target, dinv=dinv, lam0=lam0, mu=mu,
                     kind=row_kind, normal_row=normal_row.to(torch.int32), n_rows=n_rows.to(torch.int32),
-                    slot=row_slot, k=row_k, is_contact=is_contact)
+                    entry=row_entry, k=row_k, is_contact=is_contact)
 
     def advance(self, qpos, vel):
         """kernels_constraint.advance_q over a whole substep h."""
@@ -806,21 +822,24 @@ class DifferentiableStep:
         ext = x["links_ext_impulse"] if coupled else None
         chol, v_free = self.dynamics(qpos, vel, kin, mot, ext, ctrl_mode, x)
         con, active = None, None
+        slot = prev = None
         if self.collision and self.S:
-            con = self.contacts(kin, kernel_con_f, kernel_con_i)
-            active = kernel_con_i[:, CI_ACTIVE, :self.S] == 1
+            con, active, slot = self.contacts(kin, kernel_con_f, kernel_con_i)
+            prev = kernel_con_i[:, CI_PREV, :self.max_contacts].long()
         impulse_out = torch.zeros_like(x["contact_impulse"])
         v_new = v_free
         if self.max_rows and (con is not None or (self.limits_on and len(self.limited))):
             if con is None:
-                con = torch.zeros((B, max(self.S, 1), 7), dtype=qpos.dtype, device=qpos.device)
-            rows = self.rows(qpos, con, active, mot, chol, v_free, x["contact_impulse"])
+                C = self.max_contacts
+                con = torch.zeros((B, C, 7), dtype=qpos.dtype, device=qpos.device)
+                slot = prev = torch.zeros((B, C), dtype=torch.long, device=qpos.device)
+            rows = self.rows(qpos, con, active, slot, prev, mot, chol, v_free, x["contact_impulse"])
             if int(rows["n_rows"].max()) > 0:
                 lam = pgs(rows["delassus"], rows["b0"], rows["target"], rows["dinv"], rows["mu"], rows["kind"],
                           rows["normal_row"], rows["n_rows"], rows["lam0"], self.iterations)
                 v_new = v_free + (rows["w"] @ lam.unsqueeze(-1)).squeeze(-1)
                 bi, ri = torch.nonzero(rows["is_contact"], as_tuple=True)
-                impulse_out = impulse_out.index_put((bi, rows["slot"][bi, ri], rows["k"][bi, ri]), lam[bi, ri])
+                impulse_out = impulse_out.index_put((bi, rows["entry"][bi, ri], rows["k"][bi, ri]), lam[bi, ri])
         q_new = self.advance(qpos, v_new)
         kin_new = self.kinematics(q_new)
         return dict(qpos=q_new, dofs_vel=v_new, dofs_acc=(v_new - vel) / h, links_pos=torch.stack(kin_new["pos"], 1),

@@ -1,9 +1,14 @@
 """Contacts between primitive geoms, for one environment b, and what the mesh pairs share (kernels_convex.py).
 
-Every candidate pair owns fixed contact slots (a box on a plane: its 8 corners), so a contact keeps its slot from
-step to step and the constraint solver's warm start, stored per slot, is part of the declared state. A contact
-stores its point, the unit normal n pointing from geom a to geom b (b is pushed along +n), the penetration depth
-the friction coefficient and the restitution (the larger of the two geoms', as in MuJoCo for friction).
+Contacts go into a compact pool per environment (s_con_f / s_con_i, max_contacts entries), in the order they are
+found. Each carries a key, (candidate pair) * KEY_SPAN + feature: the feature is the point's index in its pair (a
+box on a plane: the corner) or, for two boxes, the feature code of kernels_convex.box_box_candidates. The
+constraint solver's warm start is declared state kept per pool entry with its key (`contact_impulse`,
+`contact_key`); `finish_contacts` matches each new contact to the last substep's entry of the same key. A full
+pool keeps the deepest contacts: a new one replaces the shallowest if it is deeper. A contact stores its point,
+the unit normal n pointing from geom a to geom b (b is pushed along +n), the penetration depth, the friction
+coefficient and the restitution (the larger of the two geoms', as in MuJoCo for friction). Memory, the declared
+state and the constraint stage scale with max_contacts, not with the candidate pairs.
 
 Pairs: plane with sphere / capsule (2 end spheres) / box (8 corners) / cylinder (8 rim points); sphere-sphere,
 sphere-capsule, capsule-capsule (closest points of the segments), sphere-box, capsule-box (3 spheres along the
@@ -16,34 +21,109 @@ with a plane are tested directly (the other geom's bounding sphere reaches below
 sorted along the axis their bounding-sphere centres spread most on (kept until another spreads twice as much;
 insertion sort, warm-started from the last substep's order, so nearly linear) and swept: only geoms whose intervals overlap are looked up in the pair table
 and tested (sphere against sphere) before their narrowphase. The cost grows with the geoms and the overlaps, not
-with the square of the geoms. The order in which pairs are found does not matter: each pair writes its own slots.
+with the square of the geoms. Environments are serial in their own loop body, so the pool's order is
+deterministic.
 """
 
 import taichi as ti
 
 from .kernels_math import func, quat_to_mat, v3, v4
 from .layout import (GF_BCENTRE, GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A,
-                     PI_GEOM_B, PI_N_SLOTS, PI_SLOT)
+                     PI_GEOM_B, PI_SLOT)
 from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 
-# contact record columns of s_con_f: point (3), normal (3), depth, friction, restitution
+# contact record columns of s_con_f [B, max_contacts, CF_N]: point (3), normal (3), depth, friction, restitution
 CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
-# s_con_i [B, 4, slots] (each row contiguous: the flags are cleared and scanned every substep): active flag, link
-# of geom a, link of geom b, feature code (box-box: kernels_convex.box_box_candidates; mesh pairs -1; primitive
-# pairs leave it as it was, and nothing reads it)
-CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_FEATURE, CI_N = 0, 1, 2, 3, 4
+# s_con_i [B, CI_N, max(max_contacts, 2)] (each row contiguous): per pool entry its active flag, the links of geoms
+# a and b, the box-box feature code (-1 otherwise), the key, the candidate slot (the pair's first slot plus the
+# point's index in the pair's manifold: what the differentiable step computes the point from), the entry of the
+# last substep with the same key (-1: none, no warm start); row CI_META holds the number of entries (column 0) and
+# of the contacts found, kept or not (column 1)
+CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_FEATURE, CI_KEY, CI_SLOT, CI_PREV, CI_META, CI_N = range(9)
+# a key is pair * KEY_SPAN + feature (features: a point index < 8, or a box-box code < 3840)
+KEY_SPAN = 4096
+# the warm-start table of finish_contacts: open addressing over HASH_FACTOR * max_contacts rows (a power of two)
+HASH_FACTOR = 2
 
 
 @func
-def emit(b, slot, pos, normal, depth, mu, la, lb, s_con_f, s_con_i):
-    for k in ti.static(range(3)):
-        s_con_f[b, slot, CF_POS + k] = pos[k]
-        s_con_f[b, slot, CF_NORMAL + k] = normal[k]
-    s_con_f[b, slot, CF_DEPTH] = depth
-    s_con_f[b, slot, CF_MU] = mu
-    s_con_i[b, CI_ACTIVE, slot] = 1
-    s_con_i[b, CI_LINK_A, slot] = la
-    s_con_i[b, CI_LINK_B, slot] = lb
+def emit(b, slot, key, pos, normal, depth, mu, la, lb, s_con_f, s_con_i):
+    """A contact into the pool; returns its entry (-1: the pool is full of deeper ones)."""
+    capacity = s_con_f.shape[1]
+    n = s_con_i[b, CI_META, 0]
+    s_con_i[b, CI_META, 1] += 1
+    i = n
+    if n >= capacity:  # full: this one replaces the shallowest, if it is deeper
+        i = -1
+        shallowest = depth
+        for j in range(capacity):
+            if s_con_f[b, j, CF_DEPTH] < shallowest:
+                shallowest = s_con_f[b, j, CF_DEPTH]
+                i = j
+    else:
+        s_con_i[b, CI_META, 0] = n + 1
+    if i >= 0:
+        for k in ti.static(range(3)):
+            s_con_f[b, i, CF_POS + k] = pos[k]
+            s_con_f[b, i, CF_NORMAL + k] = normal[k]
+        s_con_f[b, i, CF_DEPTH] = depth
+        s_con_f[b, i, CF_MU] = mu
+        s_con_i[b, CI_ACTIVE, i] = 1
+        s_con_i[b, CI_LINK_A, i] = la
+        s_con_i[b, CI_LINK_B, i] = lb
+        s_con_i[b, CI_FEATURE, i] = -1
+        s_con_i[b, CI_KEY, i] = key
+        s_con_i[b, CI_SLOT, i] = slot
+    return i
+
+
+@func
+def clear_contacts(b, s_con_i):
+    """Empty the pool of environment b (only the entries in use are touched)."""
+    for i in range(s_con_i[b, CI_META, 0]):
+        s_con_i[b, CI_ACTIVE, i] = 0
+    s_con_i[b, CI_META, 0] = 0
+    s_con_i[b, CI_META, 1] = 0
+
+
+@ti.func
+def key_hash(key, mask):
+    return ((key * 40503) ^ (key >> 7)) & mask
+
+
+@func
+def finish_contacts(b, f, fn, contact_key, pair_i, geom_f, s_con_f, s_con_i, s_hash):
+    """After the narrowphase: each entry's restitution, and its warm start, the entry of frame f with the same key
+    (found through an open-addressing table of frame f's keys, O(max_contacts)); the keys into frame fn."""
+    n = s_con_i[b, CI_META, 0]
+    mask = s_hash.shape[1] - 1
+    for h in range(s_hash.shape[1]):
+        s_hash[b, h] = -1
+    for j in range(contact_key.shape[2]):
+        key = contact_key[f, b, j]
+        if key >= 0:
+            h = key_hash(key, mask)
+            while s_hash[b, h] >= 0:
+                h = (h + 1) & mask
+            s_hash[b, h] = j
+    for i in range(n):
+        key = s_con_i[b, CI_KEY, i]
+        p = key // KEY_SPAN
+        s_con_f[b, i, CF_REST] = ti.max(geom_f[pair_i[p, PI_GEOM_A], GF_RESTITUTION],
+                                        geom_f[pair_i[p, PI_GEOM_B], GF_RESTITUTION])
+        prev = -1
+        h = key_hash(key, mask)
+        while s_hash[b, h] >= 0:
+            j = s_hash[b, h]
+            if contact_key[f, b, j] == key:
+                prev = j
+                break
+            h = (h + 1) & mask
+        s_con_i[b, CI_PREV, i] = prev
+    for i in range(contact_key.shape[2]):
+        key = s_con_i[b, CI_KEY, i] if i < n else -1
+        if contact_key[fn, b, i] != key:
+            contact_key[fn, b, i] = key
 
 
 @func
@@ -89,7 +169,7 @@ def closest_between_segments(p0, p1, q0, q1):
 
 
 @func
-def sphere_sphere(b, slot, ca, ra, cb, rb, mu, la, lb, s_con_f, s_con_i):
+def sphere_sphere(b, slot, key, ca, ra, cb, rb, mu, la, lb, s_con_f, s_con_i):
     d = cb - ca
     dist = d.norm()
     pen = ra + rb - dist
@@ -97,19 +177,19 @@ def sphere_sphere(b, slot, ca, ra, cb, rb, mu, la, lb, s_con_f, s_con_i):
         n = ti.Vector([0.0, 0.0, 1.0])
         if dist > 1e-12:
             n = d / dist
-        emit(b, slot, ca + n * (ra - 0.5 * pen), n, pen, mu, la, lb, s_con_f, s_con_i)
+        emit(b, slot, key, ca + n * (ra - 0.5 * pen), n, pen, mu, la, lb, s_con_f, s_con_i)
 
 
 @func
-def plane_point(b, slot, p, n, x, radius, mu, la, lb, s_con_f, s_con_i):
+def plane_point(b, slot, key, p, n, x, radius, mu, la, lb, s_con_f, s_con_i):
     """A sphere of `radius` at x (0: a point) against the plane through p with normal n."""
     dist = n.dot(x - p) - radius
     if dist < 0:
-        emit(b, slot, x - n * (radius + 0.5 * dist), n, -dist, mu, la, lb, s_con_f, s_con_i)
+        emit(b, slot, key, x - n * (radius + 0.5 * dist), n, -dist, mu, la, lb, s_con_f, s_con_i)
 
 
 @func
-def sphere_box(b, slot, c, r, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
+def sphere_box(b, slot, key, c, r, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
     """Sphere (geom a) against box (geom b); the normal points from the sphere into the box."""
     local = rot_b.transpose() @ (c - cb)
     clamped = ti.min(ti.max(local, -hb), hb)
@@ -125,7 +205,7 @@ def sphere_box(b, slot, c, r, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
         out_local[axis] = 1.0 if local[axis] >= 0 else -1.0
         out = rot_b @ out_local
         surface = c + out * slack
-        emit(b, slot, surface - out * (0.5 * (slack + r)), -out, slack + r, mu, la, lb, s_con_f, s_con_i)
+        emit(b, slot, key, surface - out * (0.5 * (slack + r)), -out, slack + r, mu, la, lb, s_con_f, s_con_i)
     else:
         d = local - clamped
         dist = d.norm()
@@ -133,7 +213,7 @@ def sphere_box(b, slot, c, r, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
             out = rot_b @ (d / ti.max(dist, 1e-30))
             surface = cb + rot_b @ clamped
             deepest = c - out * r
-            emit(b, slot, 0.5 * (surface + deepest), -out, r - dist, mu, la, lb, s_con_f, s_con_i)
+            emit(b, slot, key, 0.5 * (surface + deepest), -out, r - dist, mu, la, lb, s_con_f, s_con_i)
 
 
 @func
@@ -158,13 +238,12 @@ def geom_pose(b, f, g, l, links_pos, s_R, geom_f):
 @func
 def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
                     s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i):
-    """Clears every contact slot; the broadphase; the contacts of the near pairs of primitives. The near pairs
+    """Empties the contact pool; the broadphase; the contacts of the near pairs of primitives. The near pairs
     with a mesh are listed for kernels_convex.detect_mesh_contacts: their count in s_near_i[b, 0], the pairs in
     s_near_i[b, 1..]. s_geom_f[b, g] holds geom g's world bounding-sphere centre and, for a plane, its normal.
     s_sap[b, :] is the sweep order of the geoms without a plane and s_sap_axis[b] its axis (any permutation and
     axis are a valid start)."""
-    for s in range(s_con_i.shape[2]):
-        s_con_i[b, CI_ACTIVE, s] = 0
+    clear_contacts(b, s_con_i)
     for g in range(geom_i.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
         l = geom_i[g, GI_LINK]
         s_geom_f[b, g, 0] = links_pos[f, b, l] + s_R[b, l] @ v3(geom_f, g, GF_BCENTRE)
@@ -225,8 +304,7 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
 
 @func
 def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i):
-    """The narrowphase of candidate pair p, whose bounding volumes overlap: contacts of primitives into the pair's
-    slots; a pair with a mesh, or of two boxes, is listed in s_near_i for the mesh kernel (it has the scratch
+    """The narrowphase of candidate pair p, whose bounding volumes overlap: contacts of primitives into the pool; a pair with a mesh, or of two boxes, is listed in s_near_i for the mesh kernel (it has the scratch
     their candidates need)."""
     ga = pair_i[p, PI_GEOM_A]
     gb = pair_i[p, PI_GEOM_B]
@@ -235,8 +313,7 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
     la = geom_i[ga, GI_LINK]
     lb = geom_i[gb, GI_LINK]
     slot = pair_i[p, PI_SLOT]
-    for k in range(pair_i[p, PI_N_SLOTS]):
-        s_con_f[b, slot + k, CF_REST] = ti.max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
+    key0 = p * KEY_SPAN
     if tb == MESH or (ta == BOX and tb == BOX):
         n_near = s_near_i[b, 0] + 1
         s_near_i[b, 0] = n_near
@@ -251,14 +328,14 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
         zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
         if ta == PLANE:
             if tb == SPHERE:
-                plane_point(b, slot, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                plane_point(b, slot, key0, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
             elif tb == CAPSULE:
-                plane_point(b, slot, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
-                plane_point(b, slot + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                plane_point(b, slot, key0, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                plane_point(b, slot + 1, key0 + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
             elif tb == BOX:
                 for k in range(8):
                     corner = cb + rot_b @ (corner_sign(k) * sb)
-                    plane_point(b, slot + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
+                    plane_point(b, slot + k, key0 + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
             elif tb == CYLINDER:
                 u = -za - zb * zb.dot(-za)
                 if u.norm() < 1e-9:
@@ -270,18 +347,18 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
                     centre = cb + zb * (sb[1] if k < 4 else -sb[1])
                     j = k % 4
                     rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
-                    plane_point(b, slot + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
+                    plane_point(b, slot + k, key0 + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
         else:
             # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
             ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
             hb = 0.0 if tb == SPHERE or tb == BOX else sb[1]
             if tb != BOX:
                 pa, pb = closest_between_segments(ca - za * ha, ca + za * ha, cb - zb * hb, cb + zb * hb)
-                sphere_sphere(b, slot, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                sphere_sphere(b, slot, key0, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
             else:
                 # a segment (geom a) against a box (geom b): both ends and the point closest to the box centre
                 n_spheres = 1 if ta == SPHERE else 3
                 for k in range(n_spheres):
                     x = closest_on_segment(ca - za * ha, ca + za * ha, cb)
                     x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
-                    sphere_box(b, slot + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
+                    sphere_box(b, slot + k, key0 + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)

@@ -4,20 +4,21 @@ Rows: per active contact a normal row (lambda >= 0) and two friction rows (|lamb
 pyramid), and a row per violated joint limit (lambda >= 0). With W = M~^-1 J^T, the velocity after the impulses
 is v = v_free + W lambda; a row's target is J v >= min(beta max(depth - slop, 0) / h, v_max) (Baumgarte
 stabilisation, capped so that a deep violation is undone gently) for normals and limits (raised to -e v_n, v_n the closing speed before the impulses, for a contact of restitution e),
-0 for friction. Sweeps stop after `iterations`, or once no impulse changes by more than the tolerance. Contact impulses are warm-started from the previous substep's, kept per
-contact slot in the declared state `contact_impulse` (read at frame f, written at frame fn).
+0 for friction. Sweeps stop after `iterations`, or once no impulse changes by more than the tolerance. Contact impulses are
+warm-started from the previous substep's contact of the same key (kernels_collision.finish_contacts), kept per pool
+entry in the declared state `contact_impulse` (read at frame f, written at frame fn).
 """
 
 import taichi as ti
 
-from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_ACTIVE, CI_LINK_A, CI_LINK_B
+from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV
 from .kernels_dynamics import entry, factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
                      JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
-                     PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, RI_HI, RI_HI2,
-                     RI_KIND, RI_LO, RI_LO2, RI_NORMAL, RI_SLOT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
+                     PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2,
+                     RI_KIND, RI_LO, RI_LO2, RI_NORMAL, RI_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
 from .model import BALL, FREE, HINGE, SLIDE
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
@@ -50,17 +51,18 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_
             tau += ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
         s_dof[b, d, 1] = tau + s_dof[b, d, 6]
     factor_ldl(b, n, s_mass, dof_i)
-    ldl_solve(b, 0, n, s_mass, dof_i, s_dof, 1, False)
+    ldl_solve(b, 0, n, s_mass, dof_i, s_dof, 1, False, 0)
 
 
 @func
-def add_point_jacobian(b, r, l, direction, point, link_i, dof_i, s_cdof, s_J):
-    """s_J[b, r, :] += d(direction . velocity of `point` fixed to link l)/d(qvel)."""
+def add_point_jacobian(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, s_J):
+    """Row r of the Jacobian += d(direction . velocity of `point` fixed to link l)/d(qvel); dof d at column
+    d + shift (seg_shift of the segment of l's tree)."""
     d = link_i[l, LI_LAST_DOF]
     arm = point.cross(direction)
     while d >= 0:
         cd = s_cdof[b, d]
-        s_J[b, r, d] += direction[0] * cd[3] + direction[1] * cd[4] + direction[2] * cd[5] + \
+        s_J[b, r, d + shift] += direction[0] * cd[3] + direction[1] * cd[4] + direction[2] * cd[5] + \
             arm[0] * cd[0] + arm[1] * cd[1] + arm[2] * cd[2]
         d = dof_i[d, DI_PARENT]
 
@@ -68,7 +70,8 @@ def add_point_jacobian(b, r, l, direction, point, link_i, dof_i, s_cdof, s_J):
 @func
 def set_row_dofs(b, r, lo, hi, lo2, hi2, s_row_i):
     """Row r involves the dofs lo..hi-1 and lo2..hi2-1: the trees of its two links (one range if they share it;
-    tree ranges are disjoint or equal)."""
+    tree ranges are disjoint or equal). Its Jacobian row is compact: the first range's dofs at columns
+    0..hi-lo-1, the second's after them (s_J and s_W are [B, rows, the widest pair of trees])."""
     same = lo2 == lo and hi2 == hi
     s_row_i[b, r, RI_LO] = lo
     s_row_i[b, r, RI_HI] = hi
@@ -76,13 +79,23 @@ def set_row_dofs(b, r, lo, hi, lo2, hi2, s_row_i):
     s_row_i[b, r, RI_HI2] = 0 if same else hi2
 
 
+@ti.func
+def seg_shift(b, r, seg: ti.template(), s_row_i: ti.template()):
+    """The column of dof d of segment seg (0, 1) of row r in the compact row arrays is d + seg_shift."""
+    shift = -s_row_i[b, r, RI_LO]
+    if ti.static(seg == 1):
+        shift = s_row_i[b, r, RI_HI] - s_row_i[b, r, RI_LO] - s_row_i[b, r, RI_LO2]
+    return shift
+
+
 @func
 def row_dot(b, r, s_row_i, s_J, x, fixed, by_row: ti.template()):
-    """J_r . y over the row's dofs, for y = x[b, fixed, :] (by_row) or x[b, :, fixed]."""
+    """J_r . y over the row's dofs, for y = x[b, fixed, :] (by_row: a compact row, as s_W) or x[b, :, fixed]."""
     out = 0.0
     for seg in ti.static(range(2)):
+        shift = seg_shift(b, r, seg, s_row_i)
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            out += s_J[b, r, d] * entry(x, b, fixed, d, by_row)
+            out += s_J[b, r, d + shift] * entry(x, b, fixed, d, by_row, shift)
     return out
 
 
@@ -90,8 +103,9 @@ def row_dot(b, r, s_row_i, s_J, x, fixed, by_row: ti.template()):
 def add_row_response(b, r, s_row_i, s_W, s_dof, impulse):
     """The velocity change of an impulse on row r: s_dof[b, :, 2] += W_r impulse over the row's dofs."""
     for seg in ti.static(range(2)):
+        shift = seg_shift(b, r, seg, s_row_i)
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            s_dof[b, d, 2] += s_W[b, r, d] * impulse
+            s_dof[b, d, 2] += s_W[b, r, d + shift] * impulse
 
 
 @func
@@ -105,39 +119,46 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
     slop = params_f[PF_SLOP]
     max_correction = params_f[PF_MAX_CORRECTION]
     n_rows = 0
-    contact_rows = ti.min(3 * params_i[PP_MAX_CONTACTS], max_rows)  # the first max_contacts contacts, in slot order
+    n_contacts = 0
     if params_i[PP_COLLISION] != 0:
-        for s in range(s_con_i.shape[2]):
-            if s_con_i[b, CI_ACTIVE, s] == 1 and n_rows + 3 <= contact_rows:
-                normal = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1],
-                                    s_con_f[b, s, CF_NORMAL + 2]])
-                point = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
-                t1, t2 = tangent_basis(normal)
-                la = s_con_i[b, CI_LINK_A, s]
-                lb = s_con_i[b, CI_LINK_B, s]
-                for k in range(3):
-                    r = n_rows + k
-                    direction = ti.select(k == 0, normal, ti.select(k == 1, t1, t2))
-                    set_row_dofs(b, r, link_i[lb, LI_TREE_LO], link_i[lb, LI_TREE_HI], link_i[la, LI_TREE_LO],
-                                 link_i[la, LI_TREE_HI], s_row_i)
-                    for seg in ti.static(range(2)):
-                        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-                            s_J[b, r, d] = 0.0
-                    add_point_jacobian(b, r, lb, direction, point, link_i, dof_i, s_cdof, s_J)
-                    add_point_jacobian(b, r, la, -direction, point, link_i, dof_i, s_cdof, s_J)
-                    s_row_i[b, r, RI_KIND] = ROW_NORMAL if k == 0 else ROW_FRICTION
-                    s_row_i[b, r, RI_SLOT] = s
-                    s_row_i[b, r, RI_NORMAL] = n_rows
-                    s_row_f[b, r, RF_TARGET] = 0.0
-                    if k == 0:
-                        target = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h, max_correction)
-                        approach = row_dot(b, r, s_row_i, s_J, s_dof, 2, False)  # before the impulses (< 0: closing)
-                        if approach < -BOUNCE_THRESHOLD:
-                            target = ti.max(target, -s_con_f[b, s, CF_REST] * approach)
-                        s_row_f[b, r, RF_TARGET] = target
-                    s_row_f[b, r, RF_MU] = s_con_f[b, s, CF_MU]
-                    s_row_f[b, r, RF_LAMBDA] = contact_impulse[f, b, s, k]
-                n_rows += 3
+        n_contacts = s_con_i[b, CI_META, 0]  # every pool entry fits: max_rows >= 3 max_contacts
+        for s in range(n_contacts):
+            prev = s_con_i[b, CI_PREV, s]
+            normal = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1],
+                                s_con_f[b, s, CF_NORMAL + 2]])
+            point = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
+            t1, t2 = tangent_basis(normal)
+            la = s_con_i[b, CI_LINK_A, s]
+            lb = s_con_i[b, CI_LINK_B, s]
+            for k in range(3):
+                r = n_rows + k
+                direction = ti.select(k == 0, normal, ti.select(k == 1, t1, t2))
+                set_row_dofs(b, r, link_i[lb, LI_TREE_LO], link_i[lb, LI_TREE_HI], link_i[la, LI_TREE_LO],
+                             link_i[la, LI_TREE_HI], s_row_i)
+                for c in range(s_row_i[b, r, RI_HI] - s_row_i[b, r, RI_LO] + s_row_i[b, r, RI_HI2]
+                               - s_row_i[b, r, RI_LO2]):
+                    s_J[b, r, c] = 0.0
+                shift_b = seg_shift(b, r, 0, s_row_i)
+                shift_a = shift_b  # (la's tree is lb's, or the second segment)
+                if s_row_i[b, r, RI_HI2] > s_row_i[b, r, RI_LO2]:
+                    shift_a = seg_shift(b, r, 1, s_row_i)
+                add_point_jacobian(b, r, lb, direction, point, shift_b, link_i, dof_i, s_cdof, s_J)
+                add_point_jacobian(b, r, la, -direction, point, shift_a, link_i, dof_i, s_cdof, s_J)
+                s_row_i[b, r, RI_KIND] = ROW_NORMAL if k == 0 else ROW_FRICTION
+                s_row_i[b, r, RI_CONTACT] = s
+                s_row_i[b, r, RI_NORMAL] = n_rows
+                s_row_f[b, r, RF_TARGET] = 0.0
+                if k == 0:
+                    target = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h, max_correction)
+                    approach = row_dot(b, r, s_row_i, s_J, s_dof, 2, False)  # before the impulses (< 0: closing)
+                    if approach < -BOUNCE_THRESHOLD:
+                        target = ti.max(target, -s_con_f[b, s, CF_REST] * approach)
+                    s_row_f[b, r, RF_TARGET] = target
+                s_row_f[b, r, RF_MU] = s_con_f[b, s, CF_MU]
+                s_row_f[b, r, RF_LAMBDA] = 0.0
+                if prev >= 0:  # (not a select: both of its sides are read)
+                    s_row_f[b, r, RF_LAMBDA] = contact_impulse[f, b, prev, k]
+            n_rows += 3
     if params_i[PP_LIMITS] != 0:
         for d in range(n):
             if dof_i[d, DI_LIMITED] != 0 and n_rows < max_rows:
@@ -148,11 +169,11 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                     sign = 1.0 if q < lo else -1.0
                     link = dof_i[d, DI_LINK]
                     set_row_dofs(b, n_rows, link_i[link, LI_TREE_LO], link_i[link, LI_TREE_HI], 0, 0, s_row_i)
-                    for k in range(s_row_i[b, n_rows, RI_LO], s_row_i[b, n_rows, RI_HI]):
+                    for k in range(s_row_i[b, n_rows, RI_HI] - s_row_i[b, n_rows, RI_LO]):
                         s_J[b, n_rows, k] = 0.0
-                    s_J[b, n_rows, d] = sign
+                    s_J[b, n_rows, d - s_row_i[b, n_rows, RI_LO]] = sign
                     s_row_i[b, n_rows, RI_KIND] = ROW_LIMIT
-                    s_row_i[b, n_rows, RI_SLOT] = -1
+                    s_row_i[b, n_rows, RI_CONTACT] = -1
                     s_row_i[b, n_rows, RI_NORMAL] = n_rows
                     s_row_f[b, n_rows, RF_TARGET] = ti.min(beta * ti.max(lo - q if q < lo else q - hi, 0.0) / h,
                                                            max_correction)
@@ -164,9 +185,10 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
         for seg in ti.static(range(2)):
             d_lo = s_row_i[b, r, RI_LO + 2 * seg]
             d_hi = s_row_i[b, r, RI_HI + 2 * seg]
+            shift = seg_shift(b, r, seg, s_row_i)
             for d in range(d_lo, d_hi):
-                s_W[b, r, d] = s_J[b, r, d]
-            ldl_solve(b, d_lo, d_hi, s_mass, dof_i, s_W, r, True)
+                s_W[b, r, d + shift] = s_J[b, r, d + shift]
+            ldl_solve(b, d_lo, d_hi, s_mass, dof_i, s_W, r, True, shift)
         s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + row_dot(b, r, s_row_i, s_J, s_W, r, True))
         add_row_response(b, r, s_row_i, s_W, s_dof, s_row_f[b, r, RF_LAMBDA])
     largest = params_f[PF_TOL] + 1.0
@@ -188,12 +210,12 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             if delta != 0.0:
                 add_row_response(b, r, s_row_i, s_W, s_dof, delta)
                 s_row_f[b, r, RF_LAMBDA] = new
-    for s in range(contact_impulse.shape[2]):
+    for s in range(n_contacts, contact_impulse.shape[2]):
         for k in ti.static(range(3)):
-            if contact_impulse[fn, b, s, k] != 0.0:  # most slots are idle: reading leaves their cache lines clean
+            if contact_impulse[fn, b, s, k] != 0.0:  # most entries are idle: reading leaves their cache lines clean
                 contact_impulse[fn, b, s, k] = 0.0
     for r in range(n_rows):
-        s = s_row_i[b, r, RI_SLOT]
+        s = s_row_i[b, r, RI_CONTACT]
         if s >= 0:
             contact_impulse[fn, b, s, r - s_row_i[b, r, RI_NORMAL]] = s_row_f[b, r, RF_LAMBDA]
 

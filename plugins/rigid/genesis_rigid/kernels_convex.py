@@ -16,7 +16,7 @@ half-length). Its support point in a unit direction u is the core's farthest poi
    with the reference normal. Otherwise (edge-edge, a curved surface, or nothing left after clipping) the single
    contact is midway between the EPA witness points.
 
-Candidates (point, depth) are left in the scratch s_nar_f for the caller to reduce to the pair's slots. Every
+Candidates (point, depth) are left in the scratch s_nar_f for the caller to reduce to the pair's contacts. Every
 loop is bounded (GJK_ITERS, EPA_V, EPA_F, EPA_E, CLIP_N), and storage is checked before it is written: a shape
 that would overflow a buffer ends the iteration early with the best answer so far.
 """
@@ -24,7 +24,7 @@ that would overflow a buffer ends the iteration early with the best answer so fa
 import taichi as ti
 
 from .hull import MAX_HULL_VERTICES
-from .kernels_collision import CI_FEATURE, box_support_radius, closest_between_segments, emit, geom_pose
+from .kernels_collision import CI_FEATURE, KEY_SPAN, box_support_radius, closest_between_segments, emit, geom_pose
 from .kernels_math import func, func_ref, tangent_basis, v3
 from .layout import (GF_FRICTION, GF_SIZE, GI_FACE, GI_LINK, GI_N_FACES, GI_N_VERTS, GI_TYPE, GI_VERT, PI_GEOM_A,
                      PI_GEOM_B, PI_N_SLOTS, PI_SLOT)
@@ -514,12 +514,13 @@ def box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i):
 
 
 @func
-def emit_manifold(b, slot, n_slots, base, n, normal, mu, la, lb, coded, s_nar_f, s_nar_i, s_con_f, s_con_i):
-    """Contacts from n candidates (s_nar_f rows base.., point and depth; depth <= 0: none) into the pair's
-    n_slots slots: the deepest, then each time the candidate farthest from those taken (a spread-out subset that
-    keeps a resting face's corners), written in order of angle about their centroid in the contact plane, so a
-    resting contact keeps its slots (and warm start) from step to step. coded: the candidates' feature codes
-    are in s_nar_i[b, row, 3] (box-box), else each contact's code is -1."""
+def emit_manifold(b, slot, key0, n_slots, base, n, normal, mu, la, lb, coded, s_nar_f, s_nar_i, s_con_f, s_con_i):
+    """Up to n_slots contacts from n candidates (s_nar_f rows base.., point and depth; depth <= 0: none) into the
+    pool: the deepest, then each time the candidate farthest from those taken (a spread-out subset that keeps a
+    resting face's corners), written in order of angle about their centroid in the contact plane, the k-th at
+    candidate slot `slot + k`. coded: the candidates' feature codes are in s_nar_i[b, row, 3] (box-box) and key
+    each contact (key0 + code), so a resting contact keeps its warm start whatever the order; else the k-th
+    contact's key is key0 + k and its code -1."""
     first = -1
     deepest = 0.0
     for i in range(base, base + n):
@@ -566,8 +567,11 @@ def emit_manifold(b, slot, n_slots, base, n, normal, mu, la, lb, coded, s_nar_f,
                     lowest = s_nar_f[b, i, 5]
                     pick = i
             s_nar_f[b, pick, 4] = 0.0
-            emit(b, slot + k, row3(b, pick, s_nar_f), normal, s_nar_f[b, pick, 3], mu, la, lb, s_con_f, s_con_i)
-            s_con_i[b, CI_FEATURE, slot + k] = s_nar_i[b, pick, 3] if coded else -1
+            code = s_nar_i[b, pick, 3] if coded else -1
+            i = emit(b, slot + k, key0 + (code if coded else k), row3(b, pick, s_nar_f), normal, s_nar_f[b, pick, 3],
+                     mu, la, lb, s_con_f, s_con_i)
+            if i >= 0:
+                s_con_i[b, CI_FEATURE, i] = code
 
 
 @func
@@ -600,6 +604,6 @@ def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, p
             n_cand, base, normal = convex_contacts(b, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f,
                                                    hull_i, s_nar_f, s_nar_i)
         if n_cand > 0:
-            emit_manifold(b, pair_i[p, PI_SLOT], pair_i[p, PI_N_SLOTS], base, n_cand, normal,
+            emit_manifold(b, pair_i[p, PI_SLOT], p * KEY_SPAN, pair_i[p, PI_N_SLOTS], base, n_cand, normal,
                           ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION]), la, lb, coded, s_nar_f, s_nar_i,
                           s_con_f, s_con_i)

@@ -109,35 +109,35 @@ def factor_ldl(b, n, a, dof_i):
 
 
 @ti.func
-def entry(x: ti.template(), b, fixed, k, by_row: ti.template()):
-    """Entry k of the vector x[b, fixed, :] (by_row) or x[b, :, fixed]."""
-    return x[b, fixed, k] if ti.static(by_row) else x[b, k, fixed]
+def entry(x: ti.template(), b, fixed, k, by_row: ti.template(), shift):
+    """Entry k of the vector x[b, fixed, :] (by_row; at column k + shift) or x[b, :, fixed]."""
+    return x[b, fixed, k + shift] if ti.static(by_row) else x[b, k, fixed]
 
 
 @ti.func
-def _scale_add(x: ti.template(), b, fixed, k, by_row: ti.template(), scale, add):
+def _scale_add(x: ti.template(), b, fixed, k, by_row: ti.template(), shift, scale, add):
     """Entry k of that vector becomes scale times itself plus add."""
     if ti.static(by_row):
-        x[b, fixed, k] = scale * x[b, fixed, k] + add
+        x[b, fixed, k + shift] = scale * x[b, fixed, k + shift] + add
     else:
         x[b, k, fixed] = scale * x[b, k, fixed] + add
 
 
 @func
-def ldl_solve(b, lo, hi, ldl, dof_i, x, fixed, by_row: ti.template()):
-    """Solve L^T D L y = r in place for r = x[b, fixed, :] (by_row) or x[b, :, fixed] (ldl from factor_ldl), on
-    the dofs lo..hi-1: all of them, or whole kinematic trees (the matrix is block diagonal over trees, and a dof's
-    ancestors are in its tree)."""
+def ldl_solve(b, lo, hi, ldl, dof_i, x, fixed, by_row: ti.template(), shift):
+    """Solve L^T D L y = r in place for r = x[b, fixed, :] (by_row: a compact row, dof k at column k + shift) or
+    x[b, :, fixed] (ldl from factor_ldl), on the dofs lo..hi-1: all of them, or whole kinematic trees (the matrix
+    is block diagonal over trees, and a dof's ancestors are in its tree)."""
     for kk in range(hi - lo):
         k = hi - 1 - kk
         i = dof_i[k, DI_PARENT]
         while i >= 0:
-            _scale_add(x, b, fixed, i, by_row, 1.0, -ldl[b, k, i] * entry(x, b, fixed, k, by_row))
+            _scale_add(x, b, fixed, i, by_row, shift, 1.0, -ldl[b, k, i] * entry(x, b, fixed, k, by_row, shift))
             i = dof_i[i, DI_PARENT]
     for k in range(lo, hi):
-        _scale_add(x, b, fixed, k, by_row, 1.0 / ldl[b, k, k], 0.0)
+        _scale_add(x, b, fixed, k, by_row, shift, 1.0 / ldl[b, k, k], 0.0)
     for k in range(lo, hi):
         i = dof_i[k, DI_PARENT]
         while i >= 0:
-            _scale_add(x, b, fixed, k, by_row, 1.0, -ldl[b, k, i] * entry(x, b, fixed, i, by_row))
+            _scale_add(x, b, fixed, k, by_row, shift, 1.0, -ldl[b, k, i] * entry(x, b, fixed, i, by_row, shift))
             i = dof_i[i, DI_PARENT]

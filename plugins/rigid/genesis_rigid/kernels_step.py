@@ -15,7 +15,7 @@ per-substep scratch.
 
 import taichi as ti
 
-from .kernels_collision import detect_contacts
+from .kernels_collision import detect_contacts, finish_contacts
 from .kernels_constraint import advance_q, smooth_acceleration, solve_constraints
 from .kernels_convex import detect_mesh_contacts
 from .kernels_dynamics import bias_and_mass
@@ -39,28 +39,33 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
 
 
 @ti.kernel
-def collide(f: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), geom_f: nd(ndim=2),
-            geom_i: nd(ndim=2), geom_rbound: nd(ndim=1), pair_i: nd(ndim=2), pair_lut: nd(ndim=2),
-            plane_pairs: nd(ndim=1), s_sap: nd(ndim=2), s_sap_axis: nd(ndim=1), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
-            s_geom_f: nd(ndim=3), s_near_i: nd(ndim=2)):
+def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
+            contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_i: nd(ndim=2), geom_rbound: nd(ndim=1),
+            pair_i: nd(ndim=2), pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), s_sap: nd(ndim=2),
+            s_sap_axis: nd(ndim=1), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_geom_f: nd(ndim=3),
+            s_near_i: nd(ndim=2), s_hash: nd(ndim=2)):
     """Broadphase at frame f, and the contacts between primitives (the link poses of frame f are the substep's
-    start configuration, where its constraint stage acts); lists the near pairs with a mesh."""
+    start configuration, where its constraint stage acts); lists the near pairs with a mesh. finish: no mesh
+    kernel follows, so the warm starts are matched here (the keys of frame fn written)."""
     for b in range(links_pos.shape[1]):
         for l in range(links_pos.shape[2]):
             s_R[b, l] = quat_to_mat(links_quat[f, b, l])
         detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
                         s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i)
+        if finish != 0:
+            finish_contacts(b, f, fn, contact_key, pair_i, geom_f, s_con_f, s_con_i, s_hash)
 
 
 @ti.kernel
-def collide_meshes(f: ti.i32, links_pos: nd(dtype=V3, ndim=3), geom_f: nd(ndim=2), geom_i: nd(ndim=2),
-                   hull_f: nd(ndim=2), hull_i: nd(ndim=2), pair_i: nd(ndim=2), s_R: nd(ndim=2),
-                   s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3),
-                   s_nar_i: nd(ndim=3)):
-    """The contacts of frame f of the near pairs with a mesh that `collide` listed."""
+def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), contact_key: nd(ndim=3),
+                   geom_f: nd(ndim=2), geom_i: nd(ndim=2), hull_f: nd(ndim=2), hull_i: nd(ndim=2),
+                   pair_i: nd(ndim=2), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
+                   s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3), s_nar_i: nd(ndim=3), s_hash: nd(ndim=2)):
+    """The contacts of frame f of the near pairs with a mesh that `collide` listed; then the warm starts."""
     for b in range(links_pos.shape[1]):
         detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
                              s_nar_f, s_nar_i)
+        finish_contacts(b, f, fn, contact_key, pair_i, geom_f, s_con_f, s_con_i, s_hash)
 
 
 @ti.kernel

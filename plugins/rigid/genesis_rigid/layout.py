@@ -30,13 +30,13 @@ PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
 # params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity,
 # regularisation, constraint-solver tolerance (largest impulse change of a sweep that ends the iterations)
 PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_MAX_CORRECTION, PF_REG, PF_TOL, PF_N = 0, 3, 4, 5, 6, 7, 8, 9
-# params_i: constraint-solver iterations, max contacts per env, collision on, joint limits on, RK4 integrator
+# params_i: constraint-solver iterations, max contacts per env (the pool's size), collision on, joint limits on, RK4 integrator
 PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_N = range(6)
 
 # control modes of dofs_ctrl_mode
 CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY = 0, 1, 2
 # constraint row kinds
 ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3
-# s_row_i columns: kind, contact slot (-1 for limits), the row of the normal a friction row is bounded by, and the
+# s_row_i columns: kind, contact pool entry (-1 for limits), the row of the normal a friction row is bounded by, and the
 # row's dofs as two ranges (the trees of the two links; the second is empty when they share one)
-RI_KIND, RI_SLOT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_N = range(8)
+RI_KIND, RI_CONTACT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_N = range(8)

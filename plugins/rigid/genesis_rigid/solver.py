@@ -15,7 +15,7 @@ from genesis_core.coupler import ColliderView
 from . import kernels_step
 from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread
 from .entity import RigidEntity
-from .kernels_collision import CF_N, CI_ACTIVE, CI_N
+from .kernels_collision import CF_N, CI_META, CI_N, HASH_FACTOR, KEY_SPAN
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
                      DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
@@ -69,9 +69,11 @@ class RigidSolver(gs.SolverBase):
         gs.FieldSpec("dofs_acc", ("n_dofs",), grad=True, doc="generalized accelerations of the last substep"),
         gs.FieldSpec("links_pos", ("n_links", 3), grad=True, doc="link frame origins, world, m"),
         gs.FieldSpec("links_quat", ("n_links", 4), grad=True, quat=True, doc="link orientations, world, (w, x, y, z)"),
-        gs.FieldSpec("contact_impulse", ("n_slots", 3), grad=True,
-                     doc="warm start: the impulses (normal, 2 tangents) per contact slot of the substep that led to "
-                         "this frame, N s"),
+        gs.FieldSpec("contact_impulse", ("n_contacts", 3), grad=True,
+                     doc="warm start: the impulses (normal, 2 tangents) of the contacts of the substep that led to "
+                         "this frame, per entry of the contact pool, N s"),
+        gs.FieldSpec("contact_key", ("n_contacts",), dtype="int", bounds=(-1, None),
+                     doc="the key of each contact_impulse entry, (candidate pair) * 4096 + feature; -1: none"),
         gs.FieldSpec("links_ext_impulse", ("n_links", 6), grad=True,
                      doc="impulses couplings handed to the links, applied by the substep that starts at this frame: "
                          "linear (N s), angular about the link's centre of mass (N m s), world axes"),
@@ -197,7 +199,10 @@ class RigidSolver(gs.SolverBase):
             last = own_last if own_last >= 0 else (last_dof[k["parent"]] if k["parent"] >= 0 else -1)
             last_dof.append(last)
             link_i[l, LI_LAST_DOF] = last
-        link_i[:L, LI_TREE_LO:LI_TREE_HI + 1] = self._tree_dof_ranges()
+        trees = self._tree_dof_ranges()
+        link_i[:L, LI_TREE_LO:LI_TREE_HI + 1] = trees
+        # the width of a compact constraint row: the dofs of two trees (kernels_constraint.set_row_dofs)
+        self._row_width = int(max(1, min(D, 2 * int((trees[:, 1] - trees[:, 0]).max(initial=0)))))
         joint_f = np.zeros((max(J, 1), JF_N))
         joint_i = np.full((max(J, 1), JI_N), -1, dtype=np.int32)  # a padding row (no joints) has type -1
         for j, jt in enumerate(joints):
@@ -279,6 +284,10 @@ class RigidSolver(gs.SolverBase):
         self._sap_geoms = np.array(sorted(sap_geoms) or [0], dtype=np.int32)
         plane_pairs = plane_pairs or [-1]
         self.n_pairs, self.n_slots = len(pairs), n_slots
+        if len(pairs) * KEY_SPAN >= 2**31:
+            raise gs.OptionError(f"RigidSolver: {len(pairs)} candidate geom pairs, more than the {2**31 // KEY_SPAN} "
+                                 "contact keys can name; narrow them with collision filters (contype/conaffinity) or "
+                                 "RigidOptions(enable_self_collision=False).")
         self.collision = bool(self.options.enable_collision and pairs)
         # pairs the mesh kernel handles: with a mesh, or two boxes
         self.n_mesh_pairs = sum(geoms[gb]["type"] == MESH or geoms[ga]["type"] == geoms[gb]["type"] == BOX
@@ -293,10 +302,10 @@ class RigidSolver(gs.SolverBase):
         params_i = np.zeros(PP_N, dtype=np.int32)
         params_i[PP_ITERATIONS] = opts.iterations
         # max_contacts=None: sized from the model, 16 contacts per moving body (a box resting on two others and
-        # touched by two more), at least 64, at most the slots
+        # touched by two more), at least 64; never more than the candidate slots
         moving = sum(1 for k in self._links if k["dofs"][1] > k["dofs"][0])
-        self.max_contacts = opts.max_contacts if opts.max_contacts is not None else \
-            int(min(max(self.n_slots, 1), max(64, 16 * moving)))
+        wanted = opts.max_contacts if opts.max_contacts is not None else max(64, 16 * moving)
+        self.max_contacts = int(max(1, min(max(self.n_slots, 1), wanted)))
         params_i[PP_MAX_CONTACTS] = self.max_contacts
         params_i[PP_COLLISION] = int(self.collision)
         params_i[PP_LIMITS] = int(opts.enable_joint_limit)
@@ -358,7 +367,7 @@ class RigidSolver(gs.SolverBase):
 
     def state_dims(self):
         quats = [j["q"] + (3 if j["type"] == FREE else 0) for j in self._joints if j["type"] in (FREE, BALL)]
-        return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_slots": max(self.n_slots, 1),
+        return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_contacts": self.max_contacts,
                 "qpos_quats": quats}
 
     def init_state(self, f):
@@ -366,6 +375,7 @@ class RigidSolver(gs.SolverBase):
         st.at("qpos", f)[:] = torch.as_tensor(self._qpos0, dtype=self.float_dtype)
         st.at("dofs_kp", f)[:] = torch.as_tensor(self._kp0, dtype=self.float_dtype)
         st.at("dofs_kv", f)[:] = torch.as_tensor(self._kv0, dtype=self.float_dtype)
+        st.at("contact_key", f)[:] = -1
         self._allocate_scratch()
         self.kinematics(f)
         if self.sim_options.requires_grad:
@@ -394,8 +404,8 @@ class RigidSolver(gs.SolverBase):
 
     def _allocate_scratch(self):
         B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
-        S = max(self.n_slots, 1)
-        R = max(3 * min(self.n_slots, self.max_contacts) + self.n_limited, 1)
+        C = self.max_contacts
+        R = 3 * C + self.n_limited
 
         def z(*shape, element=(), kind="f"):
             return self._taichi_array(shape, kind, element)
@@ -407,15 +417,16 @@ class RigidSolver(gs.SolverBase):
             s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_cdof=z(B, D, element=v6),
             s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
-            s_mass=z(B, D, D), s_dof=z(B, D, 7), s_J=z(B, R, D), s_W=z(B, R, D), s_row_f=z(B, R, 4),
+            s_mass=z(B, D, D), s_dof=z(B, D, 7), s_J=z(B, R, self._row_width), s_W=z(B, R, self._row_width),
+            s_row_f=z(B, R, 4),
             s_row_i=z(B, R, RI_N, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
             s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),
-            s_sap_axis=z(B, kind="i"),
-            # read from Python (contacts of the last substep): torch tensors
-            s_con_f=torch.zeros((B, S, CF_N), dtype=self.float_dtype, device=self.device),
-            s_con_i=torch.zeros((B, CI_N, S), dtype=torch.int32, device=self.device))
+            s_sap_axis=z(B, kind="i"), s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
+            # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
+            s_con_f=torch.zeros((B, C, CF_N), dtype=self.float_dtype, device=self.device),
+            s_con_i=torch.zeros((B, CI_N, max(C, 2)), dtype=torch.int32, device=self.device))
 
     # -- stepping ---------------------------------------------------------------------------------------------------
 
@@ -432,27 +443,29 @@ class RigidSolver(gs.SolverBase):
 
     def _collide(self, f):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
-        st, m, s = self.state, self.model, self.scratch
-        self._launch(kernels_step.collide, f, st.links_pos, st.links_quat, m["geom_f"], m["geom_i"],
-                     m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], s["s_sap"], s["s_sap_axis"], s["s_R"],
-                     s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"])
-        if self.n_mesh_pairs > 0:
-            self._launch(kernels_step.collide_meshes, f, st.links_pos, m["geom_f"], m["geom_i"], m["hull_f"],
-                         m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"], s["s_nar_f"],
-                         s["s_nar_i"])
+        st, m, s, fn = self.state, self.model, self.scratch, self.frames.next(f)
+        meshes = self.n_mesh_pairs > 0
+        self._launch(kernels_step.collide, f, fn, int(not meshes), st.links_pos, st.links_quat, st.contact_key,
+                     m["geom_f"], m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"],
+                     s["s_sap"], s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
+                     s["s_hash"])
+        if meshes:
+            self._launch(kernels_step.collide_meshes, f, fn, st.links_pos, st.contact_key, m["geom_f"], m["geom_i"],
+                         m["hull_f"], m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
+                         s["s_nar_f"], s["s_nar_i"], s["s_hash"])
         self._n_collides += 1
         if not self._contacts_warned and self._n_collides % self.CONTACT_CHECK_EVERY == 1:
             self._check_contact_capacity()
 
     def _check_contact_capacity(self):
-        """Warn once when an environment has more contacts than the constraint stage keeps: the rest are dropped
-        (bodies sink through each other), and joint limits may lose their rows to them."""
-        found = int((self.scratch["s_con_i"][:, CI_ACTIVE, :] == 1).sum(dim=1).max())
+        """Warn once when an environment has more contacts than the pool holds: the deepest are kept, the others
+        dropped (bodies may sink through each other)."""
+        found = int(self.scratch["s_con_i"][:, CI_META, 1].max())
         if found > self.max_contacts:
             self._contacts_warned = True
             warnings.warn(f"RigidSolver: {found} contacts in one environment, more than max_contacts="
-                          f"{self.max_contacts}; the others are ignored and bodies may sink through each "
-                          f"other. Raise the limit: gs.Scene(rigid_options=gs.options.RigidOptions("
+                          f"{self.max_contacts}; the deepest {self.max_contacts} are kept and bodies may sink "
+                          f"through each other. Raise the limit: gs.Scene(rigid_options=gs.options.RigidOptions("
                           f"max_contacts={2 * found})).", stacklevel=2)
 
     def substep_pre_coupling(self, f):

@@ -15,6 +15,7 @@ import genesis_core as gs
 from genesis_rigid import assets
 from genesis_rigid.entity import _quat_to_mat
 from genesis_rigid.hull import MAX_HULL_VERTICES, box_hull, hull_of_points, mesh_hull
+from genesis_rigid.kernels_collision import CI_ACTIVE, CI_KEY, CI_META, KEY_SPAN
 from genesis_rigid.kernels_convex import FACE_COS
 from genesis_rigid.model import MESH
 from genesis_rigid.rotations import quat_to_mat
@@ -404,13 +405,14 @@ def test_sweep_and_prune_finds_exactly_the_touching_pairs():
         ball.set_pos(centres[:, i])
     scene.step()
     solver = scene.rigid_solver
-    active = solver.scratch["s_con_i"][:, 0].clone()  # CI_ACTIVE per slot, the contacts of the step's start
+    con_i = solver.scratch["s_con_i"].clone()  # the contact pool of the step's start
     pair_i = solver.model["pair_i"].to_numpy()
     gap = torch.cdist(centres, centres) - torch.as_tensor(radii[:, None] + radii[None, :])
     geom_entity = [g["entity"] for g in solver._geoms]
     for b in range(n_envs):
-        found = {(geom_entity[ga], geom_entity[gb]) for ga, gb, slot, _ in pair_i[:solver.n_pairs]
-                 if active[b, slot]}
+        keys = con_i[b, CI_KEY][con_i[b, CI_ACTIVE] == 1]
+        assert int(con_i[b, CI_META, 0]) == len(keys) == int(con_i[b, CI_META, 1])  # none dropped
+        found = {(geom_entity[pair_i[p, 0]], geom_entity[pair_i[p, 1]]) for p in (keys // KEY_SPAN).tolist()}
         found = {tuple(sorted(p)) for p in found}
         expected = {(i, j) for i in range(n) for j in range(i + 1, n) if gap[b, i, j] < 0}
         assert len(expected) > 20 and found == expected

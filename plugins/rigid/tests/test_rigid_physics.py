@@ -300,21 +300,33 @@ def test_restitution_sets_the_bounce_height(e):
     assert rebound == pytest.approx(e * e * 1.0, abs=0.05)
 
 
-def test_more_contacts_than_max_contacts_warns_once():
-    """Contacts past max_contacts are dropped (a sphere sinks through the floor): the solver says so, once."""
+def test_more_contacts_than_max_contacts_keeps_the_deepest_and_warns_once():
+    """A pool of max_contacts entries keeps the deepest contacts whatever the order they are found in (three
+    spheres pressed 1, 3 and 2 mm into the floor, two entries: the 3 and 2 mm contacts), and says so once. Under
+    gravity the sphere left out sinks until it is among the deepest: none falls through the floor."""
 
-    def run(max_contacts):
-        spheres = [(gs.morphs.Sphere(radius=0.05, pos=(0.2 * i, 0, 0.05)), None) for i in range(3)]
-        scene, ents = make(entities=[(gs.morphs.Plane(), None)] + spheres, max_contacts=max_contacts)
+    def run(max_contacts, depths, gravity=(0, 0, -9.81), steps=50):
+        spheres = [(gs.morphs.Sphere(radius=0.05, pos=(0.2 * i, 0, 0.05 - d)), None) for i, d in enumerate(depths)]
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, gravity=gravity),
+                         rigid_options=gs.options.RigidOptions(max_contacts=max_contacts))
+        ents = [scene.add_entity(m) for m, _ in [(gs.morphs.Plane(), None)] + spheres]
+        scene.build()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for _ in range(50):
+            for _ in range(steps):
                 scene.step()
         said = [str(w.message) for w in caught if "max_contacts" in str(w.message)]
-        return said, [float(e.get_pos()[2]) for e in ents[1:]]
+        return scene, said, [float(e.get_pos()[2]) for e in ents[1:]]
 
-    said, heights = run(2)
-    assert len(said) == 1 and "3 contacts in one environment, more than max_contacts=2" in said[0]
-    assert heights[2] < 0  # the dropped contact: the last slot's sphere fell through
-    said, heights = run(3)
+    scene, said, _ = run(2, (1e-3, 3e-3, 2e-3), gravity=(0, 0, 0), steps=1)
+    con_f, con_i = scene.rigid_solver.scratch["s_con_f"][0], scene.rigid_solver.scratch["s_con_i"][0]
+    kept = sorted(float(con_f[i, 6]) for i in range(2) if con_i[0, i] == 1)
+    assert kept == pytest.approx([2e-3, 3e-3], abs=1e-12)
+    assert len(said) == 1 and "3 contacts in one environment, more than max_contacts=2; the deepest 2 are kept" \
+        in said[0] and "max_contacts=6" in said[0]
+    _, said, heights = run(2, (0, 0, 0))
+    assert len(said) == 1 and all(z > 0.04 for z in heights)
+    _, said, heights = run(3, (0, 0, 0))
     assert said == [] and all(abs(z - 0.05) < 1e-3 for z in heights)
+
+
