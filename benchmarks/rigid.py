@@ -12,6 +12,7 @@ and the ratios beside ours; without it, it says the anchor was skipped.
     python benchmarks/rigid.py [--steps 200] [--envs 0 64 512]
     python benchmarks/rigid.py --spheres 128 256 512     # the broadphase against the number of geoms
     python benchmarks/rigid.py --resting 16 64 128 256 512  # whole steps of n free spheres resting on a plane
+    python benchmarks/rigid.py --pyramid 1024 [--steps 100]  # Genesis's falling pyramid: speed, memory per env
 """
 
 import argparse
@@ -121,6 +122,96 @@ print(f"mujoco single={single:.0f} two_threads={multi:.0f}")
 """ % HOME
 
 
+PYRAMID = r"""
+import sys, time
+def rss():
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) * 1024 for l in fh if l.startswith("VmRSS"))
+engine, n_envs, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+import numpy as np
+if engine == "ours":
+    import genesis_core as gs
+    gs.init(backend=gs.cpu, precision="32", logging_level="warning")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01))
+else:
+    import genesis as gs
+    gs.init(backend=gs.cpu, precision="32", logging_level="error")
+    try:  # the example's options
+        ro = gs.options.RigidOptions(box_box_detection=False, max_collision_pairs=1000, use_gjk_collision=True,
+                                     enable_mujoco_compatibility=False)
+    except Exception:
+        ro = gs.options.RigidOptions(max_collision_pairs=1000)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01), rigid_options=ro, show_viewer=False)
+scene.add_entity(gs.morphs.Plane())
+size, spacing = 0.25, 1.1 * 0.25
+offset = np.array([-0.5, 1.0, 0.0]) + 0.5 * size
+boxes = []
+for i in range(5):
+    for j in range(5 - i):
+        boxes.append(scene.add_entity(gs.morphs.Box(size=(size,) * 3, pos=offset + spacing * np.array([i + 0.5 * j, 0, j]))))
+before = rss()
+scene.build(n_envs=n_envs) if n_envs else scene.build()
+for _ in range(10):
+    scene.step()
+after = rss()
+t0 = time.perf_counter()
+for _ in range(steps):
+    scene.step()
+dt = time.perf_counter() - t0
+top = float(np.asarray(boxes[4].get_pos()).reshape(-1, 3)[:, 2].min())
+extra = ""
+if engine == "ours":
+    extra = f" arrays_per_env={sum(scene.rigid_solver.memory_per_env().values())}"
+print(f"pyramid {engine} n_envs={n_envs} env_steps_per_s={steps * max(n_envs, 1) / dt:.0f} "
+      f"rss_per_env={(after - before) / max(n_envs, 1):.0f} top_z={top:.3f}{extra}")
+"""
+
+
+def pyramid(counts, steps):
+    """Genesis's examples/collision/pyramid.py (falling, 15 cubes) at these n_envs: env-steps/s and the memory each
+    environment costs (the growth of resident memory from before build to after 10 steps, at n_envs and at 1
+    environment: their difference over n_envs - 1), for ours and, with GENESIS_WORLD_PYTHON, for Genesis World in
+    the same command; ours also sums its state and scratch arrays per environment."""
+    python = os.environ.get("GENESIS_WORLD_PYTHON")
+    rows = []
+
+    def one(engine, exe, n):
+        res = subprocess.run([exe, "-c", PYRAMID, engine, str(n), str(steps)], capture_output=True, text=True,
+                             timeout=3600)
+        line = [x for x in res.stdout.splitlines() if x.startswith("pyramid ")]
+        if res.returncode != 0 or not line:
+            print(f"({engine} failed at n_envs {n}: {res.stderr.strip()[-300:]})")
+            return None
+        return dict(kv.split("=") for kv in line[-1].split()[2:])
+
+    for engine, exe in (("ours", sys.executable), ("genesis", python)):
+        if exe is None:
+            continue
+        base = one(engine, exe, 1)  # what does not grow with the batch (compiled kernels, the model)
+        for n in counts:
+            r = one(engine, exe, n)
+            if r is None or base is None:
+                continue
+            # the memory each further environment costs: (RSS growth at n - RSS growth at 1) / (n - 1)
+            r["rss_per_env"] = str(int((float(r["rss_per_env"]) * n - float(base["rss_per_env"])) / max(n - 1, 1)))
+            rows.append(r | {"engine": engine})
+    if python is None:
+        print("anchor skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv) to run Genesis World on the "
+              "same scene in this command")
+    print("\n| engine | n_envs | env-steps/s | memory per env (RSS), KB | arrays per env, KB | top cube's z (lowest env), m |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        arrays = f"{int(r['arrays_per_env']) / 1024:.1f}" if "arrays_per_env" in r else "-"
+        print(f"| {r['engine']} | {r['n_envs']} | {int(r['env_steps_per_s']):,} | {int(r['rss_per_env']) / 1024:.1f} "
+              f"| {arrays} | {r['top_z']} |")
+    for n in counts:
+        ours = [r for r in rows if r["engine"] == "ours" and int(r["n_envs"]) == n]
+        theirs = [r for r in rows if r["engine"] == "genesis" and int(r["n_envs"]) == n]
+        if ours and theirs:
+            print(f"n_envs {n}: ours / Genesis speed {int(ours[0]['env_steps_per_s']) / int(theirs[0]['env_steps_per_s']):.2f}x, "
+                  f"memory per env {int(ours[0]['rss_per_env']) / max(int(theirs[0]['rss_per_env']), 1):.2f}x")
+
+
 def run(n_envs, steps, cache, scene="held", **extra_env):
     env = dict(os.environ, TI_OFFLINE_CACHE_FILE_PATH=cache, **extra_env)
     path = SCENE if scene == "held" else os.path.join(PANDA_DIR, "panda.xml")
@@ -218,7 +309,10 @@ def main():
     parser.add_argument("--envs", type=int, nargs="+", default=[0, 64, 512])
     parser.add_argument("--spheres", type=int, nargs="+", help="time the broadphase instead, for these sphere counts")
     parser.add_argument("--resting", type=int, nargs="+", help="time whole steps of this many resting spheres instead")
+    parser.add_argument("--pyramid", type=int, nargs="+", help="Genesis's falling pyramid at these n_envs instead")
     args = parser.parse_args()
+    if args.pyramid:
+        return pyramid(args.pyramid, args.steps)
     if args.spheres:
         return broadphase(args.spheres)
     if args.resting:

@@ -238,27 +238,24 @@ class StateStore:
             if spec.finite and not bool(np.isfinite(x.numpy()).all() if x.device.type == "cpu"  # ~3x cheaper
                                         else torch.isfinite(x).all()):
                 return False
-            if spec.bounds is not None and bool(_outside(spec, x).any()):
-                return False
         elif spec.codes is not None and bool(_not_a_code(spec, x).any()):
             return False
-        return True
+        return spec.bounds is None or not bool(_outside(spec, x).any())
 
     def violation(self, name: str, x: torch.Tensor):
         """The first entry of `x` (storage rows `[R, *shape]`) that breaks field `name`'s declaration, as
         ``(row, index, value, expected)``, or None."""
         spec = self.specs[name]
         x = x.detach()
-        if spec.dtype == "float":
-            if spec.finite:
-                bad = ~torch.isfinite(x)
-                if bad.any():
-                    return _first(bad, x) + ("a finite value",)
-            if spec.bounds is not None:
-                bad = _outside(spec, x)
-                if bad.any():
-                    return _first(bad, x) + (f"a value in {spec.bound_text()}",)
-        elif spec.codes is not None:
+        if spec.dtype == "float" and spec.finite:
+            bad = ~torch.isfinite(x)
+            if bad.any():
+                return _first(bad, x) + ("a finite value",)
+        if spec.bounds is not None:
+            bad = _outside(spec, x)
+            if bad.any():
+                return _first(bad, x) + (f"a value in {spec.bound_text()}",)
+        if spec.dtype != "float" and spec.codes is not None:
             bad = _not_a_code(spec, x)
             if bad.any():
                 return _first(bad, x) + (f"one of {list(spec.codes)}",)

@@ -9,8 +9,9 @@ The stages are those of the fast path, in the same order and with the same arith
                              (passive, control, coupling impulses), Cholesky solve: the unconstrained velocity
     contacts(...)            contact points, normals and depths of the primitive pairs (the kernels' narrowphase,
                              differentiable in the link poses); mesh pairs come from the kernels, held constant
-    rows(...)                constraint rows: Jacobians, targets (Baumgarte, restitution), warm starts
-    kernels_grad.pgs         projected Gauss-Seidel, a fixed number of sweeps (its adjoint is written by hand)
+    rows(...)                constraint rows: Jacobians, targets (restitution; the position pass's), warm starts
+    kernels_grad.pgs         projected Gauss-Seidel, a fixed number of sweeps (its adjoint is written by hand);
+                             then again on the normal and limit rows for the position pass (split impulse)
     advance(...)             positions advance with the constrained velocity; kinematics of frame fn
 
 Which geoms touch, which pool entry and candidate slot a contact takes, which warm start it matches, which joint limits are violated and how many rows fit are
@@ -746,13 +747,14 @@ class DifferentiableStep:
         jac = (lin + ang) * self.slot_jac[row_slot] * is_contact.unsqueeze(-1)
         target = torch.zeros((B, R), dtype=fl, device=dev)
         depth = rc[..., 6]
-        normal_target = torch.clamp_max(self.baumgarte * torch.clamp_min(depth - self.slop, 0.0) / h,
-                                        self.max_correction)
+        correction = torch.clamp_max(self.baumgarte * torch.clamp_min(depth - self.slop, 0.0) / h,
+                                     self.max_correction)
         approach = dot(jac, v_free.unsqueeze(1))
         rest = self.slot_rest[row_slot]
         bounce = approach < -BOUNCE_THRESHOLD
-        normal_target = torch.where(bounce, torch.maximum(normal_target, -rest * approach), normal_target)
-        target = torch.where(row_kind == ROW_NORMAL, normal_target, target)
+        target = torch.where((row_kind == ROW_NORMAL) & bounce, -rest * approach, target)
+        # the position pass's targets (split impulse)
+        ptarget = torch.where(row_kind == ROW_NORMAL, correction, torch.zeros_like(correction))
         lam0 = torch.where(is_contact & (row_prev >= 0), impulse[arange, row_prev.clamp_min(0), row_k],
                            torch.zeros_like(target))
         if lim_sign is not None:
@@ -765,7 +767,7 @@ class DifferentiableStep:
             jac = jac.index_put((bi, rows_at), onehot)
             violation = torch.where(b_row, lo - q, q - hi)
             lim_target = torch.clamp_max(self.baumgarte * torch.clamp_min(violation, 0.0) / h, self.max_correction)
-            target = target.index_put((bi, rows_at), lim_target)
+            ptarget = ptarget.index_put((bi, rows_at), lim_target)
         mu = torch.where(row_kind == ROW_FRICTION, self.slot_mu[row_slot], torch.zeros_like(target))
         # W = M~^-1 J^T, the Delassus matrix A = J W and the rows' inverse effective masses
         w = torch.cholesky_solve(jac.transpose(1, 2), chol)  # [B, D, R]
@@ -775,7 +777,7 @@ class DifferentiableStep:
         dinv = torch.where(valid, 1.0 / torch.where(valid, diag, torch.ones_like(diag)), torch.zeros_like(diag))
         b0 = dot(jac, v_free.unsqueeze(1))
         normal_row = torch.arange(R, device=dev).unsqueeze(0) - row_k
-        return dict(jac=jac, w=w, delassus=delassus, b0=b0, target=target, dinv=dinv, lam0=lam0, mu=mu,
+        return dict(jac=jac, w=w, delassus=delassus, b0=b0, target=target, ptarget=ptarget, dinv=dinv, lam0=lam0, mu=mu,
                     kind=row_kind, normal_row=normal_row.to(torch.int32), n_rows=n_rows.to(torch.int32),
                     entry=row_entry, k=row_k, is_contact=is_contact)
 
@@ -827,7 +829,7 @@ class DifferentiableStep:
             con, active, slot = self.contacts(kin, kernel_con_f, kernel_con_i)
             prev = kernel_con_i[:, CI_PREV, :self.max_contacts].long()
         impulse_out = torch.zeros_like(x["contact_impulse"])
-        v_new = v_free
+        v_new, pseudo = v_free, None
         if self.max_rows and (con is not None or (self.limits_on and len(self.limited))):
             if con is None:
                 C = self.max_contacts
@@ -840,7 +842,13 @@ class DifferentiableStep:
                 v_new = v_free + (rows["w"] @ lam.unsqueeze(-1)).squeeze(-1)
                 bi, ri = torch.nonzero(rows["is_contact"], as_tuple=True)
                 impulse_out = impulse_out.index_put((bi, rows["entry"][bi, ri], rows["k"][bi, ri]), lam[bi, ri])
-        q_new = self.advance(qpos, v_new)
+                if bool((rows["ptarget"] > 0).any()):
+                    # the position pass: a pseudo-velocity that moves this substep's positions only (no friction)
+                    zeros = torch.zeros_like(rows["b0"])
+                    lam_p = pgs(rows["delassus"], zeros, rows["ptarget"], rows["dinv"], zeros, rows["kind"],
+                                rows["normal_row"], rows["n_rows"], zeros, self.iterations)
+                    pseudo = (rows["w"] @ lam_p.unsqueeze(-1)).squeeze(-1)
+        q_new = self.advance(qpos, v_new if pseudo is None else v_new + pseudo)
         kin_new = self.kinematics(q_new)
         return dict(qpos=q_new, dofs_vel=v_new, dofs_acc=(v_new - vel) / h, links_pos=torch.stack(kin_new["pos"], 1),
                     links_quat=torch.stack(kin_new["quat"], 1), contact_impulse=impulse_out)

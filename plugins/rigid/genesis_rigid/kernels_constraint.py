@@ -2,9 +2,14 @@
 
 Rows: per active contact a normal row (lambda >= 0) and two friction rows (|lambda_t| <= mu lambda_n, a friction
 pyramid), and a row per violated joint limit (lambda >= 0). With W = M~^-1 J^T, the velocity after the impulses
-is v = v_free + W lambda; a row's target is J v >= min(beta max(depth - slop, 0) / h, v_max) (Baumgarte
-stabilisation, capped so that a deep violation is undone gently) for normals and limits (raised to -e v_n, v_n the closing speed before the impulses, for a contact of restitution e),
-0 for friction. Sweeps stop after `iterations`, or once no impulse changes by more than the tolerance. Contact impulses are
+is v = v_free + W lambda; a row's target is J v >= 0 for normals and limits (-e v_n, v_n the closing speed before
+the impulses, for a contact of restitution e), 0 for friction.
+
+Penetrations and limit violations are undone by a second pass (split impulse, as in Box2D and Bullet): impulses
+mu >= 0 on the normal and limit rows toward J u >= min(beta max(depth - slop, 0) / h, v_max) give a
+pseudo-velocity u = W mu that moves this substep's positions (q advances with v + u) and is then dropped, so the
+correction adds no momentum: a stack of bodies started 1 mm into each other stays at rest (with Baumgarte terms in
+the velocity, a 50-layer tower launched its top at 0.9 m/s). Sweeps stop after `iterations`, or once no impulse changes by more than the tolerance. Contact impulses are
 warm-started from the previous substep's contact of the same key (kernels_collision.finish_contacts), kept per pool
 entry in the declared state `contact_impulse` (read at frame f, written at frame fn).
 """
@@ -23,8 +28,12 @@ from .model import BALL, FREE, HINGE, SLIDE
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
 BOUNCE_THRESHOLD = 0.05
-# s_row_f columns: 1 / (J W + reg), target velocity, impulse, friction coefficient
-RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU = 0, 1, 2, 3
+# s_row_f columns: 1 / (J W + reg), target velocity, impulse, friction coefficient, target and impulse of the
+# position pass (split impulse)
+RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU, RF_PTARGET, RF_PLAMBDA, RF_N = range(7)
+# s_dof columns the constraint stage reads and writes: the velocity (the unconstrained one on entry), the
+# pseudo-velocity of the position pass
+SD_VEL, SD_PSEUDO = 2, 7
 
 
 @func
@@ -100,12 +109,41 @@ def row_dot(b, r, s_row_i, s_J, x, fixed, by_row: ti.template()):
 
 
 @func
-def add_row_response(b, r, s_row_i, s_W, s_dof, impulse):
-    """The velocity change of an impulse on row r: s_dof[b, :, 2] += W_r impulse over the row's dofs."""
+def add_row_response(b, r, s_row_i, s_W, s_dof, impulse, col):
+    """The velocity change of an impulse on row r: s_dof[b, :, col] += W_r impulse over the row's dofs."""
     for seg in ti.static(range(2)):
         shift = seg_shift(b, r, seg, s_row_i)
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            s_dof[b, d, 2] += s_W[b, r, d + shift] * impulse
+            s_dof[b, d, col] += s_W[b, r, d + shift] * impulse
+
+
+@func
+def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof):
+    """Projected Gauss-Seidel on the rows' impulses (column lambda_col of s_row_f) toward J v >= target
+    (target_col) for v = s_dof[b, :, col]: normal and limit rows lambda >= 0, friction rows inside the friction
+    pyramid of their normal row's impulse (none in the position pass: mu is read from RF_MU only for the velocity
+    pass). Stops after `iterations` sweeps, or once no impulse changes by more than the tolerance."""
+    largest = params_f[PF_TOL] + 1.0
+    for _ in range(params_i[PP_ITERATIONS]):
+        if largest <= params_f[PF_TOL]:
+            break
+        largest = 0.0
+        for r in range(n_rows):
+            kind = s_row_i[b, r, RI_KIND]
+            if lambda_col == RF_LAMBDA or kind != ROW_FRICTION:
+                jv = row_dot(b, r, s_row_i, s_J, s_dof, col, False)
+                lam = s_row_f[b, r, lambda_col]
+                new = lam
+                if kind == ROW_FRICTION:
+                    bound = s_row_f[b, r, RF_MU] * s_row_f[b, s_row_i[b, r, RI_NORMAL], RF_LAMBDA]
+                    new = ti.min(ti.max(lam - jv * s_row_f[b, r, RF_DINV], -bound), bound)
+                else:
+                    new = ti.max(lam + (s_row_f[b, r, target_col] - jv) * s_row_f[b, r, RF_DINV], 0.0)
+                delta = new - lam
+                largest = ti.max(largest, ti.abs(delta))
+                if delta != 0.0:
+                    add_row_response(b, r, s_row_i, s_W, s_dof, delta, col)
+                    s_row_f[b, r, lambda_col] = new
 
 
 @func
@@ -148,12 +186,14 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                 s_row_i[b, r, RI_CONTACT] = s
                 s_row_i[b, r, RI_NORMAL] = n_rows
                 s_row_f[b, r, RF_TARGET] = 0.0
+                s_row_f[b, r, RF_PTARGET] = 0.0
+                s_row_f[b, r, RF_PLAMBDA] = 0.0
                 if k == 0:
-                    target = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h, max_correction)
-                    approach = row_dot(b, r, s_row_i, s_J, s_dof, 2, False)  # before the impulses (< 0: closing)
+                    approach = row_dot(b, r, s_row_i, s_J, s_dof, SD_VEL, False)  # before the impulses (< 0: closing)
                     if approach < -BOUNCE_THRESHOLD:
-                        target = ti.max(target, -s_con_f[b, s, CF_REST] * approach)
-                    s_row_f[b, r, RF_TARGET] = target
+                        s_row_f[b, r, RF_TARGET] = -s_con_f[b, s, CF_REST] * approach
+                    s_row_f[b, r, RF_PTARGET] = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h,
+                                                       max_correction)
                 s_row_f[b, r, RF_MU] = s_con_f[b, s, CF_MU]
                 s_row_f[b, r, RF_LAMBDA] = 0.0
                 if prev >= 0:  # (not a select: both of its sides are read)
@@ -175,8 +215,10 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                     s_row_i[b, n_rows, RI_KIND] = ROW_LIMIT
                     s_row_i[b, n_rows, RI_CONTACT] = -1
                     s_row_i[b, n_rows, RI_NORMAL] = n_rows
-                    s_row_f[b, n_rows, RF_TARGET] = ti.min(beta * ti.max(lo - q if q < lo else q - hi, 0.0) / h,
-                                                           max_correction)
+                    s_row_f[b, n_rows, RF_TARGET] = 0.0
+                    s_row_f[b, n_rows, RF_PTARGET] = ti.min(beta * ti.max(lo - q if q < lo else q - hi, 0.0) / h,
+                                                            max_correction)
+                    s_row_f[b, n_rows, RF_PLAMBDA] = 0.0
                     s_row_f[b, n_rows, RF_LAMBDA] = 0.0
                     s_row_f[b, n_rows, RF_MU] = 0.0
                     n_rows += 1
@@ -190,26 +232,19 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                 s_W[b, r, d + shift] = s_J[b, r, d + shift]
             ldl_solve(b, d_lo, d_hi, s_mass, dof_i, s_W, r, True, shift)
         s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + row_dot(b, r, s_row_i, s_J, s_W, r, True))
-        add_row_response(b, r, s_row_i, s_W, s_dof, s_row_f[b, r, RF_LAMBDA])
-    largest = params_f[PF_TOL] + 1.0
-    for _ in range(params_i[PP_ITERATIONS]):
-        if largest <= params_f[PF_TOL]:
-            break
-        largest = 0.0
-        for r in range(n_rows):
-            jv = row_dot(b, r, s_row_i, s_J, s_dof, 2, False)
-            lam = s_row_f[b, r, RF_LAMBDA]
-            new = lam
-            if s_row_i[b, r, RI_KIND] == ROW_FRICTION:
-                bound = s_row_f[b, r, RF_MU] * s_row_f[b, s_row_i[b, r, RI_NORMAL], RF_LAMBDA]
-                new = ti.min(ti.max(lam - jv * s_row_f[b, r, RF_DINV], -bound), bound)
-            else:
-                new = ti.max(lam + (s_row_f[b, r, RF_TARGET] - jv) * s_row_f[b, r, RF_DINV], 0.0)
-            delta = new - lam
-            largest = ti.max(largest, ti.abs(delta))
-            if delta != 0.0:
-                add_row_response(b, r, s_row_i, s_W, s_dof, delta)
-                s_row_f[b, r, RF_LAMBDA] = new
+        add_row_response(b, r, s_row_i, s_W, s_dof, s_row_f[b, r, RF_LAMBDA], SD_VEL)
+    sweeps(b, n_rows, SD_VEL, RF_TARGET, RF_LAMBDA, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof)
+    # the position pass (split impulse): penetrations and limit violations are undone by a pseudo-velocity that
+    # moves the positions of this substep only, so correcting them adds no momentum (a stack of bodies started
+    # into each other does not fly apart)
+    for d in range(n):
+        s_dof[b, d, SD_PSEUDO] = 0.0
+    correct = 0
+    for r in range(n_rows):
+        if s_row_f[b, r, RF_PTARGET] > 0.0:
+            correct = 1
+    if correct != 0:
+        sweeps(b, n_rows, SD_PSEUDO, RF_PTARGET, RF_PLAMBDA, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof)
     for s in range(n_contacts, contact_impulse.shape[2]):
         for k in ti.static(range(3)):
             if contact_impulse[fn, b, s, k] != 0.0:  # most entries are idle: reading leaves their cache lines clean

@@ -30,6 +30,10 @@ from .layout import (GF_FRICTION, GF_SIZE, GI_FACE, GI_LINK, GI_N_FACES, GI_N_VE
                      PI_GEOM_B, PI_N_SLOTS, PI_SLOT)
 from .model import BOX, CAPSULE, CYLINDER, PLANE, SPHERE
 
+# box-box: an edge-edge axis closer than this (cosine, about 2.6 degrees) to a face normal of either box is left to
+# that face
+EDGE_AXIS_COS = 0.999
+
 GJK_ITERS = 32
 EPA_V = 32  # polytope vertices: the 4 of the GJK tetrahedron, then one per expansion
 EPA_F = 128  # polytope faces, discarded ones included
@@ -400,7 +404,8 @@ def box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i):
 
     The separating axis of least overlap among the 15 that can separate boxes (the 6 face normals and the 9
     cross products of edge directions; Gottschalk 1996) gives the normal and the exact depth; an edge axis must
-    beat the best face axis by 5% (parallel faces make edge axes of the same overlap).
+    beat the best face axis by 5% (parallel faces make edge axes of the same overlap) and be more than 2.6 degrees
+    from every face normal (EDGE_AXIS_COS).
     - Face axis (of the reference box): the incident face is the other box's face most opposed to it. The
       overlap of the two rectangles (as Sutherland-Hodgman clipping would find it) has its corners among 24
       candidates, each with a depth below the reference face: the incident face's 4 vertices inside the
@@ -430,7 +435,15 @@ def box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i):
             overlap = box_support_radius(rot_a, ha, axis) + box_support_radius(rot_b, hb, axis) - ti.abs(d.dot(axis))
             if overlap < 0:
                 apart = 1
-            if overlap < best and (k < 6 or overlap < 0.95 * best_face):
+            # an edge axis within EDGE_AXIS_COS of a face normal is that face's contact (crossed beams: the cross
+            # product of their long edges is the face normal, and a tilt of a fraction of a degree would otherwise
+            # pick it, and a single point, over the face's four-point manifold)
+            near_face = 0
+            if k >= 6:
+                in_a = ti.abs(rot_a.transpose() @ axis)
+                in_b = ti.abs(rot_b.transpose() @ axis)
+                near_face = 1 if ti.max(in_a.max(), in_b.max()) > EDGE_AXIS_COS else 0
+            if overlap < best and (k < 6 or (overlap < 0.95 * best_face and near_face == 0)):
                 best = overlap
                 best_axis = k
                 n = axis if d.dot(axis) >= 0 else -axis

@@ -16,7 +16,7 @@ per-substep scratch.
 import taichi as ti
 
 from .kernels_collision import detect_contacts, finish_contacts
-from .kernels_constraint import advance_q, smooth_acceleration, solve_constraints
+from .kernels_constraint import SD_PSEUDO, advance_q, smooth_acceleration, solve_constraints
 from .kernels_convex import detect_mesh_contacts
 from .kernels_dynamics import bias_and_mass
 from .kernels_kinematics import dof_motions, forward_kinematics
@@ -134,8 +134,9 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             v = s_dof[b, d, 2]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
             dofs_vel[fn, b, d] = v
-            # the velocity positions move with: the new one (Euler), or the RK4 average plus the constraint change
-            s_vs[0, b, d] = s_dof[b, d, 3] + v - s_dof[b, d, 5] if rk4 else v
+            # the velocity positions move with: the new one (Euler), or the RK4 average plus the constraint change;
+            # and the position pass's pseudo-velocity
+            s_vs[0, b, d] = (s_dof[b, d, 3] + v - s_dof[b, d, 5] if rk4 else v) + s_dof[b, d, SD_PSEUDO]
         advance_q(b, qpos, f, qpos, fn, s_vs, 0, h, joint_i)
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)

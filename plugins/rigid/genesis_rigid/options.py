@@ -12,16 +12,17 @@ class RigidOptions(Options):
     "rk4" (classic Runge-Kutta on the smooth dynamics, all forces explicit, four times the dynamics per substep;
     contacts and limits act once per substep at its start).
     iterations: projected Gauss-Seidel sweeps per substep, at most; tolerance: the sweeps stop early once no
-    impulse changes by more than this (N s). baumgarte: fraction of a penetration or limit violation
-    corrected per substep. contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
+    impulse changes by more than this (N s); both for the velocity pass and for the position pass.
+    baumgarte: fraction of a penetration or limit violation corrected per substep, by the position pass (split
+    impulse: the correction moves positions and adds no momentum). contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
     max_correction_velocity: the fastest a penetration or limit violation is undone (m/s or rad/s).
-    max_contacts: contacts per environment the solver keeps (in slot order); None (default): sized from the
-    model, 16 per moving body, at least 64. enable_collision,
+    max_contacts: the contact pool's entries per environment (a full pool keeps the deepest contacts); None
+    (default): sized from the model, 16 per moving body, at least 64. enable_collision,
     enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
     """
 
     integrator: str = attrs.field(default="euler", validator=v.one_of("euler", "rk4"))
-    iterations: int = attrs.field(default=50, validator=v.int_at_least(1))
+    iterations: int = attrs.field(default=100, validator=v.int_at_least(1))
     tolerance: float = attrs.field(default=1e-10, validator=v.non_negative)
     baumgarte: float = attrs.field(default=0.2, validator=v.unit_interval)
     contact_slop: float = attrs.field(default=1e-4, validator=v.non_negative)

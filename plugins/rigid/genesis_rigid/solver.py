@@ -16,6 +16,7 @@ from . import kernels_step
 from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread
 from .entity import RigidEntity
 from .kernels_collision import CF_N, CI_META, CI_N, HASH_FACTOR, KEY_SPAN
+from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
                      DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
@@ -417,8 +418,8 @@ class RigidSolver(gs.SolverBase):
             s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_cdof=z(B, D, element=v6),
             s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
-            s_mass=z(B, D, D), s_dof=z(B, D, 7), s_J=z(B, R, self._row_width), s_W=z(B, R, self._row_width),
-            s_row_f=z(B, R, 4),
+            s_mass=z(B, D, D), s_dof=z(B, D, 8), s_J=z(B, R, self._row_width), s_W=z(B, R, self._row_width),
+            s_row_f=z(B, R, RF_N),
             s_row_i=z(B, R, RI_N, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
@@ -427,6 +428,20 @@ class RigidSolver(gs.SolverBase):
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
             s_con_f=torch.zeros((B, C, CF_N), dtype=self.float_dtype, device=self.device),
             s_con_i=torch.zeros((B, CI_N, max(C, 2)), dtype=torch.int32, device=self.device))
+
+    def memory_per_env(self) -> dict:
+        """Bytes per environment of each state field (all its frames) and scratch array: what a batch costs."""
+        out = {}
+        for name, t in self.state.tensors.items():
+            out[name] = t.numel() * t.element_size() // self.batch
+        for name, a in self.scratch.items():
+            if isinstance(a, torch.Tensor):
+                n, size = a.numel(), a.element_size()
+            else:
+                n = int(np.prod(a.shape)) * int(np.prod(a.element_shape or (1,)))
+                size = 8 if a.dtype == ti.f64 else 4
+            out[name] = n * size // self.batch
+        return out
 
     # -- stepping ---------------------------------------------------------------------------------------------------
 
