@@ -9,7 +9,8 @@ Penetrations and limit violations are undone by a second pass (split impulse, as
 mu >= 0 on the normal and limit rows toward J u >= min(beta max(depth - slop, 0) / h, v_max) give a
 pseudo-velocity u = W mu that moves this substep's positions (q advances with v + u) and is then dropped, so the
 correction adds no momentum: a stack of bodies started 1 mm into each other stays at rest (with Baumgarte terms in
-the velocity, a 50-layer tower launched its top at 0.9 m/s). Sweeps stop after `iterations`, or once no impulse changes by more than the tolerance. Contact impulses are
+the velocity, a 50-layer tower launched its top at 0.9 m/s). Sweeps stop after `iterations`, or once a sweep
+changes no impulse by more than the tolerance times the largest impulse. Contact impulses are
 warm-started from the previous substep's contact of the same key (kernels_collision.finish_contacts), kept per pool
 entry in the declared state `contact_impulse` (read at frame f, written at frame fn).
 """
@@ -122,12 +123,16 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
     """Projected Gauss-Seidel on the rows' impulses (column lambda_col of s_row_f) toward J v >= target
     (target_col) for v = s_dof[b, :, col]: normal and limit rows lambda >= 0, friction rows inside the friction
     pyramid of their normal row's impulse (none in the position pass: mu is read from RF_MU only for the velocity
-    pass). Stops after `iterations` sweeps, or once no impulse changes by more than the tolerance."""
-    largest = params_f[PF_TOL] + 1.0
+    pass). Stops after `iterations` sweeps, or once a sweep changes no impulse by more than the tolerance times
+    the largest impulse (a relative test: rounding alone moves float32 impulses by more than any absolute bound
+    small enough for float64)."""
+    largest = 1.0
+    scale = 0.0
     for _ in range(params_i[PP_ITERATIONS]):
-        if largest <= params_f[PF_TOL]:
+        if largest <= params_f[PF_TOL] * scale:
             break
         largest = 0.0
+        scale = 0.0
         for r in range(n_rows):
             kind = s_row_i[b, r, RI_KIND]
             if lambda_col == RF_LAMBDA or kind != ROW_FRICTION:
@@ -141,6 +146,7 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
                     new = ti.max(lam + (s_row_f[b, r, target_col] - jv) * s_row_f[b, r, RF_DINV], 0.0)
                 delta = new - lam
                 largest = ti.max(largest, ti.abs(delta))
+                scale = ti.max(scale, ti.abs(new))
                 if delta != 0.0:
                     add_row_response(b, r, s_row_i, s_W, s_dof, delta, col)
                     s_row_f[b, r, lambda_col] = new

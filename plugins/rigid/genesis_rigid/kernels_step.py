@@ -15,6 +15,8 @@ per-substep scratch.
 
 import taichi as ti
 
+from genesis_core.launch import serial_variant
+
 from .kernels_collision import detect_contacts, finish_contacts
 from .kernels_constraint import SD_PSEUDO, advance_q, smooth_acceleration, solve_constraints
 from .kernels_convex import detect_mesh_contacts
@@ -22,6 +24,9 @@ from .kernels_dynamics import bias_and_mass
 from .kernels_kinematics import dof_motions, forward_kinematics
 from .kernels_math import V3, V4, func, quat_mul, quat_to_mat, v3, v4
 from .layout import DI_PARENT, GF_POS, GF_QUAT, GI_LINK, LI_LAST_DOF, PF_DT, PP_RK4
+
+# True in the serial copies of the kernels (SERIAL_OF, for one environment: no thread-pool dispatch per launch)
+SERIAL = False
 
 # Scratch arrays are Taichi ndarrays of vectors and matrices, typed by the array itself (the precision is chosen at
 # gs.init, after this module is imported); state arrays are torch tensors, typed here.
@@ -33,6 +38,8 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
                link_f: nd(ndim=2), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
                s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2)):
     """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
     for b in range(qpos.shape[1]):
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
@@ -47,6 +54,8 @@ def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=
     """Broadphase at frame f, and the contacts between primitives (the link poses of frame f are the substep's
     start configuration, where its constraint stage acts); lists the near pairs with a mesh. finish: no mesh
     kernel follows, so the warm starts are matched here (the keys of frame fn written)."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
     for b in range(links_pos.shape[1]):
         for l in range(links_pos.shape[2]):
             s_R[b, l] = quat_to_mat(links_quat[f, b, l])
@@ -62,6 +71,8 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
                    pair_i: nd(ndim=2), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
                    s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3), s_nar_i: nd(ndim=3), s_hash: nd(ndim=2)):
     """The contacts of frame f of the near pairs with a mesh that `collide` listed; then the warm starts."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
     for b in range(links_pos.shape[1]):
         detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
                              s_nar_f, s_nar_i)
@@ -84,6 +95,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
     """One substep: frame f -> frame fn. The smooth dynamics are evaluated on the stage arrays s_qs / s_vs
     (once for Euler; four Runge-Kutta stages and a final evaluation at the start for RK4), then the constraints
     act at the start configuration (the contacts `collide` found there), then positions advance."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
     h = params_f[PF_DT]
     rk4 = params_i[PP_RK4] != 0
     hi = 0.0 if rk4 else h
@@ -171,6 +184,8 @@ def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_
                       body_com: nd(dtype=V3, ndim=2), body_lin_vel: nd(dtype=V3, ndim=2),
                       body_ang_vel: nd(dtype=V3, ndim=2)):
     """The ColliderView arrays at frame fn: geom world poses, link centres of mass and velocities."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
     for b in range(qpos.shape[1]):
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
@@ -185,3 +200,7 @@ def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_
             l = geom_i[g, GI_LINK]
             geom_pos[b, g] = links_pos[fn, b, l] + s_R[b, l] @ v3(geom_f, g, GF_POS)
             geom_quat[b, g] = quat_mul(links_quat[fn, b, l], v4(geom_f, g, GF_QUAT))
+
+
+# each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
+SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry)}

@@ -11,8 +11,10 @@ class RigidOptions(Options):
     integrator: "euler" (semi-implicit Euler; joint damping, springs and PD gains implicit, as MuJoCo's Euler) or
     "rk4" (classic Runge-Kutta on the smooth dynamics, all forces explicit, four times the dynamics per substep;
     contacts and limits act once per substep at its start).
-    iterations: projected Gauss-Seidel sweeps per substep, at most; tolerance: the sweeps stop early once no
-    impulse changes by more than this (N s); both for the velocity pass and for the position pass.
+    iterations: projected Gauss-Seidel sweeps per substep, at most; tolerance: the sweeps stop early once a sweep
+    changes no impulse by more than this fraction of the largest impulse; None (default): 1e-5 in float32, 1e-9 in
+    float64 (rounding moves float32 impulses by about 1e-7 of themselves a sweep); both for the velocity pass and
+    for the position pass.
     baumgarte: fraction of a penetration or limit violation corrected per substep, by the position pass (split
     impulse: the correction moves positions and adds no momentum). contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
     max_correction_velocity: the fastest a penetration or limit violation is undone (m/s or rad/s).
@@ -23,7 +25,7 @@ class RigidOptions(Options):
 
     integrator: str = attrs.field(default="euler", validator=v.one_of("euler", "rk4"))
     iterations: int = attrs.field(default=100, validator=v.int_at_least(1))
-    tolerance: float = attrs.field(default=1e-10, validator=v.non_negative)
+    tolerance: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.non_negative))
     baumgarte: float = attrs.field(default=0.2, validator=v.unit_interval)
     contact_slop: float = attrs.field(default=1e-4, validator=v.non_negative)
     max_correction_velocity: float = attrs.field(default=1.0, validator=v.positive)

@@ -298,7 +298,8 @@ class RigidSolver(gs.SolverBase):
         params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity
         params_f[PF_DT], params_f[PF_BAUMGARTE], params_f[PF_SLOP] = sim.substep_dt, opts.baumgarte, opts.contact_slop
         params_f[PF_REG] = opts.regularization
-        params_f[PF_TOL] = opts.tolerance
+        params_f[PF_TOL] = opts.tolerance if opts.tolerance is not None else \
+            (1e-9 if self.float_dtype == torch.float64 else 1e-5)
         params_f[PF_MAX_CORRECTION] = opts.max_correction_velocity
         params_i = np.zeros(PP_N, dtype=np.int32)
         params_i[PP_ITERATIONS] = opts.iterations
@@ -445,6 +446,10 @@ class RigidSolver(gs.SolverBase):
 
     # -- stepping ---------------------------------------------------------------------------------------------------
 
+    def _kernel(self, kernel):
+        """The kernel, or for a batch of one environment its serial copy (no thread-pool dispatch a launch)."""
+        return kernels_step.SERIAL_OF[kernel] if self.batch == 1 else kernel
+
     @property
     def _launch(self):
         if "_launcher" not in self.__dict__:
@@ -453,19 +458,19 @@ class RigidSolver(gs.SolverBase):
 
     def kinematics(self, f):
         m, s, st = self.model, self.scratch, self.state
-        self._launch(kernels_step.kinematics, f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"],
+        self._launch(self._kernel(kernels_step.kinematics), f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"],
                      m["joint_f"], m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"])
 
     def _collide(self, f):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
         st, m, s, fn = self.state, self.model, self.scratch, self.frames.next(f)
         meshes = self.n_mesh_pairs > 0
-        self._launch(kernels_step.collide, f, fn, int(not meshes), st.links_pos, st.links_quat, st.contact_key,
+        self._launch(self._kernel(kernels_step.collide), f, fn, int(not meshes), st.links_pos, st.links_quat, st.contact_key,
                      m["geom_f"], m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"],
                      s["s_sap"], s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
                      s["s_hash"])
         if meshes:
-            self._launch(kernels_step.collide_meshes, f, fn, st.links_pos, st.contact_key, m["geom_f"], m["geom_i"],
+            self._launch(self._kernel(kernels_step.collide_meshes), f, fn, st.links_pos, st.contact_key, m["geom_f"], m["geom_i"],
                          m["hull_f"], m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
                          s["s_nar_f"], s["s_nar_i"], s["s_hash"])
         self._n_collides += 1
@@ -491,7 +496,7 @@ class RigidSolver(gs.SolverBase):
         if self.collision:
             self._collide(f)
         self._launch(
-            kernels_step.substep, f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos,
+            self._kernel(kernels_step.substep), f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos,
             st.links_quat, st.contact_impulse, st.links_ext_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force,
             st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"],
             m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"], m["dof_i"], s["s_qs"], s["s_vs"], s["s_lpos"],
@@ -613,7 +618,7 @@ class RigidSolver(gs.SolverBase):
             self._diff_view(fn)
             return v
         v.body_impulse = st.at("links_ext_impulse", fn)
-        self._launch(kernels_step.collider_geometry, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
+        self._launch(self._kernel(kernels_step.collider_geometry), fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
                      m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
                      s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
                      v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
