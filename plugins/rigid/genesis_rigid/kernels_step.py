@@ -1,5 +1,7 @@
 """The rigid solver's kernels, each parallel over environments, each environment running a whole stage in its
-loop body (launch cost, not arithmetic, dominates small batches). A substep launches up to three:
+loop body (launch cost, not arithmetic, dominates small batches). For a batch of one environment the solver runs
+each kernel's serial copy (SERIAL_OF): the same code on the calling thread, without the thread pool's dispatch. A
+substep launches up to three:
 
     collide:        broadphase, and the contacts between primitives, at the link poses of frame f (if any pair of
                     geoms can collide)
