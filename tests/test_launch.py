@@ -146,3 +146,27 @@ def test_prepared_launches_survive_runtime_resets(tmp_path):
     run = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
                          env=env, timeout=600)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout[-2000:] + run.stderr[-4000:]
+
+
+SERIAL = False
+
+
+@ti.kernel
+def _count_up(x: ti.types.ndarray()):
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    for b in range(x.shape[0]):
+        for i in range(x.shape[1]):
+            x[b, i] += b * 10 + i
+
+
+def test_serial_variant_is_the_same_kernel_on_the_calling_thread():
+    """serial_variant copies a kernel with its module's SERIAL read as True: a separate compiled kernel with the
+    same results, through Taichi's path and through a bound launch."""
+    serial = launch.serial_variant(_count_up)
+    assert serial is not _count_up and serial._primal.func.__globals__["SERIAL"] is True and SERIAL is False
+    a, b = torch.zeros((3, 4)), torch.zeros((3, 4))
+    _count_up(a)
+    serial(b)
+    Launcher()(serial, b)
+    assert torch.equal(2 * a, b)

@@ -94,3 +94,17 @@ def test_keys_from_a_state_are_validated():
     rigid(state).contact_key[0] = -7
     with pytest.raises(gs.InvalidStateError, match="contact_key"):
         scene.reset(state=state)
+
+
+def test_one_environment_on_the_serial_kernels_steps_bitwise_as_each_of_a_batch():
+    """n_envs=0 runs the kernels' serial copies, a batch the parallel kernels: the same arithmetic, so a pile
+    stepped alone and as each environment of a batch of two ends bitwise alike (contacts, warm starts and all)."""
+    single, batch = pile(10, n_envs=0), pile(10, n_envs=2)
+    assert single.rigid_solver.batch == 1 and batch.rigid_solver.batch == 2
+    for _ in range(30):
+        single.step()
+        batch.step()
+    one, two = rigid(single.get_state()), rigid(batch.get_state())
+    for name in ("qpos", "dofs_vel", "contact_impulse", "contact_key"):
+        for b in range(2):
+            assert torch.equal(getattr(two, name)[b], getattr(one, name).reshape(getattr(two, name)[b].shape)), name
