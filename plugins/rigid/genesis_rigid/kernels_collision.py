@@ -88,7 +88,10 @@ def clear_contacts(b, s_con_i):
 
 @ti.func
 def key_hash(key, mask):
-    return ((key * 40503) ^ (key >> 7)) & mask
+    """A table row for a key: pair and feature mixed by two odd multipliers (int32 wraps), so that the low bits
+    the mask keeps depend on both (a multiple of KEY_SPAN alone would leave the pair out of any table of up to
+    4096 rows, and keys of one feature on many pairs would probe one long run)."""
+    return ((key // KEY_SPAN) * 73856093 ^ (key % KEY_SPAN) * 19349663) & mask
 
 
 @func
