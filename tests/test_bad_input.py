@@ -620,3 +620,22 @@ def test_the_policy_is_read_at_every_step():
         warnings.simplefilter("ignore")
         bad.step()
     assert bad.invalid_envs.tolist() == [1]
+
+
+def test_a_huge_finite_velocity_that_overflows_the_deformation_gradient_is_reported():
+    """Found by the property above: one MPM particle's velocity set to 1e300 in one environment leaves every
+    position and velocity finite after a step, but the deformation gradient overflows; C and F are sentinels, so
+    the environment is reported."""
+    scene, drive = registry().test_scenes["mpm"](3)
+    drive(scene, 0)
+    scene.step()
+    state = scene.get_state()
+    si = next(i for i, s in enumerate(scene.solvers) if s.name == "MPMSolver")
+    state.solvers_state[si].vel[0].reshape(-1)[375] = 1e300
+    scene.reset(state=state, envs_idx=[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scene.step()
+    after = scene.get_state().solvers_state[si]
+    assert bool(torch.isfinite(after.vel).all()) and not bool(torch.isfinite(after.F[0]).all())
+    assert scene.invalid_envs.tolist() == [0]

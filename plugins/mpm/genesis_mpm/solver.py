@@ -32,8 +32,9 @@ class MPMSolver(gs.SolverBase):
     state_fields = (
         gs.FieldSpec("pos", ("n_particles", 3), grad=True, domain=True, sentinel=True, doc="particle positions, m"),
         gs.FieldSpec("vel", ("n_particles", 3), grad=True, sentinel=True, doc="particle velocities, m/s"),
-        gs.FieldSpec("C", ("n_particles", 3, 3), grad=True, doc="APIC affine velocity matrix, 1/s"),
-        gs.FieldSpec("F", ("n_particles", 3, 3), grad=True, doc="deformation gradient"),
+        # C and F are sentinels too: a huge but finite velocity can leave pos and vel finite and overflow F
+        gs.FieldSpec("C", ("n_particles", 3, 3), grad=True, sentinel=True, doc="APIC affine velocity matrix, 1/s"),
+        gs.FieldSpec("F", ("n_particles", 3, 3), grad=True, sentinel=True, doc="deformation gradient"),
         gs.FieldSpec("Jp", ("n_particles",), grad=True, bounds=(0, None),
                      doc="plastic volume ratio (sand, snow); >= 0 (extreme compression may round it to 0)"),
         gs.FieldSpec("active", ("n_particles",), dtype="int", frames=False, codes=(0, 1), doc="1: simulated, 0: frozen"),
