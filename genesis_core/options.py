@@ -10,18 +10,10 @@ from __future__ import annotations
 import attrs
 
 from . import validators as v
+from .bases import Options
 from .errors import OptionError
 from .faults import POLICIES
 from .plugins.manager import plugin_namespace
-
-
-@attrs.define(frozen=True, kw_only=True)
-class Options:
-    """Base of every options class. Plugins subclass it with `attrs.define(frozen=True, kw_only=True)`."""
-
-    def as_dict(self) -> dict:
-        """The option values as plain Python data (used to check that a checkpoint fits a scene)."""
-        return attrs.asdict(self, recurse=True, value_serializer=lambda _i, _a, x: list(x) if isinstance(x, tuple) else x)
 
 
 @attrs.define(frozen=True, kw_only=True)
@@ -67,4 +59,5 @@ class SimOptions(Options):
         return self.substeps if self.substeps_local is None else self.substeps_local
 
 
+__all__ = ["Options", "SimOptions"]
 __getattr__, __dir__ = plugin_namespace("options", globals())

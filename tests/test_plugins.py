@@ -95,6 +95,44 @@ def test_a_name_registered_twice_names_both_plugins():
     assert "SpringChain" in plugins.registry().materials
 
 
+class _NotAMaterial:
+    solver = "ToyBallSolver"
+
+
+class _NamesNoSolver(gs.materials.Material):
+    pass
+
+
+class _Namespace:
+    Fine = toy_plugin.ToyBall
+    Wrong = _NotAMaterial
+
+
+@pytest.mark.parametrize("key, material, message", [
+    ("Plain", _NotAMaterial, r"material 'Plain' .*_NotAMaterial'>\), which is not a gs.materials.Material subclass"),
+    ("Instance", toy_plugin.ToyBall(), r"material 'Instance' as .*expected a gs.materials.Material subclass"),
+    ("Silent", _NamesNoSolver, r"material Silent \(_NamesNoSolver\), which does not name its solver"),
+    ("Toys", _Namespace, r"material Toys.Wrong .* not a gs.materials.Material subclass"),
+    ("Empty", type("Empty", (), {}), r"material 'Empty' .* not a gs.materials.Material subclass \(nor a namespace"),
+    ("not a name", toy_plugin.ToyBall, r"a material under 'not a name': the name must be a public identifier"),
+])
+def test_a_bad_material_is_refused_naming_the_plugin(key, material, message):
+    """Materials are checked at registration as options classes are: the base class, the `solver` attribute."""
+
+    class Bad:
+        @gs.hookimpl
+        def register_materials(self, register):
+            register(key, material)
+
+    plugins.register_plugin(Bad(), name="bad-materials")
+    try:
+        with pytest.raises(gs.GenesisError, match=r"plugin 'bad-materials' registered " + message):
+            plugins.registry()
+    finally:
+        plugins.unregister_plugin("bad-materials")
+    assert key not in plugins.registry().materials
+
+
 def test_a_misspelled_hook_is_refused():
     class Typo:
         @gs.hookimpl

@@ -42,8 +42,10 @@ def register_options(register):
 def register_materials(register):
     """Contribute materials.
 
-    register(name, material): `material` (a `gs.materials.Material` subclass, or a namespace holding several,
-    like ``MPM`` with ``MPM.Elastic``) is exposed as ``gs.materials.<name>``.
+    register(name, material): `material` (a `gs.materials.Material` subclass, or a namespace class holding
+    several, like ``MPM`` with ``MPM.Elastic``) is exposed as ``gs.materials.<name>``. Checked at registration:
+    `name` a public identifier, every class a `gs.materials.Material` subclass whose class attribute `solver`
+    names its solver class; anything else is an error naming the plugin.
     """
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pluggy
 
+from ..bases import Material, Options
 from ..errors import GenesisError, PluginNotInstalledError
 from . import hookspecs
 
@@ -241,6 +242,32 @@ def _check_solver_class(cls, plugin: str, reg: Registry):
                            f"unique identifiers, not private, not one of {sorted(RESERVED_FIELD_NAMES)}.")
 
 
+def _check_material(key, material, plugin: str):
+    """A registered material: a `gs.materials.Material` subclass that names its solver, or a namespace class
+    (``MPM``) whose public class attributes are all such subclasses, at least one."""
+    if not (isinstance(key, str) and key.isidentifier() and not key.startswith("_")):
+        raise GenesisError(f"plugin {plugin!r} registered a material under {key!r}: the name must be a public "
+                           "identifier (it becomes gs.materials.<name>).")
+    if not isinstance(material, type):
+        raise GenesisError(f"plugin {plugin!r} registered material {key!r} as {material!r}: expected a "
+                           "gs.materials.Material subclass, or a class holding several.")
+    if issubclass(material, Material):
+        members = {key: material}
+    else:
+        members = {f"{key}.{k}": x for k, x in vars(material).items() if not k.startswith("_") and isinstance(x, type)}
+        if not members:
+            raise GenesisError(f"plugin {plugin!r} registered material {key!r} ({material!r}), which is not a "
+                               "gs.materials.Material subclass (nor a namespace class holding such subclasses).")
+    for path, cls in members.items():
+        if not issubclass(cls, Material):
+            raise GenesisError(f"plugin {plugin!r} registered material {path} ({cls!r}), which is not a "
+                               "gs.materials.Material subclass.")
+        if not (isinstance(cls.solver, str) and cls.solver):
+            raise GenesisError(f"plugin {plugin!r} registered material {path} ({cls.__qualname__}), which does not "
+                               "name its solver: set the class attribute `solver` to the solver's class name "
+                               "(for instance solver = \"RigidSolver\").")
+
+
 def _registrar(reg: Registry, kind: str, store, plugin_name: str):
     def add(key, value):
         if (kind, key) in reg.origin:
@@ -259,8 +286,6 @@ def registry() -> Registry:
     global _registry
     if _registry is not None:
         return _registry
-    from ..options import Options
-
     pm = plugin_manager()
     reg = Registry()
     for name, plugin in pm.list_name_plugin():
@@ -280,7 +305,10 @@ def registry() -> Registry:
                 raise GenesisError(f"plugin {name!r} registered options {cls!r}, not a gs.options.Options subclass.")
             _add(cls.__name__, cls)
 
-        add_material = _registrar(reg, "material", reg.materials, name)
+        def add_material(key, material, _add=_registrar(reg, "material", reg.materials, name)):
+            _check_material(key, material, name)
+            _add(key, material)
+
         add_scene = _registrar(reg, "test scene", reg.test_scenes, name)
         add_assets = _registrar(reg, "asset folder", reg.assets, name)
         pair_seen = _registrar(reg, "coupling", {}, name)
