@@ -10,9 +10,10 @@ While a scene built with `SimOptions(requires_grad=True)` steps, the tape keeps 
 - reads: a getter's result is a gs.Tensor whose torch backward deposits its gradient here, at the substep read.
 
 `loss.backward()` on a scene-bound gs.Tensor runs the torch backward (the reads deposit), then `Tape.backward`:
-for each substep in reverse it restores the substep's start frame, re-runs the substep's forward (so every
-solver's scratch is as it was), and calls the solvers' and the coupler's `*_grad` methods. The gradients that
-reach the recorded inputs are then handed to torch, which carries them to the user's leaf tensors.
+for each substep in reverse it restores the substep's start frame and runs `genesis_core.stepping.substep_grad`
+(the substep's forward again, so that every solver's scratch is as it was, then the solvers' and the coupler's
+`*_grad` methods in reverse order). The gradients that reach the recorded inputs are then handed to torch, which
+carries them to the user's leaf tensors.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import warnings
 import torch
 
 from .errors import SceneError
+from .stepping import substep_grad
 
 
 class _Read(torch.autograd.Function):
@@ -210,17 +212,7 @@ class Tape:
                     st.tensors[nm][f] = x.to(st.tensors[nm].device)
             for nm, x in self.frameless[k // S][st.owner].items():
                 st.tensors[nm].copy_(x)
-        # the forward of substep k again: every solver's scratch as it was
-        for s in active:
-            s.substep_pre_coupling(f)
-        scene.coupler.couple(f)
-        for s in active:
-            s.substep_post_coupling(f)
-        for s in reversed(active):
-            s.substep_post_coupling_grad(f)
-        scene.coupler.couple_grad(f)
-        for s in reversed(active):
-            s.substep_pre_coupling_grad(f)
+        substep_grad(active, scene.coupler, f)  # (runs substep k's forward again first)
         for st in stores:
             st.zero_grads(frame=fn)
             if len(dropped):  # the environments that went non-finite (Tape.mark_invalid)

@@ -19,6 +19,7 @@ from .options import SimOptions
 from .plugins import registry
 from .plugins.manager import missing_plugin_error
 from .state import SimState, SolverState, to_index
+from .stepping import substep
 
 DEFAULT_MATERIAL = "Rigid"
 
@@ -172,7 +173,8 @@ class Scene:
         return self._substep % self._n_frames
 
     def step(self):
-        """Advance every environment by dt: `substeps` substeps of pre-coupling, coupling, post-coupling."""
+        """Advance every environment by dt: each solver's `process_input()`, then `substeps` substeps
+        (`genesis_core.stepping.substep`: pre-coupling, coupling, post-coupling)."""
         self._require_built("scene.step()")
         active = self.active_solvers
         tape = self._tape
@@ -184,11 +186,7 @@ class Scene:
             f = self._frame
             if tape is not None:
                 tape.begin_substep(self._substep, self._n_frames)
-            for s in active:
-                s.substep_pre_coupling(f)
-            self.coupler.couple(f)
-            for s in active:
-                s.substep_post_coupling(f)
+            substep(active, self.coupler, f)
             self._substep += 1
         self._t += 1
         if self.sim_options.on_invalid_env != "ignore":

@@ -279,3 +279,44 @@ def test_the_cycle_checker_catches_a_planted_cycle(tmp_path):
     assert "fakepkg.d" not in module_level["fakepkg.sub.c"] and deferred["fakepkg.sub.c"] == {"fakepkg.d": 4}
     assert deferred_cycles(module_level, deferred) == {
         ("fakepkg.sub.c", "fakepkg.d"): ["fakepkg.sub.c", "fakepkg.d", "fakepkg.sub.c"]}
+
+
+# -- the substep recipe, spelled out once ------------------------------------------------------------------------
+
+RECIPE_METHODS = {"substep_pre_coupling", "substep_post_coupling", "substep_pre_coupling_grad",
+                  "substep_post_coupling_grad", "couple", "couple_grad"}
+# where the calls belong: the recipe itself, and the coupler, which runs each coupling's couple / couple_grad
+RECIPE_HOMES = {"genesis_core/stepping.py": RECIPE_METHODS, "genesis_core/coupler.py": {"couple", "couple_grad"}}
+
+
+def recipe_calls(path):
+    """(line, method) of each call of a recipe method in the file, except a method delegating to the one it
+    overrides (`super().substep_pre_coupling(f)` inside `substep_pre_coupling`)."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
+    stack = [(tree, None)]
+    while stack:
+        node, function = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
+                    and child.func.attr in RECIPE_METHODS and child.func.attr != function):
+                yield child.lineno, child.func.attr
+            stack.append((child, inner))
+
+
+def test_the_substep_recipe_is_spelled_out_once():
+    """scene.step and the tape's backward both run genesis_core.stepping; no other core module calls the stages."""
+    found = []
+    for module, path in _module_names(CORE, os.path.join(REPO, CORE)).items():
+        rel = os.path.relpath(path, REPO).replace(os.sep, "/")
+        allowed = RECIPE_HOMES.get(rel, set())
+        found += [f"{rel}:{line} calls {method}" for line, method in recipe_calls(path) if method not in allowed]
+    assert found == [], "the substep stages are called outside genesis_core.stepping:\n" + "\n".join(found)
+
+
+def test_the_recipe_checker_catches_a_second_copy(tmp_path):
+    (tmp_path / "loop.py").write_text("def step(solvers, coupler, f):\n    for s in solvers:\n"
+                                      "        s.substep_pre_coupling(f)\n    coupler.couple(f)\n\n"
+                                      "class Sub:\n    def substep_post_coupling(self, f):\n"
+                                      "        super().substep_post_coupling(f)\n")
+    assert sorted(recipe_calls(str(tmp_path / "loop.py"))) == [(3, "substep_pre_coupling"), (4, "couple")]

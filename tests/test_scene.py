@@ -289,3 +289,29 @@ def test_python_floats_reach_float64_state_exactly():
     scene, chain = chain_scene(n_envs=2)
     chain.set_anchor([[0.1, 0.2, 2.2], [0.3, 0.4, 0.7]])
     assert chain.solver.state.anchor[:, 0].tolist() == [[0.1, 0.2, 2.2], [0.3, 0.4, 0.7]]
+
+
+def test_the_substep_recipe_and_its_reverse_run_the_stages_in_order():
+    """genesis_core.stepping: forward pre-coupling (every solver), coupler, post-coupling; the reverse re-runs
+    the forward, then the *_grad twins in the opposite order."""
+    from genesis_core.stepping import substep, substep_grad
+
+    calls = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getattr__(self, method):
+            return lambda f: calls.append((self.name, method, f))
+
+    solvers, coupler = [Recorder("A"), Recorder("B")], Recorder("coupler")
+    substep(solvers, coupler, 3)
+    forward = [("A", "substep_pre_coupling", 3), ("B", "substep_pre_coupling", 3), ("coupler", "couple", 3),
+               ("A", "substep_post_coupling", 3), ("B", "substep_post_coupling", 3)]
+    assert calls == forward
+    calls.clear()
+    substep_grad(solvers, coupler, 1)
+    assert calls == [(n, m, 1) for n, m, _ in forward] + [
+        ("B", "substep_post_coupling_grad", 1), ("A", "substep_post_coupling_grad", 1), ("coupler", "couple_grad", 1),
+        ("B", "substep_pre_coupling_grad", 1), ("A", "substep_pre_coupling_grad", 1)]
