@@ -1,11 +1,11 @@
 import attrs
 
 from genesis_core import validators as v
-from genesis_core.options import Options
+from genesis_core.particles.solver import ParticleOptions
 
 
 @attrs.define(frozen=True, kw_only=True)
-class MPMOptions(Options):
+class MPMOptions(ParticleOptions):
     """Options of the MPM solver.
 
     lower_bound, upper_bound: the simulation domain (m); its walls hold the particles in, and its floor is the
@@ -20,10 +20,7 @@ class MPMOptions(Options):
     mode).
     """
 
-    lower_bound: tuple = attrs.field(default=(-1.0, -1.0, 0.0), converter=v.to_float_tuple, validator=v.vec(3))
-    upper_bound: tuple = attrs.field(default=(1.0, 1.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3))
     grid_density: float = attrs.field(default=64.0, validator=v.positive)
-    particle_size: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
     boundary: str = attrs.field(default="separate", validator=v.one_of("sticky", "slip", "separate"))
     wall_friction: float = attrs.field(default=0.0, validator=v.non_negative)
     partitions: int | None = attrs.field(default=None, validator=attrs.validators.optional(v.int_at_least(1)))
@@ -31,6 +28,7 @@ class MPMOptions(Options):
     def __attrs_post_init__(self):
         from genesis_core.errors import OptionError
 
+        super().__attrs_post_init__()
         if any(hi - lo < 8 / self.grid_density for lo, hi in zip(self.lower_bound, self.upper_bound)):
             raise OptionError(f"MPMOptions: the domain {self.lower_bound} - {self.upper_bound} must span at least 8 "
                               f"grid cells (dx = {1 / self.grid_density:g} m) along every axis.")

@@ -8,8 +8,9 @@ import torch
 
 import genesis_core as gs
 from genesis_core.launch import Launcher
+from genesis_core.particles.solver import ParticleSolver
 
-from . import kernels_g2p, kernels_grad, kernels_grid, kernels_p2g, sampling
+from . import kernels_g2p, kernels_grad, kernels_grid, kernels_p2g
 from .entity import MPMEntity
 from .materials import Base
 from .options import MPMOptions
@@ -17,7 +18,7 @@ from .options import MPMOptions
 BOUNDARY = {"sticky": kernels_grid.STICKY, "slip": kernels_grid.SLIP, "separate": kernels_grid.SEPARATE}
 
 
-class MPMSolver(gs.SolverBase):
+class MPMSolver(ParticleSolver):
     """Substep: p2g (F, plasticity, stress, scatter) -> grid (gravity, walls) -> g2p (gather, advect).
 
     In differentiable mode (SimOptions.requires_grad) the substep runs the kernels of `kernels_grad`, whose
@@ -29,68 +30,51 @@ class MPMSolver(gs.SolverBase):
     material_class = Base
     entity_class = MPMEntity
     supports_grad = True
+    _pos, _vel, _active = ParticleSolver.particle_fields
     state_fields = (
-        gs.FieldSpec("pos", ("n_particles", 3), grad=True, domain=True, sentinel=True, doc="particle positions, m"),
-        gs.FieldSpec("vel", ("n_particles", 3), grad=True, sentinel=True, doc="particle velocities, m/s"),
+        _pos, _vel,
         # C and F are sentinels too: a huge but finite velocity can leave pos and vel finite and overflow F
         gs.FieldSpec("C", ("n_particles", 3, 3), grad=True, sentinel=True, doc="APIC affine velocity matrix, 1/s"),
         gs.FieldSpec("F", ("n_particles", 3, 3), grad=True, sentinel=True, doc="deformation gradient"),
         gs.FieldSpec("Jp", ("n_particles",), grad=True, bounds=(0, None),
                      doc="plastic volume ratio (sand, snow); >= 0 (extreme compression may round it to 0)"),
-        gs.FieldSpec("active", ("n_particles",), dtype="int", frames=False, codes=(0, 1), doc="1: simulated, 0: frozen"),
+        _active,
         gs.FieldSpec("E", ("n_entities",), frames=False, grad=True, bounds=(0, None), bounds_open=(True, False),
                      doc="Young's modulus of each entity, Pa"),
         gs.FieldSpec("nu", ("n_entities",), frames=False, grad=True, bounds=(0, 0.5), bounds_open=(False, True),
                      doc="Poisson's ratio of each entity"),
     )
+    del _pos, _vel, _active
 
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)
-        opts = self.options
-        self.dx = opts.dx
-        self.particle_size = opts.particle_size or self.dx / 2
-        self.lower = np.asarray(opts.lower_bound)
-        self.upper = np.asarray(opts.upper_bound)
+        self.dx = self.options.dx
         # SimOptions.floor_height inside the domain raises the lower z wall to it (whole cells)
         floor = (sim_options.floor_height - self.lower[2]) / self.dx
-        self.floor_cells = int(min(max(round(floor), 0), opts.grid_shape[2] - 8))
+        self.floor_cells = int(min(max(round(floor), 0), self.options.grid_shape[2] - 8))
 
-    def add_entity(self, idx, morph, material):
-        points = sampling.sample(morph, self.particle_size)  # fails here, before build, on a bad morph
-        self.check_inside(torch.as_tensor(points), f"{type(morph).__name__} entity")
-        entity = super().add_entity(idx, morph, material)
-        entity._points = points
-        return entity
+    def default_particle_size(self):
+        return self.options.dx / 2
 
-    def check_inside(self, pos: torch.Tensor, what: str):
-        """Refuse positions outside the domain (less two cells at each wall) or non-finite, before any kernel."""
-        pos = pos.detach().cpu().double()
-        lo = torch.as_tensor(self.lower) + 2 * self.dx
+    def inside_bounds(self):
+        """The domain less two cells at each wall (and the floor)."""
+        lo = self.lower + 2 * self.dx
         lo[2] += self.floor_cells * self.dx
-        hi = torch.as_tensor(self.upper) - 2 * self.dx
-        if not torch.isfinite(pos).all() or (pos < lo).any() or (pos > hi).any():
-            raise gs.OptionError(f"{what}: particles must lie inside the MPM domain {tuple(self.lower)} - "
-                                 f"{tuple(self.upper)} (two cells from each wall); widen MPMOptions' bounds.")
+        return lo, self.upper - 2 * self.dx
 
-    def build_model(self):
-        vol = sampling.volume_per_particle(self.particle_size)
-        points, mass, kind, params, owner = [], [], [], [], []
-        for i, e in enumerate(self.entities):
-            start = sum(len(p) for p in points)
-            points.append(e._points)
-            e._setup(start, start + len(e._points), i)
-            k, *prm = e.material.kernel_params()
-            mass.append(np.full(len(e._points), e.material.rho * vol))
-            kind.append(np.full(len(e._points), k, dtype=np.int32))
-            owner.append(np.full(len(e._points), i, dtype=np.int32))
-            params.append(np.tile(np.asarray(prm, dtype=np.float64), (len(e._points), 1)))
+    def inside_note(self):
+        return " (two cells from each wall)"
+
+    def build_particles(self):
         fl, dev = self.float_dtype, self.device
-        self._points = np.concatenate(points)
-        self.n_particles = len(self._points)
-        self.p_mass = torch.as_tensor(np.concatenate(mass), dtype=fl, device=dev)
+        vol = self.particle_size ** 3
+        kind, params = [], []
+        for e in self.entities:
+            k, *prm = e.material.kernel_params()
+            kind.append(np.full(e.n_particles, k, dtype=np.int32))
+            params.append(np.tile(np.asarray(prm, dtype=np.float64), (e.n_particles, 1)))
         self.p_vol = torch.full((self.n_particles,), vol, dtype=fl, device=dev)
         self.p_kind = torch.as_tensor(np.concatenate(kind), device=dev)
-        self.p_entity = torch.as_tensor(np.concatenate(owner), device=dev)
         self.p_params = torch.as_tensor(np.concatenate(params), dtype=fl, device=dev).contiguous()
         g = self.sim_options.gravity
         lo = self.options.lower_bound
@@ -135,9 +119,6 @@ class MPMSolver(gs.SolverBase):
                           "grid_v.grad": self.grid_v.grad.view(-1), "grid_m.grad": self.grid_m.grad.view(-1)}
             self._clear_launch = {name: Launcher() for name in self._flat}
 
-    def state_dims(self):
-        return {"n_particles": self.n_particles, "n_entities": len(self.entities)}
-
     def domain_bounds(self):
         """Where grid-to-particle keeps every particle: from one cell above the lower bound to two cells below
         the grid's upper end (a particle's 3x3x3 stencil then never leaves the grid), with a rounding margin."""
@@ -148,12 +129,11 @@ class MPMSolver(gs.SolverBase):
         return self.lower + self.dx - slack, self.lower + (size - 2) * self.dx + slack
 
     def init_state(self, f):
+        super().init_state(f)
         st, fl = self.state, self.float_dtype
         with torch.no_grad():
-            st.at("pos", f)[:] = torch.as_tensor(self._points, dtype=fl)
             st.at("F", f)[:] = torch.eye(3, dtype=fl)
             st.at("Jp", f)[:] = 1.0
-            st.at("active", f)[:] = 1
             st.at("E", f)[:] = torch.tensor([e.material.E for e in self.entities], dtype=fl)
             st.at("nu", f)[:] = torch.tensor([e.material.nu for e in self.entities], dtype=fl)
 

@@ -38,8 +38,8 @@ def test_entities_outside_the_domain_or_of_unsupported_shape_are_refused():
     scene = gs.Scene(mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(1, 1, 1)))
     with pytest.raises(gs.OptionError, match="inside the MPM domain"):
         scene.add_entity(gs.morphs.Box(pos=(0.5, 0.5, 0.02), size=(0.2, 0.2, 0.2)), material=gs.materials.MPM.Elastic())
-    with pytest.raises(gs.OptionError, match="Box, Sphere, Cylinder or Mesh"):
-        scene.add_entity(gs.morphs.Capsule(pos=(0.5, 0.5, 0.5)), material=gs.materials.MPM.Elastic())
+    with pytest.raises(gs.OptionError, match="Box, Sphere, Cylinder, Capsule or Mesh"):
+        scene.add_entity(gs.morphs.Plane(pos=(0.5, 0.5, 0.5)), material=gs.materials.MPM.Elastic())
     assert scene.entities == []
 
 

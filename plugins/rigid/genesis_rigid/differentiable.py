@@ -27,6 +27,8 @@ import contextlib
 import numpy as np
 import torch
 
+from genesis_core.rotations import quat_to_mat  # torch tensors, batched
+
 from .kernels_collision import CF_DEPTH, CF_NORMAL, CF_POS, CI_ACTIVE, CI_FEATURE, CI_PREV, CI_SLOT
 from .kernels_constraint import BOUNCE_THRESHOLD
 from .kernels_grad import ROW_FRICTION, ROW_LIMIT, ROW_NONE, ROW_NORMAL, pgs
@@ -68,35 +70,6 @@ def quat_mul(a, b):
     bw, bx, by, bz = b.unbind(-1)
     return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
                         aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], dim=-1)
-
-
-def _quat_to_mat_table():
-    """T [16, 9]: the rotation matrix of a unit quaternion q is I + (q q^T).flatten() @ T (the entries of
-    kernels' quat_to_mat: 1 - 2 (y^2 + z^2), 2 (x y - w z), ...)."""
-    t = np.zeros((4, 4, 3, 3))
-    w, x, y, z = range(4)
-    for (a, b), k, l, c in [((y, y), 0, 0, -2), ((z, z), 0, 0, -2), ((x, y), 0, 1, 2), ((w, z), 0, 1, -2),
-                            ((x, z), 0, 2, 2), ((w, y), 0, 2, 2), ((x, y), 1, 0, 2), ((w, z), 1, 0, 2),
-                            ((x, x), 1, 1, -2), ((z, z), 1, 1, -2), ((y, z), 1, 2, 2), ((w, x), 1, 2, -2),
-                            ((x, z), 2, 0, 2), ((w, y), 2, 0, -2), ((y, z), 2, 1, 2), ((w, x), 2, 1, 2),
-                            ((x, x), 2, 2, -2), ((y, y), 2, 2, -2)]:
-        t[a, b, k, l] += c
-    return t.reshape(16, 9)
-
-
-_QUAT_TO_MAT = _quat_to_mat_table()
-_QUAT_TO_MAT_CACHE = {}
-
-
-def quat_to_mat(q):
-    """The rotation matrix of a unit quaternion, [..., 3, 3]."""
-    key = (q.dtype, q.device)
-    table = _QUAT_TO_MAT_CACHE.get(key)
-    if table is None:
-        table = _QUAT_TO_MAT_CACHE[key] = (torch.as_tensor(_QUAT_TO_MAT, dtype=q.dtype, device=q.device),
-                                           torch.eye(3, dtype=q.dtype, device=q.device).reshape(9))
-    outer = (q.unsqueeze(-1) * q.unsqueeze(-2)).reshape(q.shape[:-1] + (16,))
-    return (outer @ table[0] + table[1]).reshape(q.shape[:-1] + (3, 3))
 
 
 def quat_normalize(q):

@@ -8,17 +8,10 @@ import numpy as np
 import torch
 
 import genesis_core as gs
+from genesis_core.rotations import quat_to_mat as _quat_to_mat
 from genesis_core.state import to_index, to_tensor
 
 from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY
-
-
-def _quat_to_mat(q):
-    w, x, y, z = q.unbind(-1)
-    return torch.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], dim=-1).reshape(q.shape[:-1] + (3, 3))
 
 
 class RigidLink:
@@ -52,7 +45,7 @@ class RigidEntity(gs.Entity):
 
     def place(self, pos, quat):
         """Compose a base pose with the morph's pose."""
-        from .rotations import quat_mul, rotate
+        from genesis_core.rotations import quat_mul, rotate
 
         return np.asarray(self.morph.pos) + rotate(self.morph.quat, pos), quat_mul(self.morph.quat, quat)
 

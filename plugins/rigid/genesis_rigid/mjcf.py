@@ -17,7 +17,7 @@ import numpy as np
 
 from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
                     GeomDesc, JointDesc, RobotDesc, inertia_from_geoms)
-from .rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
+from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
 
 GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH}
 JOINT_TYPES = {"free": FREE, "ball": BALL, "slide": SLIDE, "hinge": HINGE}
@@ -175,7 +175,7 @@ class _Loader:
                 xx, yy, zz, xy, xz, yz = _floats(ia["fullinertia"], 6, what)
                 body.inertia = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
             else:
-                from .rotations import quat_to_mat
+                from genesis_core.rotations import quat_to_mat
 
                 r = quat_to_mat(self.orientation(ia, what))
                 body.inertia = r @ np.diag(_floats(ia.get("diaginertia", "0 0 0"), 3, what)) @ r.T

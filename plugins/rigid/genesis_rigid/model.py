@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from genesis_core.geoms import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE  # noqa: F401  (geom types)
+
 # joint types (MuJoCo's codes)
 FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3
 JOINT_NQ = {FREE: 7, BALL: 4, SLIDE: 1, HINGE: 1}
 JOINT_NV = {FREE: 6, BALL: 3, SLIDE: 1, HINGE: 1}
-# geom types: the codes of genesis_core.coupler (GEOM_PLANE, ...)
-PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH = range(6)
 
 
 @dataclass
@@ -122,7 +122,7 @@ def geom_volume_inertia(g: GeomDesc):
 
 def inertia_from_geoms(geoms, density_of):
     """Mass, com and inertia (about the com, body axes) of a body made of `geoms`; density_of(g) -> (density, mass)."""
-    from .rotations import quat_to_mat
+    from genesis_core.rotations import quat_to_mat
 
     parts = []
     for g in geoms:

@@ -10,7 +10,7 @@ from .mjcf import MJCFError, load_mjcf
 from .hull import HullError
 from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
 from .model import inertia_from_geoms
-from .rotations import frame_from_z
+from genesis_core.rotations import frame_from_z
 from .urdf import URDFError, load_urdf
 
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])

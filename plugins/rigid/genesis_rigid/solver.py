@@ -29,7 +29,7 @@ from .material import Rigid
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
 from .options import RigidOptions
 from .robots import describe
-from .rotations import quat_to_mat
+from genesis_core.rotations import quat_to_mat
 
 # contact slots a pair of geom types owns (types ordered so that the first <= the second)
 PAIR_SLOTS = {

@@ -11,7 +11,7 @@ import numpy as np
 
 from .model import (BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc,
                     inertia_from_geoms)
-from .rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
+from genesis_core.rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
 
 
 class URDFError(ValueError):

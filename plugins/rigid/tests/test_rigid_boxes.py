@@ -195,7 +195,7 @@ def test_crossed_beams_tilted_a_little_keep_their_face_contact(roll, pitch):
     nearly the face normal, and it must not win over the face. The contacts are the corners of the 0.25 m overlap
     square that are below the upper beam's bottom face, each with a face-axis feature code and that corner's depth
     (before the edge-axis rule: one edge-edge point)."""
-    from genesis_rigid.rotations import quat_to_mat
+    from genesis_core.rotations import quat_to_mat
 
     lower, upper = (0.3, 0.0, 0.05), (0.0, 0.4, 0.149)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-9, gravity=(0, 0, 0)))

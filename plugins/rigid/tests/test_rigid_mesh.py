@@ -18,7 +18,7 @@ from genesis_rigid.hull import MAX_HULL_VERTICES, box_hull, hull_of_points, mesh
 from genesis_rigid.kernels_collision import CI_ACTIVE, CI_KEY, CI_META, KEY_SPAN
 from genesis_rigid.kernels_convex import FACE_COS
 from genesis_rigid.model import MESH
-from genesis_rigid.rotations import quat_to_mat
+from genesis_core.rotations import quat_to_mat
 
 CUBE_V = [(-1, -1, -1), (1, -1, -1), (1, 1, -1), (-1, 1, -1), (-1, -1, 1), (1, -1, 1), (1, 1, 1), (-1, 1, 1)]
 CUBE_F = [(1, 3, 2), (1, 4, 3), (5, 6, 7), (5, 7, 8), (1, 2, 6), (1, 6, 5), (2, 3, 7), (2, 7, 6), (3, 4, 8),

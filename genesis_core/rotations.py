@@ -1,6 +1,8 @@
-"""Rotation helpers on NumPy arrays (model building only; kernels have their own). Quaternions are (w, x, y, z)."""
+"""Rotations, quaternions (w, x, y, z), on NumPy arrays and, where named, on torch tensors batched over leading
+dimensions. Kernels use the Taichi functions of genesis_core.ti_math."""
 
 import numpy as np
+import torch
 
 
 def quat_mul(a, b):
@@ -19,6 +21,10 @@ def quat_normalize(q):
 
 
 def quat_to_mat(q):
+    """The rotation matrix of q: a NumPy (3, 3) of the normalised quaternion, or for a torch tensor [..., 4] of
+    unit quaternions a tensor [..., 3, 3] (differentiable)."""
+    if torch.is_tensor(q):
+        return _quat_to_mat_torch(q)
     w, x, y, z = quat_normalize(q)
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
@@ -82,3 +88,31 @@ def frame_from_z(z):
     if s < 1e-12:
         return np.array([1.0, 0, 0, 0])
     return axis_angle(axis / s, np.arctan2(s, c))
+
+
+def _quat_to_mat_table():
+    """T [16, 9]: the rotation matrix of a unit quaternion q is I + (q q^T).flatten() @ T (the entries
+    1 - 2 (y^2 + z^2), 2 (x y - w z), ...): one matrix product for a whole batch."""
+    t = np.zeros((4, 4, 3, 3))
+    w, x, y, z = range(4)
+    for (a, b), k, l, c in [((y, y), 0, 0, -2), ((z, z), 0, 0, -2), ((x, y), 0, 1, 2), ((w, z), 0, 1, -2),
+                            ((x, z), 0, 2, 2), ((w, y), 0, 2, 2), ((x, y), 1, 0, 2), ((w, z), 1, 0, 2),
+                            ((x, x), 1, 1, -2), ((z, z), 1, 1, -2), ((y, z), 1, 2, 2), ((w, x), 1, 2, -2),
+                            ((x, z), 2, 0, 2), ((w, y), 2, 0, -2), ((y, z), 2, 1, 2), ((w, x), 2, 1, 2),
+                            ((x, x), 2, 2, -2), ((y, y), 2, 2, -2)]:
+        t[a, b, k, l] += c
+    return t.reshape(16, 9)
+
+
+_QUAT_TO_MAT = _quat_to_mat_table()
+_QUAT_TO_MAT_CACHE = {}
+
+
+def _quat_to_mat_torch(q):
+    key = (q.dtype, q.device)
+    table = _QUAT_TO_MAT_CACHE.get(key)
+    if table is None:
+        table = _QUAT_TO_MAT_CACHE[key] = (torch.as_tensor(_QUAT_TO_MAT, dtype=q.dtype, device=q.device),
+                                           torch.eye(3, dtype=q.dtype, device=q.device).reshape(9))
+    outer = (q.unsqueeze(-1) * q.unsqueeze(-2)).reshape(q.shape[:-1] + (16,))
+    return (outer @ table[0] + table[1]).reshape(q.shape[:-1] + (3, 3))

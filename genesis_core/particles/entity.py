@@ -1,0 +1,138 @@
+"""A particle entity with Genesis World's particle API. Arrays are `([n_envs,] n_particles, 3)` (positions,
+velocities) and `([n_envs,] n_particles)` (active flags); `envs_idx` selects environments and
+`particles_idx_local` particles of the entity (indices in [0, n_particles)), each once."""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import OptionError
+from ..solver import Entity
+from ..state import to_index, to_tensor
+
+
+class ParticleEntity(Entity):
+    """An entity whose state is rows `particle_start:particle_end` of its solver's `pos`, `vel` and `active`."""
+
+    particle_start = particle_end = 0
+
+    def _setup(self, start: int, end: int, index: int):
+        """Called by the solver at build: this entity's particle rows and its index among the solver's entities."""
+        self.particle_start, self.particle_end = start, end
+        self._material_index = index
+
+    @property
+    def n_particles(self) -> int:
+        return self.particle_end - self.particle_start
+
+    @property
+    def _range(self):
+        return slice(self.particle_start, self.particle_end)
+
+    def _rows(self, particles_idx_local, what):
+        """The solver rows of the entity's particles `particles_idx_local` (None: all of them)."""
+        if particles_idx_local is None:
+            return self._range
+        return to_index(particles_idx_local, self.n_particles, f"{what}: particles_idx_local") + self.particle_start
+
+    def _read(self, name, envs_idx, particles_idx_local=None, what="get"):
+        rows = self._rows(particles_idx_local, what)
+        return self.solver.state.get_rows(name, self.solver.frame, self._envs_idx(envs_idx), (rows,))
+
+    def _write(self, name, value, envs_idx, particles_idx_local, what):
+        envs = self._envs_idx(envs_idx)
+        rows = self._rows(particles_idx_local, what)
+        self.solver.state.set_rows(name, self.solver.frame, value, envs, (rows,), what=what)
+
+    # -- getters ---------------------------------------------------------------------------------------------------
+
+    def get_particles_pos(self, envs_idx=None, particles_idx_local=None):
+        return self._read("pos", envs_idx, particles_idx_local, "get_particles_pos")
+
+    def get_particles_vel(self, envs_idx=None, particles_idx_local=None):
+        return self._read("vel", envs_idx, particles_idx_local, "get_particles_vel")
+
+    def get_particles_active(self, envs_idx=None, particles_idx_local=None):
+        """1 where a particle is simulated, 0 where it is frozen (int32)."""
+        return self._read("active", envs_idx, particles_idx_local, "get_particles_active")
+
+    def get_mass(self) -> float:
+        """The entity's total mass, kg (every particle, active or not)."""
+        return float(self.solver.p_mass[self._range].sum())
+
+    def get_pos(self, envs_idx=None):
+        """Centre of mass of the entity's active particles, `([n_envs,] 3)`."""
+        pos = self.get_particles_pos(envs_idx)
+        w = self.solver.p_mass[self._range] * self._read("active", envs_idx)
+        return (pos * w.unsqueeze(-1)).sum(-2) / w.sum(-1, keepdim=True).clamp(min=1e-30)
+
+    def find_closest_particle(self, pos, envs_idx=None):
+        """The local index of the entity's particle closest to `pos` (`(3,)`, or `([n_envs,] 3)` one point per
+        environment): an int64 tensor `([n_envs,])`. Ties go to the lowest index."""
+        envs = self._envs_idx(envs_idx)
+        x = self.solver.state.get_rows("pos", self.solver.frame, envs, (self._range,)).detach()
+        point = to_tensor(pos, x.dtype, x.device, "find_closest_particle(pos=...)").detach()
+        if point.shape[-1:] != (3,) or point.ndim > 2 or (point.ndim == 2 and not self.scene.n_envs):
+            raise OptionError(f"find_closest_particle: pos must be (3,) or ([n_envs,] 3), got {tuple(point.shape)}.")
+        if not torch.isfinite(point).all():
+            raise OptionError("find_closest_particle: pos must be finite.")
+        if self.scene.n_envs and point.ndim == 2 and point.shape[0] != x.shape[0]:
+            raise OptionError(f"find_closest_particle: expected {x.shape[0]} points, got {point.shape[0]}.")
+        d2 = ((x - point.unsqueeze(-2)) ** 2).sum(-1)
+        return torch.argmin(d2, dim=-1)  # the first minimum
+
+    # -- setters ---------------------------------------------------------------------------------------------------
+
+    def set_particles_pos(self, pos, particles_idx_local=None, envs_idx=None):
+        """Positions `([n_envs,] n, 3)` of the particles `particles_idx_local` (None: all); every one must lie
+        inside the solver's domain."""
+        self._write("pos", pos, envs_idx, particles_idx_local, "set_particles_pos")
+
+    def set_particles_vel(self, vel, particles_idx_local=None, envs_idx=None):
+        self._write("vel", vel, envs_idx, particles_idx_local, "set_particles_vel")
+
+    def set_particles_active(self, active, particles_idx_local=None, envs_idx=None):
+        """1 (or True): simulated; 0 (or False): frozen, keeping its state."""
+        if torch.is_tensor(active) and active.dtype == torch.bool:
+            active = active.to(torch.int32)
+        self._write("active", active, envs_idx, particles_idx_local, "set_particles_active")
+
+    def _broadcast(self, value, what):
+        """A `(3,)` vector, or `([n_envs,] 3)` one per environment, applied to every particle."""
+        x = to_tensor(value, self.solver.float_dtype, self.solver.device, what)
+        if x.shape[-1:] == (3,) and (x.ndim == 1 or (self.scene.n_envs and x.ndim == 2)):
+            x = x.unsqueeze(-2)
+        return x
+
+    def set_position(self, pos, envs_idx=None):
+        """Move the entity: `pos` is `([n_envs,] n_particles, 3)` particle positions, or a `(3,)` / `([n_envs,] 3)`
+        point where the entity's centre of mass goes (the particles keep their offsets)."""
+        x = to_tensor(pos, self.solver.float_dtype, self.solver.device, "set_position")
+        if x.shape[-1:] == (3,) and (x.ndim == 1 or (self.scene.n_envs and x.ndim == 2)):
+            envs = self._envs_idx(envs_idx)
+            current = self.solver.state.get_rows("pos", self.solver.frame, envs, (self._range,)).detach()
+            w = self.solver.p_mass[self._range]
+            com = (current * w.unsqueeze(-1)).sum(-2) / w.sum()
+            x = current - com.unsqueeze(-2) + x.unsqueeze(-2)
+        self._write("pos", x, envs_idx, None, "set_position")
+
+    def set_velocity(self, vel, envs_idx=None):
+        """Velocities `([n_envs,] n_particles, 3)`, or one velocity `(3,)` / `([n_envs,] 3)` for every particle."""
+        self._write("vel", self._broadcast(vel, "set_velocity"), envs_idx, None, "set_velocity")
+
+    def set_active(self, active, envs_idx=None):
+        """Every particle of the entity simulated (True) or frozen (False)."""
+        if not isinstance(active, (bool, int)) or active not in (0, 1):
+            raise OptionError(f"set_active: expected True or False, got {active!r}.")
+        self._write("active", int(active), envs_idx, None, "set_active")
+
+    def activate(self, envs_idx=None):
+        self.set_active(True, envs_idx)
+
+    def deactivate(self, envs_idx=None):
+        """Inactive particles keep their state and take no part in the simulation until activated."""
+        self.set_active(False, envs_idx)
+
+    # MPM's former name for set_particles_pos over every particle
+    def set_pos(self, pos, envs_idx=None):
+        self._write("pos", pos, envs_idx, None, "set_pos")

@@ -1,0 +1,134 @@
+"""The base of particle solvers: per-entity particle ranges, each particle's mass and entity, the standard `pos`,
+`vel` and `active` fields, and a domain (`lower_bound`, `upper_bound`, `particle_size`) that every position must
+lie in, checked on every way into state.
+
+A particle solver subclasses `ParticleSolver` and `ParticleOptions`:
+
+    class MySolver(ParticleSolver):
+        options_class = MyOptions                 # a ParticleOptions
+        material_class = MyMaterial               # with `rho` (kg/m^3) and, optionally, `sampler`
+        state_fields = ParticleSolver.particle_fields + (gs.FieldSpec("rho", ("n_particles",)), ...)
+
+        def build_particles(self):                # after the entities' particles are laid out: static arrays
+            ...
+
+and writes its substep methods over `self.state.pos` ([frames, B, n_particles, 3]) and the others.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import torch
+
+from .. import validators as v
+from .._runtime import runtime
+from ..bases import Options
+from ..errors import OptionError
+from ..solver import SolverBase
+from ..state import FieldSpec
+from . import sampling
+from .entity import ParticleEntity
+
+
+@attrs.define(frozen=True, kw_only=True)
+class ParticleOptions(Options):
+    """The domain of a particle solver: lower_bound, upper_bound (m) enclose every particle; particle_size (m):
+    the spacing of the lattice particles are sampled on (None: the solver's default)."""
+
+    lower_bound: tuple = attrs.field(default=(-1.0, -1.0, 0.0), converter=v.to_float_tuple, validator=v.vec(3))
+    upper_bound: tuple = attrs.field(default=(1.0, 1.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3))
+    particle_size: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
+
+    def __attrs_post_init__(self):
+        if any(not hi > lo for lo, hi in zip(self.lower_bound, self.upper_bound)):
+            raise OptionError(f"{type(self).__name__}: upper_bound {self.upper_bound} must exceed lower_bound "
+                              f"{self.lower_bound} along every axis.")
+
+
+class ParticleSolver(SolverBase):
+    """Particles of every entity laid out one entity after the other (entity i owns rows
+    `entities[i].particle_start:particle_end`); `p_mass` [n_particles] (kg) and `p_entity` [n_particles] (int)
+    are static arrays on the solver's device."""
+
+    entity_class = ParticleEntity
+    particle_fields = (
+        FieldSpec("pos", ("n_particles", 3), grad=True, domain=True, sentinel=True, doc="particle positions, m"),
+        FieldSpec("vel", ("n_particles", 3), grad=True, sentinel=True, doc="particle velocities, m/s"),
+        FieldSpec("active", ("n_particles",), dtype="int", frames=False, codes=(0, 1), doc="1: simulated, 0: frozen"),
+    )
+    state_fields = particle_fields
+
+    def __init__(self, scene, sim_options, options=None):
+        super().__init__(scene, sim_options, options)
+        self.lower = np.asarray(self.options.lower_bound, dtype=np.float64)
+        self.upper = np.asarray(self.options.upper_bound, dtype=np.float64)
+        self.particle_size = self.options.particle_size or self.default_particle_size()
+        self.n_particles = 0
+
+    def default_particle_size(self) -> float:
+        return 0.01
+
+    # -- entities --------------------------------------------------------------------------------------------------
+
+    def sample_entity(self, idx, morph, material) -> np.ndarray:
+        """The entity's initial particle positions (n, 3): a lattice inside the morph, or random points where the
+        material's `sampler` is "random" (seeded by gs.init's seed and the entity's index)."""
+        sampler = getattr(material, "sampler", "regular")
+        seed = ((runtime.seed or 0) * 1_000_003 + idx) % 2 ** 32
+        return sampling.sample(morph, self.particle_size, sampler, seed)
+
+    def add_entity(self, idx, morph, material):
+        points = self.sample_entity(idx, morph, material)  # fails here, before build, on a bad morph
+        self.check_inside(torch.as_tensor(points), f"{type(morph).__name__} entity")
+        entity = super().add_entity(idx, morph, material)
+        entity._points = points
+        return entity
+
+    def inside_bounds(self):
+        """(lo, hi), metres: where a particle may start or be set (default: the domain's bounds)."""
+        return self.lower, self.upper
+
+    def check_inside(self, pos: torch.Tensor, what: str):
+        """Refuse positions outside `inside_bounds()` or non-finite, before any kernel."""
+        pos = pos.detach().cpu().double()
+        lo, hi = (torch.as_tensor(np.asarray(b, dtype=np.float64)) for b in self.inside_bounds())
+        if not torch.isfinite(pos).all() or (pos < lo).any() or (pos > hi).any():
+            raise OptionError(f"{what}: particles must lie inside the {self.short_name.upper()} domain "
+                              f"{tuple(self.lower.tolist())} - {tuple(self.upper.tolist())}{self.inside_note()}; widen "
+                              f"{type(self.options).__name__}' bounds.")
+
+    def inside_note(self) -> str:
+        return ""
+
+    # -- build -----------------------------------------------------------------------------------------------------
+
+    def build_model(self):
+        vol = sampling.volume_per_particle(self.particle_size)
+        mass, owner, start = [], [], 0
+        for i, e in enumerate(self.entities):
+            n = len(e._points)
+            e._setup(start, start + n, i)
+            mass.append(np.full(n, e.material.rho * vol))
+            owner.append(np.full(n, i, dtype=np.int32))
+            start += n
+        fl, dev = self.float_dtype, self.device
+        self._points = np.concatenate([e._points for e in self.entities])
+        self.n_particles = len(self._points)
+        self.p_mass = torch.as_tensor(np.concatenate(mass), dtype=fl, device=dev)
+        self.p_entity = torch.as_tensor(np.concatenate(owner), device=dev)
+        self.build_particles()
+
+    def build_particles(self):
+        """The solver's own static arrays, after the particles are laid out (entities' ranges set)."""
+
+    def state_dims(self):
+        return {"n_particles": self.n_particles, "n_entities": len(self.entities)}
+
+    def domain_bounds(self):
+        return self.lower, self.upper
+
+    def init_state(self, f):
+        st = self.state
+        st.at("pos", f)[:] = torch.as_tensor(self._points, dtype=self.float_dtype)
+        st.at("active", f)[:] = 1
