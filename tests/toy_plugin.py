@@ -108,3 +108,21 @@ def register_materials(register):
 @gs.hookimpl
 def register_couplings(register):
     register("ToyBallSolver", "ToyFloorSolver", BallFloorCoupling)
+
+
+def make_scene(n_envs):
+    """Two balls above a floor, each environment's dropped from its own height: `(scene, drive)` as
+    `register_test_scenes` factories return them (the plugin must be registered by hand first)."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01, substeps=2))
+    scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 0.3), radius=0.05), material=ToyBall())
+    scene.add_entity(gs.morphs.Sphere(pos=(0.5, 0, 0.2), radius=0.05), material=ToyBall())
+    scene.add_entity(gs.morphs.Plane(pos=(0, 0, 0.1)), material=ToyFloor())
+    scene.build(n_envs=n_envs)
+    balls = scene.toy_ball_solver
+    lift = torch.arange(balls.batch, dtype=balls.float_dtype)[:, None] * 0.05
+    balls.state.at("pos", balls.frame)[..., 2] += lift
+
+    def drive(scene, i_step):
+        pass
+
+    return scene, drive
