@@ -394,9 +394,9 @@ def property_tests(*sources, max_examples: int | None = None):
         raise ImportError("genesis_core.testing.property_tests needs hypothesis: pip install hypothesis "
                           "(or genesis-core[test])") from e
 
-    scenes = scenes_of(*sources)
-    names = list(scenes)
-    factories = [scenes[n] for n in names]
+    chosen = scenes_of(*sources)
+    names = list(chosen)
+    factories = [chosen[n] for n in names]
     options = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
     if max_examples is not None:
         options["max_examples"] = max_examples
@@ -405,10 +405,11 @@ def property_tests(*sources, max_examples: int | None = None):
     steps_st = st.integers(min_value=0, max_value=12)
     positive_steps_st = st.integers(min_value=1, max_value=12)
 
-    # Staticmethods: one test body runs with many scenes and examples, and holds no per-instance state.
+    # The tests are staticmethods: pytest makes an instance per parametrized case, and hypothesis refuses a
+    # @given method run on several instances (its differing_executors health check); they hold no state.
     class SolverProperties:
         __doc__ = f"The engine's shared properties on the test scenes {', '.join(names)}."
-        test_scenes = dict(scenes)
+        scenes = dict(chosen)  # {name: factory}, for a subclass's own tests
 
         @pytest.fixture(autouse=True)
         def _genesis_runtime(self):

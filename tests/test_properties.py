@@ -10,6 +10,11 @@ Each plugin contributes small scenes through the `register_test_scenes` hook; on
 solver package runs the same tests on its own scenes alone (examples/custom_solver/tests).
 """
 
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 
 from genesis_core import plugins
@@ -17,6 +22,7 @@ from genesis_core.plugins import registry
 from genesis_core.testing import assert_states_equal, check_snapshot_step_restore_step, property_tests, run_steps
 
 from . import toy_plugin
+from .conftest import REPO, python_env
 
 TestEveryInstalledPlugin = property_tests(dict(sorted(registry().test_scenes.items())))
 
@@ -89,3 +95,17 @@ def test_a_run_that_does_not_repeat_names_every_key_of_every_solver(toy):
     assert message.startswith("step 3, run again from the state of step 2, differs from the first run: 3 keys"), message
     for key in ("ToyBallSolver.pos", "ToyBallSolver.vel", "ToyFloorSolver.impulse"):
         assert f"  {key}: envs [0, 1] of 2" in message, message
+
+
+def test_a_package_runs_the_properties_on_its_own_scenes_outside_this_repository(tmp_path):
+    """The example package's tests folder, copied out of the repository and run by pytest there with only that
+    plugin loaded: the shared properties run on its scenes alone and pass (what a third party who installed
+    genesis-core with pip gets from its own conftest.py and one line of a test file)."""
+    shutil.copytree(os.path.join(REPO, "examples", "custom_solver", "tests"), tmp_path / "tests",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+                          "tests/test_springs_properties.py"], capture_output=True, text=True, cwd=tmp_path,
+                         env=python_env(GENESIS_CORE_PLUGINS="springs"))
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    passed = [line for line in out.stdout.splitlines() if line.startswith("PASSED ")]
+    assert len(passed) == 7 and all("[springs" in line for line in passed), out.stdout[-4000:]

@@ -2,7 +2,7 @@
 
 import genesis_core as gs
 
-from .material import SpringChain
+from .materials import SpringChain
 from .solver import SpringChainSolver
 
 

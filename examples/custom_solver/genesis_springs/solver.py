@@ -6,58 +6,11 @@ import torch
 
 import genesis_core as gs
 from genesis_core.launch import Launcher
+from genesis_core.rotations import rotate
 
-from . import kernels
-from .material import SpringChain
-
-
-class SpringChainEntity(gs.Entity):
-    """One chain. Node arrays are shaped `([n_envs,] n_nodes, 3)`; `envs_idx` selects environments."""
-
-    def _setup(self, node_start: int, anchor_slot: int):
-        self.node_start = node_start
-        self.anchor_slot = anchor_slot  # -1 if the chain is free
-
-    @property
-    def n_nodes(self) -> int:
-        return self.material.n_nodes
-
-    @property
-    def _nodes(self):
-        return slice(self.node_start, self.node_start + self.n_nodes)
-
-    def get_nodes_pos(self, envs_idx=None):
-        return self.solver.state.get_rows("pos", self.solver.frame, self._envs_idx(envs_idx), (self._nodes,))
-
-    def get_nodes_vel(self, envs_idx=None):
-        return self.solver.state.get_rows("vel", self.solver.frame, self._envs_idx(envs_idx), (self._nodes,))
-
-    def get_pos(self, envs_idx=None):
-        """Centre of mass, `([n_envs,] 3)` (the nodes have equal masses)."""
-        return self.get_nodes_pos(envs_idx).mean(dim=-2)
-
-    def set_nodes_pos(self, pos, envs_idx=None):
-        self.solver.state.set_rows("pos", self.solver.frame, pos, self._envs_idx(envs_idx), (self._nodes,),
-                                   what="set_nodes_pos")
-
-    def set_nodes_vel(self, vel, envs_idx=None):
-        self.solver.state.set_rows("vel", self.solver.frame, vel, self._envs_idx(envs_idx), (self._nodes,),
-                                   what="set_nodes_vel")
-
-    def set_anchor(self, pos, envs_idx=None):
-        """Move the point the top node is pinned to, `([n_envs,] 3)` metres."""
-        if self.anchor_slot < 0:
-            raise gs.OptionError("set_anchor: this chain was built with anchored=False.")
-        self.solver.state.set_rows("anchor", self.solver.frame, pos, self._envs_idx(envs_idx), (self.anchor_slot,),
-                                   what="set_anchor")
-
-
-def _rotate(q, v):
-    w, x, y, z = q
-    # v + 2 w (u x v) + 2 u x (u x v), u = (x, y, z)
-    ux = (y * v[2] - z * v[1], z * v[0] - x * v[2], x * v[1] - y * v[0])
-    uux = (y * ux[2] - z * ux[1], z * ux[0] - x * ux[2], x * ux[1] - y * ux[0])
-    return tuple(v[i] + 2 * w * ux[i] + 2 * uux[i] for i in range(3))
+from . import kernels_step
+from .entity import SpringChainEntity
+from .materials import SpringChain
 
 
 class SpringChainSolver(gs.SolverBase):
@@ -88,7 +41,7 @@ class SpringChainSolver(gs.SolverBase):
             mat, n = e.material, e.material.n_nodes
             start = len(mass)
             e._setup(start, len(self._anchor_init) if mat.anchored else -1)
-            half = _rotate(e.morph.quat, (0.0, 0.0, e.morph.height / 2))
+            half = tuple(float(h) for h in rotate(e.morph.quat, (0.0, 0.0, e.morph.height / 2)))
             top = tuple(p + h for p, h in zip(e.morph.pos, half))
             step = tuple(-2 * h / (n - 1) for h in half)
             for i in range(n):
@@ -129,11 +82,11 @@ class SpringChainSolver(gs.SolverBase):
                 self.seg_c, self.seg_rest)
 
     def substep_pre_coupling(self, f):
-        self._launch(kernels.substep, *self._substep_args(f))
+        self._launch(kernels_step.substep, *self._substep_args(f))
 
     def substep_pre_coupling_grad(self, f):
         # the kernel reads frame f and writes frame f + 1 only: Taichi's autodiff of it is the exact adjoint
-        self._launch(kernels.substep.grad, *self._substep_args(f))
+        self._launch(kernels_step.substep.grad, *self._substep_args(f))
 
     def substep_post_coupling_grad(self, f):
         pass

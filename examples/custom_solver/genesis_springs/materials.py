@@ -1,3 +1,5 @@
+"""SpringChain: the material that routes an entity to SpringChainSolver, with its validated parameters."""
+
 import attrs
 
 import genesis_core as gs
