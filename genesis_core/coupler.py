@@ -14,8 +14,14 @@ from typing import Protocol, runtime_checkable
 import attrs
 import torch
 
-# geom_type codes of ColliderView
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX, GEOM_CYLINDER, GEOM_MESH = range(6)
+from .geoms import GeomKind
+
+# geom_type codes of ColliderView (genesis_core.geoms.GeomKind)
+GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX, GEOM_CYLINDER, GEOM_MESH = (int(k) for k in GeomKind)
+
+# register(ANY_COLLIDER, "MySolver", cls): the coupling runs between MySolver and every active solver that exposes
+# collider_view (Collider), each its own instance, in the order of scene.solvers
+ANY_COLLIDER = "*collider"
 
 
 @attrs.define
@@ -31,6 +37,14 @@ class ColliderView:
     body_impulse: [B, L, 6], an accumulator: a coupling adds (linear impulse N s, angular impulse about
     body_com N m s) in world axes; the owning solver applies it and clears it, in its post-coupling part or in its
     next substep (as the rigid solver does; the accumulator is then declared state).
+
+    Optional (None: every body infinitely heavy, meshes without a hull):
+    body_inv_mass: [L], 1/kg (0: immovable). body_inv_inertia: [B, L, 3, 3], the inverse of the body's inertia
+    about body_com in world axes (1/(kg m^2)); together the inverse effective mass a contact at a point sees (for
+    a link of an articulated body: the link alone, which the joints make heavier in effect).
+    geom_hull: int32 [G, 2], (first row, rows) of a mesh geom's hull in hull_planes (0 rows for other kinds);
+    hull_planes: [P, 4], (outward unit normal, offset) in the geom's frame: n . p <= offset inside the convex
+    piece. A non-convex mesh appears as its convex pieces, one geom each.
     """
 
     geom_type: torch.Tensor
@@ -43,6 +57,10 @@ class ColliderView:
     body_lin_vel: torch.Tensor
     body_ang_vel: torch.Tensor
     body_impulse: torch.Tensor
+    body_inv_mass: torch.Tensor | None = None
+    body_inv_inertia: torch.Tensor | None = None
+    geom_hull: torch.Tensor | None = None
+    hull_planes: torch.Tensor | None = None
 
 
 @runtime_checkable
@@ -69,10 +87,18 @@ class Coupler:
     """Runs the couplings whose two solvers are both active in the scene."""
 
     def __init__(self, solvers: list, couplings: list, sim_options):
-        by_name = {s.name: s for s in solvers if s.is_active}
-        self.couplings = [
-            cls(by_name[a], by_name[b], sim_options) for a, b, cls in couplings if a in by_name and b in by_name
-        ]
+        active = [s for s in solvers if s.is_active]
+        by_name = {s.name: s for s in active}
+        exact = {(a, b) for a, b, _ in couplings if a != ANY_COLLIDER}
+        self.couplings = []
+        for a, b, cls in couplings:
+            if b not in by_name:
+                continue
+            if a == ANY_COLLIDER:  # every collider but b itself, unless a plugin registered that exact pair
+                pairs = [s for s in active if isinstance(s, Collider) and s.name != b and (s.name, b) not in exact]
+            else:
+                pairs = [by_name[a]] if a in by_name else []
+            self.couplings.extend(cls(s, by_name[b], sim_options) for s in pairs)
 
     def couple(self, f: int):
         for c in self.couplings:

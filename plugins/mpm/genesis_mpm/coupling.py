@@ -1,12 +1,11 @@
-"""Two-way coupling of MPM with a solver that exposes rigid geoms through genesis_core.coupler.ColliderView
-(the rigid solver, or any third-party solver implementing `collider_view`). Registered for the pair
-("RigidSolver", "MPMSolver"); it reads the rigid solver only through that interface."""
+"""Two-way coupling of MPM with every solver that exposes rigid geoms through genesis_core.coupler.ColliderView
+(the rigid solver, or any third-party solver implementing `collider_view`): registered against
+genesis_core.coupler.ANY_COLLIDER, it reads the collider only through that interface."""
 
 import torch
 
 import genesis_core as gs
-from genesis_core.coupler import Collider
-
+from genesis_core.coupler import GEOM_MESH, Collider
 from genesis_core.launch import Launcher
 
 from . import kernels_coupling, kernels_grad
@@ -36,6 +35,20 @@ class ColliderMPMCoupling:
         self._out_grads = []  # their adjoints, flat, each with a launcher of kernels_grad.clear
         self._copies = {}  # differentiable mode: the view's pose arrays, one copy per slab
         self._run = None  # differentiable mode: what the last `couple` read and wrote
+        self._extras = None  # the view's optional arrays, or stand-ins (infinitely heavy bodies, no hulls)
+
+    def _view_extras(self, view):
+        """(body_inv_mass, body_inv_inertia, geom_hull, hull_planes), the view's or zeros of the right shapes."""
+        mpm = self.mpm
+        fl, dev = mpm.float_dtype, mpm.device
+        n_geoms, n_bodies = view.geom_type.shape[0], max(view.body_impulse.shape[1], 1)
+        if self._extras is None or self._extras[0].shape[0] != n_bodies:
+            self._extras = (torch.zeros(n_bodies, dtype=fl, device=dev),
+                            torch.zeros((mpm.batch, n_bodies, 3, 3), dtype=fl, device=dev),
+                            torch.zeros((max(n_geoms, 1), 2), dtype=torch.int32, device=dev),
+                            torch.zeros((1, 4), dtype=fl, device=dev))
+        own = (view.body_inv_mass, view.body_inv_inertia, view.geom_hull, view.hull_planes)
+        return tuple(x.detach() if x is not None else d for x, d in zip(own, self._extras))
 
     def _slab_rows(self, n_bodies):
         if self._slabs is None or self._slabs.shape[2] != max(n_bodies, 1):
@@ -53,10 +66,11 @@ class ColliderMPMCoupling:
             return
         n_bodies = view.body_impulse.shape[1]
         slabs = self._slab_rows(n_bodies)
+        inv_mass, inv_inertia, geom_hull, hull_planes = self._view_extras(view)
         kernels_coupling.grid_vs_colliders(
             self.mpm.params_f, self.mpm.grid_v, self.mpm.grid_m, view.geom_type, view.geom_size, view.geom_friction,
-            view.geom_body, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel,
-            slabs)
+            view.geom_body, geom_hull, hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel,
+            view.body_ang_vel, inv_mass, inv_inertia, slabs)
         for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
             view.body_impulse += slabs[k, :, :n_bodies]
 
@@ -69,6 +83,11 @@ class ColliderMPMCoupling:
         self._run = None
         if n_geoms == 0:
             return
+        if bool((view.geom_type == GEOM_MESH).any()):
+            raise gs.GenesisError(f"{self.collider.name} has mesh geoms, which the MPM coupling does not differentiate "
+                                  "yet; in differentiable mode collide MPM with primitives (planes, spheres, capsules, "
+                                  "cylinders, boxes).")
+        inertia = self._view_extras(view)[:2]  # the bodies' inverse masses and inertias (constants)
         n_launches = -(-n_geoms // kernels_coupling.GEOM_CHUNK)
         while len(self._outs) < n_launches:
             out = torch.zeros_like(mpm.grid_v.detach()).requires_grad_(True)
@@ -97,12 +116,12 @@ class ColliderMPMCoupling:
         for c in range(n_launches):
             kernels_coupling.grid_vs_colliders_ad(
                 c * kernels_coupling.GEOM_CHUNK, mpm.params_f, inputs[c], mpm.grid_m, view.geom_type,
-                view.geom_size, view.geom_friction, view.geom_body, *copies, self._outs[c], slabs)
+                view.geom_size, view.geom_friction, view.geom_body, *copies, *inertia, self._outs[c], slabs)
         with torch.no_grad():
             for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
                 view.body_impulse += slabs[k, :, :n_bodies]
         mpm.g2p_grid_v = self._outs[n_launches - 1]
-        self._run = (view, inputs, copies, n_launches)
+        self._run = (view, inputs, copies, n_launches, inertia)
 
     def couple_grad(self, f):
         """The reverse of `couple(f)` (which the core has just re-run): from the adjoint of the grid velocity
@@ -110,7 +129,7 @@ class ColliderMPMCoupling:
         view's pose arrays (where they have one)."""
         if self._run is None:
             return
-        view, inputs, copies, n_launches = self._run
+        view, inputs, copies, n_launches, inertia = self._run
         mpm = self.mpm
         n_bodies = view.body_impulse.shape[1]
         slabs = self._slabs
@@ -124,7 +143,7 @@ class ColliderMPMCoupling:
             for c in reversed(range(n_launches)):
                 kernels_coupling.grid_vs_colliders_ad.grad(
                     c * kernels_coupling.GEOM_CHUNK, mpm.params_f, inputs[c], mpm.grid_m, view.geom_type,
-                    view.geom_size, view.geom_friction, view.geom_body, *copies, self._outs[c], slabs)
+                    view.geom_size, view.geom_friction, view.geom_body, *copies, *inertia, self._outs[c], slabs)
             for name, c in zip(POSE_ARRAYS, copies):
                 target = getattr(view, name)
                 if target.grad is not None:

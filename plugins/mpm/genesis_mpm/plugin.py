@@ -24,9 +24,11 @@ def register_materials(register):
 
 @gs.hookimpl
 def register_couplings(register):
+    from genesis_core.coupler import ANY_COLLIDER
+
     from .coupling import ColliderMPMCoupling
 
-    register("RigidSolver", "MPMSolver", ColliderMPMCoupling)
+    register(ANY_COLLIDER, "MPMSolver", ColliderMPMCoupling)
 
 
 @gs.hookimpl

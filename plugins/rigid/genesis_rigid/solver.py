@@ -605,7 +605,25 @@ class RigidSolver(gs.SolverBase):
                     x.grad = torch.zeros_like(x)
                 return x
 
+            # what a coupling needs for the effective mass at a contact, and the hulls of the mesh geoms
+            links = self._links
+            moving = [self._last_dof[l] >= 0 and links[l]["mass"] > 0 for l in range(len(links))]
+            inv_mass = [1.0 / links[l]["mass"] if moving[l] else 0.0 for l in range(len(links))] or [0.0]
+            inv_inertia = [np.linalg.inv(np.asarray(links[l]["inertia"], dtype=np.float64).reshape(3, 3))
+                           if moving[l] else np.zeros((3, 3)) for l in range(len(links))] or [np.zeros((3, 3))]
+            self._link_inv_inertia = torch.as_tensor(np.stack(inv_inertia), dtype=fl, device=dev)
+            hull_rows, geom_hull = [], np.zeros((G, 2), dtype=np.int32)
+            for g, gm in enumerate(self._geoms):
+                hull = gm["desc"].hull() if gm["type"] == MESH else None
+                if hull is not None:
+                    geom_hull[g] = len(hull_rows), len(hull.face_normals)
+                    hull_rows.extend([*n, d] for n, d in zip(hull.face_normals, hull.face_offsets))
             self._view = ColliderView(
+                body_inv_mass=torch.as_tensor(inv_mass, dtype=fl, device=dev),
+                body_inv_inertia=torch.zeros((B, L, 3, 3), dtype=fl, device=dev),
+                geom_hull=torch.as_tensor(geom_hull, device=dev),
+                hull_planes=torch.as_tensor(np.asarray(hull_rows or [[0.0, 0.0, 1.0, 0.0]], dtype=np.float64),
+                                            dtype=fl, device=dev).contiguous(),
                 geom_type=torch.as_tensor(self._geom_type_np, dtype=torch.int32, device=dev),
                 geom_size=torch.as_tensor(geom_f[:, GF_SIZE:GF_SIZE + 3], dtype=fl, device=dev).contiguous(),
                 geom_friction=torch.as_tensor(geom_f[:, GF_FRICTION], dtype=fl, device=dev).contiguous(),
@@ -614,6 +632,11 @@ class RigidSolver(gs.SolverBase):
                 body_lin_vel=zeros(B, L, 3), body_ang_vel=zeros(B, L, 3),
                 body_impulse=zeros(B, L, 6) if grad else st.at("links_ext_impulse", fn))
         v, m, s = self._view, self.model, self.scratch
+        with torch.no_grad():  # the inverse inertia in world axes at frame fn: R I^-1 R^T
+            n_links = self._link_inv_inertia.shape[0]
+            if self.n_links:
+                rot = quat_to_mat(st.at("links_quat", fn).detach())
+                v.body_inv_inertia[:, :n_links] = rot @ self._link_inv_inertia @ rot.transpose(-1, -2)
         if self._diff is not None:
             self._diff_view(fn)
             return v
