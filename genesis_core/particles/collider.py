@@ -115,6 +115,16 @@ def signed_distance(gtype, size, centre, rot, hull0, n_hull, hull_planes: ti.tem
 
 
 @ti.func
+def body_surface(b, body, x, body_com: ti.template(), body_lin_vel: ti.template(), body_ang_vel: ti.template()):
+    """(com, surface velocity at x) of a body (zeros for a static geom, body < 0)."""
+    com, v_body = ti.Vector([0.0, 0.0, 0.0]), ti.Vector([0.0, 0.0, 0.0])
+    if body >= 0:
+        com = body_com[b, body]
+        v_body = body_lin_vel[b, body] + body_ang_vel[b, body].cross(x - com)
+    return com, v_body
+
+
+@ti.func
 def inverse_effective_mass(x, n, com, inv_mass, inv_inertia):
     """1/M + (r x n) . I^-1 (r x n), r = x - com: how fast the body's surface at x gives way along n per unit
     impulse (0 for an immovable body)."""

@@ -14,23 +14,14 @@ in a fixed order (deterministic, no atomics).
 
 import taichi as ti
 
-from genesis_core.particles.collider import add_impulse, inverse_effective_mass, respond, signed_distance
+from genesis_core.particles.collider import (add_impulse, body_surface, inverse_effective_mass, respond,
+                                            signed_distance)
 from genesis_core.ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
 M3 = ti.types.matrix(3, 3, float)
 nd = ti.types.ndarray
-
-
-@ti.func
-def body_surface(b, body, x, body_com: ti.template(), body_lin_vel: ti.template(), body_ang_vel: ti.template()):
-    """(com, surface velocity at x) of a body (zeros for a static geom, body < 0)."""
-    com, v_body = ti.Vector([0.0, 0.0, 0.0]), ti.Vector([0.0, 0.0, 0.0])
-    if body >= 0:
-        com = body_com[b, body]
-        v_body = body_lin_vel[b, body] + body_ang_vel[b, body].cross(x - com)
-    return com, v_body
 
 
 @ti.kernel
