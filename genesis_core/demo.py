@@ -80,7 +80,7 @@ def build_scene(config, log=print):
 
 
 def _flat_state(scene):
-    return {f"{s.solver}.{k}": x for s in scene.get_state().solvers_state if s is not None for k, x in s.fields.items()}
+    return scene.get_state().fields_by_key()
 
 
 def run(config=DEFAULTS, checkpoint_path=None, log=print) -> bool:

@@ -316,29 +316,18 @@ class Scene:
         }
 
     def _checkpoint_layout(self) -> dict:
-        out = {}
-        for s in self.active_solvers:
-            for name, spec in s.state.specs.items():
-                if spec.checkpoint:
-                    dtype = torch.empty(0, dtype=s.state.tensors[name].dtype).numpy().dtype
-                    out[f"{s.name}.{name}"] = (s.state.public_shape(name), dtype)
-        return out
+        """``{key: (shape, dtype)}`` of every array a checkpoint of this scene holds (StateStore's layout)."""
+        return {k: v for s in self.active_solvers for k, v in s.state.checkpoint_layout().items()}
 
     def save_checkpoint(self, path):
         """Write every active solver's checkpointed fields and `scene.t` to `path` (atomically)."""
         self._require_built("scene.save_checkpoint()")
         from . import __version__
 
-        arrays = {}
         f = self._frame
-        for s in self.active_solvers:
-            for name, spec in s.state.specs.items():
-                if spec.checkpoint:
-                    x = s.state.at(name, f)
-                    # what load_checkpoint would refuse is not written (the previous file stays as it was)
-                    s.state.validate(name, x, f"save_checkpoint({str(path)!r}) (reset those environments first; "
-                                              "nothing was written)")
-                    arrays[f"{s.name}.{name}"] = (x if self.n_envs else x[0]).detach().cpu().numpy().copy()
+        # what load_checkpoint would refuse is not written (the previous file stays as it was)
+        where = f"save_checkpoint({str(path)!r}) (reset those environments first; nothing was written)"
+        arrays = {k: v for s in self.active_solvers for k, v in s.state.checkpoint_arrays(f, where).items()}
         ckpt.write(path, ckpt.make_payload(self._t, arrays, self.signature(), __version__))
 
     def load_checkpoint(self, path, max_bytes: int | None = None):
@@ -354,20 +343,17 @@ class Scene:
             max_bytes = 2 * need + 64 * 2**20
         payload = ckpt.read(path, max_bytes=max_bytes)
         ckpt.check_fits(payload, self.signature(), layout, path)
-        by_solver = {}
-        for key, arr in payload["arrays"].items():
-            solver_name, field = key.split(".", 1)
-            by_solver.setdefault(solver_name, {})[field] = torch.from_numpy(arr.copy())
-        for s in self.active_solvers:
-            s.state.check(by_solver[s.name], f"load_checkpoint({str(path)!r})", names=list(by_solver[s.name]),
-                          error=InvalidCheckpointStateError)
+        where = f"load_checkpoint({str(path)!r})"
+        # every solver's values are checked before any is written
+        values = {s.name: s.state.from_checkpoint(payload["arrays"], where, error=InvalidCheckpointStateError)
+                  for s in self.active_solvers}
         self._substep = payload["step_index"] * self.sim_options.substeps
         self._t = payload["step_index"]
         f = self._frame
         for s, build_state in zip(self._solvers, self._build_state.solvers_state):
             if s.is_active:
                 # fields kept out of checkpoints restart from their build-time values
-                s.state.write(f, {**build_state.fields, **by_solver[s.name]}, None)
+                s.state.restore(f, values[s.name], build_state.fields)
         if self._tape is not None:
             self._tape.clear()
 

@@ -1,5 +1,6 @@
 """The state registry: each solver declares its dynamic fields once, as `FieldSpec`s; storage, `get_state`,
-`reset`, checkpoint keys and gradients are all derived from that one declaration.
+`reset`, checkpoints (`StateStore.checkpoint_layout` and the methods beside it; keys by `field_key`) and gradients
+are all derived from that one declaration.
 
 Storage layout. A field of per-environment shape `S` is a torch tensor of shape `[B, *S]` (B = max(n_envs, 1)),
 or `[n_frames, B, *S]` when the field is declared `frames=True`: kernels advance it from frame `f` to frame
@@ -20,6 +21,12 @@ import torch
 from .errors import GenesisError, InvalidStateError, OptionError, SceneError
 
 DTYPES = ("float", "int")
+
+
+def field_key(solver: str, field: str) -> str:
+    """The key of a solver's field, ``"MPMSolver.pos"``: the checkpoint's array key, and how errors and
+    flattened states name the field. Built here only."""
+    return f"{solver}.{field}"
 QUAT_TOL = 1e-3  # |norm - 1| accepted for a unit quaternion (the solvers renormalise what they integrate)
 
 
@@ -144,7 +151,7 @@ class StateStore:
             t = torch.zeros(lead + shape, dtype=dtype, device=device)
             if requires_grad and spec.grad:
                 if spec.dtype != "float":
-                    raise GenesisError(f"{owner}.{name}: only float fields can carry gradients.")
+                    raise GenesisError(f"{field_key(owner, name)}: only float fields can carry gradients.")
                 # Taichi's kernel.grad reads and accumulates tensor.grad of a torch argument that requires grad
                 t.requires_grad_(True)
                 t.grad = torch.zeros_like(t)
@@ -168,7 +175,7 @@ class StateStore:
         """Differentiable mode: the gradient buffer of a field at frame f, `[B, *shape]`."""
         g = self.tensors[name].grad
         if g is None:
-            raise GenesisError(f"{self.owner}.{name} carries no gradient (declare it with grad=True).")
+            raise GenesisError(f"{field_key(self.owner, name)} carries no gradient (declare it with grad=True).")
         return g[f] if self.specs[name].frames else g
 
     def zero_grads(self, frame: int | None = None):
@@ -294,7 +301,7 @@ class StateStore:
         env = ""
         if self.n_envs:
             env = f"env {int(envs_idx[row]) if envs_idx is not None else row}, "
-        raise error(f"{where}: {self.owner}.{name}[{env}index {list(index)}] = {value!r} is not accepted: "
+        raise error(f"{where}: {field_key(self.owner, name)}[{env}index {list(index)}] = {value!r} is not accepted: "
                     f"expected {expected}. Nothing was changed.")
 
     def public_shape(self, name: str) -> tuple:
@@ -314,14 +321,14 @@ class StateStore:
         in the environments `envs_idx` (default: all), the ones a write would take."""
         for name in names if names is not None else self.specs:
             if name not in values:
-                raise SceneError(f"{where}: {self.owner}.{name} is missing.")
+                raise SceneError(f"{where}: {field_key(self.owner, name)} is missing.")
             x = values[name]
             want = self.public_shape(name)
             if tuple(x.shape) != want:
-                raise SceneError(f"{where}: {self.owner}.{name} has shape {tuple(x.shape)}, this scene needs {want}.")
+                raise SceneError(f"{where}: {field_key(self.owner, name)} has shape {tuple(x.shape)}, this scene needs {want}.")
             dtype = self.tensors[name].dtype
             if x.dtype != dtype:
-                raise SceneError(f"{where}: {self.owner}.{name} has dtype {x.dtype}, this scene needs {dtype}.")
+                raise SceneError(f"{where}: {field_key(self.owner, name)} has dtype {x.dtype}, this scene needs {dtype}.")
             rows = x if self.n_envs else x.unsqueeze(0)
             if envs_idx is not None:
                 rows = rows[envs_idx.to(rows.device)]
@@ -341,6 +348,49 @@ class StateStore:
                 dst.copy_(src)
             else:
                 dst[envs_idx] = src[envs_idx]
+
+    # -- checkpoints ---------------------------------------------------------------------------------------------
+    #
+    # A checkpoint holds, per solver, every field declared `checkpoint=True`, under `field_key(owner, name)`, as a
+    # NumPy array of the storage dtype shaped `([n_envs,] *shape)` (the public layout, C-contiguous). Restoring
+    # writes those fields into one frame; the fields kept out of checkpoints restart from given values (the
+    # scene passes its build-time state). genesis_core.checkpoint owns the file around these arrays.
+
+    def checkpoint_names(self) -> list:
+        """The fields a checkpoint holds, in declaration order."""
+        return [name for name, spec in self.specs.items() if spec.checkpoint]
+
+    def numpy_dtype(self, name: str) -> np.dtype:
+        return torch.empty(0, dtype=self.tensors[name].dtype).numpy().dtype
+
+    def checkpoint_layout(self) -> dict:
+        """``{key: (shape, NumPy dtype)}`` of the arrays a checkpoint of this store holds."""
+        return {field_key(self.owner, name): (self.public_shape(name), self.numpy_dtype(name))
+                for name in self.checkpoint_names()}
+
+    def checkpoint_arrays(self, f: int, where: str) -> dict:
+        """``{key: np.ndarray}``: copies of the checkpointed fields at frame f. A value `from_checkpoint` would
+        refuse raises (naming `where`) instead, so that no file is written that cannot be loaded."""
+        out = {}
+        for name in self.checkpoint_names():
+            x = self.at(name, f)
+            self.validate(name, x, where)
+            out[field_key(self.owner, name)] = (x if self.n_envs else x[0]).detach().cpu().numpy().copy()
+        return out
+
+    def from_checkpoint(self, arrays: dict, where: str, error=InvalidStateError) -> dict:
+        """This store's fields among a checkpoint's `arrays` (``{key: np.ndarray}``, already matched to
+        `checkpoint_layout()`), as tensors ``{name: tensor}`` checked against the declaration (`error` naming
+        the key, the environment and the index otherwise). Writes nothing: `restore` does."""
+        values = {name: torch.from_numpy(arrays[field_key(self.owner, name)].copy())
+                  for name in self.checkpoint_names()}
+        self.check(values, where, names=list(values), error=error)
+        return values
+
+    def restore(self, f: int, values: dict, others: dict):
+        """Write what `from_checkpoint` returned into frame f of every environment, and `others` (``{name:
+        tensor}``, shaped `([n_envs,] ...)`) into the fields a checkpoint does not hold."""
+        self.write(f, {**others, **values}, None)
 
 
 def to_tensor(value, dtype: torch.dtype, device, what: str) -> torch.Tensor:
@@ -480,6 +530,12 @@ class SimState:
 
     def clone(self):
         return SimState(None, [None if s is None else s.clone() for s in self.solvers_state], self.t)
+
+    def fields_by_key(self) -> dict:
+        """Every field of every solver entry, ``{"MPMSolver.pos": tensor, ...}`` (keys by `field_key`, the
+        checkpoint's names), the tensors themselves, not copies."""
+        return {field_key(s.solver, name): x for s in self.solvers_state if s is not None
+                for name, x in s.fields.items()}
 
     def __repr__(self):
         return f"SimState(t={self.t}, solvers_state={self.solvers_state!r})"

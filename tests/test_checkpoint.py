@@ -32,7 +32,8 @@ def stepped(n_steps=5, **kw):
 
 
 def snapshot(scene):
-    return {k: x.clone() for s in scene.get_state().solvers_state if s is not None for k, x in s.fields.items()}
+    """Copies of every field, by checkpoint key ("SpringChainSolver.pos")."""
+    return {k: x.clone() for k, x in scene.get_state().fields_by_key().items()}
 
 
 def test_file_is_a_plain_dict_readable_with_pickle_load(tmp_path):
@@ -236,3 +237,37 @@ def test_non_finite_arrays_and_non_plain_scene_entry_are_refused(tmp_path):
     checkpoint.write(tmp_path / "c.ckpt", payload)
     with pytest.raises(gs.CheckpointError, match="plain data"):
         scene.load_checkpoint(tmp_path / "c.ckpt")
+
+
+def test_the_store_derives_the_checkpoint_from_the_declaration():
+    """StateStore owns what a checkpoint holds: the fields declared checkpoint=True, keyed by field_key, in the
+    public layout and the storage dtype; a restore writes them and restarts the other fields from given values;
+    a value outside the declaration is refused before anything is written."""
+    from genesis_core.state import StateStore, field_key
+
+    specs = [gs.FieldSpec("pos", ("n", 3)), gs.FieldSpec("cache", ("n",), frames=False, checkpoint=False),
+             gs.FieldSpec("mode", ("n",), dtype="int", codes=(0, 1), frames=False)]
+
+    def store(n_envs):
+        return StateStore("ToySolver", specs, {"n": 2}, n_envs, 2, torch.float64, torch.device("cpu"))
+
+    assert field_key("ToySolver", "pos") == "ToySolver.pos"
+    for n_envs, lead in ((3, (3,)), (0, ())):
+        src, dst = store(n_envs), store(n_envs)
+        assert src.checkpoint_layout() == {"ToySolver.pos": (lead + (2, 3), np.dtype("float64")),
+                                           "ToySolver.mode": (lead + (2,), np.dtype("int32"))}
+        src.at("pos", 1).copy_(torch.arange(src.batch * 6, dtype=torch.float64).reshape(src.batch, 2, 3))
+        src.at("mode", 1)[..., 1] = 1
+        src.at("cache", 1).fill_(7.0)
+        arrays = src.checkpoint_arrays(1, "test")
+        assert list(arrays) == ["ToySolver.pos", "ToySolver.mode"]
+        assert all(a.flags.c_contiguous and a.shape == src.checkpoint_layout()[k][0] for k, a in arrays.items())
+        values = dst.from_checkpoint(arrays, "test")
+        dst.restore(0, values, {"cache": torch.full(lead + (2,), 3.0, dtype=torch.float64)})
+        assert torch.equal(dst.at("pos", 0), src.at("pos", 1)) and torch.equal(dst.at("mode", 0), src.at("mode", 1))
+        assert bool((dst.at("cache", 0) == 3.0).all())
+        arrays["ToySolver.mode"][..., 0] = 2
+        before = dst.at("pos", 0).clone()
+        with pytest.raises(gs.InvalidStateError, match=r"test: ToySolver.mode\[.*index \[0\]\] = 2 .*one of \[0, 1\]"):
+            dst.from_checkpoint(arrays, "test")
+        assert torch.equal(dst.at("pos", 0), before)
