@@ -1,5 +1,8 @@
-"""The demo scene: built from the embedded defaults below, run, checkpointed, restored, and the continuation
-compared with the original run. Entities whose plugin is not installed are left out (and said so)."""
+"""The demo scene: each loaded plugin contributes its part (hook `register_demo_parts`: entities, solver
+options); the scene is built, run, checkpointed, restored into a freshly built scene, and the continuation compared
+with the original run. The core names no entity or material of any plugin: with only the core installed there is
+nothing to simulate, and the demo says so.
+"""
 
 from __future__ import annotations
 
@@ -14,67 +17,68 @@ DEFAULTS = {
     "steps_before_checkpoint": 100,
     "steps_after_checkpoint": 100,
     "sim_options": {"dt": 1e-2, "substeps": 10},
-    # solver options by Scene keyword: options class name under gs.options, its arguments
-    "solver_options": {"mpm_options": ("MPMOptions", {"lower_bound": (-0.5, -0.5, 0.0), "upper_bound": (0.5, 0.5, 1.0),
-                                                      "grid_density": 24})},
-    "entities": [
-        # material (name under gs.materials), its arguments, morph (name under gs.morphs), its arguments;
-        # "@plugin/file" names a model file a plugin ships
-        {"material": "Rigid", "material_args": {}, "morph": "Plane", "morph_args": {}},
-        {"material": "Rigid", "material_args": {}, "morph": "URDF",
-         "morph_args": {"file": "@rigid/arm.urdf", "fixed": True, "pos": (0.0, -1.0, 0.0)}},
-        {"material": "Rigid", "material_args": {}, "morph": "MJCF",
-         "morph_args": {"file": "@rigid/cartpole.xml", "pos": (0.0, 1.5, 0.0)}},
-        {"material": "MPM.Elastic", "material_args": {"E": 5e4}, "morph": "Box",
-         "morph_args": {"pos": (0.0, 0.0, 0.5), "size": (0.2, 0.2, 0.2)}},
-        {"material": "Rigid", "material_args": {"rho": 500.0}, "morph": "Box",
-         "morph_args": {"pos": (1.0, -1.0, 0.6), "size": (0.2, 0.2, 0.2), "euler": (30.0, 20.0, 0.0)}},
-        {"material": "SpringChain", "material_args": {"n_nodes": 12, "stiffness": 2000.0, "damping": 0.2},
-         "morph": "Cylinder", "morph_args": {"pos": (0.0, 0.0, 1.5), "height": 1.0, "radius": 0.01,
-                                             "euler": (0.0, 60.0, 0.0)}},
-        {"material": "SpringChain", "material_args": {"n_nodes": 6, "anchored": False, "stiffness": 800.0},
-         "morph": "Capsule", "morph_args": {"pos": (1.0, 0.0, 2.0), "height": 0.5, "radius": 0.01,
-                                            "euler": (30.0, 45.0, 0.0)}},
-    ],
+    "parts": None,  # the names of the demo parts to include (None: every registered one)
 }
 
 
-def _material(name, args):
-    import genesis_core as gs
-
-    obj = gs.materials
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj(**args)
-
-
-def build_scene(config, log=print):
+def _parts(config, log):
+    """[(name, plugin, solver options, [(morph, material), ...])] of the selected demo parts, in name order."""
     import genesis_core as gs
     from genesis_core.plugins import registry
 
-    solver_options = {}
-    for key, (cls_name, args) in config.get("solver_options", {}).items():
-        try:
-            solver_options[key] = getattr(gs.options, cls_name)(**args)
-        except gs.PluginNotInstalledError:
-            pass  # the entities that need it are left out below
-    scene = gs.Scene(sim_options=gs.options.SimOptions(**config["sim_options"]), **solver_options)
-    for entry in config["entities"]:
-        try:
-            material = _material(entry["material"], entry["material_args"])
-        except gs.PluginNotInstalledError as exc:
-            log(f"  left out {entry['material']} on a {entry['morph']}: {exc}")
+    reg = registry()
+    wanted = config.get("parts")
+    if wanted is not None:
+        unknown = sorted(set(wanted) - set(reg.demo_parts))
+        if unknown:
+            raise gs.GenesisError(f"demo parts {unknown} are not registered; registered: {sorted(reg.demo_parts)}.")
+    out = []
+    for name in sorted(reg.demo_parts):
+        if wanted is not None and name not in wanted:
             continue
-        args = dict(entry["morph_args"])
-        if isinstance(args.get("file"), str):
-            try:
-                args["file"] = registry().asset_path(args["file"])
-            except gs.PluginNotInstalledError as exc:
-                log(f"  left out a {entry['morph']}: {exc}")
-                continue
-        scene.add_entity(getattr(gs.morphs, entry["morph"])(**args), material=material)
-    if not scene.entities:
-        raise gs.GenesisError("the demo scene is empty: no plugin providing its materials is installed.")
+        plugin = reg.origin[("demo part", name)]
+        try:
+            part = reg.demo_parts[name]()
+        except gs.PluginNotInstalledError as exc:
+            log(f"  left out the demo part {name!r} of plugin {plugin!r}: {exc}")
+            continue
+        fields = part if isinstance(part, dict) else {}
+        entities, options = fields.get("entities"), fields.get("options", {})
+        pairs = isinstance(entities, (list, tuple)) and all(isinstance(e, (list, tuple)) and len(e) == 2
+                                                            for e in entities)
+        if not pairs or not isinstance(options, dict):
+            raise gs.GenesisError(f"demo part {name!r} of plugin {plugin!r} returned {part!r:.200}: expected a dict "
+                                  "with 'entities', a list of (morph, material) pairs, and optionally 'options', a "
+                                  "dict of gs.Scene keywords to options objects.")
+        out.append((name, plugin, dict(options), list(entities)))
+    return out
+
+
+def build_scene(config, log=print):
+    """The demo scene of `config` (DEFAULTS' keys), built with `config["n_envs"]` environments."""
+    import genesis_core as gs
+    from genesis_core.plugins import registry
+
+    parts = _parts(config, log)
+    solver_options, given_by = {}, {}
+    for name, _plugin, options, _entities in parts:
+        for key, value in options.items():
+            if key in solver_options and solver_options[key] != value:
+                raise gs.GenesisError(f"demo parts {given_by[key]!r} and {name!r} give different {key}.")
+            solver_options[key], given_by[key] = value, name
+    if not any(entities for *_, entities in parts):
+        raise gs.GenesisError("the demo scene is empty: no loaded plugin contributes a part of it (hook "
+                              "register_demo_parts); `genesis-core plugins` lists what is loaded.")
+    reg = registry()
+    contributing = {reg.origin[("demo part", name)] for name in reg.demo_parts}
+    silent = sorted({reg.origin[("solver", s)] for s in reg.solvers} - contributing)
+    log("demo parts: " + ", ".join(f"{name} ({len(e)} entit{'y' if len(e) == 1 else 'ies'}, plugin {plugin})"
+                                   for name, plugin, _o, e in parts)
+        + (f"; plugins with a solver and no demo part: {', '.join(silent)}" if silent else ""))
+    scene = gs.Scene(sim_options=gs.options.SimOptions(**config["sim_options"]), **solver_options)
+    for _name, _plugin, _options, entities in parts:
+        for morph, material in entities:
+            scene.add_entity(morph, material=material)
     scene.build(n_envs=config["n_envs"])
     return scene
 

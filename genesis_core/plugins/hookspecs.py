@@ -71,8 +71,26 @@ def register_test_scenes(register):
 
 @hookspec
 def register_assets(register):
-    """Contribute folders of model files (robot descriptions, meshes) that examples and the demo refer to.
+    """Contribute folders of model files (robot descriptions, meshes) that examples refer to.
 
-    register(name, folder): a file in it is referred to as ``"@<name>/<file>"`` by `genesis_core.demo` and
-    resolved with `genesis_core.plugins.registry().asset_path("@<name>/<file>")`.
+    register(name, folder): a file in it is referred to as ``"@<name>/<file>"`` and resolved with
+    `genesis_core.plugins.registry().asset_path("@<name>/<file>")`.
+    """
+
+
+@hookspec
+def register_demo_parts(register):
+    """Contribute a part of the demo scene: what `genesis-core demo` (`genesis_core.demo.run`) builds, runs,
+    checkpoints, restores into a freshly built scene and continues, checking that the continuation is bitwise
+    the original one. The core names no entity of it; each plugin adds its own solver's.
+
+    register(name, part): `part()` returns a dict with
+      ``"entities"``: a list of ``(morph, material)`` pairs, added with `scene.add_entity(morph, material)` in
+          order (a few entities: by default the demo steps 8 environments 300 times, 10 substeps each);
+      ``"options"`` (optional): `gs.Scene` keywords and the options objects they take
+          (``{"mpm_options": gs.options.MPMOptions(...)}``); two parts that give one keyword must agree.
+    It is called every time the demo builds its scene (twice per run), after `gs.init`, so it returns new
+    objects and may look up `gs.options` / `gs.materials` then. The parts are added in the order of their names;
+    the simulation options (dt, substeps) and n_envs are the demo's. A part that raises
+    `gs.PluginNotInstalledError` is left out, and the demo says so.
     """

@@ -83,6 +83,7 @@ class Registry:
     couplings: list = field(default_factory=list)
     test_scenes: dict = field(default_factory=dict)
     assets: dict = field(default_factory=dict)
+    demo_parts: dict = field(default_factory=dict)
     origin: dict = field(default_factory=dict)
 
     def asset_path(self, ref: str) -> str:
@@ -311,6 +312,13 @@ def registry() -> Registry:
 
         add_scene = _registrar(reg, "test scene", reg.test_scenes, name)
         add_assets = _registrar(reg, "asset folder", reg.assets, name)
+
+        def add_demo_part(part_name, part, _add=_registrar(reg, "demo part", reg.demo_parts, name)):
+            if not (isinstance(part_name, str) and part_name) or not callable(part):
+                raise GenesisError(f"plugin {name!r} registered demo part {part_name!r} as {part!r}: expected a "
+                                   "name and a callable that returns the part (see hookspecs.register_demo_parts).")
+            _add(part_name, part)
+
         pair_seen = _registrar(reg, "coupling", {}, name)
 
         def add_coupling(solver_a, solver_b, cls):
@@ -323,5 +331,6 @@ def registry() -> Registry:
         caller("register_couplings")(register=add_coupling)
         caller("register_test_scenes")(register=add_scene)
         caller("register_assets")(register=add_assets)
+        caller("register_demo_parts")(register=add_demo_part)
     _registry = reg
     return reg

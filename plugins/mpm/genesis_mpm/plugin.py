@@ -56,3 +56,18 @@ def _test_scene(n_envs):
         pass
 
     return scene, drive
+
+
+@gs.hookimpl
+def register_demo_parts(register):
+    register("mpm", _demo_part)
+
+
+def _demo_part():
+    """The MPM part of `genesis-core demo`: an elastic block dropped inside a 1 m domain (onto the rigid plane
+    when the rigid plugin is installed, onto the domain's floor otherwise)."""
+    return {
+        "options": {"mpm_options": MPMOptions(lower_bound=(-0.5, -0.5, 0.0), upper_bound=(0.5, 0.5, 1.0),
+                                              grid_density=24)},
+        "entities": [(gs.morphs.Box(pos=(0.0, 0.0, 0.5), size=(0.2, 0.2, 0.2)), MPM.Elastic(E=5e4))],
+    }

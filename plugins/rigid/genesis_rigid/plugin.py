@@ -59,3 +59,21 @@ def _test_scene(n_envs, requires_grad=False):
             box.set_dofs_velocity(vel if n_envs else vel[0])
 
     return scene, drive
+
+
+@gs.hookimpl
+def register_demo_parts(register):
+    register("rigid", _demo_part)
+
+
+def _demo_part():
+    """The rigid bodies of `genesis-core demo`: the ground plane (which the MPM part's block also lands on), a
+    fixed arm, a free cart-pole and a tilted box dropped onto the plane."""
+    from . import assets
+
+    return {"entities": [
+        (gs.morphs.Plane(), Rigid()),
+        (gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(0.0, -1.0, 0.0)), Rigid()),
+        (gs.morphs.MJCF(file=assets.path("cartpole.xml"), pos=(0.0, 1.5, 0.0)), Rigid()),
+        (gs.morphs.Box(pos=(1.0, -1.0, 0.6), size=(0.2, 0.2, 0.2), euler=(30.0, 20.0, 0.0)), Rigid(rho=500.0)),
+    ]}
