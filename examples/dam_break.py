@@ -18,7 +18,7 @@ def main(a=0.15, grid_density=64, t_end=3.4):
     if not gs.runtime.initialized:
         gs.init(backend=gs.cpu, precision="32")
     dx = 1 / grid_density
-    wall, width, dt = 3 * dx, 0.25, 2e-3
+    wall, width, dt = 0.0, 10 * dx, 2e-3  # the walls' planes are the domain's bounds; a slab ten cells wide
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt, substeps=10),
                      mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(1.0, width, 0.3),
                                                        grid_density=grid_density, boundary="slip"))

@@ -12,7 +12,7 @@ import torch
 import genesis_core as gs
 
 PUSHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "pusher.xml")
-FLOOR = 3 / 48  # the MPM floor: three cells above the bottom of the domain, at 48 cells per metre
+FLOOR = 0.0  # the MPM floor: the lower bound of its domain
 
 
 def main(iterations=10, n_steps=60, target=(0.32, 0.2), lr=4.0, verbose=True):

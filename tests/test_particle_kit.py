@@ -98,10 +98,18 @@ def test_set_position_moves_the_centre_of_mass_and_find_closest_particle_finds_i
         a.find_closest_particle([0.0, 0.0])
 
 
-def test_a_body_may_start_anywhere_the_solver_holds_particles():
-    """The inside bounds a solver declares are the check at add_entity (MPM: two cells from each wall)."""
-    scene = gs.Scene(mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(0.5, 0.5, 0.5),
+def test_a_body_may_start_anywhere_inside_the_bounds():
+    """MPM's grid reaches beyond the bounds (its walls are the padding), so a cube 5 mm above the floor and
+    against a side wall is accepted, and one crossing a bound is refused."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, substeps=4),
+                     mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(0.5, 0.5, 0.5),
                                                        grid_density=32))
+    cube = scene.add_entity(gs.morphs.Box(pos=(0.05, 0.25, 0.055), size=(0.1, 0.1, 0.1)),
+                            material=gs.materials.MPM.Elastic())
     with pytest.raises(gs.OptionError, match="inside the MPM domain"):
-        scene.add_entity(gs.morphs.Sphere(pos=(0.25, 0.25, 0.04), radius=0.03), material=gs.materials.MPM.Elastic())
-    scene.add_entity(gs.morphs.Sphere(pos=(0.25, 0.25, 0.1), radius=0.03), material=gs.materials.MPM.Elastic())
+        scene.add_entity(gs.morphs.Sphere(pos=(0.25, 0.25, 0.02), radius=0.03), material=gs.materials.MPM.Elastic())
+    scene.build()
+    for _ in range(50):
+        scene.step()
+    pos = cube.get_particles_pos()
+    assert float(pos[:, 2].min()) > -1 / 32 and float(pos[:, 0].min()) > -1 / 32, "it went through a wall"

@@ -18,6 +18,8 @@ from genesis_core.particles.collider import (add_impulse, body_surface, inverse_
                                             signed_distance)
 from genesis_core.ti_math import quat_to_mat
 
+from .layout import PF_DX, PF_ORIGIN
+
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
 M3 = ti.types.matrix(3, 3, float)
@@ -32,8 +34,8 @@ def grid_vs_colliders(params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m
                       body_lin_vel: nd(dtype=V3, ndim=2), body_ang_vel: nd(dtype=V3, ndim=2),
                       body_inv_mass: nd(ndim=1), body_inv_inertia: nd(dtype=M3, ndim=2), slab_impulse: nd(ndim=4)):
     """slab_impulse [K, B, L, 6] receives each slab's impulses on each body (linear, angular about the com)."""
-    dx = params_f[1]
-    lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+    dx = params_f[PF_DX]
+    lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
     n_slabs = slab_impulse.shape[0]
     nx = grid_v.shape[1]
     for b, k in ti.ndrange(grid_v.shape[0], n_slabs):
@@ -87,8 +89,8 @@ def grid_vs_colliders_ad(g0: ti.i32, params_f: nd(ndim=1), grid_v: nd(dtype=V3, 
     slab_impulse [K, B, L, 6]. The geom and body arrays are [K, B, ...]: one copy per slab, so that their adjoints
     are summed per slab thread, in a fixed order."""
     for b, k in ti.ndrange(grid_v.shape[0], slab_impulse.shape[0]):
-        dx = params_f[1]
-        lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+        dx = params_f[PF_DX]
+        lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
         n_slabs = slab_impulse.shape[0]
         nx = grid_v.shape[1]
         n_geoms = geom_type.shape[0]

@@ -4,6 +4,7 @@ A particle is clamped inside the grid (it never addresses a node outside it), wh
 import taichi as ti
 
 from .kernels_p2g import bspline_weights, grid_base
+from .layout import PF_DT, PF_DX, PF_INV_DX, PF_ORIGIN
 
 V3 = ti.types.vector(3, float)
 M3 = ti.types.matrix(3, 3, float)
@@ -15,10 +16,10 @@ def g2p(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
         C: nd(dtype=M3, ndim=3), active: nd(ndim=2), grid_v: nd(dtype=V3, ndim=4)):
     for b, p in ti.ndrange(pos.shape[1], pos.shape[2]):
         # everything inside the loop: the kernel is also run in reverse (Taichi's autodiff)
-        dt = params_f[0]
-        dx = params_f[1]
-        inv_dx = params_f[2]
-        lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+        dt = params_f[PF_DT]
+        dx = params_f[PF_DX]
+        inv_dx = params_f[PF_INV_DX]
+        lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
         hi = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]]) - 2.0 - 1e-4
         if active[b, p] == 0:
             pos[fn, b, p] = pos[f, b, p]

@@ -35,6 +35,7 @@ from .kernels_grid import wall_condition
 from .kernels_p2g import grid_base
 from .kernels_material import CLAMP, IDENTITY, coefficients, diag3, particle_update, spectral_return
 from .materials import LIQUID, SAND
+from .layout import PF_DT, PF_DX, PF_FLOOR, PF_FRICTION, PF_GRAVITY, PF_INV_DX, PF_ORIGIN
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -48,7 +49,7 @@ MAX_PARTITIONS = 8
 def stress(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=3), F: nd(dtype=M3, ndim=3),
            Jp: nd(ndim=3), active: nd(ndim=2), p_kind: nd(ndim=1), p_entity: nd(ndim=1), p_params: nd(ndim=2),
            E: nd(ndim=2), nu: nd(ndim=2), tau: nd(dtype=M3, ndim=2)):
-    dt = params_f[0]
+    dt = params_f[PF_DT]
     for b, p in ti.ndrange(F.shape[1], F.shape[2]):
         if active[b, p] == 0:
             F[fn, b, p] = F[f, b, p]
@@ -91,10 +92,10 @@ def p2g_scatter(f: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel:
         n = pos.shape[2]
         for p in range(k * n // n_part, (k + 1) * n // n_part):
             if active[b, p] != 0:
-                dt = params_f[0]
-                dx = params_f[1]
-                inv_dx = params_f[2]
-                lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+                dt = params_f[PF_DT]
+                dx = params_f[PF_DX]
+                inv_dx = params_f[PF_INV_DX]
+                lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
                 m = p_mass[p]
                 Cp = C[f, b, p]
                 xl = (pos[f, b, p] - lower) * inv_dx
@@ -120,10 +121,10 @@ def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, nd
     """kernels_grid.grid_update without the in-place updates: reads grid_mv (at most MAX_PARTITIONS copies),
     writes grid_v and grid_m."""
     for b, i, j, l in ti.ndrange(grid_v.shape[0], grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]):
-        dt = params_f[0]
-        gravity = ti.Vector([params_f[6], params_f[7], params_f[8]])
-        friction = params_f[9]
-        floor_cells = ti.cast(params_f[10], ti.i32)
+        dt = params_f[PF_DT]
+        gravity = ti.Vector([params_f[PF_GRAVITY], params_f[PF_GRAVITY + 1], params_f[PF_GRAVITY + 2]])
+        friction = params_f[PF_FRICTION]
+        floor_cells = ti.cast(params_f[PF_FLOOR], ti.i32)
         n_part = grid_mv.shape[0]
         size = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]])
         acc = grid_mv[0, b, i, j, l]
@@ -151,10 +152,10 @@ def p2g_scatter_reverse(f: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=
                         vel_grad: nd(dtype=V3, ndim=3), C_grad: nd(dtype=M3, ndim=3), tau_grad: nd(dtype=M3, ndim=2)):
     """The reverse of `p2g_scatter`, a gather per particle; writes tau_grad (the stress is read nowhere else). The
     grid stage sums the partition copies, so their adjoints are equal: copy 0's is read."""
-    dt = params_f[0]
-    dx = params_f[1]
-    inv_dx = params_f[2]
-    lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+    dt = params_f[PF_DT]
+    dx = params_f[PF_DX]
+    inv_dx = params_f[PF_INV_DX]
+    lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
     for b, p in ti.ndrange(pos.shape[1], pos.shape[2]):
         tau_grad[b, p] = ti.Matrix.zero(float, 3, 3)
         if active[b, p] != 0:
@@ -192,10 +193,10 @@ def g2p_reverse(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, n
     """The reverse of kernels_g2p.g2p. Partition k of each environment's particles is run in index order by one
     thread, accumulating into copy k of the grid adjoint (`sum_parts` then adds the copies in a fixed order): the
     gradient is bitwise repeatable."""
-    dt = params_f[0]
-    dx = params_f[1]
-    inv_dx = params_f[2]
-    lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+    dt = params_f[PF_DT]
+    dx = params_f[PF_DX]
+    inv_dx = params_f[PF_INV_DX]
+    lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
     hi = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]]) - 2.0 - 1e-4
     n_part = grid_v_grad_parts.shape[0]
     n = pos.shape[2]
@@ -341,7 +342,7 @@ def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(
     SVD (U_s, s_s, V_s), the adjoints of the reduced map's outputs h and t (h_grad, t_grad, for the autodiff of
     `spectral_reduced`), and the off-diagonal part of dL/dF_trial (off_grad). E_p, nu_p: [B, n] per particle;
     their adjoints and s_grad are written here (the autodiff of `spectral_reduced` then adds to them)."""
-    dt = params_f[0]
+    dt = params_f[PF_DT]
     I3 = ti.Matrix.identity(float, 3)
     for b, p in ti.ndrange(F.shape[1], F.shape[2]):
         kind = p_kind[p]
@@ -426,7 +427,7 @@ def stress_reverse_finish(f: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=
                           s_grad: nd(dtype=V3, ndim=2), V_s: nd(dtype=M3, ndim=2), off_grad: nd(dtype=M3, ndim=2),
                           F_grad: nd(dtype=M3, ndim=3), C_grad: nd(dtype=M3, ndim=3)):
     """dL/dF_trial = U (diag(dL/ds) + off-diagonal part) V^T, then through F_trial = (I + dt C) F."""
-    dt = params_f[0]
+    dt = params_f[PF_DT]
     for b, p in ti.ndrange(F.shape[1], F.shape[2]):
         if active[b, p] != 0 and p_kind[p] != LIQUID:
             gA = U_s[b, p] @ diag3(s_grad[b, p]) @ V_s[b, p].transpose() + off_grad[b, p]

@@ -1,6 +1,7 @@
 """Grid update: sum the partition copies (in a fixed order), momentum to velocity, gravity, and the domain walls.
-Nodes within `BOUND` cells of a wall (the floor at SimOptions.floor_height counts as the lower z wall when it lies
-above the domain's bottom) get the wall condition (with Coulomb friction on slip and separate walls);
+The grid reaches `BOUND` cells beyond each of the domain's bounds; the nodes of those cells are the walls (the
+floor at SimOptions.floor_height counts as the lower z wall when it lies above the domain's bottom) and get the
+wall condition (with Coulomb friction on slip and separate walls), so each wall's plane is the bound itself;
 the partition copies are cleared for the next substep.
 
 A sticky wall also holds the nodes on its plane, `BOUND` cells in from its outer edge. With quadratic B-splines,
@@ -11,6 +12,8 @@ freely as its own shear over that cell allows (a granular pile then spreads as o
 node on the plane held as well (k = BOUND), the velocity vanishes at the underside of the resting material."""
 
 import taichi as ti
+
+from .layout import PF_DT, PF_FLOOR, PF_FRICTION, PF_GRAVITY
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -55,10 +58,10 @@ def wall_condition(v, node, d: ti.template(), size, floor_cells, boundary, frict
 @ti.kernel
 def grid_update(params_f: nd(ndim=1), boundary: ti.i32, grid_mv: nd(dtype=V4, ndim=5), grid_v: nd(dtype=V3, ndim=4),
                 grid_m: nd(ndim=4)):
-    dt = params_f[0]
-    gravity = ti.Vector([params_f[6], params_f[7], params_f[8]])
-    friction = params_f[9]
-    floor_cells = ti.cast(params_f[10], ti.i32)  # the floor (SimOptions.floor_height) above the domain's bottom
+    dt = params_f[PF_DT]
+    gravity = ti.Vector([params_f[PF_GRAVITY], params_f[PF_GRAVITY + 1], params_f[PF_GRAVITY + 2]])
+    friction = params_f[PF_FRICTION]
+    floor_cells = ti.cast(params_f[PF_FLOOR], ti.i32)  # the floor (SimOptions.floor_height) above the domain's bottom
     n_part = grid_mv.shape[0]
     size = ti.Vector([grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]])
     for b, i, j, l in ti.ndrange(grid_v.shape[0], grid_v.shape[1], grid_v.shape[2], grid_v.shape[3]):

@@ -9,6 +9,7 @@ is bitwise repeatable however the threads are scheduled.
 import taichi as ti
 
 from .kernels_material import particle_update
+from .layout import PF_DT, PF_DX, PF_INV_DX, PF_ORIGIN
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -39,10 +40,10 @@ def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
         nu: nd(ndim=2), grid_mv: nd(dtype=V4, ndim=5)):
     """Reads frame f of the particles, writes F and Jp of frame fn and the partitioned grid momentum/mass.
     E and nu are [B, n_entities]; p_entity maps a particle to its entity."""
-    dt = params_f[0]
-    dx = params_f[1]
-    inv_dx = params_f[2]
-    lower = ti.Vector([params_f[3], params_f[4], params_f[5]])
+    dt = params_f[PF_DT]
+    dx = params_f[PF_DX]
+    inv_dx = params_f[PF_INV_DX]
+    lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
     n_part = grid_mv.shape[0]
     n = pos.shape[2]
     for b, k in ti.ndrange(pos.shape[1], n_part):

@@ -8,7 +8,8 @@ from genesis_core.particles.solver import ParticleOptions
 class MPMOptions(ParticleOptions):
     """Options of the MPM solver.
 
-    lower_bound, upper_bound: the simulation domain (m); its walls hold the particles in, and its floor is the
+    lower_bound, upper_bound: the simulation domain (m): a body may start anywhere inside it; its walls, whose
+    planes are the bounds (the grid reaches three cells beyond them), hold the particles in, and its floor is the
     lower z wall. grid_density: grid cells per metre (dx = 1 / grid_density). particle_size: spacing of the lattice
     particles are sampled on (m; default dx / 2: 8 particles per cell). boundary: what the walls do to the grid
     velocity: "sticky" (zero, also on the wall plane, so that what rests on the wall does not slide along it),

@@ -11,10 +11,12 @@ from genesis_core.launch import Launcher
 from genesis_core.particles.solver import ParticleSolver
 
 from . import kernels_g2p, kernels_grad, kernels_grid, kernels_p2g
+from .layout import PF_DT, PF_DX, PF_FLOOR, PF_FRICTION, PF_GRAVITY, PF_INV_DX, PF_N, PF_ORIGIN
 from .entity import MPMEntity
 from .materials import Base
 from .options import MPMOptions
 
+PAD = kernels_grid.BOUND  # grid cells beyond each bound: the walls
 BOUNDARY = {"sticky": kernels_grid.STICKY, "slip": kernels_grid.SLIP, "separate": kernels_grid.SEPARATE}
 
 
@@ -49,6 +51,10 @@ class MPMSolver(ParticleSolver):
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)
         self.dx = self.options.dx
+        # the grid covers the bounds and PAD cells beyond each: the walls (kernels_grid) are the padding, so their
+        # planes lie on the bounds and a body may start anywhere inside them
+        self.grid_shape = tuple(n + 2 * PAD for n in self.options.grid_shape)
+        self.origin = self.lower - PAD * self.dx
         # SimOptions.floor_height inside the domain raises the lower z wall to it (whole cells)
         floor = (sim_options.floor_height - self.lower[2]) / self.dx
         self.floor_cells = int(min(max(round(floor), 0), self.options.grid_shape[2] - 8))
@@ -57,13 +63,10 @@ class MPMSolver(ParticleSolver):
         return self.options.dx / 2
 
     def inside_bounds(self):
-        """The domain less two cells at each wall (and the floor)."""
-        lo = self.lower + 2 * self.dx
+        """The domain (above the floor where SimOptions.floor_height lies inside it)."""
+        lo = self.lower.copy()
         lo[2] += self.floor_cells * self.dx
-        return lo, self.upper - 2 * self.dx
-
-    def inside_note(self):
-        return " (two cells from each wall)"
+        return lo, self.upper
 
     def build_particles(self):
         fl, dev = self.float_dtype, self.device
@@ -76,10 +79,12 @@ class MPMSolver(ParticleSolver):
         self.p_vol = torch.full((self.n_particles,), vol, dtype=fl, device=dev)
         self.p_kind = torch.as_tensor(np.concatenate(kind), device=dev)
         self.p_params = torch.as_tensor(np.concatenate(params), dtype=fl, device=dev).contiguous()
-        g = self.sim_options.gravity
-        lo = self.options.lower_bound
-        self.params_f = torch.tensor([self.sim_options.substep_dt, self.dx, 1 / self.dx, *lo, *g,
-                                      self.options.wall_friction, self.floor_cells], dtype=fl, device=dev)
+        params = np.zeros(PF_N)
+        params[[PF_DT, PF_DX, PF_INV_DX, PF_FRICTION, PF_FLOOR]] = (self.sim_options.substep_dt, self.dx, 1 / self.dx,
+                                                                    self.options.wall_friction, self.floor_cells)
+        params[PF_ORIGIN:PF_ORIGIN + 3] = self.origin
+        params[PF_GRAVITY:PF_GRAVITY + 3] = self.sim_options.gravity
+        self.params_f = torch.tensor(params, dtype=fl, device=dev)
         parts = self.options.partitions or max(1, min(8, 2 // self.batch))
         self.n_partitions = max(1, min(parts, self.n_particles))
         self.requires_grad = bool(self.sim_options.requires_grad)
@@ -87,7 +92,7 @@ class MPMSolver(ParticleSolver):
 
     def _allocate_scratch(self):
         fl, dev = self.float_dtype, self.device
-        shape = self.options.grid_shape
+        shape = self.grid_shape
         if self.requires_grad:
             self.n_partitions = min(self.n_partitions, kernels_grad.MAX_PARTITIONS)
 
@@ -120,13 +125,15 @@ class MPMSolver(ParticleSolver):
             self._clear_launch = {name: Launcher() for name in self._flat}
 
     def domain_bounds(self):
-        """Where grid-to-particle keeps every particle: from one cell above the lower bound to two cells below
-        the grid's upper end (a particle's 3x3x3 stencil then never leaves the grid), with a rounding margin."""
-        size = np.asarray(self.options.grid_shape, dtype=np.float64)
-        # rounding: the kernels compute lower + x dx in the solver's precision, far from the origin too
+        """Where grid-to-particle keeps every particle: from one cell above the grid's lower end (PAD cells below
+        the lower bound) to two cells below its upper end (a particle's 3x3x3 stencil then never leaves the grid),
+        with a rounding margin. Positions set from outside may lie in the walls, but a body starts inside the
+        bounds (inside_bounds)."""
+        size = np.asarray(self.grid_shape, dtype=np.float64)
+        # rounding: the kernels compute origin + x dx in the solver's precision, far from the origin too
         eps = float(torch.finfo(self.float_dtype).eps)
-        slack = 1e-3 * self.dx + 8 * eps * float(np.abs(np.concatenate([self.lower, self.upper])).max() + self.dx)
-        return self.lower + self.dx - slack, self.lower + (size - 2) * self.dx + slack
+        slack = 1e-3 * self.dx + 8 * eps * float(np.abs(np.concatenate([self.lower, self.upper])).max() + PAD * self.dx)
+        return self.origin + self.dx - slack, self.origin + (size - 2) * self.dx + slack
 
     def init_state(self, f):
         super().init_state(f)

@@ -24,7 +24,7 @@ def block_scene(material, requires_grad, substeps=SUBSTEPS, size=0.08):
                                                        requires_grad=requires_grad),
                      mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(0.4, 0.4, 0.4),
                                                        grid_density=32, boundary="sticky"))
-    block = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.15), size=(size,) * 3), material=material)
+    block = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.056), size=(size,) * 3), material=material)
     scene.build()
     return scene, block
 
@@ -102,7 +102,7 @@ def test_environments_are_differentiated_independently():
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3 * 8, substeps=8, requires_grad=True),
                          mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(0.4, 0.4, 0.4),
                                                            grid_density=32, boundary="sticky"))
-        block = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.15), size=(0.08,) * 3), material=material)
+        block = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.056), size=(0.08,) * 3), material=material)
         scene.build(n_envs=n_envs)
         v0 = v0.clone().requires_grad_(True)
         E = E.clone().requires_grad_(True)

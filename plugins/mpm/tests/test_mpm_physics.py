@@ -64,7 +64,7 @@ def test_elastic_cube_bounces_and_comes_to_rest():
     """Dropped from 0.23 m above the floor: it rebounds (upward centre-of-mass speed > 0.3 m/s after the first
     contact), then loses its energy to the transfers' dissipation and rests on the floor at half its height
     (less a little compression under its weight)."""
-    scene, (cube,) = make([(gs.morphs.Box(pos=(0.5, 0.5, 0.4), size=(0.15, 0.15, 0.15)),
+    scene, (cube,) = make([(gs.morphs.Box(pos=(0.5, 0.5, 0.305), size=(0.15, 0.15, 0.15)),
                             gs.materials.MPM.Elastic(E=5e4))], dt=1e-3, substeps=2)
     heights, speeds = [], []
     for _ in range(4000):
@@ -74,7 +74,7 @@ def test_elastic_cube_bounces_and_comes_to_rest():
     first_contact = next(i for i in range(1, len(speeds)) if speeds[i] > speeds[i - 1] + 1e-3)
     assert max(speeds[first_contact:]) > 0.3, "no bounce"
     assert max(abs(v) for v in speeds[-300:]) < 0.05, "not at rest"
-    floor = 3 / 32  # the wall condition holds the lowest 3 grid cells
+    floor = 0.0  # the floor wall's plane is the domain's lower bound
     assert heights[-1] == pytest.approx(floor + 0.075, abs=0.02)
 
 
@@ -113,13 +113,13 @@ def test_sand_column_collapses_to_its_angle_of_repose():
     """A sand column (friction angle 35 degrees) collapses on a sticky floor into a pile whose flank slope, fitted
     over its middle part, lies within 10 degrees of the friction angle; the pile is at rest after 0.6 s."""
     phi = 35.0
-    scene, (sand,) = make([(gs.morphs.Cylinder(pos=(0.25, 0.25, 0.11), radius=0.09, height=0.11),
+    scene, (sand,) = make([(gs.morphs.Cylinder(pos=(0.25, 0.25, 0.053), radius=0.09, height=0.11),
                             gs.materials.MPM.Sand(friction_angle=phi))], dt=1e-3, substeps=4, boundary="sticky",
                           upper_bound=(0.5, 0.5, 0.4), grid_density=48)
     for _ in range(600):
         scene.step()
     pos = sand.get_particles_pos().numpy()
-    floor = 3 / 48
+    floor = 0.0  # the floor wall's plane is the domain's lower bound
     r = np.hypot(pos[:, 0] - 0.25, pos[:, 1] - 0.25)
     edges = np.linspace(0, r.max(), 16)
     heights = np.array([np.quantile(pos[(r >= a) & (r < b), 2], 0.95) - floor if ((r >= a) & (r < b)).sum() > 10
@@ -145,8 +145,8 @@ def test_dam_break_front_follows_martin_and_moyce():
     Martin & Moyce's measurements from T = 0.8 on (before that, the experiment's gate opening dominates)."""
     a, dens = 0.15, 64
     dx = 1 / dens
-    wall = 3 * dx
-    width = 0.25
+    wall = 0.0  # the walls' planes are the domain's bounds
+    width = 10 * dx
     scene, (water,) = make([(gs.morphs.Box(pos=(wall + a / 2, width / 2, wall + a / 2), size=(a, width - 2 * wall, a)),
                              gs.materials.MPM.Liquid(E=1e6))], dt=2e-3, substeps=10, boundary="slip",
                            upper_bound=(1.0, width, 0.3), grid_density=dens)
@@ -167,7 +167,7 @@ def test_dam_break_front_follows_martin_and_moyce():
 
 def test_floor_height_inside_the_domain_is_a_floor():
     """SimOptions.floor_height = 0.3 in a domain starting at z = 0: the cube lands on the floor there (its lowest
-    particles within the 3-cell wall layer above it), not on the domain's bottom."""
+    particles within a cell of the floor's plane), not on the domain's bottom."""
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=2, floor_height=0.3),
                      mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(1, 1, 1), grid_density=32))
     cube = scene.add_entity(gs.morphs.Box(pos=(0.5, 0.5, 0.6), size=(0.15, 0.15, 0.15)),
@@ -178,7 +178,7 @@ def test_floor_height_inside_the_domain_is_a_floor():
         scene.step()
         lowest = min(lowest, float(cube.get_particles_pos()[:, 2].min()))
     floor = round(0.3 * 32) / 32
-    assert floor < lowest < floor + 4 / 32
+    assert floor - 1 / 32 < lowest < floor + 1 / 32
     with pytest.raises(gs.OptionError, match="inside the MPM domain"):
         scene2 = gs.Scene(sim_options=gs.options.SimOptions(floor_height=0.5),
                           mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(1, 1, 1)))
