@@ -44,6 +44,7 @@ from ..errors import GenesisError
 from ..launch import Launcher
 from ..ti_math import quat_to_mat
 from .collider import add_impulse, approaching, body_surface, inverse_effective_mass, respond, signed_distance
+from .reduce import sum_parts
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -83,6 +84,26 @@ def n_chunks(n_particles: int, batch: int) -> int:
     return max(1, min(MAX_CHUNKS // max(batch, 1), n_particles // MIN_CHUNK))
 
 
+class ViewExtras:
+    """The optional arrays of a ColliderView, (body_inv_mass, body_inv_inertia, geom_hull, hull_planes): the
+    view's own, or stand-ins of the right shapes (infinitely heavy bodies, meshes without a hull), kept between
+    substeps. One per coupling."""
+
+    def __init__(self):
+        self._standins = None
+
+    def __call__(self, view, batch, dtype, device):
+        n_geoms, n_bodies = view.geom_type.shape[0], max(view.body_impulse.shape[1], 1)
+        z = self._standins
+        if z is None or z[0].shape[0] != n_bodies or z[1].shape[0] != batch or z[2].shape[0] < n_geoms:
+            z = self._standins = (torch.zeros(n_bodies, dtype=dtype, device=device),
+                                  torch.zeros((batch, n_bodies, 3, 3), dtype=dtype, device=device),
+                                  torch.zeros((max(n_geoms, 1), 2), dtype=torch.int32, device=device),
+                                  torch.zeros((1, 4), dtype=dtype, device=device))
+        own = (view.body_inv_mass, view.body_inv_inertia, view.geom_hull, view.hull_planes)
+        return tuple(x.detach() if x is not None else d for x, d in zip(own, z))
+
+
 class ParticleColliderCoupling:
     """A particle solver's particles against one collider's geoms (see the module doc). Constructed by the core's
     coupler with the collider, the particle solver and the SimOptions, once for every active collider."""
@@ -100,20 +121,11 @@ class ParticleColliderCoupling:
                                f"one of the two solvers' entities.")
         self.collider, self.particles = collider, particles
         self._rows = None  # (mass rows [K, B, L], impulse rows [K, B, L, 6], share [B, L])
-        self._extras = None  # stand-ins for the view's optional arrays
+        self._extras = ViewExtras()
         self._launchers = {}  # one per frame f: the views of one frame keep their arrays
 
     def _view_extras(self, view, batch, dtype, device):
-        """(body_inv_mass, body_inv_inertia, geom_hull, hull_planes): the view's, or zeros (infinitely heavy bodies,
-        meshes without a hull) of the right shapes."""
-        n_geoms, n_bodies = view.geom_type.shape[0], max(view.body_impulse.shape[1], 1)
-        if self._extras is None or self._extras[0].shape[0] != n_bodies or self._extras[2].shape[0] < n_geoms:
-            self._extras = (torch.zeros(n_bodies, dtype=dtype, device=device),
-                            torch.zeros((batch, n_bodies, 3, 3), dtype=dtype, device=device),
-                            torch.zeros((max(n_geoms, 1), 2), dtype=torch.int32, device=device),
-                            torch.zeros((1, 4), dtype=dtype, device=device))
-        own = (view.body_inv_mass, view.body_inv_inertia, view.geom_hull, view.hull_planes)
-        return tuple(x.detach() if x is not None else d for x, d in zip(own, self._extras))
+        return self._extras(view, batch, dtype, device)
 
     def _scratch(self, batch, n_particles, n_bodies, dtype, device):
         k = n_chunks(n_particles, batch)
@@ -180,18 +192,13 @@ class ParticleColliderCoupling:
                view.geom_body, geom_hull, hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel,
                view.body_ang_vel, inv_mass, inv_inertia, mass_rows)
         with torch.no_grad():
-            total = mass_rows[0].clone()
-            for k in range(1, mass_rows.shape[0]):  # a fixed order: bitwise repeatable
-                total += mass_rows[k]
-            torch.reciprocal(total + 1.0, out=share)
+            torch.reciprocal(sum_parts(mass_rows, share) + 1.0, out=share)
         launch(respond_and_project, part.pos, part.vel, part.mass, part.active, radius, float(part.restitution),
                view.geom_type, view.geom_size, view.geom_friction, view.geom_body, geom_hull, hull_planes,
                view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel, share,
                impulse_rows)
         if n_bodies:
-            with torch.no_grad():
-                for k in range(impulse_rows.shape[0]):  # a fixed order: bitwise repeatable
-                    view.body_impulse += impulse_rows[k, :, :n_bodies]
+            sum_parts(impulse_rows[:, :, :n_bodies], view.body_impulse, add=True)
 
     def couple_grad(self, f: int):
         raise GenesisError(f"the coupling of {self.particles.name} with {self.collider.name} is not differentiable.")

@@ -7,6 +7,8 @@ import torch
 import genesis_core as gs
 from genesis_core.coupler import GEOM_MESH, Collider
 from genesis_core.launch import Launcher
+from genesis_core.particles.coupling import ViewExtras
+from genesis_core.particles.reduce import sum_parts
 
 from . import kernels_coupling, kernels_grad
 
@@ -35,20 +37,11 @@ class ColliderMPMCoupling:
         self._out_grads = []  # their adjoints, flat, each with a launcher of kernels_grad.clear
         self._copies = {}  # differentiable mode: the view's pose arrays, one copy per slab
         self._run = None  # differentiable mode: what the last `couple` read and wrote
-        self._extras = None  # the view's optional arrays, or stand-ins (infinitely heavy bodies, no hulls)
+        self._extras = ViewExtras()  # the view's optional arrays, or stand-ins (infinitely heavy bodies, no hulls)
 
     def _view_extras(self, view):
         """(body_inv_mass, body_inv_inertia, geom_hull, hull_planes), the view's or zeros of the right shapes."""
-        mpm = self.mpm
-        fl, dev = mpm.float_dtype, mpm.device
-        n_geoms, n_bodies = view.geom_type.shape[0], max(view.body_impulse.shape[1], 1)
-        if self._extras is None or self._extras[0].shape[0] != n_bodies:
-            self._extras = (torch.zeros(n_bodies, dtype=fl, device=dev),
-                            torch.zeros((mpm.batch, n_bodies, 3, 3), dtype=fl, device=dev),
-                            torch.zeros((max(n_geoms, 1), 2), dtype=torch.int32, device=dev),
-                            torch.zeros((1, 4), dtype=fl, device=dev))
-        own = (view.body_inv_mass, view.body_inv_inertia, view.geom_hull, view.hull_planes)
-        return tuple(x.detach() if x is not None else d for x, d in zip(own, self._extras))
+        return self._extras(view, self.mpm.batch, self.mpm.float_dtype, self.mpm.device)
 
     def _slab_rows(self, n_bodies):
         if self._slabs is None or self._slabs.shape[2] != max(n_bodies, 1):
@@ -71,8 +64,7 @@ class ColliderMPMCoupling:
             self.mpm.params_f, self.mpm.grid_v, self.mpm.grid_m, view.geom_type, view.geom_size, view.geom_friction,
             view.geom_body, geom_hull, hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel,
             view.body_ang_vel, inv_mass, inv_inertia, slabs)
-        for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
-            view.body_impulse += slabs[k, :, :n_bodies]
+        sum_parts(slabs[:, :, :n_bodies], view.body_impulse, add=True)
 
     # -- differentiable mode ---------------------------------------------------------------------------------------
 
@@ -118,8 +110,7 @@ class ColliderMPMCoupling:
                 c * kernels_coupling.GEOM_CHUNK, mpm.params_f, inputs[c], mpm.grid_m, view.geom_type,
                 view.geom_size, view.geom_friction, view.geom_body, *copies, *inertia, self._outs[c], slabs)
         with torch.no_grad():
-            for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
-                view.body_impulse += slabs[k, :, :n_bodies]
+            sum_parts(slabs[:, :, :n_bodies], view.body_impulse, add=True)
         mpm.g2p_grid_v = self._outs[n_launches - 1]
         self._run = (view, inputs, copies, n_launches, inertia)
 
@@ -147,5 +138,4 @@ class ColliderMPMCoupling:
             for name, c in zip(POSE_ARRAYS, copies):
                 target = getattr(view, name)
                 if target.grad is not None:
-                    for k in range(self.n_slabs):  # a fixed order: bitwise repeatable
-                        target.grad += c.grad[k]
+                    sum_parts(c.grad, target.grad, add=True)
