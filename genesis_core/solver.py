@@ -7,6 +7,7 @@ A step of the scene runs, for each of its `substeps` substeps at frame f::
     for solver in active solvers: solver.substep_post_coupling(f)
 
 A substep reads frame f and writes frame `self.frames.next(f)`. Backward runs the `*_grad` methods in reverse.
+The recipe is written once, in genesis_core.stepping.
 """
 
 from __future__ import annotations

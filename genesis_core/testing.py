@@ -114,7 +114,9 @@ def assert_close_rel(grad, fd, tol=1e-3):
 
 def _state_key(solver: str, field: str) -> str:
     """The key of a field in a checkpoint's "arrays" and in every message: "RigidSolver.qpos"."""
-    return f"{solver}.{field}"
+    from .state import field_key
+
+    return field_key(solver, field)
 
 
 def flat_state(state) -> dict:

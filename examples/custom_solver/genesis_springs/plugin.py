@@ -21,6 +21,21 @@ def register_test_scenes(register):
     register("springs", _test_scene)
 
 
+@gs.hookimpl
+def register_demo_parts(register):
+    register("springs", _demo_part)
+
+
+def _demo_part():
+    """The spring chains of `genesis-core demo`: one hanging from its anchor, one free."""
+    return {"entities": [
+        (gs.morphs.Cylinder(pos=(0.0, 0.0, 1.5), height=1.0, radius=0.01, euler=(0.0, 60.0, 0.0)),
+         SpringChain(n_nodes=12, stiffness=2000.0, damping=0.2)),
+        (gs.morphs.Capsule(pos=(1.0, 0.0, 2.0), height=0.5, radius=0.01, euler=(30.0, 45.0, 0.0)),
+         SpringChain(n_nodes=6, anchored=False, stiffness=800.0)),
+    ]}
+
+
 def _test_scene(n_envs):
     """Two chains (one anchored, one free) whose anchor moves differently in every environment."""
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=4))

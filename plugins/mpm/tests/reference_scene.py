@@ -35,11 +35,7 @@ def build():
 def state_after(scene, steps=STEPS):
     for _ in range(steps):
         scene.step()
-    out = {}
-    for s in scene.get_state().solvers_state:
-        if s is not None:
-            out.update({f"{s.solver}.{k}": x.detach().cpu().numpy() for k, x in s.fields.items()})
-    return out
+    return {key: x.detach().cpu().numpy() for key, x in scene.get_state().fields_by_key().items()}
 
 
 if __name__ == "__main__":
