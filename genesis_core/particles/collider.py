@@ -161,6 +161,14 @@ def respond(v, m, n, v_body, friction, restitution, scale):
 
 
 @ti.func
+def clear_impulse_rows(k, b, rows: ti.template()):
+    """Zeroes thread k's private rows of environment b, rows [K, B, L, 6], before it accumulates into them."""
+    for body in range(rows.shape[2]):
+        for c in ti.static(range(6)):
+            rows[k, b, body, c] = 0.0
+
+
+@ti.func
 def add_impulse(dp, x, com, k, b, body, rows: ti.template()):
     """Adds the impulse dp (N s, world) applied at x to the private rows [K, B, L, 6] of thread k: linear, then
     angular about the body's centre of mass."""

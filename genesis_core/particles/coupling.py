@@ -43,7 +43,8 @@ from ..coupler import Collider
 from ..errors import GenesisError
 from ..launch import Launcher
 from ..ti_math import quat_to_mat
-from .collider import add_impulse, approaching, body_surface, inverse_effective_mass, respond, signed_distance
+from .collider import (add_impulse, approaching, body_surface, clear_impulse_rows, inverse_effective_mass, respond,
+                       signed_distance)
 from .reduce import sum_parts
 
 V3 = ti.types.vector(3, float)
@@ -278,9 +279,7 @@ def respond_and_project(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), ma
                       ti.min(body_com.shape[1], ti.min(body_lin_vel.shape[1], body_ang_vel.shape[1])))
     n = pos.shape[1]
     for b, k in ti.ndrange(pos.shape[0], n_chunks):
-        for body in range(chunk_impulse.shape[2]):
-            for c in ti.static(range(6)):
-                chunk_impulse[k, b, body, c] = 0.0
+        clear_impulse_rows(k, b, chunk_impulse)
         for i in range(k * n // n_chunks, (k + 1) * n // n_chunks):
             if active[b, i] != 0:
                 x = pos[b, i]

@@ -14,8 +14,8 @@ in a fixed order (deterministic, no atomics).
 
 import taichi as ti
 
-from genesis_core.particles.collider import (add_impulse, body_surface, inverse_effective_mass, respond,
-                                            signed_distance)
+from genesis_core.particles.collider import (add_impulse, body_surface, clear_impulse_rows, inverse_effective_mass,
+                                            respond, signed_distance)
 from genesis_core.ti_math import quat_to_mat
 
 from .layout import PF_DX, PF_ORIGIN
@@ -39,9 +39,7 @@ def grid_vs_colliders(params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m
     n_slabs = slab_impulse.shape[0]
     nx = grid_v.shape[1]
     for b, k in ti.ndrange(grid_v.shape[0], n_slabs):
-        for body in range(slab_impulse.shape[2]):
-            for c in ti.static(range(6)):
-                slab_impulse[k, b, body, c] = 0.0
+        clear_impulse_rows(k, b, slab_impulse)
         for i in range(k * nx // n_slabs, (k + 1) * nx // n_slabs):
             for j, l in ti.ndrange(grid_v.shape[2], grid_v.shape[3]):
                 m = grid_m[b, i, j, l]
