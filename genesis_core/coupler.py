@@ -89,13 +89,14 @@ class Coupler:
     def __init__(self, solvers: list, couplings: list, sim_options):
         active = [s for s in solvers if s.is_active]
         by_name = {s.name: s for s in active}
-        exact = {(a, b) for a, b, _ in couplings if a != ANY_COLLIDER}
+        exact = {frozenset((a, b)) for a, b, _ in couplings if a != ANY_COLLIDER}  # either order
         self.couplings = []
         for a, b, cls in couplings:
             if b not in by_name:
                 continue
             if a == ANY_COLLIDER:  # every collider but b itself, unless a plugin registered that exact pair
-                pairs = [s for s in active if isinstance(s, Collider) and s.name != b and (s.name, b) not in exact]
+                pairs = [s for s in active if isinstance(s, Collider) and s.name != b
+                         and frozenset((s.name, b)) not in exact]
             else:
                 pairs = [by_name[a]] if a in by_name else []
             self.couplings.extend(cls(s, by_name[b], sim_options) for s in pairs)

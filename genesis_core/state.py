@@ -27,6 +27,8 @@ def field_key(solver: str, field: str) -> str:
     """The key of a solver's field, ``"MPMSolver.pos"``: the checkpoint's array key, and how errors and
     flattened states name the field. Built here only."""
     return f"{solver}.{field}"
+
+
 QUAT_TOL = 1e-3  # |norm - 1| accepted for a unit quaternion (the solvers renormalise what they integrate)
 
 

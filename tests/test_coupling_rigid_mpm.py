@@ -1,5 +1,6 @@
 """The rigid-MPM coupling, through the core's coupler and ColliderView (neither plugin imports the other)."""
 
+import pytest
 import torch
 
 import genesis_core as gs
@@ -85,8 +86,7 @@ def test_a_rigid_box_pushed_through_sand_leaves_a_trench():
 def test_an_mpm_body_and_a_light_free_box_exchange_momentum_without_making_energy():
     """No gravity: a 1.7 kg block thrown at 1 m/s at a free 0.2 kg box. Momentum is conserved, kinetic energy
     does not grow, and the box ends between the perfectly inelastic (0.89 m/s) and elastic (1.79 m/s) outcomes;
-    a plastic block stays close to the inelastic one (the grid contact is inelastic, and the nodes touching the
-    box share its inertia)."""
+    a plastic block stays close to the inelastic one (the grid contact is inelastic)."""
     out = {}
     for name, material in (("elastic", gs.materials.MPM.Elastic(E=2e4, rho=200.0)),
                            ("plastic", gs.materials.MPM.ElastoPlastic(E=2e4, rho=200.0, yield_stress=50.0))):
@@ -137,3 +137,59 @@ def test_mpm_rests_on_a_rigid_mesh():
         scene.step()
     bottom = float(cube.get_particles_pos()[:, 2].min())
     assert 0.3 - 2 / 32 < bottom < 0.3 + 2 / 32, f"the cube is not on the mesh's top (its bottom at {bottom:.3f} m)"
+
+
+def test_a_collider_view_with_indices_outside_its_arrays_cannot_crash_the_coupling():
+    """A third party's view with a mesh hull row and a body index far outside its arrays: the kit clamps them
+    (the hull to the planes it has, the body to static), and arrays too small for the geoms are refused."""
+    from genesis_core.coupler import GEOM_MESH, ColliderView
+    from genesis_mpm.coupling import ColliderMPMCoupling
+
+    scene = scene_with()
+    scene.add_entity(gs.morphs.Box(pos=(0.5, 0.5, 0.3), size=(0.1, 0.1, 0.1)), material=gs.materials.MPM.Elastic())
+    scene.build()
+    scene.step()  # the grid holds mass
+    fl = torch.float64
+
+    class Hostile:
+        name = "HostileCollider"
+
+        def __init__(self, n_body_rows=1):
+            self.n_body_rows = n_body_rows
+
+        def collider_view(self, f):
+            L = self.n_body_rows
+            return ColliderView(
+                geom_type=torch.tensor([GEOM_MESH], dtype=torch.int32), geom_size=torch.zeros(1, 3, dtype=fl),
+                geom_friction=torch.zeros(1, dtype=fl), geom_body=torch.tensor([10 ** 6], dtype=torch.int32),
+                geom_pos=torch.tensor([[[0.5, 0.5, 0.3]]], dtype=fl), geom_quat=torch.tensor([[[1.0, 0, 0, 0]]], dtype=fl),
+                body_com=torch.zeros(1, L, 3, dtype=fl), body_lin_vel=torch.zeros(1, L, 3, dtype=fl),
+                body_ang_vel=torch.zeros(1, L, 3, dtype=fl), body_impulse=torch.zeros(1, 1, 6, dtype=fl),
+                geom_hull=torch.tensor([[2 ** 28, 2 ** 20]], dtype=torch.int32),
+                hull_planes=torch.tensor([[0.0, 0.0, 1.0, 10.0]], dtype=fl))
+
+    coupling = ColliderMPMCoupling(Hostile(), scene.mpm_solver, scene.sim_options)
+    coupling.couple(scene.mpm_solver.frame)  # no crash: the hull rows are clamped, the body is static
+    assert torch.isfinite(scene.mpm_solver.grid_v).all()
+    with pytest.raises(gs.GenesisError, match="body_com has shape"):
+        ColliderMPMCoupling(Hostile(n_body_rows=0), scene.mpm_solver, scene.sim_options).couple(0)
+
+
+def test_a_link_without_rotational_inertia_couples(tmp_path):
+    """A URDF cart with mass and a zero inertia tensor beside an MPM block: its inverse inertia is zero about
+    every axis (no LinAlgError)."""
+    urdf = tmp_path / "cart.urdf"
+    urdf.write_text("""<robot name="cart"><link name="base"/>
+<link name="cart"><inertial><mass value="1.0"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial>
+<collision><geometry><box size="0.1 0.1 0.1"/></geometry></collision></link>
+<joint name="slide" type="prismatic"><parent link="base"/><child link="cart"/><axis xyz="1 0 0"/>
+<limit lower="-1" upper="1" effort="10" velocity="1"/></joint></robot>""")
+    scene = scene_with(gravity=(0, 0, 0))
+    scene.add_entity(gs.morphs.URDF(file=str(urdf), pos=(0.3, 0.5, 0.5), fixed=True))
+    block = scene.add_entity(gs.morphs.Box(pos=(0.5, 0.5, 0.5), size=(0.1, 0.1, 0.1)),
+                             material=gs.materials.MPM.Elastic())
+    scene.build()
+    block.set_velocity([-1.0, 0.0, 0.0])
+    for _ in range(30):
+        scene.step()
+    assert torch.isfinite(block.get_particles_pos()).all()

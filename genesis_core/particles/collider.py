@@ -5,8 +5,9 @@ solver on its particles (through `ParticleColliderCoupling`).
 
 Signed distance (negative inside) and outward unit normal, in world axes, of a point x to a geom:
 plane (local z = 0), sphere, capsule and cylinder (along local Z), box, and convex mesh (the largest of its hull
-planes' distances: exact inside and on the faces, a lower bound outside, which a contact never reads). A
-decomposed mesh is several convex geoms.
+planes' distances: exact inside and on the faces; outside it is a lower bound, exact in front of a face and up
+to ~30% short near an edge or a vertex, so a point tested against a positive radius touches a little early
+there). A decomposed mesh is several convex geoms.
 
 Response: a point of mass m whose velocity relative to the geom's surface points into it (v_n < 0) gets the
 normal impulse that leaves it at -restitution v_n relative to the surface, and a tangential one of at most
@@ -22,6 +23,7 @@ second.
 import taichi as ti
 
 from ..geoms import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
+from ..ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
 
@@ -125,6 +127,26 @@ def body_surface(b, body, x, body_com: ti.template(), body_lin_vel: ti.template(
 
 
 @ti.func
+def body_of(geom_body: ti.template(), g, n_bodies):
+    """The body carrying geom g, or -1 (static, or an index outside the body arrays)."""
+    body = geom_body[g]
+    if body >= n_bodies:
+        body = -1
+    return body
+
+
+@ti.func
+def distance_to(g, b, x, geom_type: ti.template(), geom_size: ti.template(), geom_hull: ti.template(),
+                hull_planes: ti.template(), geom_pos: ti.template(), geom_quat: ti.template()):
+    """(d, n) of point x to geom g of environment b, with the mesh's hull rows clamped to hull_planes."""
+    n_rows = hull_planes.shape[0]
+    hull0 = ti.min(ti.max(geom_hull[g, 0], 0), n_rows)
+    n_hull = ti.min(ti.max(geom_hull[g, 1], 0), n_rows - hull0)
+    return signed_distance(geom_type[g], geom_size[g], geom_pos[b, g], quat_to_mat(geom_quat[b, g]), hull0, n_hull,
+                           hull_planes, x, True)
+
+
+@ti.func
 def inverse_effective_mass(x, n, com, inv_mass, inv_inertia):
     """1/M + (r x n) . I^-1 (r x n), r = x - com: how fast the body's surface at x gives way along n per unit
     impulse (0 for an immovable body)."""
@@ -140,7 +162,7 @@ def approaching(v, v_body, n):
 
 
 @ti.func
-def respond(v, m, n, v_body, friction, restitution, scale):
+def respond(v, n, v_body, friction, restitution, scale):
     """The point's velocity after the contact: its normal velocity relative to the surface, vn < 0, goes to
     -restitution vn (scaled by `scale`, the body's share, 1 for an immovable one), and the tangential relative
     velocity drops by up to friction times the normal change (never reversing). Square roots only of positive

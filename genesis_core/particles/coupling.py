@@ -42,10 +42,9 @@ import torch
 from ..coupler import Collider
 from ..errors import GenesisError
 from ..launch import Launcher
-from ..ti_math import quat_to_mat
-from .collider import (add_impulse, approaching, body_surface, clear_impulse_rows, inverse_effective_mass, respond,
-                       signed_distance)
-from .reduce import sum_parts
+from .collider import (add_impulse, approaching, body_of, body_surface, clear_impulse_rows, distance_to,
+                       inverse_effective_mass, respond)
+from .reduce import part_range, sum_parts
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -85,6 +84,37 @@ def n_chunks(n_particles: int, batch: int) -> int:
     return max(1, min(MAX_CHUNKS // max(batch, 1), n_particles // MIN_CHUNK))
 
 
+def _check_shapes(owner, arrays, what, sizes, exact=False):
+    for name, (x, lead, comps) in arrays.items():
+        if x is None:
+            continue
+        shape = tuple(x.shape)
+        rows = shape[:len(lead)]
+        if (len(shape) != len(lead) + len(comps) or shape[len(lead):] != comps
+                or any(a < b for a, b in zip(rows, lead)) or (exact and rows != lead)):
+            raise GenesisError(f"{owner}: {name} has shape {shape}; {what} needs {lead + comps} ({sizes}"
+                               f"{'' if exact else '; geom and body arrays may hold more rows'}).")
+
+
+def check_view(view, batch: int, owner: str, what: str):
+    """Refuse a ColliderView whose arrays are too small for the indices a kernel forms from it (B environments,
+    G = len(geom_type) geoms, L = body_impulse.shape[1] bodies), before any kernel runs: an index outside an array
+    would be a crash on the CPU. Body indices and hull rows inside the arrays are clamped by the kernels
+    (`collider.body_of`, `collider.distance_to`)."""
+    if view.body_impulse.dim() != 3 or view.geom_type.dim() != 1:
+        raise GenesisError(f"{owner}: ColliderView.body_impulse must be [B, L, 6] and geom_type [G] (got "
+                           f"{tuple(view.body_impulse.shape)} and {tuple(view.geom_type.shape)}).")
+    B, G, L = batch, view.geom_type.shape[0], view.body_impulse.shape[1]
+    arrays = {"geom_size": (view.geom_size, (G,), (3,)), "geom_friction": (view.geom_friction, (G,), ()),
+              "geom_body": (view.geom_body, (G,), ()), "geom_pos": (view.geom_pos, (B, G), (3,)),
+              "geom_quat": (view.geom_quat, (B, G), (4,)), "body_com": (view.body_com, (B, L), (3,)),
+              "body_lin_vel": (view.body_lin_vel, (B, L), (3,)), "body_ang_vel": (view.body_ang_vel, (B, L), (3,)),
+              "body_impulse": (view.body_impulse, (B, L), (6,)), "body_inv_mass": (view.body_inv_mass, (L,), ()),
+              "body_inv_inertia": (view.body_inv_inertia, (B, L), (3, 3)),
+              "geom_hull": (view.geom_hull, (G,), (2,)), "hull_planes": (view.hull_planes, (0,), (4,))}
+    _check_shapes(owner, arrays, what, f"B={B} environments, G={G} geoms, L={L} bodies")
+
+
 class ViewExtras:
     """The optional arrays of a ColliderView, (body_inv_mass, body_inv_inertia, geom_hull, hull_planes): the
     view's own, or stand-ins of the right shapes (infinitely heavy bodies, meshes without a hull), kept between
@@ -92,6 +122,8 @@ class ViewExtras:
 
     def __init__(self):
         self._standins = None
+        self._detached = {}  # id(source) -> (source, its detached view): the same objects every substep, so that
+        # a Launcher keeps its bound arguments
 
     def __call__(self, view, batch, dtype, device):
         n_geoms, n_bodies = view.geom_type.shape[0], max(view.body_impulse.shape[1], 1)
@@ -102,7 +134,15 @@ class ViewExtras:
                                   torch.zeros((max(n_geoms, 1), 2), dtype=torch.int32, device=device),
                                   torch.zeros((1, 4), dtype=dtype, device=device))
         own = (view.body_inv_mass, view.body_inv_inertia, view.geom_hull, view.hull_planes)
-        return tuple(x.detach() if x is not None else d for x, d in zip(own, z))
+        return tuple(self._detach(x) if x is not None else d for x, d in zip(own, z))
+
+    def _detach(self, x):
+        hit = self._detached.get(id(x))
+        if hit is None or hit[0] is not x:
+            if len(self._detached) > 16:
+                self._detached.clear()
+            hit = self._detached[id(x)] = (x, x.detach())
+        return hit[1]
 
 
 class ParticleColliderCoupling:
@@ -147,28 +187,11 @@ class ParticleColliderCoupling:
                                f"[B, N, 3] (got {tuple(part.pos.shape)}) and ColliderView.body_impulse [B, L, 6] (got "
                                f"{tuple(view.body_impulse.shape)}).")
         B, N = part.pos.shape[0], part.pos.shape[1]
-        G, L = view.geom_type.shape[0], view.body_impulse.shape[1]
         ours = {"pos": (part.pos, (B, N), (3,)), "vel": (part.vel, (B, N), (3,)), "mass": (part.mass, (N,), ()),
                 "active": (part.active, (B, N), ())}
-        theirs = {"geom_size": (view.geom_size, (G,), (3,)), "geom_friction": (view.geom_friction, (G,), ()),
-                  "geom_body": (view.geom_body, (G,), ()), "geom_pos": (view.geom_pos, (B, G), (3,)),
-                  "geom_quat": (view.geom_quat, (B, G), (4,)), "body_com": (view.body_com, (B, L), (3,)),
-                  "body_lin_vel": (view.body_lin_vel, (B, L), (3,)), "body_ang_vel": (view.body_ang_vel, (B, L), (3,)),
-                  "body_impulse": (view.body_impulse, (B, L), (6,)), "body_inv_mass": (view.body_inv_mass, (L,), ()),
-                  "body_inv_inertia": (view.body_inv_inertia, (B, L), (3, 3)),
-                  "geom_hull": (view.geom_hull, (G,), (2,)), "hull_planes": (view.hull_planes, (0,), (4,))}
-        for owner, arrays in ((self.particles.name, ours), (self.collider.name, theirs)):
-            for name, (x, lead, comps) in arrays.items():
-                if x is None:
-                    continue
-                shape = tuple(x.shape)
-                rows = shape[:len(lead)]
-                if (len(shape) != len(lead) + len(comps) or shape[len(lead):] != comps
-                        or any(a < b for a, b in zip(rows, lead)) or (arrays is ours and rows != lead)):
-                    raise GenesisError(
-                        f"{owner}: {name} has shape {shape}; coupling {self.particles.name} with {self.collider.name} "
-                        f"needs {lead + comps} (B={B} environments, N={N} particles, G={G} geoms, L={L} bodies; "
-                        "geom and body arrays may hold more rows).")
+        _check_shapes(self.particles.name, ours, f"coupling {self.particles.name} with {self.collider.name}",
+                      f"B={B} environments, N={N} particles", exact=True)
+        check_view(view, B, self.collider.name, f"coupling {self.particles.name} with {self.collider.name}")
         if not (part.pos.is_contiguous() and part.vel.is_contiguous()):
             raise GenesisError(f"{self.particles.name}.particle_view(f): pos and vel must be contiguous tensors (the "
                                "coupling writes them in place); pass a frame of the state, state.at(\"pos\", fn).")
@@ -210,26 +233,6 @@ class ParticleColliderCoupling:
 # rows are clamped to hull_planes.
 
 
-@ti.func
-def body_of(geom_body: ti.template(), g, n_bodies):
-    """The body carrying geom g, or -1 (static, or an index outside the body arrays)."""
-    body = geom_body[g]
-    if body >= n_bodies:
-        body = -1
-    return body
-
-
-@ti.func
-def distance_to(g, b, x, geom_type: ti.template(), geom_size: ti.template(), geom_hull: ti.template(),
-                hull_planes: ti.template(), geom_pos: ti.template(), geom_quat: ti.template()):
-    """(d, n) of point x to geom g of environment b, with the mesh's hull rows clamped to hull_planes."""
-    n_rows = hull_planes.shape[0]
-    hull0 = ti.min(ti.max(geom_hull[g, 0], 0), n_rows)
-    n_hull = ti.min(ti.max(geom_hull[g, 1], 0), n_rows - hull0)
-    return signed_distance(geom_type[g], geom_size[g], geom_pos[b, g], quat_to_mat(geom_quat[b, g]), hull0, n_hull,
-                           hull_planes, x, True)
-
-
 @ti.kernel
 def contact_mass(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), mass: nd(ndim=1), active: nd(ndim=2),
                  radius: float, geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1), geom_body: nd(ndim=1),
@@ -247,7 +250,8 @@ def contact_mass(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), mass: nd(
     for b, k in ti.ndrange(pos.shape[0], n_chunks):
         for body in range(chunk_mass.shape[2]):
             chunk_mass[k, b, body] = 0.0
-        for i in range(k * n // n_chunks, (k + 1) * n // n_chunks):
+        i0, i1 = part_range(k, n, n_chunks)
+        for i in range(i0, i1):
             if active[b, i] != 0:
                 x = pos[b, i]
                 v = vel[b, i]
@@ -280,7 +284,8 @@ def respond_and_project(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), ma
     n = pos.shape[1]
     for b, k in ti.ndrange(pos.shape[0], n_chunks):
         clear_impulse_rows(k, b, chunk_impulse)
-        for i in range(k * n // n_chunks, (k + 1) * n // n_chunks):
+        i0, i1 = part_range(k, n, n_chunks)
+        for i in range(i0, i1):
             if active[b, i] != 0:
                 x = pos[b, i]
                 v = vel[b, i]
@@ -294,7 +299,7 @@ def respond_and_project(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), ma
                         share = 1.0
                         if body >= 0:
                             share = body_share[b, body]
-                        out = respond(v, m, nrm, v_body, geom_friction[g], restitution, share)
+                        out = respond(v, nrm, v_body, geom_friction[g], restitution, share)
                         if body >= 0:
                             add_impulse(m * (v - out), at, com, k, b, body, chunk_impulse)
                         v = out

@@ -4,6 +4,7 @@ velocities) and `([n_envs,] n_particles)` (active flags); `envs_idx` selects env
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..errors import OptionError
@@ -60,15 +61,23 @@ class ParticleEntity(Entity):
         """The entity's total mass, kg (every particle, active or not)."""
         return float(self.solver.p_mass[self._range].sum())
 
+    def _com_weights(self, active):
+        """Per-particle weights of the centre of mass: the masses of the active particles, or of every particle
+        in an environment where none is active."""
+        w = self.solver.p_mass[self._range] * active
+        none = w.sum(-1, keepdim=True) == 0
+        return torch.where(none, self.solver.p_mass[self._range].expand_as(w), w)
+
     def get_pos(self, envs_idx=None):
-        """Centre of mass of the entity's active particles, `([n_envs,] 3)`."""
+        """Centre of mass of the entity's active particles (of all of them where none is active), `([n_envs,] 3)`."""
         pos = self.get_particles_pos(envs_idx)
-        w = self.solver.p_mass[self._range] * self._read("active", envs_idx)
-        return (pos * w.unsqueeze(-1)).sum(-2) / w.sum(-1, keepdim=True).clamp(min=1e-30)
+        w = self._com_weights(self._read("active", envs_idx))
+        return (pos * w.unsqueeze(-1)).sum(-2) / w.sum(-1, keepdim=True)
 
     def find_closest_particle(self, pos, envs_idx=None):
         """The local index of the entity's particle closest to `pos` (`(3,)`, or `([n_envs,] 3)` one point per
-        environment): an int64 tensor `([n_envs,])`. Ties go to the lowest index."""
+        environment): an int64 tensor `([n_envs,])`. Every particle counts, active or not; ties go to the lowest
+        index."""
         envs = self._envs_idx(envs_idx)
         x = self.solver.state.get_rows("pos", self.solver.frame, envs, (self._range,)).detach()
         point = to_tensor(pos, x.dtype, x.device, "find_closest_particle(pos=...)").detach()
@@ -93,36 +102,59 @@ class ParticleEntity(Entity):
 
     def set_particles_active(self, active, particles_idx_local=None, envs_idx=None):
         """1 (or True): simulated; 0 (or False): frozen, keeping its state."""
-        if torch.is_tensor(active) and active.dtype == torch.bool:
+        if isinstance(active, (bool, np.bool_)) or (isinstance(active, (list, tuple)) and active
+                                                     and all(isinstance(a, (bool, np.bool_)) for a in active)):
+            active = np.asarray(active, dtype=np.int32)
+        elif isinstance(active, np.ndarray) and active.dtype == np.bool_:
+            active = active.astype(np.int32)
+        elif torch.is_tensor(active) and active.dtype == torch.bool:
             active = active.to(torch.int32)
         self._write("active", active, envs_idx, particles_idx_local, "set_particles_active")
 
-    def _broadcast(self, value, what):
-        """A `(3,)` vector, or `([n_envs,] 3)` one per environment, applied to every particle."""
-        x = to_tensor(value, self.solver.float_dtype, self.solver.device, what)
-        if x.shape[-1:] == (3,) and (x.ndim == 1 or (self.scene.n_envs and x.ndim == 2)):
-            x = x.unsqueeze(-2)
-        return x
+    def _one_per_env(self, x, envs_idx, what):
+        """Whether a `[..., 3]` value is one vector (`(3,)`, or `(n_envs, 3)` one per environment) rather than
+        per-particle rows `([n_envs,] n_particles, 3)`; anything else raises, naming both forms."""
+        n_envs = self.scene.n_envs
+        n_sel = (n_envs if envs_idx is None else len(self._envs_idx(envs_idx))) if n_envs else 0
+        n = self.n_particles
+        if x.shape == (3,):
+            return True
+        if x.ndim == 2 and x.shape[1] == 3:
+            if n_envs and x.shape[0] == n_sel and x.shape[0] != n:
+                return True
+            if x.shape[0] == n:
+                return False  # per particle (the same in every environment)
+            if n_envs and x.shape[0] == n_sel:
+                return True
+        if x.ndim == 3 and x.shape[1:] == (n, 3) and n_envs:
+            return False
+        want = f"(3,), ({n_sel}, 3), ({n}, 3) or ({n_sel}, {n}, 3)" if n_envs else f"(3,) or ({n}, 3)"
+        raise OptionError(f"{what}: expected a value of shape {want}, got {tuple(x.shape)}.")
 
     def set_position(self, pos, envs_idx=None):
-        """Move the entity: `pos` is `([n_envs,] n_particles, 3)` particle positions, or a `(3,)` / `([n_envs,] 3)`
-        point where the entity's centre of mass goes (the particles keep their offsets)."""
+        """Move the entity: `pos` is particle positions (`([n_envs,] n_particles, 3)`), or a point (`(3,)`, or
+        `(n_envs, 3)` one per environment) where its centre of mass (as `get_pos` computes it) goes, the particles
+        keeping their offsets."""
         x = to_tensor(pos, self.solver.float_dtype, self.solver.device, "set_position")
-        if x.shape[-1:] == (3,) and (x.ndim == 1 or (self.scene.n_envs and x.ndim == 2)):
+        if self._one_per_env(x, envs_idx, "set_position"):
             envs = self._envs_idx(envs_idx)
             current = self.solver.state.get_rows("pos", self.solver.frame, envs, (self._range,)).detach()
-            w = self.solver.p_mass[self._range]
-            com = (current * w.unsqueeze(-1)).sum(-2) / w.sum()
+            w = self._com_weights(self.solver.state.get_rows("active", self.solver.frame, envs, (self._range,)))
+            com = (current * w.unsqueeze(-1)).sum(-2) / w.sum(-1, keepdim=True)
             x = current - com.unsqueeze(-2) + x.unsqueeze(-2)
         self._write("pos", x, envs_idx, None, "set_position")
 
     def set_velocity(self, vel, envs_idx=None):
-        """Velocities `([n_envs,] n_particles, 3)`, or one velocity `(3,)` / `([n_envs,] 3)` for every particle."""
-        self._write("vel", self._broadcast(vel, "set_velocity"), envs_idx, None, "set_velocity")
+        """Velocities `([n_envs,] n_particles, 3)`, or one velocity (`(3,)`, or `(n_envs, 3)` one per environment)
+        for every particle."""
+        x = to_tensor(vel, self.solver.float_dtype, self.solver.device, "set_velocity")
+        if self._one_per_env(x, envs_idx, "set_velocity"):
+            x = x.unsqueeze(-2)
+        self._write("vel", x, envs_idx, None, "set_velocity")
 
     def set_active(self, active, envs_idx=None):
         """Every particle of the entity simulated (True) or frozen (False)."""
-        if not isinstance(active, (bool, int)) or active not in (0, 1):
+        if not isinstance(active, (bool, int, np.bool_, np.integer)) or active not in (0, 1):
             raise OptionError(f"set_active: expected True or False, got {active!r}.")
         self._write("active", int(active), envs_idx, None, "set_active")
 

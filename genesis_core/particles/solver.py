@@ -128,6 +128,21 @@ class ParticleSolver(SolverBase):
     def domain_bounds(self):
         return self.lower, self.upper
 
+    def keep_inside(self, fn: int):
+        """Put the particles of frame fn that left the domain back on its walls (`walls.keep_inside`): call it at
+        the end of each substep, so that every state the solver produces passes the domain check on the way back
+        in (save/load, reset)."""
+        from ..launch import Launcher
+        from . import walls
+
+        if "_walls" not in self.__dict__:
+            lo, hi = (torch.as_tensor(np.asarray(x, dtype=np.float64), dtype=self.float_dtype, device=self.device)
+                      for x in self.domain_bounds())
+            self._walls = (Launcher(), lo, hi)
+        launch, lo, hi = self._walls
+        st = self.state
+        launch(walls.keep_inside, fn, lo, hi, st.pos, st.vel, st.active)
+
     def init_state(self, f):
         st = self.state
         st.at("pos", f)[:] = torch.as_tensor(self._points, dtype=self.float_dtype)

@@ -56,6 +56,9 @@ def register_couplings(register):
     register(solver_a, solver_b, coupling_cls): solver class names, and a class implementing
     `gs.coupler.Coupling`. It runs in every substep, between the solvers' pre- and post-coupling parts, only
     when both solvers are installed and active in the scene. Couplings of one step run in registration order.
+    solver_a may be `gs.coupler.ANY_COLLIDER`: one instance then runs for every active solver that exposes
+    `collider_view(f)` (solver_b excepted), unless a coupling is registered for that pair by name (in either
+    order), which takes its place.
     """
 
 

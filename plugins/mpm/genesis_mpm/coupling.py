@@ -7,7 +7,7 @@ import torch
 import genesis_core as gs
 from genesis_core.coupler import GEOM_MESH, Collider
 from genesis_core.launch import Launcher
-from genesis_core.particles.coupling import ViewExtras
+from genesis_core.particles.coupling import ViewExtras, check_view
 from genesis_core.particles.reduce import sum_parts
 
 from . import kernels_coupling, kernels_grad
@@ -54,6 +54,7 @@ class ColliderMPMCoupling:
 
     def couple(self, f):
         view = self.collider.collider_view(f)
+        check_view(view, self.mpm.batch, self.collider.name, f"coupling {self.collider.name} with MPMSolver")
         if self.requires_grad:
             self._couple_differentiable(view)
             return

@@ -2,20 +2,23 @@
 before grid-to-particle, with the particle kit's signed distances and contact response
 (genesis_core.particles.collider): a node inside a geom loses its velocity into the geom relative to the geom's
 surface (perfectly inelastic, as MPM's walls), its tangential relative velocity drops by up to mu times that
-(Coulomb), each scaled by the body's share (the nodes touching one body share its inertia), and the momentum it
-lost is handed to the geom's body as an impulse (linear, and angular about the body's centre of mass).
+(Coulomb), each scaled by the node's share of the body's inertia, and the momentum it lost is handed to the
+geom's body as an impulse (linear, and angular about the body's centre of mass).
 
 Each node sees the body with its own effective mass: the response is scaled by 1 / (1 + m w), w the body's
-inverse effective mass at the node (the kit's share for one point; the nodes are many and light, so a body hit
-by a whole block takes up its momentum over a few substeps rather than in one). The nodes of an environment are
+inverse effective mass at the node (the kit's share for one point). The nodes are many and light, so each sees
+the body nearly as heavy: a light body hit by a whole block gets the nodes' momentum in full in one substep and
+may move ahead of the block (momentum is conserved and kinetic energy does not grow; the per-body share of the
+particle coupling, which would damp that, is not differentiated yet). The nodes of an environment are
 split into slabs along x, one thread each, accumulating the impulses into private rows that are summed afterwards
 in a fixed order (deterministic, no atomics).
 """
 
 import taichi as ti
 
-from genesis_core.particles.collider import (add_impulse, body_surface, clear_impulse_rows, inverse_effective_mass,
-                                            respond, signed_distance)
+from genesis_core.particles.collider import (add_impulse, body_of, body_surface, clear_impulse_rows, distance_to,
+                                            inverse_effective_mass, respond, signed_distance)
+from genesis_core.particles.reduce import part_range
 from genesis_core.ti_math import quat_to_mat
 
 from .layout import PF_DX, PF_ORIGIN
@@ -38,26 +41,28 @@ def grid_vs_colliders(params_f: nd(ndim=1), grid_v: nd(dtype=V3, ndim=4), grid_m
     lower = ti.Vector([params_f[PF_ORIGIN], params_f[PF_ORIGIN + 1], params_f[PF_ORIGIN + 2]])
     n_slabs = slab_impulse.shape[0]
     nx = grid_v.shape[1]
+    n_bodies = ti.min(ti.min(slab_impulse.shape[2], body_inv_mass.shape[0]),
+                      ti.min(ti.min(body_com.shape[1], body_inv_inertia.shape[1]),
+                             ti.min(body_lin_vel.shape[1], body_ang_vel.shape[1])))
     for b, k in ti.ndrange(grid_v.shape[0], n_slabs):
         clear_impulse_rows(k, b, slab_impulse)
-        for i in range(k * nx // n_slabs, (k + 1) * nx // n_slabs):
+        i0, i1 = part_range(k, nx, n_slabs)
+        for i in range(i0, i1):
             for j, l in ti.ndrange(grid_v.shape[2], grid_v.shape[3]):
                 m = grid_m[b, i, j, l]
                 if m > 0:
                     x = lower + ti.Vector([i, j, l]) * dx
                     v = grid_v[b, i, j, l]
                     for g in range(geom_type.shape[0]):
-                        d, n = signed_distance(geom_type[g], geom_size[g], geom_pos[b, g],
-                                               quat_to_mat(geom_quat[b, g]), geom_hull[g, 0], geom_hull[g, 1],
-                                               hull_planes, x, True)
+                        d, n = distance_to(g, b, x, geom_type, geom_size, geom_hull, hull_planes, geom_pos, geom_quat)
                         if d < 0:
-                            body = geom_body[g]
+                            body = body_of(geom_body, g, n_bodies)
                             com, v_body = body_surface(b, body, x, body_com, body_lin_vel, body_ang_vel)
                             scale = 1.0
                             if body >= 0:
                                 scale = 1.0 / (1.0 + m * inverse_effective_mass(x, n, com, body_inv_mass[body],
                                                                                 body_inv_inertia[b, body]))
-                            out = respond(v, m, n, v_body, geom_friction[g], 0.0, scale)
+                            out = respond(v, n, v_body, geom_friction[g], 0.0, scale)
                             if body >= 0:
                                 add_impulse(m * (v - out), x, com, k, b, body, slab_impulse)
                             v = out
@@ -92,6 +97,9 @@ def grid_vs_colliders_ad(g0: ti.i32, params_f: nd(ndim=1), grid_v: nd(dtype=V3, 
         n_slabs = slab_impulse.shape[0]
         nx = grid_v.shape[1]
         n_geoms = geom_type.shape[0]
+        n_bodies = ti.min(ti.min(slab_impulse.shape[2], body_inv_mass.shape[0]),
+                          ti.min(ti.min(body_com.shape[2], body_inv_inertia.shape[1]),
+                                 ti.min(body_lin_vel.shape[2], body_ang_vel.shape[2])))
         for i in range(k * nx // n_slabs, (k + 1) * nx // n_slabs):
             for j, l in ti.ndrange(grid_v.shape[2], grid_v.shape[3]):
                 m = grid_m[b, i, j, l]
@@ -104,7 +112,7 @@ def grid_vs_colliders_ad(g0: ti.i32, params_f: nd(ndim=1), grid_v: nd(dtype=V3, 
                             d, n = signed_distance(geom_type[g], geom_size[g], geom_pos[k, b, g],
                                                    quat_to_mat(geom_quat[k, b, g]), 0, 0, params_f, x, False)
                             if d < 0:
-                                body = geom_body[g]
+                                body = body_of(geom_body, g, n_bodies)
                                 com, v_body = ti.Vector([0.0, 0.0, 0.0]), ti.Vector([0.0, 0.0, 0.0])
                                 scale = 1.0
                                 if body >= 0:
@@ -112,7 +120,7 @@ def grid_vs_colliders_ad(g0: ti.i32, params_f: nd(ndim=1), grid_v: nd(dtype=V3, 
                                     v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(x - com)
                                     scale = 1.0 / (1.0 + m * inverse_effective_mass(
                                         x, n, com, body_inv_mass[body], body_inv_inertia[b, body]))
-                                out = respond(v, m, n, v_body, geom_friction[g], 0.0, scale)
+                                out = respond(v, n, v_body, geom_friction[g], 0.0, scale)
                                 if body >= 0:
                                     add_impulse(m * (v - out), x, com, k, b, body, slab_impulse)
                                 v = out

@@ -49,6 +49,14 @@ def _pair_order(ta, tb):
     return _RANK[ta] <= _RANK[tb]
 
 
+def _inverse_inertia(inertia):
+    """The inverse of a link's inertia for the effective mass a contact sees; a principal moment of zero (a link
+    that cannot turn about that axis in the model, a point mass) gives zero there, not infinity."""
+    w, v = np.linalg.eigh(np.asarray(inertia, dtype=np.float64).reshape(3, 3))
+    inv = np.where(w > 1e-12 * max(float(w.max()), 1e-300), 1.0 / np.where(w > 0, w, 1.0), 0.0)
+    return (v * inv) @ v.T
+
+
 class RigidSolver(gs.SolverBase):
     """Articulated bodies from primitives, URDF and MJCF; contacts and joint limits by projected Gauss-Seidel."""
 
@@ -609,8 +617,8 @@ class RigidSolver(gs.SolverBase):
             links = self._links
             moving = [self._last_dof[l] >= 0 and links[l]["mass"] > 0 for l in range(len(links))]
             inv_mass = [1.0 / links[l]["mass"] if moving[l] else 0.0 for l in range(len(links))] or [0.0]
-            inv_inertia = [np.linalg.inv(np.asarray(links[l]["inertia"], dtype=np.float64).reshape(3, 3))
-                           if moving[l] else np.zeros((3, 3)) for l in range(len(links))] or [np.zeros((3, 3))]
+            inv_inertia = [_inverse_inertia(links[l]["inertia"]) if moving[l] else np.zeros((3, 3))
+                           for l in range(len(links))] or [np.zeros((3, 3))]
             self._link_inv_inertia = torch.as_tensor(np.stack(inv_inertia), dtype=fl, device=dev)
             hull_rows, geom_hull = [], np.zeros((G, 2), dtype=np.int32)
             for g, gm in enumerate(self._geoms):

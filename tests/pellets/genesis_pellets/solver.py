@@ -36,6 +36,9 @@ class PelletSolver(ParticleSolver):
         self._launch(kernels.advance, f, self.frames.next(f), self.sim_options.substep_dt, float(g[0]), float(g[1]),
                      float(g[2]), st.pos, st.vel, st.active)
 
+    def substep_post_coupling(self, f):
+        self.keep_inside(self.frames.next(f))
+
     def particle_view(self, f) -> ParticleView:
         """Frame f + 1 after the free motion of substep f: what the coupling collides and corrects in place."""
         fn = self.frames.next(f)
