@@ -94,12 +94,9 @@ class ParticleSolver(SolverBase):
         pos = pos.detach().cpu().double()
         lo, hi = (torch.as_tensor(np.asarray(b, dtype=np.float64)) for b in self.inside_bounds())
         if not torch.isfinite(pos).all() or (pos < lo).any() or (pos > hi).any():
-            raise OptionError(f"{what}: particles must lie inside the {self.short_name.upper()} domain "
-                              f"{tuple(self.lower.tolist())} - {tuple(self.upper.tolist())}{self.inside_note()}; widen "
-                              f"{type(self.options).__name__}' bounds.")
-
-    def inside_note(self) -> str:
-        return ""
+            lo_t, hi_t = (tuple(float(x) for x in b) for b in (lo, hi))
+            raise OptionError(f"{what}: particles must lie inside the {self.short_name.upper()} domain {lo_t} - "
+                              f"{hi_t}; widen {type(self.options).__name__}' bounds.")
 
     # -- build -----------------------------------------------------------------------------------------------------
 
