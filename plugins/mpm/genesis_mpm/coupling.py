@@ -28,8 +28,10 @@ class ColliderMPMCoupling:
 
     def __init__(self, collider, mpm, sim_options):
         if not isinstance(collider, Collider):
-            raise gs.GenesisError(f"{collider.name} does not expose collider_view(f); it cannot couple with MPM.")
+            raise gs.GenesisError(f"{getattr(collider, 'name', type(collider).__name__)} does not expose "
+                                  "collider_view(f); it cannot couple with MPM.")
         self.collider, self.mpm = collider, mpm
+        self.who = getattr(collider, "name", type(collider).__name__)  # in messages
         self.n_slabs = max(1, min(mpm.n_partitions, mpm.grid_v.shape[1]))
         self.requires_grad = bool(sim_options.requires_grad)
         self._slabs = None
@@ -54,7 +56,7 @@ class ColliderMPMCoupling:
 
     def couple(self, f):
         view = self.collider.collider_view(f)
-        check_view(view, self.mpm.batch, self.collider.name, f"coupling {self.collider.name} with MPMSolver")
+        check_view(view, self.mpm.batch, self.who, f"coupling {self.who} with MPMSolver")
         if self.requires_grad:
             self._couple_differentiable(view)
             return
@@ -77,7 +79,7 @@ class ColliderMPMCoupling:
         if n_geoms == 0:
             return
         if bool((view.geom_type == GEOM_MESH).any()):
-            raise gs.GenesisError(f"{self.collider.name} has mesh geoms, which the MPM coupling does not differentiate "
+            raise gs.GenesisError(f"{self.who} has mesh geoms, which the MPM coupling does not differentiate "
                                   "yet; in differentiable mode collide MPM with primitives (planes, spheres, capsules, "
                                   "cylinders, boxes).")
         inertia = self._view_extras(view)[:2]  # the bodies' inverse masses and inertias (constants)
