@@ -108,6 +108,18 @@ class MPMSolver(ParticleSolver):
         self.grid_m = scratch(self.batch, *shape, grad=True)
         # the grid velocity grid-to-particle reads: grid_v, or the output of the couplings that ran after it
         self.g2p_grid_v = self.grid_v
+        # the boxes of nodes that hold something (kernels_grid.grid_update): each copy's box from the scatter, and
+        # the box the last grid update left mass in (empty: the grid starts at zero) with the span it updated
+        if self.batch * self.n_partitions * kernels_p2g.TASK_STRIDE >= 2 ** 31:
+            raise gs.GenesisError(f"MPM: {self.batch} environments x {self.n_partitions} partitions is too many for "
+                                  f"one particle-to-grid launch (at most {2 ** 31 // kernels_p2g.TASK_STRIDE - 1}); "
+                                  "use fewer environments or MPMOptions(partitions=1).")
+        idx = dict(dtype=torch.int32, device=dev)
+        self.grid_touched = torch.zeros((self.n_partitions, self.batch, 6), **idx)
+        self.grid_region = torch.zeros((2, self.batch, 6), **idx)
+        self.grid_region[:, :, :3] = torch.tensor(shape, **idx)
+        self._grid_update = kernels_grid.grid_update_serial if self.batch == 1 else kernels_grid.grid_update
+        self._pos_bits = (None, None)  # (state pos, the same memory as int32), for the scatter's box
         if self.requires_grad:
             n = self.n_particles
             self.tau = scratch(self.batch, n, 3, 3, grad=True)
@@ -164,9 +176,13 @@ class MPMSolver(ParticleSolver):
                    self.p_mass, self.p_vol, self.grid_mv)
             launch(kernels_grad.grid_update, self.params_f, boundary, self.grid_mv, self.grid_v, self.grid_m)
         else:
+            if self._pos_bits[0] is not st.pos:
+                self._pos_bits = (st.pos, st.pos.detach().view(torch.int32))  # the same memory (kernels_p2g)
             launch(kernels_p2g.p2g, f, fn, self.params_f, st.pos, st.vel, st.C, st.F, st.Jp, st.active, self.p_mass,
-                   self.p_vol, self.p_kind, self.p_entity, self.p_params, st.E, st.nu, self.grid_mv)
-            launch(kernels_grid.grid_update, self.params_f, boundary, self.grid_mv, self.grid_v, self.grid_m)
+                   self.p_vol, self.p_kind, self.p_entity, self.p_params, st.E, st.nu, self.grid_mv, self.grid_touched,
+                   self._pos_bits[1])
+            launch(self._grid_update, self.params_f, boundary, self.grid_touched, self.grid_region, self.grid_mv,
+                   self.grid_v, self.grid_m)
         self.g2p_grid_v = self.grid_v
 
     def substep_post_coupling(self, f):
