@@ -44,7 +44,7 @@ from ..errors import GenesisError
 from ..launch import Launcher
 from .collider import (add_impulse, approaching, body_of, body_surface, clear_impulse_rows, distance_to,
                        inverse_effective_mass, respond)
-from .reduce import part_range, sum_parts
+from .reduce import n_parts, part_range, sum_parts
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -81,7 +81,7 @@ MIN_CHUNK = 32
 def n_chunks(n_particles: int, batch: int) -> int:
     """The private rows per environment: a function of the particle count and the batch alone, so that the same
     scene sums its impulses in the same order on every machine."""
-    return max(1, min(MAX_CHUNKS // max(batch, 1), n_particles // MIN_CHUNK))
+    return n_parts(batch, n_particles // MIN_CHUNK, threads=MAX_CHUNKS, max_parts=MAX_CHUNKS)
 
 
 def _check_shapes(owner, arrays, what, sizes, exact=False):

@@ -101,7 +101,7 @@ class ParticleSolver(SolverBase):
     # -- build -----------------------------------------------------------------------------------------------------
 
     def build_model(self):
-        vol = sampling.volume_per_particle(self.particle_size)
+        self.particle_volume = vol = sampling.volume_per_particle(self.particle_size)
         mass, owner, start = [], [], 0
         for i, e in enumerate(self.entities):
             n = len(e._points)

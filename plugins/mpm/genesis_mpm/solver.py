@@ -8,6 +8,7 @@ import torch
 
 import genesis_core as gs
 from genesis_core.launch import Launcher
+from genesis_core.particles.reduce import n_parts
 from genesis_core.particles.solver import ParticleSolver
 
 from . import kernels_g2p, kernels_grad, kernels_grid, kernels_p2g
@@ -70,13 +71,12 @@ class MPMSolver(ParticleSolver):
 
     def build_particles(self):
         fl, dev = self.float_dtype, self.device
-        vol = self.particle_size ** 3
         kind, params = [], []
         for e in self.entities:
             k, *prm = e.material.kernel_params()
             kind.append(np.full(e.n_particles, k, dtype=np.int32))
             params.append(np.tile(np.asarray(prm, dtype=np.float64), (e.n_particles, 1)))
-        self.p_vol = torch.full((self.n_particles,), vol, dtype=fl, device=dev)
+        self.p_vol = torch.full((self.n_particles,), self.particle_volume, dtype=fl, device=dev)
         self.p_kind = torch.as_tensor(np.concatenate(kind), device=dev)
         self.p_params = torch.as_tensor(np.concatenate(params), dtype=fl, device=dev).contiguous()
         params = np.zeros(PF_N)
@@ -85,8 +85,10 @@ class MPMSolver(ParticleSolver):
         params[PF_ORIGIN:PF_ORIGIN + 3] = self.origin
         params[PF_GRAVITY:PF_GRAVITY + 3] = self.sim_options.gravity
         self.params_f = torch.tensor(params, dtype=fl, device=dev)
-        parts = self.options.partitions or max(1, min(8, 2 // self.batch))
-        self.n_partitions = max(1, min(parts, self.n_particles))
+        if self.options.partitions:
+            self.n_partitions = max(1, min(self.options.partitions, self.n_particles))
+        else:
+            self.n_partitions = n_parts(self.batch, self.n_particles)
         self.requires_grad = bool(self.sim_options.requires_grad)
         self._allocate_scratch()
 
