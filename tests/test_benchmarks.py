@@ -16,6 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("mpm.py", ["--sizes", "1000", "--envs", "1", "--seconds", "0.2"], "particle-substeps/s"),
     ("resume.py", ["--n-envs", "4", "--runs", "1"], "to the first resumed step"),
     ("validation.py", ["--steps", "5", "--envs", "0", "2"], "fault check per step, us"),
+    ("sph.py", ["--particle-size", "0.04", "--envs", "1", "--steps", "2", "--warmup", "1", "--no-anchor"],
+     "particle-substeps/s"),
 ])
 def test_benchmark_runs_at_a_tiny_size(script, args, expect):
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args], capture_output=True,
