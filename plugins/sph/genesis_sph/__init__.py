@@ -1,0 +1,1 @@
+"""genesis-sph: smoothed particle hydrodynamics liquids (WCSPH and DFSPH) for genesis-core."""

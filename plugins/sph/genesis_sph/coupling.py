@@ -1,0 +1,30 @@
+"""SPH against every collider: the collider's geoms are boundaries of the liquid (see `kernels`), two-way.
+
+The coupler constructs one `SPHBoundaryCoupling` per collider; it hands the collider to the SPH solver, which
+reads the collider's view in its own post-coupling part (when the view of the substep is final, whatever the
+solvers' order), adds each geom's solid fraction to the densities, pushes the particles with their own pressure
+and hands the opposite impulse to the geom's body (`ColliderView.body_impulse`, which the collider applies in its
+next substep). The kit's particle contact (`ParticleColliderCoupling`) then puts back on the surface any particle
+whose centre entered a geom, momentum-consistently.
+"""
+
+from genesis_core.coupler import Collider
+from genesis_core.errors import GenesisError
+
+
+class SPHBoundaryCoupling:
+    def __init__(self, collider, sph, sim_options):
+        if not isinstance(collider, Collider):
+            raise GenesisError(f"{collider.name} does not expose collider_view(f); it cannot bound {sph.name}'s "
+                               "liquid.")
+        if sim_options.requires_grad:
+            raise GenesisError(f"the boundary of {sph.name} on {collider.name} is not differentiable; build the "
+                               "scene with SimOptions(requires_grad=False).")
+        self.collider, self.sph = collider, sph
+        sph.add_boundary(collider, sim_options)
+
+    def couple(self, f: int):
+        """Nothing at coupling time: the SPH solver's post-coupling part integrates the boundary."""
+
+    def couple_grad(self, f: int):
+        raise GenesisError(f"the boundary of {self.sph.name} on {self.collider.name} is not differentiable.")

@@ -1,0 +1,281 @@
+"""SPHSolver: liquids by smoothed particle hydrodynamics, batched over environments, on the particle kit.
+
+A substep (frame f -> fn), run in the solver's post-coupling part, when every collider's view of the substep is
+final:
+
+1. the neighbour grid of frame f's positions (`genesis_core.particles.neighbours`), the boundaries' solid
+   fractions (the domain's walls and every collider's geoms, `kernels.boundary_terms`), the densities and each
+   particle's neighbour list (`kernels.density`);
+2. WCSPH: Tait's pressure and one explicit step (`kernels.wcsph_step`). DFSPH (Bender & Koschier 2015, 2017):
+   the divergence-free solve, the non-pressure forces, the constant-density solve, then the positions; each
+   solve is warm-started with half the total of the previous substep (declared state, so a restored state
+   resumes bitwise) and iterates until each environment's own mean error is below the tolerance;
+3. the boundaries' reactions to the geoms' bodies (`kernels.reactions`), then the kit's contact with every
+   collider (`ParticleColliderCoupling`: a particle whose centre entered a geom is put back on its surface, the
+   momentum it loses handed to the body), then the walls (`ParticleSolver.keep_inside`).
+
+Gravity is applied once per substep, in the non-pressure acceleration, whatever the substep's place in a step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import genesis_core as gs
+from genesis_core.coupler import GEOM_PLANE
+from genesis_core.rotations import quat_to_mat
+from genesis_core.launch import Launcher
+from genesis_core.particles.coupling import ParticleColliderCoupling, ParticleView, ViewExtras, check_view, n_chunks
+from genesis_core.particles.neighbours import NeighbourGrid
+from genesis_core.particles.reduce import sum_parts
+from genesis_core.particles.solver import ParticleSolver
+
+from . import kernels as K
+from .materials import Liquid
+from .options import SPHOptions
+
+WARM_START = 0.5  # the share of the last substep's pressure a solve starts from
+CHECK_EVERY_GPU = 8  # iterations between two looks at the convergence flags where a launch is asynchronous
+
+
+class SPHSolver(ParticleSolver):
+    """State: the kit's pos, vel, active, and DFSPH's warm starts (zero under WCSPH)."""
+
+    short_name = "sph"
+    order = 30
+    options_class = SPHOptions
+    material_class = Liquid
+    supports_grad = False
+    _pos, _vel, _active = ParticleSolver.particle_fields
+    state_fields = (
+        _pos, _vel, _active,
+        gs.FieldSpec("kappa_v", ("n_particles",), sentinel=True,
+                     doc="DFSPH: the divergence solve's total pressure coefficient of the substep that led here "
+                         "(its warm start), m^2/s^2; zero under WCSPH"),
+        gs.FieldSpec("kappa", ("n_particles",), sentinel=True,
+                     doc="DFSPH: the density solve's total pressure coefficient of the substep that led here (its "
+                         "warm start), m^2/s^2; zero under WCSPH"),
+    )
+    del _pos, _vel, _active
+
+    def __init__(self, scene, sim_options, options=None):
+        super().__init__(scene, sim_options, options)
+        self.support_radius = self.options.support_radius
+        self.dfsph = self.options.pressure_solver == "DFSPH"
+        self._boundaries = []  # (collider, its contact coupling), from SPHBoundaryCoupling
+
+    def default_particle_size(self):
+        return self.options.particle_size
+
+    # -- build -----------------------------------------------------------------------------------------------------
+
+    def add_boundary(self, collider, sim_options):
+        """Called at build by `SPHBoundaryCoupling` for every collider in the scene."""
+        self._boundaries.append((collider, ParticleColliderCoupling(collider, self, sim_options), ViewExtras()))
+
+    def build_particles(self):
+        fl, dev = self.float_dtype, self.device
+        B, N = self.batch, self.n_particles
+        mat = np.concatenate([np.tile(np.asarray(e.material.kernel_params(), dtype=np.float64), (e.n_particles, 1))
+                              for e in self.entities])
+        self.p_mat = torch.as_tensor(mat, dtype=fl, device=dev).contiguous()
+        prm = np.zeros(K.P_N)
+        g = self.sim_options.gravity
+        prm[[K.P_DT, K.P_H, K.P_GX, K.P_GY, K.P_GZ]] = (self.sim_options.substep_dt, self.support_radius, *g)
+        prm[K.P_LO:K.P_LO + 3] = self.lower
+        prm[K.P_HI:K.P_HI + 3] = self.upper
+        prm[K.P_WALLS:K.P_WALLS + 6] = 1.0
+        prm[K.P_S] = self.particle_size
+        self._prm_np = prm
+        self.params_f = torch.tensor(prm, dtype=fl, device=dev)
+        cell = self.options.hash_grid_cell_size or self.support_radius
+        self._launch = Launcher()
+        self.grid = NeighbourGrid(B, N, cell, dtype=fl, device=dev, launcher=self._launch)
+
+        def z(*shape, dtype=fl):
+            return torch.zeros(shape, dtype=dtype, device=dev)
+
+        self.rho, self.aux, self.coef = z(B, N), z(B, N), z(B, N)
+        self.psi, self.gpsi, self.vgpsi = z(B, N), z(B, N, 3), z(B, N)
+        self.nbr = torch.full((B, N, K.MAX_NEIGHBOURS), -1, dtype=torch.int32, device=dev)
+        self.nbr_n = z(B, N, dtype=torch.int32)
+        self.overflow = z(B, dtype=torch.int32)
+        self._warned_overflow = False
+        if self.dfsph:
+            self.acc, self.kap, self.err = z(B, N, 3), z(B, N), z(B, N)
+            self.err_parts = z(B, K.ERROR_PARTS)
+            self.conv, self.iters = z(B, dtype=torch.int32), z(B, dtype=torch.int32)
+            self.err_env = z(B)
+            # per environment, of the last substep: iterations of the divergence and density solves, final errors
+            self.last_iterations = z(B, 2, dtype=torch.int32)
+            self.last_errors = z(B, 2)
+        # stand-ins for a scene without colliders (the boundary kernels always take a collider's arrays)
+        self._no_view = None
+        self._impulse_rows = {}
+        self._walls_deduped = False
+        self._views = {}
+
+    # -- the substep -----------------------------------------------------------------------------------------------
+
+    def _collider_arrays(self, view):
+        """The arrays the boundary kernels read from a collider's view, with the kit's stand-ins for what it
+        leaves out."""
+        extras = self._extras[id(view)]
+        inv_mass, inv_inertia, geom_hull, hull_planes = extras(view, self.batch, self.float_dtype, self.device)
+        return (view.geom_type, view.geom_size, view.geom_body, geom_hull, hull_planes, view.geom_pos,
+                view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel)
+
+    def _empty_arrays(self):
+        if self._no_view is None:
+            fl, dev, B = self.float_dtype, self.device, self.batch
+            i32 = dict(dtype=torch.int32, device=dev)
+            self._no_view = (torch.zeros(1, **i32), torch.zeros((1, 3), dtype=fl, device=dev),
+                             torch.full((1,), -1, **i32), torch.zeros((1, 2), **i32),
+                             torch.zeros((1, 4), dtype=fl, device=dev), torch.zeros((B, 1, 3), dtype=fl, device=dev),
+                             torch.zeros((B, 1, 4), dtype=fl, device=dev), torch.zeros((B, 1, 3), dtype=fl, device=dev),
+                             torch.zeros((B, 1, 3), dtype=fl, device=dev), torch.zeros((B, 1, 3), dtype=fl, device=dev))
+        return self._no_view
+
+    def _views_of(self, f):
+        views = []
+        self._extras = {}
+        for collider, contact, extras in self._boundaries:
+            view = collider.collider_view(f)
+            check_view(view, self.batch, collider.name, f"the boundary of {self.name}")
+            self._extras[id(view)] = extras
+            views.append((collider, contact, view))
+        return views
+
+    def _dedupe_walls(self, views):
+        """A static plane geom on a domain face already is that wall: the wall's own term is turned off, so the
+        boundary is not counted twice (Genesis's tutorial puts a Plane on the domain's floor)."""
+        self._walls_deduped = True
+        changed = False
+        for _c, _contact, view in views:
+            types = view.geom_type.detach().cpu().numpy()
+            bodies = view.geom_body.detach().cpu().numpy()
+            for g in np.flatnonzero((types == GEOM_PLANE) & (bodies < 0)):
+                pos = view.geom_pos[:, g].detach().double().cpu().numpy()
+                quat = view.geom_quat[:, g].detach().double().cpu().numpy()
+                normals = np.stack([quat_to_mat(q)[:, 2] for q in quat])
+                for a in range(3):
+                    for side, bound in ((0, self.lower[a]), (1, self.upper[a])):
+                        want = np.zeros(3)
+                        want[a] = 1.0 if side == 0 else -1.0
+                        if (np.allclose(normals, want, atol=1e-9)
+                                and np.allclose(pos[:, a], bound, atol=1e-9 * max(1.0, abs(bound)))):
+                            self._prm_np[K.P_WALLS + 2 * a + side] = 0.0
+                            changed = True
+        if changed:
+            with torch.no_grad():
+                self.params_f.copy_(torch.as_tensor(self._prm_np, dtype=self.float_dtype))
+
+    def substep_post_coupling(self, f):
+        st, launch = self.state, self._launch
+        fn = self.frames.next(f)
+        views = self._views_of(f)
+        if not self._walls_deduped:
+            self._dedupe_walls(views)
+        self.grid.build(st.pos, st.active, f)
+        # the boundaries: walls, then each collider's geoms
+        if not views:
+            launch(K.boundary_terms, f, 0, 0, self.params_f, st.pos, st.active, *self._empty_arrays(), self.psi,
+                   self.gpsi, self.vgpsi)
+        for n, (collider, _contact, view) in enumerate(views):
+            launch(K.boundary_terms, f, int(n > 0), view.geom_type.shape[0], self.params_f, st.pos, st.active,
+                   *self._collider_arrays(view), self.psi, self.gpsi, self.vgpsi)
+        g = self.grid
+        launch(K.density, f, int(self.dfsph), self.params_f, st.pos, st.active, g.table, g.order, g.cells,
+               self.p_mass, self.p_mat, self.psi, self.gpsi, self.nbr, self.nbr_n, self.overflow, self.rho, self.aux)
+        if self.dfsph:
+            self._dfsph(f, fn)
+        else:
+            launch(K.wcsph_step, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho,
+                   self.aux, self.nbr, self.nbr_n, self.gpsi, self.coef)
+        for collider, contact, view in views:
+            self._react(f, view)
+            contact.couple(f)
+        self.keep_inside(fn)
+        if not self._warned_overflow:
+            self._warn_overflow()
+
+    def _dfsph(self, f, fn):
+        st, launch, o = self.state, self._launch, self.options
+        common = (self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho)
+        n_active = self.grid.stats  # [B, 3]: the active particles in column ST_ACTIVE (0)
+        solves = ((K.DIVERGENCE, st.kappa_v, o.max_divergence_solver_iterations, 1, o.max_divergence_error / 100),
+                  (K.DENSITY, st.kappa, o.max_density_solver_iterations, 2, o.max_density_error_percent / 100))
+        check_every = 1 if self.device.type == "cpu" else CHECK_EVERY_GPU
+        for s, (mode, ksum, max_it, min_it, eta) in enumerate(solves):
+            if mode == K.DENSITY:
+                launch(K.dfsph_accel, f, fn, *common, self.nbr, self.nbr_n, self.acc)
+            launch(K.dfsph_begin, f, fn, WARM_START, st.vel, st.active, ksum, self.kap, ksum, self.conv, self.iters,
+                   int(mode == K.DIVERGENCE))
+            apply_args = (self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho, self.nbr,
+                          self.nbr_n, self.gpsi, self.acc if mode == K.DENSITY else self.gpsi, self.kap, ksum,
+                          self.err, self.err_parts, n_active, self.conv, self.iters, self.err_env)
+            # the warm start (and, before the density solve, the non-pressure forces)
+            launch(K.dfsph_apply, f, fn, 0, int(mode == K.DENSITY), 0, min_it, max_it, 0.0, *apply_args)
+            for it in range(max_it + 1):
+                launch(K.dfsph_error, f, fn, mode, *common, self.aux, self.nbr, self.nbr_n, self.gpsi, self.vgpsi,
+                       self.conv, self.kap, self.err)
+                launch(K.dfsph_apply, f, fn, 1, 0, it, min_it, max_it, float(eta), *apply_args)
+                if (it + 1) % check_every == 0 and bool(self.conv.all()):
+                    break
+            with torch.no_grad():
+                self.last_iterations[:, s] = self.iters
+                self.last_errors[:, s] = self.err_env
+        launch(K.dfsph_finish, f, fn, self.params_f, st.pos, st.vel, st.active, self.rho, st.kappa_v, st.kappa,
+               self.coef)
+
+    def _react(self, f, view):
+        n_geoms, n_bodies = view.geom_type.shape[0], view.body_impulse.shape[1]
+        if n_geoms == 0 or n_bodies == 0:
+            return
+        B, N = self.batch, self.n_particles
+        k = n_chunks(N, B)
+        key = id(view.body_impulse)
+        rows = self._impulse_rows.get(key)
+        if rows is None or rows.shape != (k, B, n_bodies, 6):
+            rows = self._impulse_rows[key] = torch.zeros((k, B, n_bodies, 6), dtype=self.float_dtype,
+                                                         device=self.device)
+        arrays = self._collider_arrays(view)
+        st = self.state
+        self._launch(K.reactions, f, n_geoms, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.coef,
+                     self.psi, *arrays[:8], rows)
+        sum_parts(rows, view.body_impulse, add=True)
+
+    def _warn_overflow(self):
+        """Warn once if a particle had more neighbours than its list holds."""
+        if int(self.overflow.max()) > 0:
+            self._warned_overflow = True
+            gs.logger.warning(f"{self.name}: a particle had {int(self.overflow.max())} neighbours within the support "
+                              f"radius, more than the {K.MAX_NEIGHBOURS} its list holds: the liquid is compressed "
+                              "far beyond its rest density (a smaller substep, a stiffer liquid or DFSPH helps).")
+
+    # -- coupling --------------------------------------------------------------------------------------------------
+
+    def particle_view(self, f) -> ParticleView:
+        """Frame f + 1 after this substep's SPH step: what the kit's contact puts back outside the geoms."""
+        fn = self.frames.next(f)
+        if fn not in self._views:
+            st = self.state
+            self._views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
+                                           active=st.at("active", fn), radius=0.0, restitution=0.0)
+        return self._views[fn]
+
+    # -- inspection ------------------------------------------------------------------------------------------------
+
+    def densities(self) -> torch.Tensor:
+        """[B, N]: the densities (kg/m^3) of the last substep's start, fluid and boundary."""
+        return self.rho
+
+    def pressures(self) -> torch.Tensor:
+        """[B, N]: the pressures (Pa) of the last substep: WCSPH: Tait's; DFSPH: (kappa_v + kappa) rho, the two
+        solves' pressure (their p / rho^2 is kappa / rho)."""
+        st = self.state
+        if self.dfsph:
+            return (st.kappa_v[self.frame] + st.kappa[self.frame]) * self.rho
+        return self.aux * self.rho * self.rho
+

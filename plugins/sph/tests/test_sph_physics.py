@@ -1,0 +1,183 @@
+"""SPH physics against analytic results and experiment (float64, small scenes: particle_size 0.02 unless said)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import genesis_core as gs
+
+from data.martin_moyce import N2_2
+
+G = 9.81
+
+
+def make(entities, dt=2e-3, substeps=4, n_envs=0, gravity=(0, 0, -G), **sph):
+    opts = dict(lower_bound=(0, 0, 0), upper_bound=(0.2, 0.2, 1.0), particle_size=0.02)
+    opts.update(sph)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt, substeps=substeps, gravity=gravity),
+                     sph_options=gs.options.SPHOptions(**opts))
+    out = [scene.add_entity(m, material=mat) for m, mat in entities]
+    scene.build(n_envs=n_envs)
+    return scene, out
+
+
+def test_boundary_integrals_match_their_definitions():
+    """The closed forms the boundaries rest on, against numerical integration of the cubic spline."""
+    import taichi as ti
+
+    from genesis_sph import kernels as K
+
+    h, s = 2.0, 1.0
+
+    @ti.kernel
+    def probe(d: ti.types.ndarray(), out: ti.types.ndarray()):
+        for i in range(d.shape[0]):
+            out[i, 0] = K.plane_integral(d[i], h)
+            psi, slope = K.solid_terms(d[i], s, h)
+            out[i, 1] = psi
+            out[i, 2] = slope
+
+    d = torch.linspace(-0.6, 2.2, 57, dtype=torch.float64)
+    out = torch.zeros((57, 3), dtype=torch.float64)
+    probe(d, out)
+    k = 8 / (math.pi * h ** 3)
+
+    def w(r):
+        q = r / h
+        return np.where(q <= 0.5, k * (6 * q ** 3 - 6 * q ** 2 + 1), np.where(q <= 1, 2 * k * (1 - q) ** 3, 0.0))
+
+    r = np.linspace(0, h, 20001)
+
+    def plane(z):  # 2 pi int_{|z|}^{h} W(r) r dr
+        rr = r[r >= abs(z)]
+        return 2 * np.pi * np.trapezoid(w(rr) * rr, rr) if len(rr) > 1 else 0.0
+
+    for i, z in enumerate(d.numpy()):
+        assert out[i, 0] == pytest.approx(plane(z), abs=1e-4)
+        layers = [z + (m + 0.5) * s for m in range(4)]
+        assert out[i, 1] == pytest.approx(sum(s * plane(zl) for zl in layers if abs(zl) < h), abs=1e-4)
+    # the slope is the derivative of Psi
+    psi = out[:, 1].numpy()
+    dd = float(d[1] - d[0])
+    assert np.allclose(np.gradient(psi, dd)[2:-2], out[2:-2, 2].numpy(), atol=2e-3)
+    # a lattice liquid at a wall: the first layer sees exactly the lattice sum of a mirrored liquid
+    lattice = np.arange(-3, 4)
+    X, Y, Z = np.meshgrid(lattice, lattice, lattice, indexing="ij")
+    dist = np.sqrt(X ** 2 + Y ** 2 + Z ** 2)
+    assert w(dist).sum() == pytest.approx(1.0, abs=1e-4)  # rest density on the lattice
+    missing = w(dist)[Z <= -1].sum()  # the particle half a spacing from the wall
+    assert float(out[int(np.argmin(np.abs(d.numpy() - 0.5))), 1]) == pytest.approx(missing, abs=2e-3)
+
+
+@pytest.mark.parametrize("solver", ["WCSPH", "DFSPH"])
+def test_droplet_in_free_fall_follows_g(solver):
+    """A droplet far from every wall: its centre of mass falls exactly as g dictates (gravity once a substep)."""
+    h, n = 5e-4, 60
+    scene, (drop,) = make([(gs.morphs.Sphere(pos=(0.3, 0.3, 0.7), radius=0.06), gs.materials.SPH.Liquid())],
+                          dt=4 * h, substeps=4, upper_bound=(0.6, 0.6, 1.0), pressure_solver=solver)
+    z0 = float(drop.get_particles_pos()[:, 2].mean())
+    for _ in range(n // 4):
+        scene.step()
+    k = n
+    fall = z0 - float(drop.get_particles_pos()[:, 2].mean())
+    expect = G * h * h * k * (k + 1) / 2  # symplectic Euler
+    assert fall == pytest.approx(expect, rel=5e-3)
+    vz = float(drop.get_particles_vel()[:, 2].mean())
+    assert vz == pytest.approx(-G * h * k, rel=5e-3)
+
+
+def _column(solver, seconds, **material):
+    scene, (liq,) = make([(gs.morphs.Box(pos=(0.1, 0.1, 0.2), size=(0.2, 0.2, 0.4)),
+                           gs.materials.SPH.Liquid(**material))], pressure_solver=solver)
+    sol = scene.sph_solver
+    n = int(round(seconds / 2e-3))
+    fits, tops, errs = [], [], []
+    for i in range(n):
+        scene.step()
+        if i >= n // 2:
+            p = liq.get_particles_pos().numpy()
+            pr = sol.pressures()[0].numpy()
+            rho = sol.densities()[0].numpy()
+            inner = ((p[:, :2] > 0.04) & (p[:, :2] < 0.16)).all(1) & (p[:, 2] > 0.04) & (p[:, 2] < 0.3)
+            fits.append(np.polyfit(p[inner, 2], pr[inner], 1))
+            tops.append(np.sort(p[:, 2])[-100:].mean())
+            errs.append(np.abs(rho[inner] / 1000 - 1).mean())
+    return np.mean(fits, 0), tops, np.mean(errs)
+
+
+def test_resting_column_dfsph_pressure_density_and_height():
+    """A 0.4 m column at rest (DFSPH, default tolerances): the hydrostatic pressure extrapolated to the floor is
+    rho g H within 2%, the interior's mean density error under 0.1%, and the height holds."""
+    (slope, p0), tops, err = _column("DFSPH", 1.0)
+    assert p0 == pytest.approx(1000 * G * 0.4, rel=0.02)
+    assert slope == pytest.approx(-1000 * G, rel=0.05)
+    assert err < 1e-3
+    assert abs(tops[-1] - tops[0]) < 0.005 * 0.4  # no creep over the last half second
+    assert tops[-1] > 0.37  # the column keeps its height (the top layer started at 0.39)
+
+
+def test_resting_column_wcsph_pressure():
+    """WCSPH's Tait pressure holds the same column up: the fitted hydrostatic profile within 10% (the weakly
+    compressible column keeps ringing at its acoustic period; its mean is what is compared)."""
+    (slope, p0), tops, err = _column("WCSPH", 0.6)
+    assert p0 == pytest.approx(1000 * G * 0.4, rel=0.1)
+    assert slope == pytest.approx(-1000 * G, rel=0.15)
+    assert err < 0.02  # compression of a few tenths of a percent
+    assert tops[-1] > 0.37
+
+
+def test_dam_break_front_follows_martin_and_moyce():
+    """Martin & Moyce (1952), the column of width a and height 2a: the surge front Z = x / a against
+    T = t sqrt(2 g / a), within 10% for T <= 3 (a = 0.1 m, a thin slab between walls, DFSPH)."""
+    a, s = 0.1, 0.01
+    scene, (liq,) = make([(gs.morphs.Box(pos=(a / 2, 0.02, a), size=(a, 0.04, 2 * a)),
+                           gs.materials.SPH.Liquid(mu=2e-4, gamma=0.0))], dt=1e-3, substeps=4,
+                         upper_bound=(0.6, 0.04, 0.3), particle_size=s, pressure_solver="DFSPH")
+    scale = math.sqrt(2 * G / a)
+    compared = 0
+    step_t = 1e-3
+    t = 0.0
+    for T, Z in N2_2:
+        if T > 3.0:
+            break
+        while t < T / scale - 1e-12:
+            scene.step()
+            t += step_t
+        x = liq.get_particles_pos()[:, 0].numpy()
+        front = (np.sort(x)[-3:].mean() + s / 2) / a  # the leading particles' edge
+        assert front == pytest.approx(Z, rel=0.10), (T, front, Z)
+        compared += 1
+    assert compared >= 8
+
+
+def _floating(rho_box, seconds=1.2):
+    s = 0.02
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, substeps=4),
+                     sph_options=gs.options.SPHOptions(lower_bound=(0, 0, 0), upper_bound=(0.4, 0.4, 0.6),
+                                                       particle_size=s, pressure_solver="DFSPH"))
+    liq = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.1), size=(0.4, 0.4, 0.2)), material=gs.materials.SPH.Liquid())
+    box = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.27), size=(0.12, 0.12, 0.12)),
+                           material=gs.materials.Rigid(rho=rho_box))
+    scene.build()
+    n = int(round(seconds / 2e-3))
+    drafts = []
+    for i in range(n):
+        scene.step()
+        if i >= n // 2:
+            p = liq.get_particles_pos().numpy()
+            far = (np.abs(p[:, :2] - 0.2) > 0.1).any(1)
+            surface = np.sort(p[far, 2])[-int(far.sum() // 10):].mean() + s / 2
+            drafts.append(surface - (float(box.get_pos()[2]) - 0.06))
+    return np.array(drafts), float(box.get_pos()[2])
+
+
+def test_box_of_half_the_density_floats_at_half_its_height():
+    drafts, _ = _floating(500.0)
+    assert drafts.mean() == pytest.approx(0.06, rel=0.10)
+
+
+def test_box_denser_than_water_sinks():
+    _, z = _floating(1500.0, seconds=0.8)
+    assert z < 0.06 + 0.03  # on the floor (its centre half its height above it), within a layer
