@@ -61,3 +61,27 @@ class SimOptions(Options):
 
 __all__ = ["Options", "SimOptions"]
 __getattr__, __dir__ = plugin_namespace("options", globals())
+
+
+class RenderingOptions:
+    """Options of Genesis World's viewer and renderer (`gs.options.VisOptions`, `gs.options.ViewerOptions`):
+    genesis-core renders nothing. They are accepted so that a Genesis script runs unchanged (gs.Scene(vis_options=
+    ..., viewer_options=...)); the arguments are kept (`options.options`) and nothing reads them."""
+
+    def __init__(self, **options):
+        self.options = dict(options)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"gs.options.{type(self).__name__}({args})"
+
+
+class VisOptions(RenderingOptions):
+    pass
+
+
+class ViewerOptions(RenderingOptions):
+    pass
+
+
+RENDERING_OPTIONS = {"vis_options": VisOptions, "viewer_options": ViewerOptions}

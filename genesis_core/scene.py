@@ -28,7 +28,8 @@ class Scene:
     """A scene: entities simulated by the installed solvers, batched over `n_envs` environments.
 
     sim_options: `gs.options.SimOptions`. `<short_name>_options`: the options of each solver
-    (``rigid_options=gs.options.RigidOptions(...)``). show_viewer: accepted for compatibility, must be False.
+    (``rigid_options=gs.options.RigidOptions(...)``). show_viewer: accepted for compatibility, must be False;
+    vis_options, viewer_options (gs.options.VisOptions, ViewerOptions): accepted and unused (no rendering).
     """
 
     def __init__(self, sim_options: SimOptions | None = None, show_viewer: bool = False, **solver_options):
@@ -40,6 +41,13 @@ class Scene:
         if show_viewer:
             raise OptionError("show_viewer=True is not supported: genesis-core has no viewer.")
         reg = registry()
+        from .options import RENDERING_OPTIONS
+
+        for key in [k for k in solver_options if k in RENDERING_OPTIONS]:  # rendering only: accepted, unused
+            value = solver_options.pop(key)
+            if value is not None and not isinstance(value, RENDERING_OPTIONS[key]):
+                raise OptionError(f"gs.Scene({key}=...) must be a gs.options.{RENDERING_OPTIONS[key].__name__}, got "
+                                  f"{type(value).__name__}.")
         for key, value in solver_options.items():
             short = key[: -len("_options")] if key.endswith("_options") else None
             if short is None:

@@ -50,6 +50,10 @@ class ParticleEntity(Entity):
     def get_particles_pos(self, envs_idx=None, particles_idx_local=None):
         return self._read("pos", envs_idx, particles_idx_local, "get_particles_pos")
 
+    def get_particles(self, envs_idx=None, particles_idx_local=None):
+        """Genesis World's name for get_particles_pos."""
+        return self.get_particles_pos(envs_idx, particles_idx_local)
+
     def get_particles_vel(self, envs_idx=None, particles_idx_local=None):
         return self._read("vel", envs_idx, particles_idx_local, "get_particles_vel")
 

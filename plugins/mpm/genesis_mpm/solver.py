@@ -3,6 +3,7 @@ material point method with displacement discontinuity and two-way rigid body cou
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import torch
 
@@ -19,6 +20,16 @@ from .options import MPMOptions
 
 PAD = kernels_grid.BOUND  # grid cells beyond each bound: the walls
 BOUNDARY = {"sticky": kernels_grid.STICKY, "slip": kernels_grid.SLIP, "separate": kernels_grid.SEPARATE}
+
+
+@attrs.define
+class GridView:
+    """MPMSolver.grid_view(f): the grid's velocity (writable) and mass, and where its nodes lie."""
+
+    velocity: torch.Tensor
+    mass: torch.Tensor
+    origin: tuple
+    dx: float
 
 
 class MPMSolver(ParticleSolver):
@@ -191,6 +202,16 @@ class MPMSolver(ParticleSolver):
         st = self.state
         self._launch(kernels_g2p.g2p, f, self.frames.next(f), self.params_f, st.pos, st.vel, st.C, st.active,
                      self.g2p_grid_v)
+
+    def grid_view(self, f):
+        """The grid as a coupling with another particle solver sees it at coupling time of substep f (after the
+        grid update, before grid-to-particle): `velocity` [B, X, Y, Z, 3] (m/s), which the coupling may change in
+        place (grid-to-particle reads it), `mass` [B, X, Y, Z] (kg; read only), node (i, j, k) at `origin` +
+        (i, j, k) * `dx` (m). Plain mode only."""
+        if self.requires_grad:
+            raise gs.GenesisError(f"{self.name}.grid_view: couplings through the grid are not differentiable.")
+        return GridView(velocity=self.g2p_grid_v, mass=self.grid_m, origin=tuple(float(x) for x in self.origin),
+                        dx=float(self.dx))
 
     # -- reverse ---------------------------------------------------------------------------------------------------
 

@@ -44,16 +44,16 @@ M_RHO, M_STIFF, M_EXP, M_MU, M_GAMMA, M_N = range(6)
 DIVERGENCE, DENSITY = 0, 1
 
 
+# The functions a loop over neighbours calls are written without branches or reassigned locals (ti.select), so
+# that the reverse of a loop of any length needs no stack of intermediate values.
+
+
 @ti.func
 def w_cubic(r, h):
     k = 8.0 / (math.pi * h * h * h)
     q = r / h
-    res = 0.0
-    if q <= 0.5:
-        res = k * (6.0 * q * q * q - 6.0 * q * q + 1.0)
-    elif q <= 1.0:
-        res = 2.0 * k * (1.0 - q) ** 3
-    return res
+    t = 1.0 - q
+    return ti.select(q <= 0.5, k * (6.0 * q * q * q - 6.0 * q * q + 1.0), ti.select(q <= 1.0, 2.0 * k * t * t * t, 0.0))
 
 
 @ti.func
@@ -61,26 +61,17 @@ def grad_w(d, r, h):
     """The gradient of W at x_i - x_j = d (|d| = r), with respect to x_i."""
     k = 8.0 / (math.pi * h * h * h)
     q = r / h
-    dw = 0.0
-    if r > 1e-9 * h:
-        if q <= 0.5:
-            dw = k / h * (18.0 * q * q - 12.0 * q)
-        elif q <= 1.0:
-            dw = -6.0 * k / h * (1.0 - q) ** 2
-    return (dw / ti.max(r, 1e-12 * h)) * d
+    t = 1.0 - q
+    dw = ti.select(q <= 0.5, k / h * (18.0 * q * q - 12.0 * q), ti.select(q <= 1.0, -6.0 * k / h * t * t, 0.0))
+    return (ti.select(r > 1e-9 * h, dw, 0.0) / ti.max(r, 1e-12 * h)) * d
 
 
 @ti.func
 def cohesion(r, h, k, h6):
     """Akinci et al. 2013's cohesion spline C(r); k = 32 / (pi h^9), h6 = h^6."""
-    res = 0.0
-    if r <= h and r > 0:
-        a = (h - r) * (h - r) * (h - r) * r * r * r
-        if 2.0 * r > h:
-            res = k * a
-        else:
-            res = k * (2.0 * a - h6 / 64.0)
-    return res
+    a = (h - r) * (h - r) * (h - r) * r * r * r
+    c = ti.select(2.0 * r > h, k * a, k * (2.0 * a - h6 / 64.0))
+    return ti.select((r <= h) & (r > 0), c, 0.0)
 
 
 @ti.func
@@ -200,6 +191,13 @@ def boundary_terms(f: ti.i32, accumulate: ti.i32, n_geoms: ti.i32, prm: nd(ndim=
             vgpsi[b, i] = vg
 
 
+@ti.func
+def _tait(i, mat: ti.template(), r):
+    """p / rho^2 with Tait's p = stiffness ((rho / rho0)^exponent - 1), clamped at 0."""
+    ratio = ti.max(r / mat[i, M_RHO], 1.0)
+    return mat[i, M_STIFF] * (ti.pow(ratio, mat[i, M_EXP]) - 1.0) / (r * r)
+
+
 @ti.kernel
 def density(f: ti.i32, dfsph: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
             table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), mass: nd(ndim=1), mat: nd(ndim=2),
@@ -252,64 +250,112 @@ def density(f: ti.i32, dfsph: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3)
                     a = r_i / denom
                 aux[b, i] = a
             else:
-                ratio = ti.max(r_i / rho0, 1.0)
-                p = mat[i, M_STIFF] * (ti.pow(ratio, mat[i, M_EXP]) - 1.0)
-                aux[b, i] = p / (r_i * r_i)
+                aux[b, i] = _tait(i, mat, r_i)
+
+
+@ti.func
+def _pair(b, i, j, f: ti.template(), fv: ti.template(), prm: ti.template(), pos: ti.template(),
+          vel: ti.template(), mass: ti.template(), mat: ti.template(), rho: ti.template(), pr: ti.template(),
+          PRESSURE: ti.template()):
+    """The acceleration of particle i from its neighbour j: viscosity (Monaghan: 2 (d + 2)
+    mu m_j / rho_j (v_ij . x_ij) / (r^2 + 0.01 h^2) grad W), cohesion (Akinci et al. 2013, with their density
+    correction) and, with PRESSURE, the symmetric pressure force -m_j (p_i / rho_i^2 + p_j / rho_j^2) grad W
+    (pr: p / rho^2). Velocities of frame fv."""
+    h = prm[P_H]
+    d = pos[f, b, i] - pos[f, b, j]  # read here, not passed in: the reverse then needs no copy per neighbour
+    r = ti.sqrt(d.dot(d))
+    gw = grad_w(d, r, h)
+    vij = vel[fv, b, i] - vel[fv, b, j]
+    visc = 10.0 * mat[i, M_MU] * (mass[j] / rho[b, j]) * vij.dot(d) / (r * r + 0.01 * h * h) * gw
+    h3 = h * h * h
+    h6 = h3 * h3
+    corr = 2.0 * mat[i, M_RHO] / (rho[b, i] + rho[b, j])
+    coh = mat[i, M_GAMMA] * corr * mass[j] * cohesion(r, h, 32.0 / (math.pi * h6 * h3), h6) / ti.max(r, 1e-9 * h)
+    press = ti.static(1.0 if PRESSURE else 0.0) * mass[j] * (pr[b, i] + pr[b, j])
+    return visc - coh * d - press * gw
+
+
+@ti.func
+def _gravity(prm: ti.template()):
+    return ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+
+
+@ti.func
+def _boundary_coef(b, i, mat: ti.template(), rho: ti.template(), pr: ti.template()):
+    """WCSPH's boundary coefficient, p_i / rho_i^2 + p_i / rho0^2 (the particle's pressure, mirrored)."""
+    rho0 = mat[i, M_RHO]
+    return pr[b, i] + pr[b, i] * rho[b, i] * rho[b, i] / (rho0 * rho0)
 
 
 @ti.func
 def _nonpressure(b, i, f: ti.template(), fv: ti.template(), prm: ti.template(), pos: ti.template(),
                  vel: ti.template(), mass: ti.template(), mat: ti.template(), rho: ti.template(),
                  nbr: ti.template(), nbr_n: ti.template()):
-    """Gravity, viscosity (Monaghan: 2 (d + 2) nu sum m_j / rho_j (v_ij . x_ij) / (r^2 + 0.01 h^2) grad W) and
-    cohesion (Akinci et al. 2013, with their density correction) on particle i; velocities of frame fv."""
-    h = prm[P_H]
-    xi = pos[f, b, i]
-    vi = vel[fv, b, i]
-    nu = mat[i, M_MU]
-    gamma = mat[i, M_GAMMA]
-    rho0 = mat[i, M_RHO]
-    a = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
-    h3 = h * h * h
-    h6 = h3 * h3
-    kc = 32.0 / (math.pi * h6 * h3)
+    """Gravity, viscosity and cohesion on particle i (_pair without pressure); velocities of frame fv."""
+    a = _gravity(prm)
     for k in range(nbr_n[b, i]):
-        j = nbr[b, i, k]
-        d = xi - pos[f, b, j]
-        r = ti.sqrt(d.dot(d))
-        gw = grad_w(d, r, h)
-        vij = vi - vel[fv, b, j]
-        a += 10.0 * nu * (mass[j] / rho[b, j]) * vij.dot(d) / (r * r + 0.01 * h * h) * gw
-        if gamma > 0 and r > 1e-9 * h:
-            corr = 2.0 * rho0 / (rho[b, i] + rho[b, j])
-            a -= gamma * corr * mass[j] * cohesion(r, h, kc, h6) / r * d
+        a += _pair(b, i, nbr[b, i, k], f, fv, prm, pos, vel, mass, mat, rho, rho, False)
     return a
+
+
+@ti.func
+def _wcsph_particle(b, i, f: ti.template(), prm: ti.template(), pos: ti.template(), vel: ti.template(),
+                    mass: ti.template(), mat: ti.template(), rho: ti.template(), pr: ti.template(),
+                    nbr: ti.template(), nbr_n: ti.template(), gpsi: ti.template()):
+    """(acceleration, boundary coefficient) of active particle i: gravity, _pair with pressure over its
+    neighbours, and the boundary's -rho0 c grad Psi with c = _boundary_coef."""
+    a = _gravity(prm)
+    for k in range(nbr_n[b, i]):
+        a += _pair(b, i, nbr[b, i, k], f, f, prm, pos, vel, mass, mat, rho, pr, True)
+    c = _boundary_coef(b, i, mat, rho, pr)
+    a -= mat[i, M_RHO] * c * gpsi[b, i]
+    return a, c
 
 
 @ti.kernel
 def wcsph_step(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
                active: nd(ndim=2), mass: nd(ndim=1), mat: nd(ndim=2), rho: nd(ndim=2), pr: nd(ndim=2),
-               nbr: nd(ndim=3), nbr_n: nd(ndim=2), gpsi: nd(dtype=V3, ndim=2), coef: nd(ndim=2)):
-    """Symplectic Euler with the symmetric pressure force -sum m_j (p_i / rho_i^2 + p_j / rho_j^2) grad W and the
-    boundary's -rho0 (p_i / rho_i^2 + p_i / rho0^2) grad Psi; coef [B, N]: the boundary's coefficient, for the
-    reactions. Frozen particles keep their state."""
+               nbr: nd(ndim=3), nbr_n: nd(ndim=2), gpsi: nd(dtype=V3, ndim=2), coef: nd(ndim=2),
+               ext: nd(dtype=V3, ndim=2)):
+    """Symplectic Euler (_wcsph_particle); coef [B, N]: the boundary's coefficient, for the reactions; ext
+    [B, N]: velocity changes couplings handed in this substep (added, then cleared). Frozen particles keep their
+    state."""
     dt = prm[P_DT]
-    h = prm[P_H]
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         x, v = pos[f, b, i], vel[f, b, i]
         if active[b, i] != 0:
-            a = _nonpressure(b, i, f, f, prm, pos, vel, mass, mat, rho, nbr, nbr_n)
-            xi = pos[f, b, i]
-            pi = pr[b, i]
-            for k in range(nbr_n[b, i]):
-                j = nbr[b, i, k]
-                d = xi - pos[f, b, j]
-                r = ti.sqrt(d.dot(d))
-                a -= mass[j] * (pi + pr[b, j]) * grad_w(d, r, h)
-            rho0 = mat[i, M_RHO]
-            c = pi + pi * rho[b, i] * rho[b, i] / (rho0 * rho0)
-            a -= rho0 * c * gpsi[b, i]
+            a, c = _wcsph_particle(b, i, f, prm, pos, vel, mass, mat, rho, pr, nbr, nbr_n, gpsi)
             coef[b, i] = c
+            v = v + ext[b, i] + dt * a
+            x = x + dt * v
+        ext[b, i] = ti.Vector([0.0, 0.0, 0.0])
+        pos[fn, b, i] = x
+        vel[fn, b, i] = v
+
+
+@ti.kernel
+def accel_ad(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3), active: nd(ndim=2),
+             mass: nd(ndim=1), mat: nd(ndim=2), rho: nd(ndim=2), pr: nd(ndim=2), nbr: nd(ndim=3),
+             nbr_n: nd(ndim=2), acc: nd(dtype=V3, ndim=2)):
+    """Differentiable mode: acc [B, N] (zero before) += _pair with pressure over each particle's neighbours,
+    accumulated into the array rather than a local (so the reverse needs no stack per neighbour)."""
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] != 0:
+            for k in range(nbr_n[b, i]):
+                acc[b, i] += _pair(b, i, nbr[b, i, k], f, f, prm, pos, vel, mass, mat, rho, pr, True)
+
+
+@ti.kernel
+def integrate_ad(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+                 active: nd(ndim=2), mat: nd(ndim=2), rho: nd(ndim=2), pr: nd(ndim=2), gpsi: nd(dtype=V3, ndim=2),
+                 acc: nd(dtype=V3, ndim=2)):
+    """Differentiable mode: wcsph_step's symplectic Euler from accel_ad's sums (gravity and the boundary added
+    as in _wcsph_particle)."""
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        dt = prm[P_DT]
+        x, v = pos[f, b, i], vel[f, b, i]
+        if active[b, i] != 0:
+            a = acc[b, i] + _gravity(prm) - mat[i, M_RHO] * _boundary_coef(b, i, mat, rho, pr) * gpsi[b, i]
             v = v + dt * a
             x = x + dt * v
         pos[fn, b, i] = x
@@ -317,17 +363,59 @@ def wcsph_step(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3)
 
 
 @ti.kernel
+def walls_ad(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), psi: nd(ndim=2),
+             gpsi: nd(dtype=V3, ndim=2)):
+    """boundary_terms with the walls alone, differentiable: psi (the union's P), gpsi from frame f."""
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] != 0:
+            P, gp, _vg = _wall_terms(pos[f, b, i], prm)
+            psi[b, i] = P
+            gpsi[b, i] = gp
+
+
+@ti.kernel
+def density_ad(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), mass: nd(ndim=1),
+               mat: nd(ndim=2), psi: nd(ndim=2), nbr: nd(ndim=3), nbr_n: nd(ndim=2), rho: nd(ndim=2)):
+    """Differentiable mode: the densities of `density` from its neighbour lists, accumulated into rho (which
+    this kernel writes first with the particle's own and the boundary's share)."""
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] != 0:
+            rho[b, i] = mass[i] * w_cubic(0.0, prm[P_H]) + mat[i, M_RHO] * (1.0 - psi[b, i])
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] != 0:
+            h = prm[P_H]
+            xi = pos[f, b, i]
+            for k in range(nbr_n[b, i]):
+                j = nbr[b, i, k]
+                d = xi - pos[f, b, j]
+                rho[b, i] += mass[j] * w_cubic(ti.sqrt(d.dot(d)), h)
+
+
+@ti.kernel
+def pressure_ad(active: nd(ndim=2), mat: nd(ndim=2), rho: nd(ndim=2), pr: nd(ndim=2)):
+    """Differentiable mode: p / rho^2 from Tait's equation (`density`'s WCSPH branch)."""
+    for b, i in ti.ndrange(rho.shape[0], rho.shape[1]):
+        if active[b, i] != 0:
+            pr[b, i] = _tait(i, mat, rho[b, i])
+
+
+@ti.kernel
 def dfsph_begin(f: ti.i32, fn: ti.i32, warm: ti.f64, vel: nd(dtype=V3, ndim=3), active: nd(ndim=2),
                 kap_in: nd(ndim=3), kap: nd(ndim=2), ksum: nd(ndim=3), conv: nd(ndim=1), iters: nd(ndim=1),
-                copy_vel: ti.i32):
+                copy_vel: ti.i32, ext: nd(dtype=V3, ndim=2)):
     """Starts a solve: kap = warm * the solve's total of the last substep (frame f of kap_in), the total of this
-    one (frame fn of ksum) zero, every environment unconverged; copy_vel: vel(fn) = vel(f) first."""
+    one (frame fn of ksum) zero, every environment unconverged; copy_vel: vel(fn) = vel(f) + ext first (ext: the
+    couplings' velocity changes of this substep, then cleared)."""
     for b in range(conv.shape[0]):
         conv[b] = 0
         iters[b] = 0
     for b, i in ti.ndrange(kap.shape[0], kap.shape[1]):
         if copy_vel != 0:
-            vel[fn, b, i] = vel[f, b, i]
+            dv = ti.Vector([0.0, 0.0, 0.0])
+            if active[b, i] != 0:
+                dv = ext[b, i]
+            vel[fn, b, i] = vel[f, b, i] + dv
+            ext[b, i] = ti.Vector([0.0, 0.0, 0.0])
         k = 0.0
         if active[b, i] != 0:
             k = warm * kap_in[f, b, i]
@@ -495,3 +583,88 @@ def reactions(f: ti.i32, n_geoms: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndi
                             ps, slope = solid_terms(d, prm[P_S], h)
                             dp = w * solid_share(psi[b, i], ps) * slope * nrm
                             add_impulse(dp, x - d * nrm, body_com[b, body], k, b, body, chunk_impulse)
+
+
+@ti.func
+def _stencil(x, origin, inv_dx, size):
+    """(base node, weights [3] per axis as a 3x3 matrix w[a, k], their derivatives in x) of the quadratic
+    B-spline stencil of x in a grid of `size` nodes per axis, and whether the stencil lies inside it."""
+    xl = (x - origin) * inv_dx
+    base = ti.Vector([0, 0, 0])
+    inside = 1
+    for a in ti.static(range(3)):
+        c = xl[a] - 0.5
+        if not (c >= 0.0 and c < size[a] - 3.0):  # NaN too
+            inside = 0
+            c = 0.0
+        base[a] = ti.cast(c, ti.i32)
+    w = ti.Matrix.zero(float, 3, 3)
+    dw = ti.Matrix.zero(float, 3, 3)
+    for a in ti.static(range(3)):
+        fx = xl[a] - base[a]
+        if inside == 0:
+            fx = 1.0
+        w[a, 0] = 0.5 * (1.5 - fx) ** 2
+        w[a, 1] = 0.75 - (fx - 1.0) ** 2
+        w[a, 2] = 0.5 * (fx - 0.5) ** 2
+        dw[a, 0] = (fx - 1.5) * inv_dx
+        dw[a, 1] = -2.0 * (fx - 1.0) * inv_dx
+        dw[a, 2] = (fx - 0.5) * inv_dx
+    return base, w, dw, inside
+
+
+@ti.kernel
+def mpm_exchange(f: ti.i32, pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3), active: nd(ndim=2),
+                 mass: nd(ndim=1), ox: float, oy: float, oz: float, inv_dx: float, grid_v: nd(dtype=V3, ndim=4),
+                 grid_m: nd(ndim=4), impulse: nd(dtype=V3, ndim=2), ext: nd(dtype=V3, ndim=2)):
+    """Liquid particles (frame f) against an MPM grid (after its update): where the grid holds mass around a
+    particle (its B-spline stencil) and the particle moves into it (relative to the mass-weighted grid velocity,
+    along the outward normal of the grid's mass field), the normal approach is removed in a perfectly inelastic
+    two-body exchange between the particle (m) and the stencil's mass (M = sum w m_n): J = m M / (m + M) (-v_n) n.
+    The particle's velocity change J / m goes to ext; the nodes lose J in proportion to w m_n (each node's
+    velocity by -J w / M), so that the momentum the particle gains the grid loses, exactly. The first loop computes
+    every J from the unchanged grid (parallel); the second hands them to the nodes, one thread per environment in
+    particle order (deterministic)."""
+    origin = ti.Vector([ox, oy, oz])
+    size = ti.Vector([grid_m.shape[1], grid_m.shape[2], grid_m.shape[3]])
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        J = ti.Vector([0.0, 0.0, 0.0])
+        if active[b, i] != 0:
+            x = pos[f, b, i]
+            base, w, dw, inside = _stencil(x, origin, inv_dx, size)
+            if inside != 0:
+                M = 0.0
+                p = ti.Vector([0.0, 0.0, 0.0])
+                grad = ti.Vector([0.0, 0.0, 0.0])
+                for o in ti.static(ti.grouped(ti.ndrange(3, 3, 3))):
+                    n = base + o
+                    wn = w[0, o[0]] * w[1, o[1]] * w[2, o[2]]
+                    gn = ti.Vector([dw[0, o[0]] * w[1, o[1]] * w[2, o[2]], w[0, o[0]] * dw[1, o[1]] * w[2, o[2]],
+                                    w[0, o[0]] * w[1, o[1]] * dw[2, o[2]]])
+                    mn = grid_m[b, n[0], n[1], n[2]]
+                    M += wn * mn
+                    p += wn * mn * grid_v[b, n[0], n[1], n[2]]
+                    grad += mn * gn
+                g2 = grad.dot(grad)
+                if M > 0 and g2 > 0:
+                    nrm = -grad / ti.sqrt(g2)
+                    vn = (vel[f, b, i] - p / M).dot(nrm)
+                    if vn < 0:
+                        m = mass[i]
+                        J = (m * M / (m + M)) * (-vn) * nrm
+                        ext[b, i] = ext[b, i] + J / m
+        impulse[b, i] = J
+    for b in range(pos.shape[1]):
+        for i in range(pos.shape[2]):
+            J = impulse[b, i]
+            if J.dot(J) > 0:
+                base, w, dw, inside = _stencil(pos[f, b, i], origin, inv_dx, size)
+                M = 0.0
+                for o in ti.static(ti.grouped(ti.ndrange(3, 3, 3))):
+                    n = base + o
+                    M += w[0, o[0]] * w[1, o[1]] * w[2, o[2]] * grid_m[b, n[0], n[1], n[2]]
+                for o in ti.static(ti.grouped(ti.ndrange(3, 3, 3))):
+                    n = base + o
+                    wn = w[0, o[0]] * w[1, o[1]] * w[2, o[2]]
+                    if grid_m[b, n[0], n[1], n[2]] > 0:
+                        grid_v[b, n[0], n[1], n[2]] = grid_v[b, n[0], n[1], n[2]] - (wn / M) * J

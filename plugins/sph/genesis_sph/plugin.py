@@ -26,9 +26,10 @@ def register_materials(register):
 def register_couplings(register):
     from genesis_core.coupler import ANY_COLLIDER
 
-    from .coupling import SPHBoundaryCoupling
+    from .coupling import MPMSPHCoupling, SPHBoundaryCoupling
 
     register(ANY_COLLIDER, "SPHSolver", SPHBoundaryCoupling)
+    register("MPMSolver", "SPHSolver", MPMSPHCoupling)
 
 
 @gs.hookimpl

@@ -24,6 +24,7 @@ import torch
 
 import genesis_core as gs
 from genesis_core.coupler import GEOM_PLANE
+from genesis_core.errors import GenesisError
 from genesis_core.rotations import quat_to_mat
 from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleColliderCoupling, ParticleView, ViewExtras, check_view, n_chunks
@@ -46,7 +47,7 @@ class SPHSolver(ParticleSolver):
     order = 30
     options_class = SPHOptions
     material_class = Liquid
-    supports_grad = False
+    supports_grad = True  # WCSPH against the domain's walls (see docs/sph.md)
     _pos, _vel, _active = ParticleSolver.particle_fields
     state_fields = (
         _pos, _vel, _active,
@@ -101,7 +102,20 @@ class SPHSolver(ParticleSolver):
         self.nbr = torch.full((B, N, K.MAX_NEIGHBOURS), -1, dtype=torch.int32, device=dev)
         self.nbr_n = z(B, N, dtype=torch.int32)
         self.overflow = z(B, dtype=torch.int32)
+        self.ext_dv = z(B, N, 3)  # velocity changes from couplings (the MPM exchange), applied by the next step
+        self.impulse = None
         self._warned_overflow = False
+        self.requires_grad = bool(self.sim_options.requires_grad)
+        if self.requires_grad:
+            if self.dfsph:
+                raise GenesisError(f"{self.name}: differentiable mode runs WCSPH only (DFSPH's iterations stop on "
+                                   "a tolerance, which the reverse cannot follow); use SPHOptions("
+                                   "pressure_solver=\"WCSPH\") with SimOptions(requires_grad=True).")
+            for x in (self.rho, self.aux, self.psi, self.gpsi):
+                x.requires_grad_(True)
+                x.grad = torch.zeros_like(x)
+            self.acc = z(B, N, 3).requires_grad_(True)
+            self.acc.grad = torch.zeros_like(self.acc)
         if self.dfsph:
             self.acc, self.kap, self.err = z(B, N, 3), z(B, N), z(B, N)
             self.err_parts = z(B, K.ERROR_PARTS)
@@ -172,6 +186,9 @@ class SPHSolver(ParticleSolver):
                 self.params_f.copy_(torch.as_tensor(self._prm_np, dtype=self.float_dtype))
 
     def substep_post_coupling(self, f):
+        if self.requires_grad:
+            self._substep_ad(f)
+            return
         st, launch = self.state, self._launch
         fn = self.frames.next(f)
         views = self._views_of(f)
@@ -192,13 +209,55 @@ class SPHSolver(ParticleSolver):
             self._dfsph(f, fn)
         else:
             launch(K.wcsph_step, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho,
-                   self.aux, self.nbr, self.nbr_n, self.gpsi, self.coef)
+                   self.aux, self.nbr, self.nbr_n, self.gpsi, self.coef, self.ext_dv)
         for collider, contact, view in views:
             self._react(f, view)
             contact.couple(f)
         self.keep_inside(fn)
         if not self._warned_overflow:
             self._warn_overflow()
+
+    # -- differentiable mode (WCSPH, the walls) ---------------------------------------------------------------------
+
+    def _substep_ad(self, f):
+        """The WCSPH substep with kernels whose `.grad` is exact (kernels.*_ad): the same physics functions as
+        the plain step, sums accumulated into arrays. The neighbour lists are the forward's (the core runs the
+        forward of a substep again just before its reverse)."""
+        st, launch, g = self.state, self._launch, self.grid
+        fn = self.frames.next(f)
+        self.grid.build(st.pos.detach(), st.active, f)
+        with torch.no_grad():
+            self.acc.zero_()
+        launch(K.walls_ad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi)
+        launch(K.density, f, 0, self.params_f, st.pos, st.active, g.table, g.order, g.cells, self.p_mass, self.p_mat,
+               self.psi, self.gpsi, self.nbr, self.nbr_n, self.overflow, self.rho, self.aux)  # the lists
+        launch(K.density_ad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.psi, self.nbr,
+               self.nbr_n, self.rho)
+        launch(K.pressure_ad, st.active, self.p_mat, self.rho, self.aux)
+        launch(K.accel_ad, f, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho, self.aux,
+               self.nbr, self.nbr_n, self.acc)
+        launch(K.integrate_ad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mat, self.rho, self.aux,
+               self.gpsi, self.acc)
+        self.keep_inside(fn)  # its gradient is taken as the identity (it acts only on a particle that left)
+
+    def substep_pre_coupling_grad(self, f):
+        pass
+
+    def substep_post_coupling_grad(self, f):
+        """The reverse of _substep_ad: the adjoint of frame fn into frame f's (positions, velocities)."""
+        st, launch = self.state, self._launch
+        fn = self.frames.next(f)
+        with torch.no_grad():
+            for x in (self.rho, self.aux, self.psi, self.gpsi, self.acc):
+                x.grad.zero_()
+        launch(K.integrate_ad.grad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mat, self.rho, self.aux,
+               self.gpsi, self.acc)
+        launch(K.accel_ad.grad, f, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho,
+               self.aux, self.nbr, self.nbr_n, self.acc)
+        launch(K.pressure_ad.grad, st.active, self.p_mat, self.rho, self.aux)
+        launch(K.density_ad.grad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.psi, self.nbr,
+               self.nbr_n, self.rho)
+        launch(K.walls_ad.grad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi)
 
     def _dfsph(self, f, fn):
         st, launch, o = self.state, self._launch, self.options
@@ -211,7 +270,7 @@ class SPHSolver(ParticleSolver):
             if mode == K.DENSITY:
                 launch(K.dfsph_accel, f, fn, *common, self.nbr, self.nbr_n, self.acc)
             launch(K.dfsph_begin, f, fn, WARM_START, st.vel, st.active, ksum, self.kap, ksum, self.conv, self.iters,
-                   int(mode == K.DIVERGENCE))
+                   int(mode == K.DIVERGENCE), self.ext_dv)
             apply_args = (self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho, self.nbr,
                           self.nbr_n, self.gpsi, self.acc if mode == K.DENSITY else self.gpsi, self.kap, ksum,
                           self.err, self.err_parts, n_active, self.conv, self.iters, self.err_env)
@@ -264,6 +323,16 @@ class SPHSolver(ParticleSolver):
             self._views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
                                            active=st.at("active", fn), radius=0.0, restitution=0.0)
         return self._views[fn]
+
+    def exchange_with_mpm(self, f, grid):
+        """Called by `MPMSPHCoupling` at coupling time of substep f with the MPM solver's `grid_view(f)`: the
+        liquid's frame f against the grid (kernels.mpm_exchange); the particles' share is applied by this
+        substep's step."""
+        st = self.state
+        if self.impulse is None:
+            self.impulse = torch.zeros_like(self.ext_dv)
+        self._launch(K.mpm_exchange, f, st.pos, st.vel, st.active, self.p_mass, *grid.origin, 1.0 / grid.dx,
+                     grid.velocity, grid.mass, self.impulse, self.ext_dv)
 
     # -- inspection ------------------------------------------------------------------------------------------------
 

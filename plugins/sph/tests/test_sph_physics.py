@@ -8,8 +8,6 @@ import torch
 
 import genesis_core as gs
 
-from data.martin_moyce import N2_2
-
 G = 9.81
 
 
@@ -128,56 +126,5 @@ def test_resting_column_wcsph_pressure():
     assert tops[-1] > 0.37
 
 
-def test_dam_break_front_follows_martin_and_moyce():
-    """Martin & Moyce (1952), the column of width a and height 2a: the surge front Z = x / a against
-    T = t sqrt(2 g / a), within 10% for T <= 3 (a = 0.1 m, a thin slab between walls, DFSPH)."""
-    a, s = 0.1, 0.01
-    scene, (liq,) = make([(gs.morphs.Box(pos=(a / 2, 0.02, a), size=(a, 0.04, 2 * a)),
-                           gs.materials.SPH.Liquid(mu=2e-4, gamma=0.0))], dt=1e-3, substeps=4,
-                         upper_bound=(0.6, 0.04, 0.3), particle_size=s, pressure_solver="DFSPH")
-    scale = math.sqrt(2 * G / a)
-    compared = 0
-    step_t = 1e-3
-    t = 0.0
-    for T, Z in N2_2:
-        if T > 3.0:
-            break
-        while t < T / scale - 1e-12:
-            scene.step()
-            t += step_t
-        x = liq.get_particles_pos()[:, 0].numpy()
-        front = (np.sort(x)[-3:].mean() + s / 2) / a  # the leading particles' edge
-        assert front == pytest.approx(Z, rel=0.10), (T, front, Z)
-        compared += 1
-    assert compared >= 8
-
-
-def _floating(rho_box, seconds=1.2):
-    s = 0.02
-    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, substeps=4),
-                     sph_options=gs.options.SPHOptions(lower_bound=(0, 0, 0), upper_bound=(0.4, 0.4, 0.6),
-                                                       particle_size=s, pressure_solver="DFSPH"))
-    liq = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.1), size=(0.4, 0.4, 0.2)), material=gs.materials.SPH.Liquid())
-    box = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.27), size=(0.12, 0.12, 0.12)),
-                           material=gs.materials.Rigid(rho=rho_box))
-    scene.build()
-    n = int(round(seconds / 2e-3))
-    drafts = []
-    for i in range(n):
-        scene.step()
-        if i >= n // 2:
-            p = liq.get_particles_pos().numpy()
-            far = (np.abs(p[:, :2] - 0.2) > 0.1).any(1)
-            surface = np.sort(p[far, 2])[-int(far.sum() // 10):].mean() + s / 2
-            drafts.append(surface - (float(box.get_pos()[2]) - 0.06))
-    return np.array(drafts), float(box.get_pos()[2])
-
-
-def test_box_of_half_the_density_floats_at_half_its_height():
-    drafts, _ = _floating(500.0)
-    assert drafts.mean() == pytest.approx(0.06, rel=0.10)
-
-
-def test_box_denser_than_water_sinks():
-    _, z = _floating(1500.0, seconds=0.8)
-    assert z < 0.06 + 0.03  # on the floor (its centre half its height above it), within a layer
+# The dam break against Martin & Moyce and the floating box are examples (examples/sph_dam_break.py,
+# examples/sph_floating_box.py), checked by tests/test_examples.py.
