@@ -258,7 +258,7 @@ def _pair(b, i, j, f: ti.template(), fv: ti.template(), prm: ti.template(), pos:
           vel: ti.template(), mass: ti.template(), mat: ti.template(), rho: ti.template(), pr: ti.template(),
           PRESSURE: ti.template()):
     """The acceleration of particle i from its neighbour j: viscosity (Monaghan: 2 (d + 2)
-    mu m_j / rho_j (v_ij . x_ij) / (r^2 + 0.01 h^2) grad W), cohesion (Akinci et al. 2013, with their density
+    mu m_j / rho_ij (v_ij . x_ij) / (r^2 + 0.01 h^2) grad W), cohesion (Akinci et al. 2013, with their density
     correction) and, with PRESSURE, the symmetric pressure force -m_j (p_i / rho_i^2 + p_j / rho_j^2) grad W
     (pr: p / rho^2). Velocities of frame fv."""
     h = prm[P_H]
@@ -266,11 +266,15 @@ def _pair(b, i, j, f: ti.template(), fv: ti.template(), prm: ti.template(), pos:
     r = ti.sqrt(d.dot(d))
     gw = grad_w(d, r, h)
     vij = vel[fv, b, i] - vel[fv, b, j]
-    visc = 10.0 * mat[i, M_MU] * (mass[j] / rho[b, j]) * vij.dot(d) / (r * r + 0.01 * h * h) * gw
+    # symmetric in i and j (the pair's mean density, viscosity, cohesion and rest density): the force on i is
+    # minus the force on j, so the liquid's internal forces conserve momentum exactly
+    rho_ij = 0.5 * (rho[b, i] + rho[b, j])
+    visc = 5.0 * (mat[i, M_MU] + mat[j, M_MU]) * (mass[j] / rho_ij) * vij.dot(d) / (r * r + 0.01 * h * h) * gw
     h3 = h * h * h
     h6 = h3 * h3
-    corr = 2.0 * mat[i, M_RHO] / (rho[b, i] + rho[b, j])
-    coh = mat[i, M_GAMMA] * corr * mass[j] * cohesion(r, h, 32.0 / (math.pi * h6 * h3), h6) / ti.max(r, 1e-9 * h)
+    corr = 0.5 * (mat[i, M_RHO] + mat[j, M_RHO]) / rho_ij
+    coh = (0.5 * (mat[i, M_GAMMA] + mat[j, M_GAMMA]) * corr * mass[j] * cohesion(r, h, 32.0 / (math.pi * h6 * h3), h6)
+           / ti.max(r, 1e-9 * h))
     press = ti.static(1.0 if PRESSURE else 0.0) * mass[j] * (pr[b, i] + pr[b, j])
     return visc - coh * d - press * gw
 
