@@ -45,4 +45,18 @@ class Material:
         return d
 
 
-__all__ = ["Material", "Options"]
+class Inert:
+    """What a Genesis World script passes for rendering (`gs.surfaces.*`, `gs.options.VisOptions`, ...):
+    genesis-core renders nothing, so the arguments are kept (`self.options`) and nothing reads them."""
+
+    namespace = "gs"
+
+    def __init__(self, **options):
+        self.options = dict(options)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"{self.namespace}.{type(self).__name__}({args})"
+
+
+__all__ = ["Inert", "Material", "Options"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from . import validators as v
-from .bases import Options
+from .bases import Inert, Options
 from .errors import OptionError
 from .faults import POLICIES
 from .plugins.manager import plugin_namespace
@@ -63,17 +63,12 @@ __all__ = ["Options", "SimOptions"]
 __getattr__, __dir__ = plugin_namespace("options", globals())
 
 
-class RenderingOptions:
+class RenderingOptions(Inert):
     """Options of Genesis World's viewer and renderer (`gs.options.VisOptions`, `gs.options.ViewerOptions`):
     genesis-core renders nothing. They are accepted so that a Genesis script runs unchanged (gs.Scene(vis_options=
     ..., viewer_options=...)); the arguments are kept (`options.options`) and nothing reads them."""
 
-    def __init__(self, **options):
-        self.options = dict(options)
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
-        return f"gs.options.{type(self).__name__}({args})"
+    namespace = "gs.options"
 
 
 class VisOptions(RenderingOptions):

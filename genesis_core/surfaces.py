@@ -3,13 +3,11 @@ genesis-core renders nothing; a surface is accepted so that a Genesis script run
 kept on the object (`surface.options`) and nothing reads them."""
 
 
-class Surface:
-    def __init__(self, **options):
-        self.options = dict(options)
+from .bases import Inert
 
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
-        return f"gs.surfaces.{type(self).__name__}({args})"
+
+class Surface(Inert):
+    namespace = "gs.surfaces"
 
 
 class Default(Surface):

@@ -6,15 +6,13 @@ import torch
 
 import genesis_core as gs
 
+import sph_scene
+
 
 def make(entities, n_envs=0, gravity=(0, 0, -9.81), dt=2e-3, substeps=2, **sph):
-    opts = dict(lower_bound=(0, 0, 0), upper_bound=(0.3, 0.3, 0.3), particle_size=0.03)
+    opts = dict(upper_bound=(0.3, 0.3, 0.3), particle_size=0.03)
     opts.update(sph)
-    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt, substeps=substeps, gravity=gravity),
-                     sph_options=gs.options.SPHOptions(**opts))
-    out = [scene.add_entity(m, material=mat) for m, mat in entities]
-    scene.build(n_envs=n_envs)
-    return scene, out
+    return sph_scene.make(entities, n_envs=n_envs, dt=dt, substeps=substeps, gravity=gravity, **opts)
 
 
 def test_options_and_material_defaults_are_genesis_worlds():

@@ -8,17 +8,12 @@ import torch
 
 import genesis_core as gs
 
+import sph_scene
+
 G = 9.81
 
 
-def make(entities, dt=2e-3, substeps=4, n_envs=0, gravity=(0, 0, -G), **sph):
-    opts = dict(lower_bound=(0, 0, 0), upper_bound=(0.2, 0.2, 1.0), particle_size=0.02)
-    opts.update(sph)
-    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt, substeps=substeps, gravity=gravity),
-                     sph_options=gs.options.SPHOptions(**opts))
-    out = [scene.add_entity(m, material=mat) for m, mat in entities]
-    scene.build(n_envs=n_envs)
-    return scene, out
+make = sph_scene.make
 
 
 def test_boundary_integrals_match_their_definitions():
