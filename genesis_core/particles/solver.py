@@ -135,10 +135,12 @@ class ParticleSolver(SolverBase):
         if "_walls" not in self.__dict__:
             lo, hi = (torch.as_tensor(np.asarray(x, dtype=np.float64), dtype=self.float_dtype, device=self.device)
                       for x in self.domain_bounds())
-            self._walls = (Launcher(), lo, hi)
-        launch, lo, hi = self._walls
+            extent = float(np.max(np.asarray(self.domain_bounds()[1]) - np.asarray(self.domain_bounds()[0])))
+            vmax = 1000.0 * extent / self.sim_options.substep_dt  # a thousand domains a substep: blown up
+            self._walls = (Launcher(), lo, hi, vmax)
+        launch, lo, hi, vmax = self._walls
         st = self.state
-        launch(walls.keep_inside, fn, lo, hi, st.pos, st.vel, st.active)
+        launch(walls.keep_inside, fn, lo, hi, vmax, st.pos, st.vel, st.active)
 
     def init_state(self, f):
         st = self.state

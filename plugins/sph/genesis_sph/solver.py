@@ -19,6 +19,8 @@ Gravity is applied once per substep, in the non-pressure acceleration, whatever 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -309,9 +311,9 @@ class SPHSolver(ParticleSolver):
         """Warn once if a particle had more neighbours than its list holds."""
         if int(self.overflow.max()) > 0:
             self._warned_overflow = True
-            gs.logger.warning(f"{self.name}: a particle had {int(self.overflow.max())} neighbours within the support "
+            warnings.warn(f"{self.name}: a particle had {int(self.overflow.max())} neighbours within the support "
                               f"radius, more than the {K.MAX_NEIGHBOURS} its list holds: the liquid is compressed "
-                              "far beyond its rest density (a smaller substep, a stiffer liquid or DFSPH helps).")
+                              "far beyond its rest density (a smaller substep, a stiffer liquid or DFSPH helps).", stacklevel=2)
 
     # -- coupling --------------------------------------------------------------------------------------------------
 
