@@ -28,6 +28,7 @@ from genesis_core.particles.reduce import part_range
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
+M3 = ti.types.matrix(3, 3, float)
 nd = ti.types.ndarray
 
 MAX_NEIGHBOURS = 56  # a lattice liquid has 32 neighbours within h; 56 holds 75% compression of the support
@@ -37,7 +38,7 @@ MAX_LAYERS = 4  # boundary layers below a solid's surface (2 reach a particle ou
 ERROR_PARTS = 64  # per-environment partial sums of the DFSPH errors (fixed order)
 
 # params [P_N]
-P_DT, P_H, P_GX, P_GY, P_GZ, P_LO, P_HI, P_WALLS, P_S, P_N = 0, 1, 2, 3, 4, 5, 8, 11, 17, 18
+P_DT, P_H, P_GX, P_GY, P_GZ, P_LO, P_HI, P_WALLS, P_S, P_BVISC, P_N = 0, 1, 2, 3, 4, 5, 8, 11, 17, 18, 19
 # material rows per particle [N, M_N]
 M_RHO, M_STIFF, M_EXP, M_MU, M_GAMMA, M_N = range(6)
 # solve modes
@@ -130,12 +131,35 @@ def solid_share(P, psi_k):
 
 
 @ti.func
-def _wall_terms(x, prm: ti.template()):
-    """(P, grad Psi, 0) of the domain's six walls (each on where prm[P_WALLS + k] != 0), see _union."""
+def wall_viscosity(d, vtab: ti.template(), prm: ti.template()):
+    """(T, N): a solid's no-slip viscosity at signed distance d, per unit of viscosity: the layers' sum of
+    Monaghan's viscosity term integrated over each layer's plane, a_i = 10 nu_b (T v_t + N v_n n) for the
+    particle's velocity v relative to the solid's surface (T, N <= 0; tabulated in vtab [2, K] over d in
+    [-MAX_LAYERS spacing, h] by `viscosity_table`, read linearly)."""
+    h = prm[P_H]
+    lo = -MAX_LAYERS * prm[P_S]
+    n = vtab.shape[1]
+    u = (ti.min(ti.max(d, lo), h) - lo) / (h - lo) * (n - 1)
+    k = ti.min(ti.cast(ti.floor(u), ti.i32), n - 2)
+    t = u - k
+    return ((1.0 - t) * vtab[0, k] + t * vtab[0, k + 1], (1.0 - t) * vtab[1, k] + t * vtab[1, k + 1])
+
+
+@ti.func
+def viscosity_matrix(T, N, nrm):
+    """T (I - n n^T) + N n n^T."""
+    return T * ti.Matrix.identity(float, 3) + (N - T) * nrm.outer_product(nrm)
+
+
+@ti.func
+def _wall_terms(x, prm: ti.template(), vtab: ti.template()):
+    """(P, grad Psi, 0, viscosity matrix) of the domain's six walls (each on where prm[P_WALLS + k] != 0), see
+    _union and wall_viscosity (the walls are at rest)."""
     h = prm[P_H]
     P = 1.0
     gp = ti.Vector([0.0, 0.0, 0.0])
     vg = 0.0
+    vm = ti.Matrix.zero(float, 3, 3)
     for a in ti.static(range(3)):
         for side in ti.static(range(2)):
             if prm[P_WALLS + 2 * a + side] != 0:
@@ -149,7 +173,11 @@ def _wall_terms(x, prm: ti.template()):
                     g = ti.Vector([0.0, 0.0, 0.0])
                     g[a] = sgn * slope
                     P, gp, vg = _union(P, gp, vg, ps, g, 0.0)
-    return P, gp, vg
+                    T, N = wall_viscosity(d, vtab, prm)
+                    nrm = ti.Vector([0.0, 0.0, 0.0])
+                    nrm[a] = sgn
+                    vm += viscosity_matrix(T, N, nrm)
+    return P, gp, vg, vm
 
 
 @ti.kernel
@@ -158,11 +186,13 @@ def boundary_terms(f: ti.i32, accumulate: ti.i32, n_geoms: ti.i32, prm: nd(ndim=
                    geom_body: nd(ndim=1), geom_hull: nd(ndim=2), hull_planes: nd(ndim=2),
                    geom_pos: nd(dtype=V3, ndim=2), geom_quat: nd(dtype=V4, ndim=2), body_com: nd(dtype=V3, ndim=2),
                    body_lin_vel: nd(dtype=V3, ndim=2), body_ang_vel: nd(dtype=V3, ndim=2), psi: nd(ndim=2),
-                   gpsi: nd(dtype=V3, ndim=2), vgpsi: nd(ndim=2)):
+                   gpsi: nd(dtype=V3, ndim=2), vgpsi: nd(ndim=2), vtab: nd(ndim=2), vm: nd(dtype=M3, ndim=2),
+                   vc: nd(dtype=V3, ndim=2)):
     """The union of the walls (accumulate 0) and of the first n_geoms geoms of one collider with what psi, gpsi,
     vgpsi hold (accumulate 1), see _union: psi [B, N]: P = prod (1 - Psi_k), the union's solid fraction is 1 - P;
     gpsi [B, N]: the union's gradient; vgpsi [B, N]: its rate of change from the bodies' motion (sum of the
-    velocity of each body's surface . its share of the gradient)."""
+    velocity of each body's surface . its share of the gradient); vm [B, N], vc [B, N]: the no-slip viscosity,
+    a_i = 10 nu_b (vm v_i - vc) (each solid's wall_viscosity, summed)."""
     h = prm[P_H]
     n_bodies = ti.min(body_com.shape[1], ti.min(body_lin_vel.shape[1], body_ang_vel.shape[1]))
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
@@ -171,24 +201,32 @@ def boundary_terms(f: ti.i32, accumulate: ti.i32, n_geoms: ti.i32, prm: nd(ndim=
             P = 1.0
             gp = ti.Vector([0.0, 0.0, 0.0])
             vg = 0.0
+            M = ti.Matrix.zero(float, 3, 3)
+            c = ti.Vector([0.0, 0.0, 0.0])
             if accumulate == 0:
-                P, gp, vg = _wall_terms(x, prm)
+                P, gp, vg, M = _wall_terms(x, prm, vtab)
             else:
-                P, gp, vg = psi[b, i], gpsi[b, i], vgpsi[b, i]
+                P, gp, vg, M, c = psi[b, i], gpsi[b, i], vgpsi[b, i], vm[b, i], vc[b, i]
             for g in range(n_geoms):
                 d, nrm = distance_to(g, b, x, geom_type, geom_size, geom_hull, hull_planes, geom_pos, geom_quat)
                 if d < h:
                     ps, slope = solid_terms(d, prm[P_S], h)
                     gg = slope * nrm
                     vk = 0.0
+                    T, N = wall_viscosity(d, vtab, prm)
+                    Mk = viscosity_matrix(T, N, nrm)
                     body = body_of(geom_body, g, n_bodies)
                     if body >= 0:
                         _com, v_body = body_surface(b, body, x - d * nrm, body_com, body_lin_vel, body_ang_vel)
                         vk = v_body.dot(gg)
+                        c += Mk @ v_body
+                    M += Mk
                     P, gp, vg = _union(P, gp, vg, ps, gg, vk)
             psi[b, i] = P
             gpsi[b, i] = gp
             vgpsi[b, i] = vg
+            vm[b, i] = M
+            vc[b, i] = c
 
 
 @ti.func
@@ -303,12 +341,20 @@ def _nonpressure(b, i, f: ti.template(), fv: ti.template(), prm: ti.template(), 
 
 
 @ti.func
+def _no_slip(b, i, v, prm: ti.template(), vm: ti.template(), vc: ti.template()):
+    """The boundaries' no-slip viscosity on particle i moving at v: 10 nu_b (vm v - vc), nu_b the solver's
+    boundary_viscosity (0: the boundaries slip)."""
+    return 10.0 * prm[P_BVISC] * (vm[b, i] @ v - vc[b, i])
+
+
+@ti.func
 def _wcsph_particle(b, i, f: ti.template(), prm: ti.template(), pos: ti.template(), vel: ti.template(),
                     mass: ti.template(), mat: ti.template(), rho: ti.template(), pr: ti.template(),
-                    nbr: ti.template(), nbr_n: ti.template(), gpsi: ti.template()):
+                    nbr: ti.template(), nbr_n: ti.template(), gpsi: ti.template(), vm: ti.template(),
+                    vc: ti.template()):
     """(acceleration, boundary coefficient) of active particle i: gravity, _pair with pressure over its
-    neighbours, and the boundary's -rho0 c grad Psi with c = _boundary_coef."""
-    a = _gravity(prm)
+    neighbours, the boundary's -rho0 c grad Psi with c = _boundary_coef and its no-slip viscosity."""
+    a = _gravity(prm) + _no_slip(b, i, vel[f, b, i], prm, vm, vc)
     for k in range(nbr_n[b, i]):
         a += _pair(b, i, nbr[b, i, k], f, f, prm, pos, vel, mass, mat, rho, pr, True)
     c = _boundary_coef(b, i, mat, rho, pr)
@@ -319,17 +365,19 @@ def _wcsph_particle(b, i, f: ti.template(), prm: ti.template(), pos: ti.template
 @ti.kernel
 def wcsph_step(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
                active: nd(ndim=2), mass: nd(ndim=1), mat: nd(ndim=2), rho: nd(ndim=2), pr: nd(ndim=2),
-               nbr: nd(ndim=3), nbr_n: nd(ndim=2), gpsi: nd(dtype=V3, ndim=2), coef: nd(ndim=2),
-               ext: nd(dtype=V3, ndim=2)):
-    """Symplectic Euler (_wcsph_particle); coef [B, N]: the boundary's coefficient, for the reactions; ext
+               nbr: nd(ndim=3), nbr_n: nd(ndim=2), gpsi: nd(dtype=V3, ndim=2), vm: nd(dtype=M3, ndim=2),
+               vc: nd(dtype=V3, ndim=2), coef: nd(ndim=2), v_used: nd(dtype=V3, ndim=2), ext: nd(dtype=V3, ndim=2)):
+    """Symplectic Euler (_wcsph_particle); coef [B, N]: the boundary's coefficient and v_used [B, N] the velocity
+    the viscosity saw, for the reactions; ext
     [B, N]: velocity changes couplings handed in this substep (added, then cleared). Frozen particles keep their
     state."""
     dt = prm[P_DT]
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         x, v = pos[f, b, i], vel[f, b, i]
         if active[b, i] != 0:
-            a, c = _wcsph_particle(b, i, f, prm, pos, vel, mass, mat, rho, pr, nbr, nbr_n, gpsi)
+            a, c = _wcsph_particle(b, i, f, prm, pos, vel, mass, mat, rho, pr, nbr, nbr_n, gpsi, vm, vc)
             coef[b, i] = c
+            v_used[b, i] = v
             v = v + ext[b, i] + dt * a
             x = x + dt * v
         ext[b, i] = ti.Vector([0.0, 0.0, 0.0])
@@ -352,14 +400,15 @@ def accel_ad(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtyp
 @ti.kernel
 def integrate_ad(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
                  active: nd(ndim=2), mat: nd(ndim=2), rho: nd(ndim=2), pr: nd(ndim=2), gpsi: nd(dtype=V3, ndim=2),
-                 acc: nd(dtype=V3, ndim=2)):
+                 vm: nd(dtype=M3, ndim=2), vc: nd(dtype=V3, ndim=2), acc: nd(dtype=V3, ndim=2)):
     """Differentiable mode: wcsph_step's symplectic Euler from accel_ad's sums (gravity and the boundary added
     as in _wcsph_particle)."""
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         dt = prm[P_DT]
         x, v = pos[f, b, i], vel[f, b, i]
         if active[b, i] != 0:
-            a = acc[b, i] + _gravity(prm) - mat[i, M_RHO] * _boundary_coef(b, i, mat, rho, pr) * gpsi[b, i]
+            a = (acc[b, i] + _gravity(prm) + _no_slip(b, i, v, prm, vm, vc)
+                 - mat[i, M_RHO] * _boundary_coef(b, i, mat, rho, pr) * gpsi[b, i])
             v = v + dt * a
             x = x + dt * v
         pos[fn, b, i] = x
@@ -368,13 +417,14 @@ def integrate_ad(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=
 
 @ti.kernel
 def walls_ad(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), psi: nd(ndim=2),
-             gpsi: nd(dtype=V3, ndim=2)):
-    """boundary_terms with the walls alone, differentiable: psi (the union's P), gpsi from frame f."""
+             gpsi: nd(dtype=V3, ndim=2), vtab: nd(ndim=2), vm: nd(dtype=M3, ndim=2)):
+    """boundary_terms with the walls alone, differentiable: psi (the union's P), gpsi, vm from frame f."""
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if active[b, i] != 0:
-            P, gp, _vg = _wall_terms(pos[f, b, i], prm)
+            P, gp, _vg, M = _wall_terms(pos[f, b, i], prm, vtab)
             psi[b, i] = P
             gpsi[b, i] = gp
+            vm[b, i] = M
 
 
 @ti.kernel
@@ -430,12 +480,16 @@ def dfsph_begin(f: ti.i32, fn: ti.i32, warm: ti.f64, vel: nd(dtype=V3, ndim=3), 
 @ti.kernel
 def dfsph_accel(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
                 active: nd(ndim=2), mass: nd(ndim=1), mat: nd(ndim=2), rho: nd(ndim=2), nbr: nd(ndim=3),
-                nbr_n: nd(ndim=2), acc: nd(dtype=V3, ndim=2)):
-    """acc [B, N]: the non-pressure acceleration of every active particle, with the velocities of frame fn."""
+                nbr_n: nd(ndim=2), vm: nd(dtype=M3, ndim=2), vc: nd(dtype=V3, ndim=2), acc: nd(dtype=V3, ndim=2),
+                v_used: nd(dtype=V3, ndim=2)):
+    """acc [B, N]: the non-pressure acceleration of every active particle (the boundaries' no-slip viscosity
+    included), with the velocities of frame fn; v_used: those velocities, for the reactions."""
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         a = ti.Vector([0.0, 0.0, 0.0])
         if active[b, i] != 0:
-            a = _nonpressure(b, i, f, fn, prm, pos, vel, mass, mat, rho, nbr, nbr_n)
+            v = vel[fn, b, i]
+            a = _nonpressure(b, i, f, fn, prm, pos, vel, mass, mat, rho, nbr, nbr_n) + _no_slip(b, i, v, prm, vm, vc)
+            v_used[b, i] = v
         acc[b, i] = a
 
 
@@ -558,26 +612,29 @@ def dfsph_finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=
 
 @ti.kernel
 def reactions(f: ti.i32, n_geoms: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
-              mass: nd(ndim=1), mat: nd(ndim=2), coef: nd(ndim=2), psi: nd(ndim=2), geom_type: nd(ndim=1),
-              geom_size: nd(dtype=V3, ndim=1), geom_body: nd(ndim=1), geom_hull: nd(ndim=2),
-              hull_planes: nd(ndim=2), geom_pos: nd(dtype=V3, ndim=2), geom_quat: nd(dtype=V4, ndim=2),
-              body_com: nd(dtype=V3, ndim=2), chunk_impulse: nd(ndim=4)):
-    """The boundary's push on each particle near a moving geom, dt rho0 coef grad Psi of the particle's mass,
-    handed back to the geom's body with the opposite sign at the nearest point of its surface; chunk_impulse
-    [K, B, L, 6]: each chunk of particles' sum (linear, angular about the body's centre of mass)."""
+              mass: nd(ndim=1), mat: nd(ndim=2), coef: nd(ndim=2), psi: nd(ndim=2), v_used: nd(dtype=V3, ndim=2),
+              vtab: nd(ndim=2), geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1), geom_body: nd(ndim=1),
+              geom_hull: nd(ndim=2), hull_planes: nd(ndim=2), geom_pos: nd(dtype=V3, ndim=2),
+              geom_quat: nd(dtype=V4, ndim=2), body_com: nd(dtype=V3, ndim=2), body_lin_vel: nd(dtype=V3, ndim=2),
+              body_ang_vel: nd(dtype=V3, ndim=2), chunk_impulse: nd(ndim=4)):
+    """What each moving geom's boundary did to the particles near it this substep, handed back to the geom's
+    body with the opposite sign at the nearest point of its surface: the pressure push, dt rho0 coef (its share
+    of) grad Psi, and the no-slip viscosity, dt 10 nu_b M_k (v_used - v_surface), each of the particle's mass;
+    chunk_impulse [K, B, L, 6]: each chunk of particles' sum (linear, angular about the body's centre of mass)."""
     dt = prm[P_DT]
     h = prm[P_H]
     n_chunks = chunk_impulse.shape[0]
-    n_bodies = ti.min(chunk_impulse.shape[2], body_com.shape[1])
+    n_bodies = ti.min(ti.min(chunk_impulse.shape[2], body_com.shape[1]),
+                      ti.min(body_lin_vel.shape[1], body_ang_vel.shape[1]))
     n = pos.shape[2]
     for b, k in ti.ndrange(pos.shape[1], n_chunks):
         clear_impulse_rows(k, b, chunk_impulse)
         i0, i1 = part_range(k, n, n_chunks)
         for i in range(i0, i1):
-            c = coef[b, i]
-            if active[b, i] != 0 and c != 0:
+            if active[b, i] != 0:
                 x = pos[f, b, i]
-                w = dt * mass[i] * mat[i, M_RHO] * c
+                w = dt * mass[i] * mat[i, M_RHO] * coef[b, i]
+                wv = dt * mass[i] * 10.0 * prm[P_BVISC]
                 for g in range(n_geoms):
                     body = body_of(geom_body, g, n_bodies)
                     if body >= 0:
@@ -585,8 +642,12 @@ def reactions(f: ti.i32, n_geoms: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndi
                                              geom_quat)
                         if d < h:
                             ps, slope = solid_terms(d, prm[P_S], h)
-                            dp = w * solid_share(psi[b, i], ps) * slope * nrm
-                            add_impulse(dp, x - d * nrm, body_com[b, body], k, b, body, chunk_impulse)
+                            at = x - d * nrm
+                            com, v_body = body_surface(b, body, at, body_com, body_lin_vel, body_ang_vel)
+                            T, N = wall_viscosity(d, vtab, prm)
+                            dp = (w * solid_share(psi[b, i], ps) * slope * nrm
+                                  - wv * (viscosity_matrix(T, N, nrm) @ (v_used[b, i] - v_body)))
+                            add_impulse(dp, at, com, k, b, body, chunk_impulse)
 
 
 @ti.func
@@ -672,3 +733,29 @@ def mpm_exchange(f: ti.i32, pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3)
                     wn = w[0, o[0]] * w[1, o[1]] * w[2, o[2]]
                     if grid_m[b, n[0], n[1], n[2]] > 0:
                         grid_v[b, n[0], n[1], n[2]] = grid_v[b, n[0], n[1], n[2]] - (wn / M) * J
+
+
+def viscosity_table(h: float, spacing: float, n: int = 513):
+    """vtab [2, n] for wall_viscosity: T(d) and N(d) per unit mu at n distances from -MAX_LAYERS spacing to h,
+    each the sum over the layers z = d + (m + 1/2) spacing of spacing * pi int_{|z|}^{h} (r^2 - z^2) W'(r) /
+    (r^2 + 0.01 h^2) dr (tangential) and spacing * 2 pi z^2 int_{|z|}^{h} W'(r) / (r^2 + 0.01 h^2) dr (normal),
+    by the trapezoidal rule on 4001 points per integral."""
+    import numpy as np
+
+    k = 8.0 / (math.pi * h ** 3)
+    d = np.linspace(-MAX_LAYERS * spacing, h, n)
+    out = np.zeros((2, n))
+    u = np.linspace(0.0, 1.0, 4001)
+    for m in range(MAX_LAYERS):
+        z = np.abs(d + (m + 0.5) * spacing)
+        inside = z < h
+        r = z[:, None] + (h - z[:, None]) * u[None, :]  # [n, 4001] from |z| to h
+        q = r / h
+        dw = np.where(q <= 0.5, k / h * (18 * q * q - 12 * q), np.where(q <= 1, -6 * k / h * (1 - q) ** 2, 0.0))
+        den = r * r + 0.01 * h * h
+        integrate = lambda y: np.trapezoid(y, r, axis=1)  # noqa: E731
+        t = spacing * math.pi * integrate((r * r - z[:, None] ** 2) * dw / den)
+        nn = spacing * 2 * math.pi * z ** 2 * integrate(dw / den)
+        out[0] += np.where(inside, t, 0.0)
+        out[1] += np.where(inside, nn, 0.0)
+    return out

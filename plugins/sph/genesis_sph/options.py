@@ -21,6 +21,9 @@ class SPHOptions(ParticleOptions):
     substep. max_density_error_percent: DFSPH's tolerance on the mean predicted compression, percent of the rest
     density. max_divergence_solver_iterations, max_density_solver_iterations: the caps of the two solves. Each
     environment stops iterating when its own error is below the tolerance.
+    boundary_viscosity: the walls' and geoms' no-slip viscosity (m^2/s, the coefficient of Monaghan's viscosity
+    against the boundary's layers; 0, the default: the boundaries slip, as Genesis World's do). Its friction on a
+    moving geom goes to the geom's body.
     """
 
     lower_bound: tuple = attrs.field(default=(-100.0, -100.0, 0.0), converter=v.to_float_tuple, validator=v.vec(3))
@@ -32,6 +35,7 @@ class SPHOptions(ParticleOptions):
     max_density_error_percent: float = attrs.field(default=0.05, validator=v.positive)
     max_divergence_solver_iterations: int = attrs.field(default=100, validator=v.int_at_least(1))
     max_density_solver_iterations: int = attrs.field(default=100, validator=v.int_at_least(1))
+    boundary_viscosity: float = attrs.field(default=0.0, validator=v.non_negative)
 
     def __attrs_post_init__(self):
         super().__attrs_post_init__()

@@ -90,6 +90,7 @@ class SPHSolver(ParticleSolver):
         prm[K.P_HI:K.P_HI + 3] = self.upper
         prm[K.P_WALLS:K.P_WALLS + 6] = 1.0
         prm[K.P_S] = self.particle_size
+        prm[K.P_BVISC] = self.options.boundary_viscosity
         self._prm_np = prm
         self.params_f = torch.tensor(prm, dtype=fl, device=dev)
         cell = self.options.hash_grid_cell_size or self.support_radius
@@ -101,6 +102,9 @@ class SPHSolver(ParticleSolver):
 
         self.rho, self.aux, self.coef = z(B, N), z(B, N), z(B, N)
         self.psi, self.gpsi, self.vgpsi = z(B, N), z(B, N, 3), z(B, N)
+        self.vm, self.vc, self.v_used = z(B, N, 3, 3), z(B, N, 3), z(B, N, 3)  # the boundaries' no-slip viscosity
+        self.vtab = torch.as_tensor(K.viscosity_table(self.support_radius, self.particle_size), dtype=fl,
+                                    device=dev).contiguous()
         self.nbr = torch.full((B, N, K.MAX_NEIGHBOURS), -1, dtype=torch.int32, device=dev)
         self.nbr_n = z(B, N, dtype=torch.int32)
         self.overflow = z(B, dtype=torch.int32)
@@ -113,7 +117,7 @@ class SPHSolver(ParticleSolver):
                 raise GenesisError(f"{self.name}: differentiable mode runs WCSPH only (DFSPH's iterations stop on "
                                    "a tolerance, which the reverse cannot follow); use SPHOptions("
                                    "pressure_solver=\"WCSPH\") with SimOptions(requires_grad=True).")
-            for x in (self.rho, self.aux, self.psi, self.gpsi):
+            for x in (self.rho, self.aux, self.psi, self.gpsi, self.vm):
                 x.requires_grad_(True)
                 x.grad = torch.zeros_like(x)
             self.acc = z(B, N, 3).requires_grad_(True)
@@ -200,10 +204,10 @@ class SPHSolver(ParticleSolver):
         # the boundaries: walls, then each collider's geoms
         if not views:
             launch(K.boundary_terms, f, 0, 0, self.params_f, st.pos, st.active, *self._empty_arrays(), self.psi,
-                   self.gpsi, self.vgpsi)
+                   self.gpsi, self.vgpsi, self.vtab, self.vm, self.vc)
         for n, (collider, _contact, view) in enumerate(views):
             launch(K.boundary_terms, f, int(n > 0), view.geom_type.shape[0], self.params_f, st.pos, st.active,
-                   *self._collider_arrays(view), self.psi, self.gpsi, self.vgpsi)
+                   *self._collider_arrays(view), self.psi, self.gpsi, self.vgpsi, self.vtab, self.vm, self.vc)
         g = self.grid
         launch(K.density, f, int(self.dfsph), self.params_f, st.pos, st.active, g.table, g.order, g.cells,
                self.p_mass, self.p_mat, self.psi, self.gpsi, self.nbr, self.nbr_n, self.overflow, self.rho, self.aux)
@@ -211,7 +215,7 @@ class SPHSolver(ParticleSolver):
             self._dfsph(f, fn)
         else:
             launch(K.wcsph_step, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho,
-                   self.aux, self.nbr, self.nbr_n, self.gpsi, self.coef, self.ext_dv)
+                   self.aux, self.nbr, self.nbr_n, self.gpsi, self.vm, self.vc, self.coef, self.v_used, self.ext_dv)
         for collider, contact, view in views:
             self._react(f, view)
             contact.couple(f)
@@ -230,7 +234,7 @@ class SPHSolver(ParticleSolver):
         self.grid.build(st.pos.detach(), st.active, f)
         with torch.no_grad():
             self.acc.zero_()
-        launch(K.walls_ad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi)
+        launch(K.walls_ad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi, self.vtab, self.vm)
         launch(K.density, f, 0, self.params_f, st.pos, st.active, g.table, g.order, g.cells, self.p_mass, self.p_mat,
                self.psi, self.gpsi, self.nbr, self.nbr_n, self.overflow, self.rho, self.aux)  # the lists
         launch(K.density_ad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.psi, self.nbr,
@@ -239,7 +243,7 @@ class SPHSolver(ParticleSolver):
         launch(K.accel_ad, f, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho, self.aux,
                self.nbr, self.nbr_n, self.acc)
         launch(K.integrate_ad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mat, self.rho, self.aux,
-               self.gpsi, self.acc)
+               self.gpsi, self.vm, self.vc, self.acc)
         self.keep_inside(fn)  # its gradient is taken as the identity (it acts only on a particle that left)
 
     def substep_pre_coupling_grad(self, f):
@@ -250,16 +254,16 @@ class SPHSolver(ParticleSolver):
         st, launch = self.state, self._launch
         fn = self.frames.next(f)
         with torch.no_grad():
-            for x in (self.rho, self.aux, self.psi, self.gpsi, self.acc):
+            for x in (self.rho, self.aux, self.psi, self.gpsi, self.vm, self.acc):
                 x.grad.zero_()
         launch(K.integrate_ad.grad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mat, self.rho, self.aux,
-               self.gpsi, self.acc)
+               self.gpsi, self.vm, self.vc, self.acc)
         launch(K.accel_ad.grad, f, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho,
                self.aux, self.nbr, self.nbr_n, self.acc)
         launch(K.pressure_ad.grad, st.active, self.p_mat, self.rho, self.aux)
         launch(K.density_ad.grad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.psi, self.nbr,
                self.nbr_n, self.rho)
-        launch(K.walls_ad.grad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi)
+        launch(K.walls_ad.grad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi, self.vtab, self.vm)
 
     def _dfsph(self, f, fn):
         st, launch, o = self.state, self._launch, self.options
@@ -270,7 +274,7 @@ class SPHSolver(ParticleSolver):
         check_every = 1 if self.device.type == "cpu" else CHECK_EVERY_GPU
         for s, (mode, ksum, max_it, min_it, eta) in enumerate(solves):
             if mode == K.DENSITY:
-                launch(K.dfsph_accel, f, fn, *common, self.nbr, self.nbr_n, self.acc)
+                launch(K.dfsph_accel, f, fn, *common, self.nbr, self.nbr_n, self.vm, self.vc, self.acc, self.v_used)
             launch(K.dfsph_begin, f, fn, WARM_START, st.vel, st.active, ksum, self.kap, ksum, self.conv, self.iters,
                    int(mode == K.DIVERGENCE), self.ext_dv)
             apply_args = (self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho, self.nbr,
@@ -304,7 +308,7 @@ class SPHSolver(ParticleSolver):
         arrays = self._collider_arrays(view)
         st = self.state
         self._launch(K.reactions, f, n_geoms, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.coef,
-                     self.psi, *arrays[:8], rows)
+                     self.psi, self.v_used, self.vtab, *arrays, rows)
         sum_parts(rows, view.body_impulse, add=True)
 
     def _warn_overflow(self):

@@ -102,12 +102,15 @@ def _column(solver, seconds, **material):
 
 def test_resting_column_dfsph_pressure_density_and_height():
     """A 0.4 m column at rest (DFSPH, default tolerances): the hydrostatic pressure extrapolated to the floor is
-    rho g H within 2%, the interior's mean density error under 0.1%, and the height holds."""
-    (slope, p0), tops, err = _column("DFSPH", 1.0)
+    rho g H within 2%, the interior's mean density error under 0.1%, and the height holds (averages over the
+    last 0.75 s of 1.5 s)."""
+    (slope, p0), tops, err = _column("DFSPH", 1.5)
     assert p0 == pytest.approx(1000 * G * 0.4, rel=0.02)
     assert slope == pytest.approx(-1000 * G, rel=0.05)
     assert err < 1e-3
-    assert abs(tops[-1] - tops[0]) < 0.005 * 0.4  # no creep over the last half second
+    # the lattice packs at the walls at first (the top settles by 5 mm in the first second, 0.45 mm in the next
+    # half): from 1 s to 1.5 s it moves less than 0.25% of H
+    assert abs(tops[-1] - tops[len(tops) // 3]) < 0.0025 * 0.4
     assert tops[-1] > 0.37  # the column keeps its height (the top layer started at 0.39)
 
 
