@@ -47,9 +47,10 @@ def test_demo_continuation_matches_bitwise(tmp_path, with_springs):
     config = dict(demo.DEFAULTS, n_envs=3, steps_before_checkpoint=15, steps_after_checkpoint=15)
     assert demo.run(config, checkpoint_path=str(tmp_path / "demo.ckpt"), log=lines.append)
     text = "\n".join(lines)
-    assert "demo parts: mpm (1 entity, plugin mpm), rigid (4 entities, plugin rigid), springs (2 entities" in text
+    assert ("demo parts: mpm (1 entity, plugin mpm), rigid (4 entities, plugin rigid), sph (1 entity, plugin sph), "
+            "springs (2 entities") in text
     assert "matches the original run: yes (bitwise)" in text
-    for key in ("SpringChainSolver.pos", "MPMSolver.F", "RigidSolver.qpos"):
+    for key in ("SpringChainSolver.pos", "MPMSolver.F", "RigidSolver.qpos", "SPHSolver.kappa"):
         assert key in text
     assert (tmp_path / "demo.ckpt").exists()
 
@@ -59,6 +60,7 @@ def test_demo_command_runs_in_a_fresh_process(tmp_path):
                           "--checkpoint", str(tmp_path / "d.ckpt")], capture_output=True, text=True, env=python_env())
     assert out.returncode == 0, out.stderr[-2000:]
     assert "yes (bitwise)" in out.stdout and "RigidSolver.qpos" in out.stdout and "MPMSolver.pos" in out.stdout
+    assert "SPHSolver.pos" in out.stdout
 
 
 def test_demo_without_any_solver_plugin_says_so():
