@@ -74,12 +74,12 @@ def test_missing_plugin_names_the_distribution():
     scene = gs.Scene()
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-pbd"):
         scene.pbd_solver
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-sph"):
-        gs.materials.SPH
+    with pytest.raises(gs.PluginNotInstalledError, match="genesis-pbd"):
+        gs.materials.PBD
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-fem"):
         gs.options.FEMOptions
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-sph"):
-        gs.Scene(sph_options=object())
+    with pytest.raises(gs.PluginNotInstalledError, match="genesis-fem"):
+        gs.Scene(fem_options=object())
     with pytest.raises(gs.OptionError, match="unexpected keyword 'fluid'"):
         gs.Scene(fluid=1)
 
