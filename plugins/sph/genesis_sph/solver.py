@@ -138,14 +138,6 @@ class SPHSolver(ParticleSolver):
 
     # -- the substep -----------------------------------------------------------------------------------------------
 
-    def _collider_arrays(self, view):
-        """The arrays the boundary kernels read from a collider's view, with the kit's stand-ins for what it
-        leaves out."""
-        extras = self._extras[id(view)]
-        inv_mass, inv_inertia, geom_hull, hull_planes = extras(view, self.batch, self.float_dtype, self.device)
-        return (view.geom_type, view.geom_size, view.geom_body, geom_hull, hull_planes, view.geom_pos,
-                view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel)
-
     def _empty_arrays(self):
         if self._no_view is None:
             fl, dev, B = self.float_dtype, self.device, self.batch
@@ -158,13 +150,16 @@ class SPHSolver(ParticleSolver):
         return self._no_view
 
     def _views_of(self, f):
+        """[(contact, view, arrays)] of every collider at substep f: its view, checked, and the arrays the
+        boundary kernels read from it (the kit's stand-ins for what it leaves out), taken once per substep."""
         views = []
-        self._extras = {}
         for collider, contact, extras in self._boundaries:
             view = collider.collider_view(f)
             check_view(view, self.batch, collider.name, f"the boundary of {self.name}")
-            self._extras[id(view)] = extras
-            views.append((collider, contact, view))
+            _inv_mass, _inv_inertia, geom_hull, hull_planes = extras(view, self.batch, self.float_dtype, self.device)
+            arrays = (view.geom_type, view.geom_size, view.geom_body, geom_hull, hull_planes, view.geom_pos,
+                      view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel)
+            views.append((contact, view, arrays))
         return views
 
     def _dedupe_walls(self, views):
@@ -172,7 +167,7 @@ class SPHSolver(ParticleSolver):
         boundary is not counted twice (Genesis's tutorial puts a Plane on the domain's floor)."""
         self._walls_deduped = True
         changed = False
-        for _c, _contact, view in views:
+        for _contact, view, _arrays in views:
             types = view.geom_type.detach().cpu().numpy()
             bodies = view.geom_body.detach().cpu().numpy()
             for g in np.flatnonzero((types == GEOM_PLANE) & (bodies < 0)):
@@ -205,9 +200,9 @@ class SPHSolver(ParticleSolver):
         if not views:
             launch(K.boundary_terms, f, 0, 0, self.params_f, st.pos, st.active, *self._empty_arrays(), self.psi,
                    self.gpsi, self.vgpsi, self.vtab, self.vm, self.vc)
-        for n, (collider, _contact, view) in enumerate(views):
+        for n, (_contact, view, arrays) in enumerate(views):
             launch(K.boundary_terms, f, int(n > 0), view.geom_type.shape[0], self.params_f, st.pos, st.active,
-                   *self._collider_arrays(view), self.psi, self.gpsi, self.vgpsi, self.vtab, self.vm, self.vc)
+                   *arrays, self.psi, self.gpsi, self.vgpsi, self.vtab, self.vm, self.vc)
         g = self.grid
         launch(K.density, f, int(self.dfsph), self.params_f, st.pos, st.active, g.table, g.order, g.cells,
                self.p_mass, self.p_mat, self.psi, self.gpsi, self.nbr, self.nbr_n, self.overflow, self.rho, self.aux)
@@ -216,8 +211,8 @@ class SPHSolver(ParticleSolver):
         else:
             launch(K.wcsph_step, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho,
                    self.aux, self.nbr, self.nbr_n, self.gpsi, self.vm, self.vc, self.coef, self.v_used, self.ext_dv)
-        for collider, contact, view in views:
-            self._react(f, view)
+        for contact, view, arrays in views:
+            self._react(f, view, arrays)
             contact.couple(f)
         self.keep_inside(fn)
         if not self._warned_overflow:
@@ -294,7 +289,7 @@ class SPHSolver(ParticleSolver):
         launch(K.dfsph_finish, f, fn, self.params_f, st.pos, st.vel, st.active, self.rho, st.kappa_v, st.kappa,
                self.coef)
 
-    def _react(self, f, view):
+    def _react(self, f, view, arrays):
         n_geoms, n_bodies = view.geom_type.shape[0], view.body_impulse.shape[1]
         if n_geoms == 0 or n_bodies == 0:
             return
@@ -305,7 +300,6 @@ class SPHSolver(ParticleSolver):
         if rows is None or rows.shape != (k, B, n_bodies, 6):
             rows = self._impulse_rows[key] = torch.zeros((k, B, n_bodies, 6), dtype=self.float_dtype,
                                                          device=self.device)
-        arrays = self._collider_arrays(view)
         st = self.state
         self._launch(K.reactions, f, n_geoms, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.coef,
                      self.psi, self.v_used, self.vtab, *arrays, rows)
