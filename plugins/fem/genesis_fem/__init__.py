@@ -1,0 +1,1 @@
+"""genesis-fem: the FEM solver plugin of genesis-core (tetrahedral soft bodies)."""

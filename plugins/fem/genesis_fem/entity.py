@@ -1,0 +1,181 @@
+"""The FEM entity: Genesis World's FEMEntity API over the kit's particle entity (its vertices are the particles)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from genesis_core.errors import OptionError
+from genesis_core.particles.entity import ElasticParams, ParticleEntity
+from genesis_core.state import to_index, to_tensor
+
+from . import kernels as K
+
+
+class FEMEntityState:
+    """What `FEMEntity.get_state()` returns: pos, vel `([n_envs,] n_vertices, 3)`, active `([n_envs,] n_vertices)`."""
+
+    def __init__(self, pos, vel, active):
+        self.pos, self.vel, self.active = pos, vel, active
+
+
+class FEMEntity(ElasticParams, ParticleEntity):
+    """A tetrahedral soft body. Its vertices are rows `particle_start:particle_end` of the solver's pos, vel and
+    active (the kit's particle API applies: `get_particles_pos`, `set_position`, ...), its elements rows
+    `element_start:element_end` of the solver's element arrays. Local vertex indices are in [0, n_vertices)."""
+
+    element_start = element_end = 0
+
+    # -- sizes and mesh --------------------------------------------------------------------------------------------
+
+    @property
+    def n_vertices(self) -> int:
+        return self.n_particles
+
+    @property
+    def n_elements(self) -> int:
+        return self.element_end - self.element_start
+
+    @property
+    def n_surfaces(self) -> int:
+        """The boundary triangles of the mesh."""
+        return len(self._faces)
+
+    @property
+    def v_start(self) -> int:
+        return self.particle_start
+
+    @property
+    def el_start(self) -> int:
+        return self.element_start
+
+    def get_el2v(self) -> torch.Tensor:
+        """(n_elements, 4) int32: each element's local vertex indices, positively oriented at rest."""
+        return torch.as_tensor(self._tets, dtype=torch.int32, device=self.solver.device).clone()
+
+    @property
+    def surface_triangles(self) -> np.ndarray:
+        """(n_surfaces, 3): the boundary triangles (local vertex indices), oriented outward."""
+        return self._faces.copy()
+
+    def get_state(self) -> FEMEntityState:
+        return FEMEntityState(self.get_particles_pos(), self.get_particles_vel(), self.get_particles_active())
+
+    # -- muscles ---------------------------------------------------------------------------------------------------
+
+    def _require_muscle(self, what):
+        if self.material.muscle_stiffness == 0.0:
+            raise OptionError(f"{what}: entity {self.idx} is made of {type(self.material).__name__}, not "
+                              "gs.materials.FEM.Muscle.")
+
+    def set_actuation(self, actu, envs_idx=None):
+        """The muscle groups' actuation: a number (every group), `(n_groups,)`, or `(n_envs, n_groups)`; each
+        element takes its group's value (its fibre energy is stiffness * actu * |F m|; actu > 0 contracts)."""
+        self._require_muscle("set_actuation")
+        n_groups = self.material.n_groups
+        x = to_tensor(actu, self.solver.float_dtype, self.solver.device, "set_actuation")
+        envs = self._envs_idx(envs_idx)
+        n_sel = (self.scene.n_envs if envs is None else len(envs)) if self.scene.n_envs else 0
+        if x.ndim == 0:
+            x = x.expand(n_groups)
+        if x.shape == (n_groups,):
+            x = x.expand(n_sel, n_groups) if n_sel else x
+        elif not (n_sel and x.shape == (n_sel, n_groups)):
+            want = f"(), ({n_groups},)" + (f" or ({n_sel}, {n_groups})" if n_sel else "")
+            raise OptionError(f"set_actuation: expected a value of shape {want}, got {tuple(x.shape)}.")
+        groups = torch.as_tensor(self._groups, dtype=torch.long, device=x.device)
+        per_element = x[..., groups]
+        self.solver.state.set_rows("actu", self.solver.frame, per_element, envs, (self._elements,),
+                                   what="set_actuation")
+
+    def set_muscle(self, muscle_group=None, muscle_direction=None, envs_idx=None):
+        """muscle_group: `(n_elements,)` integers in [0, n_groups) (host-side: the map `set_actuation` uses);
+        muscle_direction: `(n_elements, 3)` unit vectors, or `(n_envs, n_elements, 3)` (state)."""
+        self._require_muscle("set_muscle")
+        if muscle_group is not None:
+            g = np.asarray(torch.as_tensor(muscle_group).detach().cpu().numpy() if torch.is_tensor(muscle_group)
+                           else muscle_group)
+            if g.shape != (self.n_elements,) or not np.issubdtype(g.dtype, np.integer):
+                raise OptionError(f"set_muscle: muscle_group must be ({self.n_elements},) integers, got "
+                                  f"{g.shape} {g.dtype}.")
+            if g.min() < 0 or g.max() >= self.material.n_groups:
+                raise OptionError(f"set_muscle: muscle_group must lie in [0, {self.material.n_groups}) (the "
+                                  "material's n_groups).")
+            self._groups = g.astype(np.int64)
+        if muscle_direction is not None:
+            d = to_tensor(muscle_direction, self.solver.float_dtype, self.solver.device, "set_muscle")
+            if d.shape[-2:] != (self.n_elements, 3) or d.ndim not in (2, 3):
+                raise OptionError(f"set_muscle: muscle_direction must be ({self.n_elements}, 3), got "
+                                  f"{tuple(d.shape)}.")
+            norm = d.detach().norm(dim=-1)
+            if not torch.isfinite(norm).all() or ((norm - 1).abs() > 1e-4).any():
+                raise OptionError("set_muscle: muscle_direction must be unit vectors.")
+            self.solver.state.set_rows("mdir", self.solver.frame, d, self._envs_idx(envs_idx), (self._elements,),
+                                       what="set_muscle(muscle_direction=...)")
+
+    @property
+    def _elements(self):
+        return slice(self.element_start, self.element_end)
+
+    # -- external forces -------------------------------------------------------------------------------------------
+
+    def set_vertex_forces(self, forces, verts_idx_local=None, envs_idx=None):
+        """External forces (N, world frame) on vertices, held until changed: `([n_envs,] n, 3)` for the vertices
+        `verts_idx_local` (None: all), or `(3,)` for each of them. Differentiable."""
+        self._write("force", forces, envs_idx, verts_idx_local, "set_vertex_forces")
+
+    # -- vertex constraints ----------------------------------------------------------------------------------------
+
+    def _verts(self, verts_idx_local, what):
+        if verts_idx_local is None:
+            return torch.arange(self.particle_start, self.particle_end, device=self.solver.device)
+        return to_index(verts_idx_local, self.n_vertices, f"{what}: verts_idx_local") + self.particle_start
+
+    def set_vertex_constraints(self, verts_idx_local, target_poss=None, link=None, is_soft_constraint=False,
+                               stiffness=0.0, envs_idx=None):
+        """Hold vertices at targets: hard (the default: position set to the target, velocity zero, every substep)
+        or soft (a spring of `stiffness` N/m toward the target with critical damping 2 sqrt(stiffness m)).
+        target_poss: `([n_envs,] n, 3)`, or `(3,)`; None: where the vertices are now. link: not supported here
+        (raises)."""
+        if link is not None:
+            raise OptionError("set_vertex_constraints: attaching vertices to a rigid link is not supported by this "
+                              "FEM solver yet; update the targets each step with update_constraint_targets "
+                              "from the link's pose instead.")
+        if not isinstance(is_soft_constraint, (bool, np.bool_)):
+            raise OptionError(f"set_vertex_constraints: is_soft_constraint must be a bool, got "
+                              f"{is_soft_constraint!r}.")
+        if not isinstance(stiffness, (int, float)) or isinstance(stiffness, bool) or not stiffness >= 0 \
+                or not np.isfinite(stiffness):
+            raise OptionError(f"set_vertex_constraints: stiffness must be a number >= 0, got {stiffness!r}.")
+        if is_soft_constraint and stiffness <= 0:
+            raise OptionError("set_vertex_constraints: a soft constraint needs stiffness > 0 (N/m).")
+        rows = self._verts(verts_idx_local, "set_vertex_constraints")
+        envs = self._envs_idx(envs_idx)
+        st, fr = self.solver.state, self.solver.frame
+        if target_poss is None:
+            target_poss = st.get_rows("pos", fr, envs, (rows,)).detach()
+        self.solver.check_inside(to_tensor(target_poss, self.solver.float_dtype, self.solver.device,
+                                           "set_vertex_constraints"), "set_vertex_constraints: target_poss")
+        st.set_rows("cons_target", fr, target_poss, envs, (rows,), what="set_vertex_constraints(target_poss=...)")
+        st.set_rows("cons_k", fr, float(stiffness), envs, (rows,), what="set_vertex_constraints")
+        st.set_rows("cons", fr, K.SOFT if is_soft_constraint else K.HARD, envs, (rows,),
+                    what="set_vertex_constraints")
+
+    def update_constraint_targets(self, verts_idx_local, target_poss, envs_idx=None):
+        """New targets `([n_envs,] n, 3)` for constrained vertices (the kind and stiffness stay)."""
+        rows = self._verts(verts_idx_local, "update_constraint_targets")
+        envs = self._envs_idx(envs_idx)
+        st, fr = self.solver.state, self.solver.frame
+        kinds = st.get_rows("cons", fr, envs, (rows,))
+        if bool((kinds == K.FREE).any()):
+            raise OptionError("update_constraint_targets: some of these vertices are not constrained; call "
+                              "set_vertex_constraints first.")
+        self.solver.check_inside(to_tensor(target_poss, self.solver.float_dtype, self.solver.device,
+                                           "update_constraint_targets"), "update_constraint_targets: target_poss")
+        st.set_rows("cons_target", fr, target_poss, envs, (rows,), what="update_constraint_targets")
+
+    def remove_vertex_constraints(self, verts_idx_local=None, envs_idx=None):
+        """Free the vertices (None: all of the entity's) in the environments envs_idx (None: all)."""
+        rows = self._verts(verts_idx_local, "remove_vertex_constraints")
+        self.solver.state.set_rows("cons", self.solver.frame, K.FREE, self._envs_idx(envs_idx), (rows,),
+                                   what="remove_vertex_constraints")

@@ -1,0 +1,663 @@
+"""The FEM kernels: linear tetrahedra, the three strain energies, the explicit substep and the implicit one's
+Newton / conjugate-gradient / line-search stages.
+
+Notation. An element e has vertices (v0, v1, v2, v3); Ds = [x1 - x0, x2 - x0, x3 - x0], Dm the same at rest,
+F = Ds Dm^-1 its deformation gradient, W = |det Dm| / 6 its rest volume. Its elastic energy is W psi(F), so the
+force on v1..v3 is the columns of -W P Dm^-T (P = dpsi/dF, the first Piola-Kirchhoff stress) and v0 takes minus
+their sum. Arrays: pos, vel [frames, B, V, 3] (environment b, vertex i); per element [B, E, ...].
+
+Forces are computed per element into `ef` [B, E, 4] and gathered per vertex over its incident elements in a fixed
+order (CSR `v_start`, `v_inc`): no atomics, so results are bitwise repeatable and independent of the thread
+schedule and of other environments; the same kernels serve differentiable mode (their reverse is Taichi's).
+
+Every model is one function, `energy_stress`, that returns psi and P together; the implicit solver's Hessian
+is the derivative of that P, written in the frame of F's singular vectors (Smith et al. 2019, "Analytic
+eigensystems for isotropic distortion energies": three scaling modes and a twist and a flip mode per pair of
+axes), with its eigenvalues clamped at zero so that every Newton system is positive definite.
+"""
+
+import math
+
+import taichi as ti
+
+V3 = ti.types.vector(3, float)
+M3 = ti.types.matrix(3, 3, float)
+nd = ti.types.ndarray
+
+LINEAR, COROTATED, NEOHOOKEAN = 0, 1, 2
+MODEL_CODES = {"linear": LINEAR, "linear_corotated": COROTATED, "stable_neohookean": NEOHOOKEAN}
+FREE, HARD, SOFT = 0, 1, 2  # vertex constraint kinds
+
+# params [P_N]
+P_DT, P_GX, P_GY, P_GZ, P_DAMP, P_FLOOR, P_FLOOR_ON, P_ALPHA, P_BETA, P_N = range(10)
+# element info (int) [E, EI_N]; e_k [E]: the muscle stiffness (0: not a muscle); mdir [B, E, 3]: fibre directions
+EI_ENTITY, EI_MODEL, EI_N = 0, 1, 2
+# Hessian data per element [B, E, HD_N]: U (9), V (9), A (6: xx yy zz xy xz yz), twist (3), flip (3) for pairs
+# (0 1), (0 2), (1 2); the muscle's unit fibre image u (3) and k a / |F m| (1)
+HD_U, HD_V, HD_A, HD_TW, HD_FL, HD_MU, HD_MK, HD_N = 0, 9, 18, 24, 27, 30, 33, 34
+PAIRS = ((0, 1, 2), (0, 2, 1), (1, 2, 0))  # (i, j, the third axis k)
+
+TASK_STRIDE = 512  # see genesis_mpm.kernels_p2g: one task per TASK_STRIDE iterations spreads a few over threads
+EPS = 1e-12
+
+
+# -- the strain energies --------------------------------------------------------------------------------------------
+
+@ti.func
+def lame(E, nu):
+    return E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+
+
+@ti.func
+def neohookean_params(mu, lam):
+    """Smith et al. 2018's parameters with the small-strain response of the Lame pair (mu, lam)."""
+    mu_s = 4.0 / 3.0 * mu
+    lam_s = lam + 5.0 / 6.0 * mu
+    return mu_s, lam_s, 1.0 + 0.75 * mu_s / lam_s
+
+
+@ti.func
+def cofactor(F):
+    """dJ/dF: its columns are the cross products of F's other two columns."""
+    c0 = F[:, 1].cross(F[:, 2])
+    c1 = F[:, 2].cross(F[:, 0])
+    c2 = F[:, 0].cross(F[:, 1])
+    return ti.Matrix.cols([c0, c1, c2])
+
+
+@ti.func
+def svd_rv(F):
+    """F = U diag(s) V^T with U, V rotations (det +1); the last singular value carries a reflection's sign."""
+    U, S, V = ti.svd(F)
+    s = ti.Vector([S[0, 0], S[1, 1], S[2, 2]])
+    if U.determinant() < 0.0:
+        for r in ti.static(range(3)):
+            U[r, 2] = -U[r, 2]
+        s[2] = -s[2]
+    if V.determinant() < 0.0:
+        for r in ti.static(range(3)):
+            V[r, 2] = -V[r, 2]
+        s[2] = -s[2]
+    return U, s, V
+
+
+@ti.func
+def energy_stress(F, model, mu, lam):
+    """(psi, P): the energy per unit rest volume (J/m^3, zero at rest) and its derivative dpsi/dF (Pa)."""
+    psi = 0.0
+    P = ti.Matrix.zero(float, 3, 3)
+    I = ti.Matrix.identity(float, 3)
+    if model == LINEAR:
+        eps = 0.5 * (F + F.transpose()) - I
+        tr = eps.trace()
+        psi = mu * (eps * eps).sum() + 0.5 * lam * tr * tr
+        P = 2.0 * mu * eps + lam * tr * I
+    elif model == NEOHOOKEAN:
+        mu_s, lam_s, a = neohookean_params(mu, lam)
+        ic = (F * F).sum()
+        J = F.determinant()
+        psi = (0.5 * mu_s * (ic - 3.0) + 0.5 * lam_s * (J - a) ** 2 - 0.5 * mu_s * ti.log((ic + 1.0) / 4.0)
+               - 0.5 * lam_s * (1.0 - a) ** 2)
+        P = mu_s * (1.0 - 1.0 / (ic + 1.0)) * F + lam_s * (J - a) * cofactor(F)
+    else:
+        U, s, V = svd_rv(F)
+        R = U @ V.transpose()
+        d = s - ti.Vector([1.0, 1.0, 1.0])
+        tr = d.sum()
+        psi = mu * d.dot(d) + 0.5 * lam * tr * tr
+        P = 2.0 * mu * (F - R) + lam * tr * R
+    return psi, P
+
+
+@ti.func
+def muscle_energy_stress(F, k_a, m):
+    """The fibre's energy k a |F m| and its stress k a / |F m| F m m^T."""
+    u = F @ m
+    length = ti.sqrt(u.dot(u) + EPS * EPS)
+    return k_a * length, (k_a / length) * u.outer_product(m)
+
+
+@ti.func
+def hessian_data(F, model, mu, lam, k_a, m, hd: ti.template(), b, e):
+    """Write what `hessian_apply` needs at F into hd[b, e, :] (projected to positive semi-definite)."""
+    U = ti.Matrix.identity(float, 3)
+    V = ti.Matrix.identity(float, 3)
+    A = ti.Matrix.zero(float, 3, 3)
+    tw = ti.Vector([0.0, 0.0, 0.0])
+    fl = ti.Vector([0.0, 0.0, 0.0])
+    if model != LINEAR:
+        U, s, V = svd_rv(F)
+        if model == NEOHOOKEAN:
+            mu_s, lam_s, a = neohookean_params(mu, lam)
+            ic = s.dot(s)
+            J = s[0] * s[1] * s[2]
+            c1 = mu_s * (1.0 - 1.0 / (ic + 1.0))
+            c2 = 2.0 * mu_s / (ic + 1.0) ** 2
+            Jd = ti.Vector([s[1] * s[2], s[0] * s[2], s[0] * s[1]])
+            g = lam_s * (J - a)
+            for i, j in ti.static(ti.ndrange(3, 3)):
+                A[i, j] = c2 * s[i] * s[j] + lam_s * Jd[i] * Jd[j]
+                if ti.static(i == j):
+                    A[i, j] += c1
+                else:
+                    A[i, j] += g * s[3 - i - j]
+            for q in ti.static(range(3)):
+                k = PAIRS[q][2]
+                tw[q] = c1 + g * s[k]
+                fl[q] = c1 - g * s[k]
+        else:
+            tr = s.sum() - 3.0
+            for i, j in ti.static(ti.ndrange(3, 3)):
+                A[i, j] = lam
+                if ti.static(i == j):
+                    A[i, j] += 2.0 * mu
+            for q in ti.static(range(3)):
+                i, j = PAIRS[q][0], PAIRS[q][1]
+                tw[q] = 2.0 * mu + (2.0 * lam * tr - 4.0 * mu) / ti.max(s[i] + s[j], 1e-6)
+                fl[q] = 2.0 * mu
+        # clamp the eigenvalues at zero
+        evals, evecs = ti.sym_eig(A)
+        A = evecs @ ti.Matrix([[ti.max(evals[0], 0.0), 0.0, 0.0], [0.0, ti.max(evals[1], 0.0), 0.0],
+                               [0.0, 0.0, ti.max(evals[2], 0.0)]]) @ evecs.transpose()
+        tw = ti.max(tw, 0.0)
+        fl = ti.max(fl, 0.0)
+    u = F @ m
+    length = ti.sqrt(u.dot(u) + EPS * EPS)
+    for r, c in ti.static(ti.ndrange(3, 3)):
+        hd[b, e, HD_U + 3 * r + c] = U[r, c]
+        hd[b, e, HD_V + 3 * r + c] = V[r, c]
+    for q in ti.static(range(3)):
+        hd[b, e, HD_A + q] = A[q, q]
+        hd[b, e, HD_TW + q] = tw[q]
+        hd[b, e, HD_FL + q] = fl[q]
+        hd[b, e, HD_MU + q] = u[q] / length
+    hd[b, e, HD_A + 3] = A[0, 1]
+    hd[b, e, HD_A + 4] = A[0, 2]
+    hd[b, e, HD_A + 5] = A[1, 2]
+    hd[b, e, HD_MK] = ti.max(k_a, 0.0) / length
+
+
+@ti.func
+def hessian_apply(dF, model, mu, lam, m, hd: ti.template(), b, e):
+    """d2psi/dF2 : dF at the F that `hessian_data` saw (the projected Hessian for the non-linear models)."""
+    dP = ti.Matrix.zero(float, 3, 3)
+    if model == LINEAR:
+        dP = mu * (dF + dF.transpose()) + lam * dF.trace() * ti.Matrix.identity(float, 3)
+    else:
+        U = ti.Matrix.zero(float, 3, 3)
+        V = ti.Matrix.zero(float, 3, 3)
+        for r, c in ti.static(ti.ndrange(3, 3)):
+            U[r, c] = hd[b, e, HD_U + 3 * r + c]
+            V[r, c] = hd[b, e, HD_V + 3 * r + c]
+        A = ti.Matrix([[hd[b, e, HD_A + 0], hd[b, e, HD_A + 3], hd[b, e, HD_A + 4]],
+                       [hd[b, e, HD_A + 3], hd[b, e, HD_A + 1], hd[b, e, HD_A + 5]],
+                       [hd[b, e, HD_A + 4], hd[b, e, HD_A + 5], hd[b, e, HD_A + 2]]])
+        G = U.transpose() @ dF @ V
+        diag = A @ ti.Vector([G[0, 0], G[1, 1], G[2, 2]])
+        H = ti.Matrix.zero(float, 3, 3)
+        for q in ti.static(range(3)):
+            H[q, q] = diag[q]
+        for q in ti.static(range(3)):
+            i, j = PAIRS[q][0], PAIRS[q][1]
+            sym = 0.5 * (G[i, j] + G[j, i]) * hd[b, e, HD_FL + q]
+            skw = 0.5 * (G[i, j] - G[j, i]) * hd[b, e, HD_TW + q]
+            H[i, j] = sym + skw
+            H[j, i] = sym - skw
+        dP = U @ H @ V.transpose()
+    u = ti.Vector([hd[b, e, HD_MU], hd[b, e, HD_MU + 1], hd[b, e, HD_MU + 2]])
+    w = dF @ m
+    dP += hd[b, e, HD_MK] * (w - u * u.dot(w)).outer_product(m)
+    return dP
+
+
+# -- element geometry ---------------------------------------------------------------------------------------------
+
+@ti.func
+def element_F(pos: ti.template(), fr, b, el2v: ti.template(), Dm_inv: ti.template(), e):
+    x0 = pos[fr, b, el2v[e, 0]]
+    Ds = ti.Matrix.cols([pos[fr, b, el2v[e, 1]] - x0, pos[fr, b, el2v[e, 2]] - x0, pos[fr, b, el2v[e, 3]] - x0])
+    return Ds @ Dm_inv[e]
+
+
+@ti.func
+def element_dF(x: ti.template(), b, el2v: ti.template(), Dm_inv: ti.template(), e):
+    """The deformation-gradient change of a displacement field x [B, V, 3]."""
+    x0 = x[b, el2v[e, 0]]
+    Ds = ti.Matrix.cols([x[b, el2v[e, 1]] - x0, x[b, el2v[e, 2]] - x0, x[b, el2v[e, 3]] - x0])
+    return Ds @ Dm_inv[e]
+
+
+@ti.func
+def store_forces(out: ti.template(), b, e, H):
+    """H = -W P Dm^-T: columns are the forces on v1..v3; v0 takes minus their sum."""
+    f1, f2, f3 = H[:, 0], H[:, 1], H[:, 2]
+    out[b, e, 0] = -(f1 + f2 + f3)
+    out[b, e, 1] = f1
+    out[b, e, 2] = f2
+    out[b, e, 3] = f3
+
+
+@ti.func
+def element_material(e, b, e_info: ti.template(), e_k: ti.template(), mdir: ti.template(), E: ti.template(),
+                     nu: ti.template(), actu: ti.template()):
+    mu, lam = lame(E[b, e_info[e, EI_ENTITY]], nu[b, e_info[e, EI_ENTITY]])
+    return e_info[e, EI_MODEL], mu, lam, e_k[e] * actu[b, e], mdir[b, e]
+
+
+# -- the explicit substep ------------------------------------------------------------------------------------------
+
+@ti.kernel
+def element_forces(f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1),
+                   vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
+                   actu: nd(ndim=2), ef: nd(dtype=V3, ndim=3)):
+    """ef[b, e, :] = the elastic (and muscle) forces of element e on its four vertices at frame f."""
+    for b, e in ti.ndrange(pos.shape[1], el2v.shape[0]):
+        model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+        F = element_F(pos, f, b, el2v, Dm_inv, e)
+        _psi, P = energy_stress(F, model, mu, lam)
+        _psi_m, P_m = muscle_energy_stress(F, k_a, m)
+        store_forces(ef, b, e, -vol[e] * (P + P_m) @ Dm_inv[e].transpose())
+
+
+@ti.kernel
+def gather(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=3), out: nd(dtype=V3, ndim=2)):
+    """out[b, i] += the sum of ef over vertex i's incident (element, corner) entries, in their fixed order."""
+    for b, i in ti.ndrange(out.shape[0], out.shape[1]):
+        for j in range(v_start[i], v_start[i + 1]):
+            out[b, i] += ef[b, v_inc[j] // 4, v_inc[j] % 4]
+
+
+@ti.kernel
+def explicit_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+                    active: nd(ndim=2), mass: nd(ndim=1), vforce: nd(dtype=V3, ndim=2), force: nd(dtype=V3, ndim=2),
+                    cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2)):
+    """Symplectic Euler: v' = (v + dt f / m) exp(-damping dt) + dt g, x' = x + dt v'; then the floor (no
+    restitution, no friction) and the hard constraints (x' = target, v' = 0)."""
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        x = pos[f, b, i]
+        v = vel[f, b, i]
+        if active[b, i] != 0:
+            dt = prm[P_DT]
+            g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+            m = mass[i]
+            soft = ti.select(cons[b, i] == SOFT, 1.0, 0.0)
+            k = cons_k[b, i] * soft
+            fs = vforce[b, i] + force[b, i] - k * (x - cons_target[b, i]) - 2.0 * ti.sqrt(k * m) * v
+            v = (v + dt * fs / m) * ti.exp(-dt * prm[P_DAMP]) + dt * g
+            x = x + dt * v
+            on_floor = prm[P_FLOOR_ON] > 0.0 and x[2] < prm[P_FLOOR]
+            x[2] = ti.select(on_floor, prm[P_FLOOR], x[2])
+            v[2] = ti.select(on_floor, ti.max(v[2], 0.0), v[2])
+            hard = cons[b, i] == HARD
+            x = ti.select(hard, cons_target[b, i], x)
+            v = ti.select(hard, ti.Vector([0.0, 0.0, 0.0]), v)
+        pos[fn, b, i] = x
+        vel[fn, b, i] = v
+
+
+# -- the implicit substep ------------------------------------------------------------------------------------------
+# Backward Euler as a minimisation (Martin et al. 2011): x' = argmin E(x),
+#   E(x) = sum_i m_i / (2 dt^2) |x_i - xhat_i|^2 + alpha / (2 dt) sum_i m_i |x_i - x_i^n|^2 + sum_e W_e psi(F_e(x))
+#          + beta / (2 dt) (x - x^n)^T K (x - x^n) + sum_soft (k / 2 |x_i - t_i|^2 + c / (2 dt) |x_i - x_i^n|^2)
+#          - sum_i f_i . x_i,
+# xhat = x^n + dt v^n + dt^2 g, K the (projected) stiffness at the Newton iterate, c = 2 sqrt(k m); v' = (x' - x^n)
+# / dt. Vertices held (hard constraints, inactive) are not unknowns. Newton: H d = -grad E by Jacobi-preconditioned
+# (3x3 blocks) conjugate gradients, then x += s d with s from Armijo backtracking.
+
+@ti.func
+def vertex_coefficients(prm: ti.template(), mass: ti.template(), cons: ti.template(), cons_k: ti.template(), b,
+                        i):
+    """(the diagonal coefficient of the inertia, damping and soft-spring terms, the soft spring's k, its c)."""
+    dt = prm[P_DT]
+    m = mass[i]
+    k = ti.select(cons[b, i] == SOFT, cons_k[b, i], 0.0)
+    c = 2.0 * ti.sqrt(k * m)
+    return m / (dt * dt) * (1.0 + prm[P_ALPHA] * dt) + k + c / dt, k, c
+
+
+@ti.func
+def held(active: ti.template(), cons: ti.template(), b, i):
+    return active[b, i] == 0 or cons[b, i] == HARD
+
+
+@ti.kernel
+def implicit_begin(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+                   active: nd(ndim=2), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2),
+                   xhat: nd(dtype=V3, ndim=2), newton_done: nd(ndim=1)):
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        dt = prm[P_DT]
+        g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+        x = pos[f, b, i]
+        xh = x + dt * vel[f, b, i] + dt * dt * g
+        xhat[b, i] = xh
+        if active[b, i] == 0:
+            xh = x
+        elif cons[b, i] == HARD:
+            xh = cons_target[b, i]
+        pos[fn, b, i] = xh
+    for b in range(newton_done.shape[0]):
+        newton_done[b] = 0
+
+
+@ti.kernel
+def newton_elements(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2),
+                    Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2),
+                    E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), done: nd(ndim=1), hd: nd(ndim=3),
+                    ef: nd(dtype=V3, ndim=3), eblk: nd(dtype=M3, ndim=3), eng: nd(ndim=2)):
+    """At the iterate x = pos[fn]: each element's Hessian data, its forces -dE_e/dx (elastic, muscle, stiffness
+    damping) into ef, the diagonal 3x3 blocks of its Hessian into eblk, and its energy into eng."""
+    for b, e in ti.ndrange(pos.shape[1], el2v.shape[0]):
+        if done[b] == 0:
+            model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+            F = element_F(pos, fn, b, el2v, Dm_inv, e)
+            psi, P = energy_stress(F, model, mu, lam)
+            psi_m, P_m = muscle_energy_stress(F, k_a, m)
+            hessian_data(F, model, mu, lam, k_a, m, hd, b, e)
+            bd = prm[P_BETA] / prm[P_DT]
+            dF = F - element_F(pos, f, b, el2v, Dm_inv, e)
+            dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
+            W = vol[e]
+            D = Dm_inv[e]
+            store_forces(ef, b, e, -W * (P + P_m + bd * dP) @ D.transpose())
+            eng[b, e] = W * (psi + psi_m + 0.5 * bd * (dF * dP).sum())
+            # diagonal blocks: corner a, direction c -> dF = e_c (grad of the corner's shape function)^T
+            for a in ti.static(range(4)):
+                gr = ti.Vector([0.0, 0.0, 0.0])
+                if ti.static(a == 0):
+                    gr = -(D[0, :] + D[1, :] + D[2, :])
+                else:
+                    gr = ti.Vector([D[a - 1, 0], D[a - 1, 1], D[a - 1, 2]])
+                blk = ti.Matrix.zero(float, 3, 3)
+                for c in ti.static(range(3)):
+                    ec = ti.Vector([0.0, 0.0, 0.0])
+                    ec[c] = 1.0
+                    dPc = hessian_apply(ec.outer_product(gr), model, mu, lam, m, hd, b, e)
+                    col = (1.0 + bd) * W * dPc @ gr
+                    for r in ti.static(range(3)):
+                        blk[r, c] = col[r]
+                eblk[b, e, a] = blk
+
+
+@ti.kernel
+def newton_vertices(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
+                    mass: nd(ndim=1), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2),
+                    force: nd(dtype=V3, ndim=2), xhat: nd(dtype=V3, ndim=2), v_start: nd(ndim=1),
+                    v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=3), eblk: nd(dtype=M3, ndim=3), done: nd(ndim=1),
+                    r: nd(dtype=V3, ndim=2), z: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
+                    d: nd(dtype=V3, ndim=2), pinv: nd(dtype=M3, ndim=2), nr: nd(dtype=V3, ndim=2),
+                    vdot: nd(ndim=2), veng: nd(ndim=2)):
+    """The gradient's negative r = -grad E (also kept in nr), the block-Jacobi preconditioner, z = P r, p = z, d = 0; vdot = r.z
+    and veng = the vertex terms of E, per vertex (summed per environment in a fixed order by env_sums)."""
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if done[b] == 0:
+            zero = ti.Vector([0.0, 0.0, 0.0])
+            if held(active, cons, b, i):
+                r[b, i], z[b, i], p[b, i], d[b, i], nr[b, i] = zero, zero, zero, zero, zero
+                pinv[b, i] = ti.Matrix.zero(float, 3, 3)
+                vdot[b, i] = 0.0
+                veng[b, i] = 0.0
+            else:
+                dt = prm[P_DT]
+                m = mass[i]
+                x = pos[fn, b, i]
+                xn = pos[f, b, i]
+                diag, k, c = vertex_coefficients(prm, mass, cons, cons_k, b, i)
+                fel = zero
+                blk = ti.Matrix.zero(float, 3, 3)
+                for j in range(v_start[i], v_start[i + 1]):
+                    fel += ef[b, v_inc[j] // 4, v_inc[j] % 4]
+                    blk += eblk[b, v_inc[j] // 4, v_inc[j] % 4]
+                t = cons_target[b, i]
+                grad = (m / (dt * dt) * (x - xhat[b, i]) + (prm[P_ALPHA] * m + c) / dt * (x - xn) + k * (x - t)
+                        - fel - force[b, i])
+                blk += diag * ti.Matrix.identity(float, 3)
+                pi = blk.inverse()
+                ri = -grad
+                zi = pi @ ri
+                r[b, i], z[b, i], p[b, i], d[b, i], nr[b, i] = ri, zi, zi, zero, ri
+                pinv[b, i] = pi
+                vdot[b, i] = ri.dot(zi)
+                veng[b, i] = (0.5 * m / (dt * dt) * (x - xhat[b, i]).norm_sqr()
+                              + 0.5 * (prm[P_ALPHA] * m + c) / dt * (x - xn).norm_sqr()
+                              + 0.5 * k * (x - t).norm_sqr() - force[b, i].dot(x))
+
+
+@ti.func
+def env_sum(a: ti.template(), b, n):
+    s = 0.0
+    for i in range(n):
+        s += a[b, i]
+    return s
+
+
+@ti.kernel
+def cg_start(vdot: nd(ndim=2), done: nd(ndim=1), rz: nd(ndim=1), rz0: nd(ndim=1), conv: nd(ndim=1),
+             iters: nd(ndim=1)):
+    """Per environment (fixed order): rz = r.z of the first residual; an environment whose Newton loop is done,
+    or whose residual is zero, does not iterate."""
+    for t in range(vdot.shape[0] * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            s = env_sum(vdot, b, vdot.shape[1])
+            rz[b] = s
+            rz0[b] = s
+            conv[b] = ti.select(done[b] != 0 or s <= 0.0, 1, 0)
+            iters[b] = 0
+
+
+@ti.kernel
+def cg_elements(prm: nd(ndim=1), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
+                e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), hd: nd(ndim=3),
+                p: nd(dtype=V3, ndim=2), conv: nd(ndim=1), eq: nd(dtype=V3, ndim=3)):
+    """eq[b, e, :] = minus the element's stiffness (with the stiffness damping's factor) applied to p."""
+    for b, e in ti.ndrange(p.shape[0], el2v.shape[0]):
+        if conv[b] == 0:
+            mu, lam = lame(E[b, e_info[e, EI_ENTITY]], nu[b, e_info[e, EI_ENTITY]])
+            m = mdir[b, e]
+            dF = element_dF(p, b, el2v, Dm_inv, e)
+            dP = hessian_apply(dF, e_info[e, EI_MODEL], mu, lam, m, hd, b, e)
+            store_forces(eq, b, e, -(1.0 + prm[P_BETA] / prm[P_DT]) * vol[e] * dP @ Dm_inv[e].transpose())
+
+
+@ti.kernel
+def cg_q(prm: nd(ndim=1), active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2), cons_k: nd(ndim=2),
+         v_start: nd(ndim=1), v_inc: nd(ndim=1), eq: nd(dtype=V3, ndim=3), p: nd(dtype=V3, ndim=2),
+         conv: nd(ndim=1), q: nd(dtype=V3, ndim=2), vdot: nd(ndim=2)):
+    """q = H p; vdot = p.q per vertex."""
+    for b, i in ti.ndrange(p.shape[0], p.shape[1]):
+        if conv[b] == 0:
+            qi = ti.Vector([0.0, 0.0, 0.0])
+            if not held(active, cons, b, i):
+                diag, _k, _c = vertex_coefficients(prm, mass, cons, cons_k, b, i)
+                qi = diag * p[b, i]
+                for j in range(v_start[i], v_start[i + 1]):
+                    qi -= eq[b, v_inc[j] // 4, v_inc[j] % 4]
+            q[b, i] = qi
+            vdot[b, i] = p[b, i].dot(qi)
+
+
+@ti.kernel
+def cg_alpha(vdot: nd(ndim=2), rz: nd(ndim=1), conv: nd(ndim=1), alpha: nd(ndim=1)):
+    for t in range(vdot.shape[0] * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            if conv[b] == 0:
+                pq = env_sum(vdot, b, vdot.shape[1])
+                alpha[b] = ti.select(pq > 0.0, rz[b] / ti.max(pq, 1e-300), 0.0)
+
+
+@ti.kernel
+def cg_update(alpha: nd(ndim=1), conv: nd(ndim=1), p: nd(dtype=V3, ndim=2), q: nd(dtype=V3, ndim=2),
+              pinv: nd(dtype=M3, ndim=2), d: nd(dtype=V3, ndim=2), r: nd(dtype=V3, ndim=2),
+              z: nd(dtype=V3, ndim=2), vdot: nd(ndim=2)):
+    for b, i in ti.ndrange(p.shape[0], p.shape[1]):
+        if conv[b] == 0:
+            a = alpha[b]
+            d[b, i] += a * p[b, i]
+            ri = r[b, i] - a * q[b, i]
+            zi = pinv[b, i] @ ri
+            r[b, i] = ri
+            z[b, i] = zi
+            vdot[b, i] = ri.dot(zi)
+
+
+@ti.kernel
+def cg_direction(vdot: nd(ndim=2), threshold: float, max_it: ti.i32, rz: nd(ndim=1), rz0: nd(ndim=1),
+                 alpha: nd(ndim=1), conv: nd(ndim=1), iters: nd(ndim=1), z: nd(dtype=V3, ndim=2),
+                 p: nd(dtype=V3, ndim=2)):
+    """Per environment: the new r.z, convergence (r.z below threshold times the first, or the cap), p = z + beta p."""
+    for t in range(vdot.shape[0] * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            if conv[b] == 0:
+                s = env_sum(vdot, b, vdot.shape[1])
+                iters[b] += 1
+                if s <= threshold * rz0[b] or iters[b] >= max_it or alpha[b] == 0.0:
+                    conv[b] = 1
+                beta = s / ti.max(rz[b], 1e-300)
+                rz[b] = s
+                for i in range(p.shape[1]):
+                    p[b, i] = z[b, i] + beta * p[b, i]
+
+
+@ti.kernel
+def line_start(vdot: nd(ndim=2), veng: nd(ndim=2), eng: nd(ndim=2), nr: nd(dtype=V3, ndim=2),
+               d: nd(dtype=V3, ndim=2), done: nd(ndim=1), e0: nd(ndim=1), slope: nd(ndim=1), step: nd(ndim=1),
+               searching: nd(ndim=1)):
+    """Per environment: E at the iterate, the slope grad E . d, a first step of 1."""
+    for b, i in ti.ndrange(nr.shape[0], nr.shape[1]):
+        vdot[b, i] = -nr[b, i].dot(d[b, i])
+    for t in range(nr.shape[0] * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            e0[b] = env_sum(veng, b, veng.shape[1]) + env_sum(eng, b, eng.shape[1])
+            slope[b] = env_sum(vdot, b, vdot.shape[1])
+            step[b] = 1.0
+            searching[b] = ti.select(done[b] == 0, 1, 0)
+
+
+@ti.kernel
+def line_trial(fn: ti.i32, pos: nd(dtype=V3, ndim=3), d: nd(dtype=V3, ndim=2), step: nd(ndim=1),
+               searching: nd(ndim=1), trial: nd(dtype=V3, ndim=3)):
+    """trial[0] = x + s d for the environments still searching."""
+    for b, i in ti.ndrange(d.shape[0], d.shape[1]):
+        if searching[b] != 0:
+            trial[0, b, i] = pos[fn, b, i] + step[b] * d[b, i]
+
+
+@ti.kernel
+def line_energy(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), trial: nd(dtype=V3, ndim=3),
+                el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2),
+                e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), hd: nd(ndim=3),
+                active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2),
+                cons_k: nd(ndim=2), force: nd(dtype=V3, ndim=2), xhat: nd(dtype=V3, ndim=2), searching: nd(ndim=1),
+                eng: nd(ndim=2), veng: nd(ndim=2)):
+    """E's element and vertex terms at the trial positions (the stiffness damping with the iterate's K)."""
+    for b, e in ti.ndrange(trial.shape[1], el2v.shape[0]):
+        if searching[b] != 0:
+            model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+            x0 = trial[0, b, el2v[e, 0]]
+            Ds = ti.Matrix.cols([trial[0, b, el2v[e, 1]] - x0, trial[0, b, el2v[e, 2]] - x0,
+                                 trial[0, b, el2v[e, 3]] - x0])
+            F = Ds @ Dm_inv[e]
+            psi, _P = energy_stress(F, model, mu, lam)
+            psi_m, _Pm = muscle_energy_stress(F, k_a, m)
+            dF = F - element_F(pos, f, b, el2v, Dm_inv, e)
+            dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
+            eng[b, e] = vol[e] * (psi + psi_m + 0.5 * prm[P_BETA] / prm[P_DT] * (dF * dP).sum())
+    for b, i in ti.ndrange(trial.shape[1], trial.shape[2]):
+        if searching[b] != 0:
+            v = 0.0
+            if not held(active, cons, b, i):
+                dt = prm[P_DT]
+                m = mass[i]
+                x = trial[0, b, i]
+                _diag, k, c = vertex_coefficients(prm, mass, cons, cons_k, b, i)
+                v = (0.5 * m / (dt * dt) * (x - xhat[b, i]).norm_sqr()
+                     + 0.5 * (prm[P_ALPHA] * m + c) / dt * (x - pos[f, b, i]).norm_sqr()
+                     + 0.5 * k * (x - cons_target[b, i]).norm_sqr() - force[b, i].dot(x))
+            veng[b, i] = v
+
+
+@ti.kernel
+def line_check(last: ti.i32, c: float, tau: float, veng: nd(ndim=2), eng: nd(ndim=2), e0: nd(ndim=1),
+               slope: nd(ndim=1), step: nd(ndim=1), searching: nd(ndim=1)):
+    """Armijo: accept s where E(x + s d) <= E(x) + c s slope; else s *= tau (the last trial's s is kept anyway)."""
+    for t in range(e0.shape[0] * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            if searching[b] != 0:
+                e1 = env_sum(veng, b, veng.shape[1]) + env_sum(eng, b, eng.shape[1])
+                if e1 <= e0[b] + c * step[b] * slope[b]:
+                    searching[b] = 0
+                elif last == 0:
+                    step[b] *= tau
+
+
+@ti.kernel
+def newton_step(fn: ti.i32, threshold: float, pos: nd(dtype=V3, ndim=3), d: nd(dtype=V3, ndim=2),
+                step: nd(ndim=1), done: nd(ndim=1), moved: nd(ndim=2)):
+    """x += s d; an environment whose vertices all moved less than the threshold is done."""
+    for b, i in ti.ndrange(d.shape[0], d.shape[1]):
+        if done[b] == 0:
+            dx = step[b] * d[b, i]
+            pos[fn, b, i] += dx
+            moved[b, i] = ti.max(ti.abs(dx[0]), ti.abs(dx[1]), ti.abs(dx[2]))
+    for t in range(d.shape[0] * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            if done[b] == 0:
+                mx = 0.0
+                for i in range(d.shape[1]):
+                    mx = ti.max(mx, moved[b, i])
+                if mx < threshold:
+                    done[b] = 1
+
+
+@ti.kernel
+def implicit_finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+                    active: nd(ndim=2), cons: nd(ndim=2)):
+    """v' = (x' - x) / dt, then the floor and the hard constraints as in the explicit step."""
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] == 0:
+            pos[fn, b, i] = pos[f, b, i]
+            vel[fn, b, i] = vel[f, b, i]
+        else:
+            x = pos[fn, b, i]
+            v = (x - pos[f, b, i]) / prm[P_DT]
+            if prm[P_FLOOR_ON] > 0.0 and x[2] < prm[P_FLOOR]:
+                x[2] = prm[P_FLOOR]
+                v[2] = ti.max(v[2], 0.0)
+            if cons[b, i] == HARD:
+                v = ti.Vector([0.0, 0.0, 0.0])
+            pos[fn, b, i] = x
+            vel[fn, b, i] = v
+
+
+# -- inspection (tests, docs) ----------------------------------------------------------------------------------------
+
+@ti.kernel
+def probe(F_in: nd(dtype=M3, ndim=1), dF_in: nd(dtype=M3, ndim=1), model: ti.i32, mu: float, lam: float,
+          k_a: float, m_in: nd(dtype=V3, ndim=1), psi_out: nd(ndim=1), P_out: nd(dtype=M3, ndim=1),
+          dP_out: nd(dtype=M3, ndim=1), hd: nd(ndim=3)):
+    """psi(F), P(F) and the (projected) Hessian applied to dF, for each F of F_in: the material functions alone."""
+    for n in range(F_in.shape[0]):
+        psi, P = energy_stress(F_in[n], model, mu, lam)
+        psi_m, P_m = muscle_energy_stress(F_in[n], k_a, m_in[n])
+        hessian_data(F_in[n], model, mu, lam, k_a, m_in[n], hd, 0, n)
+        psi_out[n] = psi + psi_m
+        P_out[n] = P + P_m
+        dP_out[n] = hessian_apply(dF_in[n], model, mu, lam, m_in[n], hd, 0, n)
+
+
+@ti.kernel
+def energies(f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
+             e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
+             actu: nd(ndim=2), out: nd(ndim=2)):
+    """out[b, e] = W psi(F) at frame f (muscle energy included)."""
+    for b, e in ti.ndrange(pos.shape[1], el2v.shape[0]):
+        model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+        F = element_F(pos, f, b, el2v, Dm_inv, e)
+        psi, _P = energy_stress(F, model, mu, lam)
+        psi_m, _Pm = muscle_energy_stress(F, k_a, m)
+        out[b, e] = vol[e] * (psi + psi_m)
