@@ -9,6 +9,11 @@ class OptionError(GenesisError, ValueError):
     """An option, morph or material was given a value outside its accepted range."""
 
 
+class MeshNotWatertight(OptionError):
+    """A Mesh morph's file is to be meshed into tets but its surface is not closed (the message names the file
+    and counts its open edges)."""
+
+
 class PluginNotInstalledError(GenesisError, AttributeError):
     """A solver-specific name was used whose plugin distribution is not installed (an AttributeError, so that
     `hasattr(gs.materials, "MPM")` answers False)."""

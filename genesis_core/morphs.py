@@ -59,8 +59,48 @@ class Morph:
         return {k: (list(x) if isinstance(x, tuple) else x) for k, x in d.items()}
 
 
+def _linear_order(inst, attr, value):
+    if value != 1 or isinstance(value, bool) or not isinstance(value, int):
+        v._fail(inst, attr, value, "1 (genesis-core meshes linear 4-node tets only)")
+
+
+def _maxvolume(inst, attr, value):
+    if not v._is_real(value) or not (value == -1 or (value > 0 and math.isfinite(value))):
+        v._fail(inst, attr, value, "-1 (the default resolution) or a finite volume > 0 (m^3)")
+
+
+def _in_range(lo, hi):
+    def check(inst, attr, value):
+        if not v._is_real(value) or not lo <= value <= hi:
+            v._fail(inst, attr, value, f"a number in [{lo}, {hi}]")
+
+    return check
+
+
+@attrs.define(frozen=True, kw_only=True, slots=False)
+class TetOptions:
+    """How a volumetric solver (FEM, PBD volumes) meshes the morph into tets: Genesis World's TetGen options,
+    with its defaults, read by `genesis_core.meshing.tetrahedralize` (see docs/meshing.md).
+
+    order: 1 only (linear tets). maxvolume: the largest tet volume wanted (m^3); -1: the default resolution.
+    quality: optimise the tets' shape (file meshes). force_retet: mesh again instead of reading the cache.
+    verbose: the mesher's log level (0: quiet). mindihedral (degrees), minratio (radius-edge) and nobisect are
+    TetGen's quality switches, accepted for Genesis scripts and not read: the structured primitive meshes and
+    fTetWild reach their own, documented, quality.
+    """
+
+    order: int = attrs.field(default=1, validator=_linear_order)
+    mindihedral: float = attrs.field(default=10.0, validator=_in_range(0, 70))
+    minratio: float = attrs.field(default=1.1, validator=_in_range(1, math.inf))
+    nobisect: bool = attrs.field(default=True, validator=v.is_bool)
+    quality: bool = attrs.field(default=True, validator=v.is_bool)
+    maxvolume: float = attrs.field(default=-1.0, validator=_maxvolume)
+    verbose: int = attrs.field(default=0, validator=v.int_at_least(0))
+    force_retet: bool = attrs.field(default=False, validator=v.is_bool)
+
+
 @attrs.define(frozen=True, kw_only=True)
-class Primitive(Morph):
+class Primitive(Morph, TetOptions):
     fixed: bool = attrs.field(default=False, validator=v.is_bool)
 
 
@@ -131,14 +171,14 @@ def _plain_options(inst, attr, value):
 
 
 @attrs.define(frozen=True, kw_only=True)
-class Mesh(FileMorph):
+class Mesh(FileMorph, TetOptions):
     """A triangle mesh from an OBJ/STL file.
 
     convexify: collide as convex pieces (the only collision the rigid solver has; False is refused there).
     decompose_object_error_threshold: a closed (watertight) mesh whose convex hull exceeds its volume by more
     than this fraction of the hull is decomposed into convex parts (CoACD, Wei et al. 2022) instead of taking its
     hull; inf: always the hull (Genesis World's name and default). coacd_options: keyword arguments for
-    coacd.run_coacd (threshold, max_convex_hull, resolution, seed, ...).
+    coacd.run_coacd (threshold, max_convex_hull, resolution, seed, ...). The tet options: see TetOptions.
     """
 
     fixed: bool = attrs.field(default=False, validator=v.is_bool)
