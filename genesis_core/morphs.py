@@ -82,7 +82,8 @@ class TetOptions:
     """How a volumetric solver (FEM, PBD volumes) meshes the morph into tets: Genesis World's TetGen options,
     with its defaults, read by `genesis_core.meshing.tetrahedralize` (see docs/meshing.md).
 
-    order: 1 only (linear tets). maxvolume: the largest tet volume wanted (m^3); -1: the default resolution.
+    order: 1 only (linear tets). maxvolume (m^3): the resolution, TetGen's bound on a tet's volume, read so as to
+    give about TetGen's vertex counts (docs/meshing.md: tets of maxvolume / 2 on average); -1: the default one.
     quality: optimise the tets' shape (file meshes). force_retet: mesh again instead of reading the cache.
     verbose: the mesher's log level (0: quiet). mindihedral (degrees), minratio (radius-edge) and nobisect are
     TetGen's quality switches, accepted for Genesis scripts and not read: the structured primitive meshes and
