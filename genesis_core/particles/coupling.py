@@ -30,7 +30,7 @@ Per substep, after every solver's pre-coupling part (both views then hold frame 
    after the other, each seeing the particle as the previous one left it.
 
 Parallel over environments and chunks of particles (`n_chunks`, a function of the particle count and the batch
-only); each chunk accumulates into private rows, summed afterwards in a fixed order: no atomics, bitwise
+only; each chunk a task of TASK_STRIDE loop iterations, so that a few chunks spread over the threads); each chunk accumulates into private rows, summed afterwards in a fixed order: no atomics, bitwise
 repeatable. Not differentiable: a scene built with requires_grad=True and a particle-collider pair is refused at
 build.
 """
@@ -44,7 +44,7 @@ from ..errors import GenesisError
 from ..launch import Launcher
 from .collider import (add_impulse, approaching, body_of, body_surface, clear_impulse_rows, distance_to,
                        inverse_effective_mass, respond)
-from .reduce import n_parts, part_range, sum_parts
+from .reduce import TASK_STRIDE, n_parts, part_range, sum_parts
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -247,7 +247,10 @@ def contact_mass(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), mass: nd(
                       ti.min(ti.min(body_com.shape[1], body_inv_inertia.shape[1]),
                              ti.min(body_lin_vel.shape[1], body_ang_vel.shape[1])))
     n = pos.shape[1]
-    for b, k in ti.ndrange(pos.shape[0], n_chunks):
+    for t in range(pos.shape[0] * n_chunks * TASK_STRIDE):
+        if t % TASK_STRIDE != 0:
+            continue
+        b, k = t // (n_chunks * TASK_STRIDE), t // TASK_STRIDE % n_chunks
         for body in range(chunk_mass.shape[2]):
             chunk_mass[k, b, body] = 0.0
         i0, i1 = part_range(k, n, n_chunks)
@@ -282,7 +285,10 @@ def respond_and_project(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), ma
     n_bodies = ti.min(ti.min(chunk_impulse.shape[2], body_share.shape[1]),
                       ti.min(body_com.shape[1], ti.min(body_lin_vel.shape[1], body_ang_vel.shape[1])))
     n = pos.shape[1]
-    for b, k in ti.ndrange(pos.shape[0], n_chunks):
+    for t in range(pos.shape[0] * n_chunks * TASK_STRIDE):
+        if t % TASK_STRIDE != 0:
+            continue
+        b, k = t // (n_chunks * TASK_STRIDE), t // TASK_STRIDE % n_chunks
         clear_impulse_rows(k, b, chunk_impulse)
         i0, i1 = part_range(k, n, n_chunks)
         for i in range(i0, i1):

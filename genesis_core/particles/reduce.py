@@ -10,6 +10,12 @@ copy of the target (plain read-modify-writes, no atomics), then sum the copies i
 import taichi as ti
 import torch
 
+# Taichi 1.7.4's CPU code gives each thread at least 512 consecutive iterations of a kernel's outermost loop (its
+# make_cpu_multithreaded_range_for pass), so a loop over a handful of (environment, part) tasks would run them all
+# on one thread: a kernel whose outer loop runs over such tasks gives each TASK_STRIDE iterations, of which the
+# first does the work, and the tasks spread evenly over the threads.
+TASK_STRIDE = 512
+
 # two CPU threads stay busy with up to this many parts per environment in a batch of one
 MAX_PARTS = 8
 THREADS = 2

@@ -6,7 +6,7 @@ F = Ds Dm^-1 its deformation gradient, W = |det Dm| / 6 its rest volume. Its ela
 force on v1..v3 is the columns of -W P Dm^-T (P = dpsi/dF, the first Piola-Kirchhoff stress) and v0 takes minus
 their sum. Arrays: pos, vel [frames, B, V, 3] (environment b, vertex i); per element [B, E, ...].
 
-Forces are computed per element into `ef` [B, E, 4] and gathered per vertex over its incident elements in a fixed
+Forces are computed per element into `ef` [B, 4 E] (row 4 e + corner) and gathered per vertex over its incident elements in a fixed
 order (CSR `v_start`, `v_inc`): no atomics, so results are bitwise repeatable and independent of the thread
 schedule and of other environments; the same kernels serve differentiable mode (their reverse is Taichi's).
 
@@ -19,6 +19,8 @@ axes), with its eigenvalues clamped at zero so that every Newton system is posit
 import math
 
 import taichi as ti
+
+from genesis_core.particles.reduce import TASK_STRIDE  # per-environment tasks spread over the threads
 
 V3 = ti.types.vector(3, float)
 M3 = ti.types.matrix(3, 3, float)
@@ -37,7 +39,6 @@ EI_ENTITY, EI_MODEL, EI_N = 0, 1, 2
 HD_U, HD_V, HD_A, HD_TW, HD_FL, HD_MU, HD_MK, HD_N = 0, 9, 18, 24, 27, 30, 33, 34
 PAIRS = ((0, 1, 2), (0, 2, 1), (1, 2, 0))  # (i, j, the third axis k)
 
-TASK_STRIDE = 512  # see genesis_mpm.kernels_p2g: one task per TASK_STRIDE iterations spreads a few over threads
 EPS = 1e-12
 
 
@@ -82,17 +83,17 @@ def svd_rv(F):
 
 
 @ti.func
-def energy_stress(F, model, mu, lam):
+def energy_stress(F, model: ti.template(), mu, lam):
     """(psi, P): the energy per unit rest volume (J/m^3, zero at rest) and its derivative dpsi/dF (Pa)."""
     psi = 0.0
     P = ti.Matrix.zero(float, 3, 3)
     I = ti.Matrix.identity(float, 3)
-    if model == LINEAR:
+    if ti.static(model == LINEAR):
         eps = 0.5 * (F + F.transpose()) - I
         tr = eps.trace()
         psi = mu * (eps * eps).sum() + 0.5 * lam * tr * tr
         P = 2.0 * mu * eps + lam * tr * I
-    elif model == NEOHOOKEAN:
+    elif ti.static(model == NEOHOOKEAN):
         mu_s, lam_s, a = neohookean_params(mu, lam)
         ic = (F * F).sum()
         J = F.determinant()
@@ -118,16 +119,16 @@ def muscle_energy_stress(F, k_a, m):
 
 
 @ti.func
-def hessian_data(F, model, mu, lam, k_a, m, hd: ti.template(), b, e):
+def hessian_data(F, model: ti.template(), mu, lam, k_a, m, hd: ti.template(), b, e):
     """Write what `hessian_apply` needs at F into hd[b, e, :] (projected to positive semi-definite)."""
     U = ti.Matrix.identity(float, 3)
     V = ti.Matrix.identity(float, 3)
     A = ti.Matrix.zero(float, 3, 3)
     tw = ti.Vector([0.0, 0.0, 0.0])
     fl = ti.Vector([0.0, 0.0, 0.0])
-    if model != LINEAR:
+    if ti.static(model != LINEAR):
         U, s, V = svd_rv(F)
-        if model == NEOHOOKEAN:
+        if ti.static(model == NEOHOOKEAN):
             mu_s, lam_s, a = neohookean_params(mu, lam)
             ic = s.dot(s)
             J = s[0] * s[1] * s[2]
@@ -178,10 +179,10 @@ def hessian_data(F, model, mu, lam, k_a, m, hd: ti.template(), b, e):
 
 
 @ti.func
-def hessian_apply(dF, model, mu, lam, m, hd: ti.template(), b, e):
+def hessian_apply(dF, model: ti.template(), mu, lam, m, hd: ti.template(), b, e):
     """d2psi/dF2 : dF at the F that `hessian_data` saw (the projected Hessian for the non-linear models)."""
     dP = ti.Matrix.zero(float, 3, 3)
-    if model == LINEAR:
+    if ti.static(model == LINEAR):
         dP = mu * (dF + dF.transpose()) + lam * dF.trace() * ti.Matrix.identity(float, 3)
     else:
         U = ti.Matrix.zero(float, 3, 3)
@@ -210,6 +211,12 @@ def hessian_apply(dF, model, mu, lam, m, hd: ti.template(), b, e):
     return dP
 
 
+def per_model(make):
+    """{model code: the kernel make(model) compiled for it}: each kernel runs one model on a range [e0, e1) of
+    elements, the model a compile-time constant (no branch, and the reverse of each is Taichi's)."""
+    return {code: make(code) for code in (LINEAR, COROTATED, NEOHOOKEAN)}
+
+
 # -- element geometry ---------------------------------------------------------------------------------------------
 
 @ti.func
@@ -229,42 +236,60 @@ def element_dF(x: ti.template(), b, el2v: ti.template(), Dm_inv: ti.template(), 
 
 @ti.func
 def store_forces(out: ti.template(), b, e, H):
-    """H = -W P Dm^-T: columns are the forces on v1..v3; v0 takes minus their sum."""
+    """H = -W P Dm^-T: columns are the forces on v1..v3; v0 takes minus their sum. out [B, 4 E]: row 4 e + corner."""
     f1, f2, f3 = H[:, 0], H[:, 1], H[:, 2]
-    out[b, e, 0] = -(f1 + f2 + f3)
-    out[b, e, 1] = f1
-    out[b, e, 2] = f2
-    out[b, e, 3] = f3
+    out[b, 4 * e] = -(f1 + f2 + f3)
+    out[b, 4 * e + 1] = f1
+    out[b, 4 * e + 2] = f2
+    out[b, 4 * e + 3] = f3
 
 
 @ti.func
 def element_material(e, b, e_info: ti.template(), e_k: ti.template(), mdir: ti.template(), E: ti.template(),
                      nu: ti.template(), actu: ti.template()):
     mu, lam = lame(E[b, e_info[e, EI_ENTITY]], nu[b, e_info[e, EI_ENTITY]])
-    return e_info[e, EI_MODEL], mu, lam, e_k[e] * actu[b, e], mdir[b, e]
+    return mu, lam, e_k[e] * actu[b, e], mdir[b, e]
 
 
 # -- the explicit substep ------------------------------------------------------------------------------------------
 
-@ti.kernel
-def element_forces(f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1),
-                   vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
-                   actu: nd(ndim=2), ef: nd(dtype=V3, ndim=3)):
-    """ef[b, e, :] = the elastic (and muscle) forces of element e on its four vertices at frame f."""
-    for b, e in ti.ndrange(pos.shape[1], el2v.shape[0]):
-        model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
-        F = element_F(pos, f, b, el2v, Dm_inv, e)
-        _psi, P = energy_stress(F, model, mu, lam)
-        _psi_m, P_m = muscle_energy_stress(F, k_a, m)
-        store_forces(ef, b, e, -vol[e] * (P + P_m) @ Dm_inv[e].transpose())
+def _element_forces(model):
+    @ti.kernel
+    def element_forces(e0: ti.i32, e1: ti.i32, f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1),
+                       vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
+                       actu: nd(ndim=2), ef: nd(dtype=V3, ndim=2)):
+        """ef[b, e, :] = the elastic (and muscle) forces of element e on its four vertices at frame f."""
+        for b, j in ti.ndrange(pos.shape[1], e1 - e0):
+            e = e0 + j
+            mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+            F = element_F(pos, f, b, el2v, Dm_inv, e)
+            _psi, P = energy_stress(F, model, mu, lam)
+            _psi_m, P_m = muscle_energy_stress(F, k_a, m)
+            store_forces(ef, b, e, -vol[e] * (P + P_m) @ Dm_inv[e].transpose())
+
+    return element_forces
+
+
+element_forces = per_model(_element_forces)
 
 
 @ti.kernel
-def gather(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=3), out: nd(dtype=V3, ndim=2)):
-    """out[b, i] += the sum of ef over vertex i's incident (element, corner) entries, in their fixed order."""
+def gather(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, ndim=2)):
+    """out[b, i] = the sum of ef [B, 4 E] over vertex i's incident (element, corner) rows, in their fixed order."""
+    for b, i in ti.ndrange(out.shape[0], out.shape[1]):
+        acc = ti.Vector([0.0, 0.0, 0.0])
+        for j in range(v_start[i], v_start[i + 1]):
+            acc += ef[b, v_inc[j]]
+        out[b, i] = acc
+
+
+@ti.kernel
+def gather_ad(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, ndim=2)):
+    """gather for differentiable mode (out zeroed before): the same sums in the same order, accumulated in the
+    output so that the reverse needs no stack of the running sum."""
     for b, i in ti.ndrange(out.shape[0], out.shape[1]):
         for j in range(v_start[i], v_start[i + 1]):
-            out[b, i] += ef[b, v_inc[j] // 4, v_inc[j] % 4]
+            out[b, i] += ef[b, v_inc[j]]
 
 
 @ti.kernel
@@ -274,25 +299,24 @@ def explicit_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
     """Symplectic Euler: v' = (v + dt f / m) exp(-damping dt) + dt g, x' = x + dt v'; then the floor (no
     restitution, no friction) and the hard constraints (x' = target, v' = 0)."""
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
-        x = pos[f, b, i]
-        v = vel[f, b, i]
-        if active[b, i] != 0:
-            dt = prm[P_DT]
-            g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
-            m = mass[i]
-            soft = ti.select(cons[b, i] == SOFT, 1.0, 0.0)
-            k = cons_k[b, i] * soft
-            fs = vforce[b, i] + force[b, i] - k * (x - cons_target[b, i]) - 2.0 * ti.sqrt(k * m) * v
-            v = (v + dt * fs / m) * ti.exp(-dt * prm[P_DAMP]) + dt * g
-            x = x + dt * v
-            on_floor = prm[P_FLOOR_ON] > 0.0 and x[2] < prm[P_FLOOR]
-            x[2] = ti.select(on_floor, prm[P_FLOOR], x[2])
-            v[2] = ti.select(on_floor, ti.max(v[2], 0.0), v[2])
-            hard = cons[b, i] == HARD
-            x = ti.select(hard, cons_target[b, i], x)
-            v = ti.select(hard, ti.Vector([0.0, 0.0, 0.0]), v)
-        pos[fn, b, i] = x
-        vel[fn, b, i] = v
+        x0 = pos[f, b, i]
+        v0 = vel[f, b, i]
+        dt = prm[P_DT]
+        g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+        m = mass[i]
+        k = ti.select(cons[b, i] == SOFT, cons_k[b, i], 0.0)
+        fs = vforce[b, i] + force[b, i] - k * (x0 - cons_target[b, i]) - 2.0 * ti.sqrt(k * m) * v0
+        v1 = (v0 + dt * fs / m) * ti.exp(-dt * prm[P_DAMP]) + dt * g
+        x1 = x0 + dt * v1
+        on_floor = prm[P_FLOOR_ON] > 0.0 and x1[2] < prm[P_FLOOR]
+        x2 = ti.Vector([x1[0], x1[1], ti.select(on_floor, prm[P_FLOOR], x1[2])])
+        v2 = ti.Vector([v1[0], v1[1], ti.select(on_floor, ti.max(v1[2], 0.0), v1[2])])
+        hard = cons[b, i] == HARD
+        x3 = ti.select(hard, cons_target[b, i], x2)
+        v3 = ti.select(hard, ti.Vector([0.0, 0.0, 0.0]), v2)
+        moving = active[b, i] != 0
+        pos[fn, b, i] = ti.select(moving, x3, x0)
+        vel[fn, b, i] = ti.select(moving, v3, v0)
 
 
 # -- the implicit substep ------------------------------------------------------------------------------------------
@@ -339,50 +363,57 @@ def implicit_begin(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndi
         newton_done[b] = 0
 
 
-@ti.kernel
-def newton_elements(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2),
-                    Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2),
-                    E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), done: nd(ndim=1), hd: nd(ndim=3),
-                    ef: nd(dtype=V3, ndim=3), eblk: nd(dtype=M3, ndim=3), eng: nd(ndim=2)):
-    """At the iterate x = pos[fn]: each element's Hessian data, its forces -dE_e/dx (elastic, muscle, stiffness
-    damping) into ef, the diagonal 3x3 blocks of its Hessian into eblk, and its energy into eng."""
-    for b, e in ti.ndrange(pos.shape[1], el2v.shape[0]):
-        if done[b] == 0:
-            model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
-            F = element_F(pos, fn, b, el2v, Dm_inv, e)
-            psi, P = energy_stress(F, model, mu, lam)
-            psi_m, P_m = muscle_energy_stress(F, k_a, m)
-            hessian_data(F, model, mu, lam, k_a, m, hd, b, e)
-            bd = prm[P_BETA] / prm[P_DT]
-            dF = F - element_F(pos, f, b, el2v, Dm_inv, e)
-            dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
-            W = vol[e]
-            D = Dm_inv[e]
-            store_forces(ef, b, e, -W * (P + P_m + bd * dP) @ D.transpose())
-            eng[b, e] = W * (psi + psi_m + 0.5 * bd * (dF * dP).sum())
-            # diagonal blocks: corner a, direction c -> dF = e_c (grad of the corner's shape function)^T
-            for a in ti.static(range(4)):
-                gr = ti.Vector([0.0, 0.0, 0.0])
-                if ti.static(a == 0):
-                    gr = -(D[0, :] + D[1, :] + D[2, :])
-                else:
-                    gr = ti.Vector([D[a - 1, 0], D[a - 1, 1], D[a - 1, 2]])
-                blk = ti.Matrix.zero(float, 3, 3)
-                for c in ti.static(range(3)):
-                    ec = ti.Vector([0.0, 0.0, 0.0])
-                    ec[c] = 1.0
-                    dPc = hessian_apply(ec.outer_product(gr), model, mu, lam, m, hd, b, e)
-                    col = (1.0 + bd) * W * dPc @ gr
-                    for r in ti.static(range(3)):
-                        blk[r, c] = col[r]
-                eblk[b, e, a] = blk
+def _newton_elements(model):
+    @ti.kernel
+    def newton_elements(e0: ti.i32, e1: ti.i32, f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2),
+                        Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2),
+                        E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), done: nd(ndim=1), hd: nd(ndim=3),
+                        ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2), eng: nd(ndim=2)):
+        """At the iterate x = pos[fn]: each element's Hessian data, its forces -dE_e/dx (elastic, muscle, stiffness
+        damping) into ef, the diagonal 3x3 blocks of its Hessian into eblk, and its energy into eng."""
+        for b, j in ti.ndrange(pos.shape[1], e1 - e0):
+            e = e0 + j
+            if done[b] == 0:
+                mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+                F = element_F(pos, fn, b, el2v, Dm_inv, e)
+                psi, P = energy_stress(F, model, mu, lam)
+                psi_m, P_m = muscle_energy_stress(F, k_a, m)
+                hessian_data(F, model, mu, lam, k_a, m, hd, b, e)
+                bd = prm[P_BETA] / prm[P_DT]
+                dF = F - element_F(pos, f, b, el2v, Dm_inv, e)
+                dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
+                W = vol[e]
+                D = Dm_inv[e]
+                store_forces(ef, b, e, -W * (P + P_m + bd * dP) @ D.transpose())
+                eng[b, e] = W * (psi + psi_m + 0.5 * bd * (dF * dP).sum())
+                # diagonal blocks: corner a, direction c -> dF = e_c (grad of the corner's shape function)^T
+                for a in ti.static(range(4)):
+                    gr = ti.Vector([0.0, 0.0, 0.0])
+                    if ti.static(a == 0):
+                        gr = -(D[0, :] + D[1, :] + D[2, :])
+                    else:
+                        gr = ti.Vector([D[a - 1, 0], D[a - 1, 1], D[a - 1, 2]])
+                    blk = ti.Matrix.zero(float, 3, 3)
+                    for c in ti.static(range(3)):
+                        ec = ti.Vector([0.0, 0.0, 0.0])
+                        ec[c] = 1.0
+                        dPc = hessian_apply(ec.outer_product(gr), model, mu, lam, m, hd, b, e)
+                        col = (1.0 + bd) * W * dPc @ gr
+                        for r in ti.static(range(3)):
+                            blk[r, c] = col[r]
+                    eblk[b, 4 * e + a] = blk
+
+    return newton_elements
+
+
+newton_elements = per_model(_newton_elements)
 
 
 @ti.kernel
 def newton_vertices(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
                     mass: nd(ndim=1), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2),
                     force: nd(dtype=V3, ndim=2), xhat: nd(dtype=V3, ndim=2), v_start: nd(ndim=1),
-                    v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=3), eblk: nd(dtype=M3, ndim=3), done: nd(ndim=1),
+                    v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2), done: nd(ndim=1),
                     r: nd(dtype=V3, ndim=2), z: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
                     d: nd(dtype=V3, ndim=2), pinv: nd(dtype=M3, ndim=2), nr: nd(dtype=V3, ndim=2),
                     vdot: nd(ndim=2), veng: nd(ndim=2)):
@@ -405,8 +436,8 @@ def newton_vertices(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
                 fel = zero
                 blk = ti.Matrix.zero(float, 3, 3)
                 for j in range(v_start[i], v_start[i + 1]):
-                    fel += ef[b, v_inc[j] // 4, v_inc[j] % 4]
-                    blk += eblk[b, v_inc[j] // 4, v_inc[j] % 4]
+                    fel += ef[b, v_inc[j]]
+                    blk += eblk[b, v_inc[j]]
                 t = cons_target[b, i]
                 grad = (m / (dt * dt) * (x - xhat[b, i]) + (prm[P_ALPHA] * m + c) / dt * (x - xn) + k * (x - t)
                         - fel - force[b, i])
@@ -445,23 +476,30 @@ def cg_start(vdot: nd(ndim=2), done: nd(ndim=1), rz: nd(ndim=1), rz0: nd(ndim=1)
             iters[b] = 0
 
 
-@ti.kernel
-def cg_elements(prm: nd(ndim=1), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
-                e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), hd: nd(ndim=3),
-                p: nd(dtype=V3, ndim=2), conv: nd(ndim=1), eq: nd(dtype=V3, ndim=3)):
-    """eq[b, e, :] = minus the element's stiffness (with the stiffness damping's factor) applied to p."""
-    for b, e in ti.ndrange(p.shape[0], el2v.shape[0]):
-        if conv[b] == 0:
-            mu, lam = lame(E[b, e_info[e, EI_ENTITY]], nu[b, e_info[e, EI_ENTITY]])
-            m = mdir[b, e]
-            dF = element_dF(p, b, el2v, Dm_inv, e)
-            dP = hessian_apply(dF, e_info[e, EI_MODEL], mu, lam, m, hd, b, e)
-            store_forces(eq, b, e, -(1.0 + prm[P_BETA] / prm[P_DT]) * vol[e] * dP @ Dm_inv[e].transpose())
+def _cg_elements(model):
+    @ti.kernel
+    def cg_elements(e0: ti.i32, e1: ti.i32, prm: nd(ndim=1), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
+                    e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), hd: nd(ndim=3),
+                    p: nd(dtype=V3, ndim=2), conv: nd(ndim=1), eq: nd(dtype=V3, ndim=2)):
+        """eq[b, e, :] = minus the element's stiffness (with the stiffness damping's factor) applied to p."""
+        for b, j in ti.ndrange(p.shape[0], e1 - e0):
+            e = e0 + j
+            if conv[b] == 0:
+                mu, lam = lame(E[b, e_info[e, EI_ENTITY]], nu[b, e_info[e, EI_ENTITY]])
+                m = mdir[b, e]
+                dF = element_dF(p, b, el2v, Dm_inv, e)
+                dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
+                store_forces(eq, b, e, -(1.0 + prm[P_BETA] / prm[P_DT]) * vol[e] * dP @ Dm_inv[e].transpose())
+
+    return cg_elements
+
+
+cg_elements = per_model(_cg_elements)
 
 
 @ti.kernel
 def cg_q(prm: nd(ndim=1), active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2), cons_k: nd(ndim=2),
-         v_start: nd(ndim=1), v_inc: nd(ndim=1), eq: nd(dtype=V3, ndim=3), p: nd(dtype=V3, ndim=2),
+         v_start: nd(ndim=1), v_inc: nd(ndim=1), eq: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
          conv: nd(ndim=1), q: nd(dtype=V3, ndim=2), vdot: nd(ndim=2)):
     """q = H p; vdot = p.q per vertex."""
     for b, i in ti.ndrange(p.shape[0], p.shape[1]):
@@ -471,7 +509,7 @@ def cg_q(prm: nd(ndim=1), active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2)
                 diag, _k, _c = vertex_coefficients(prm, mass, cons, cons_k, b, i)
                 qi = diag * p[b, i]
                 for j in range(v_start[i], v_start[i + 1]):
-                    qi -= eq[b, v_inc[j] // 4, v_inc[j] % 4]
+                    qi -= eq[b, v_inc[j]]
             q[b, i] = qi
             vdot[b, i] = p[b, i].dot(qi)
 
@@ -545,26 +583,39 @@ def line_trial(fn: ti.i32, pos: nd(dtype=V3, ndim=3), d: nd(dtype=V3, ndim=2), s
             trial[0, b, i] = pos[fn, b, i] + step[b] * d[b, i]
 
 
+def _line_energy(model):
+    @ti.kernel
+    def line_energy(e0: ti.i32, e1: ti.i32, f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), trial: nd(dtype=V3, ndim=3),
+                    el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2),
+                    e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2),
+                    hd: nd(ndim=3), searching: nd(ndim=1), eng: nd(ndim=2)):
+        """E's element terms at the trial positions (the stiffness damping with the iterate's K)."""
+        for b, j in ti.ndrange(trial.shape[1], e1 - e0):
+            e = e0 + j
+            if searching[b] != 0:
+                mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+                x0 = trial[0, b, el2v[e, 0]]
+                Ds = ti.Matrix.cols([trial[0, b, el2v[e, 1]] - x0, trial[0, b, el2v[e, 2]] - x0,
+                                     trial[0, b, el2v[e, 3]] - x0])
+                F = Ds @ Dm_inv[e]
+                psi, _P = energy_stress(F, model, mu, lam)
+                psi_m, _Pm = muscle_energy_stress(F, k_a, m)
+                dF = F - element_F(pos, f, b, el2v, Dm_inv, e)
+                dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
+                eng[b, e] = vol[e] * (psi + psi_m + 0.5 * prm[P_BETA] / prm[P_DT] * (dF * dP).sum())
+
+    return line_energy
+
+
+line_energy = per_model(_line_energy)
+
+
 @ti.kernel
-def line_energy(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), trial: nd(dtype=V3, ndim=3),
-                el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2),
-                e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), hd: nd(ndim=3),
-                active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2),
-                cons_k: nd(ndim=2), force: nd(dtype=V3, ndim=2), xhat: nd(dtype=V3, ndim=2), searching: nd(ndim=1),
-                eng: nd(ndim=2), veng: nd(ndim=2)):
-    """E's element and vertex terms at the trial positions (the stiffness damping with the iterate's K)."""
-    for b, e in ti.ndrange(trial.shape[1], el2v.shape[0]):
-        if searching[b] != 0:
-            model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
-            x0 = trial[0, b, el2v[e, 0]]
-            Ds = ti.Matrix.cols([trial[0, b, el2v[e, 1]] - x0, trial[0, b, el2v[e, 2]] - x0,
-                                 trial[0, b, el2v[e, 3]] - x0])
-            F = Ds @ Dm_inv[e]
-            psi, _P = energy_stress(F, model, mu, lam)
-            psi_m, _Pm = muscle_energy_stress(F, k_a, m)
-            dF = F - element_F(pos, f, b, el2v, Dm_inv, e)
-            dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
-            eng[b, e] = vol[e] * (psi + psi_m + 0.5 * prm[P_BETA] / prm[P_DT] * (dF * dP).sum())
+def line_energy_vertices(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), trial: nd(dtype=V3, ndim=3),
+                         active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2),
+                         cons_k: nd(ndim=2), force: nd(dtype=V3, ndim=2), xhat: nd(dtype=V3, ndim=2),
+                         searching: nd(ndim=1), veng: nd(ndim=2)):
+    """E's vertex terms at the trial positions."""
     for b, i in ti.ndrange(trial.shape[1], trial.shape[2]):
         if searching[b] != 0:
             v = 0.0
@@ -636,28 +687,48 @@ def implicit_finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
 
 # -- inspection (tests, docs) ----------------------------------------------------------------------------------------
 
-@ti.kernel
-def probe(F_in: nd(dtype=M3, ndim=1), dF_in: nd(dtype=M3, ndim=1), model: ti.i32, mu: float, lam: float,
-          k_a: float, m_in: nd(dtype=V3, ndim=1), psi_out: nd(ndim=1), P_out: nd(dtype=M3, ndim=1),
-          dP_out: nd(dtype=M3, ndim=1), hd: nd(ndim=3)):
-    """psi(F), P(F) and the (projected) Hessian applied to dF, for each F of F_in: the material functions alone."""
-    for n in range(F_in.shape[0]):
-        psi, P = energy_stress(F_in[n], model, mu, lam)
-        psi_m, P_m = muscle_energy_stress(F_in[n], k_a, m_in[n])
-        hessian_data(F_in[n], model, mu, lam, k_a, m_in[n], hd, 0, n)
-        psi_out[n] = psi + psi_m
-        P_out[n] = P + P_m
-        dP_out[n] = hessian_apply(dF_in[n], model, mu, lam, m_in[n], hd, 0, n)
+def _probe(model):
+    @ti.kernel
+    def probe(e0: ti.i32, e1: ti.i32, F_in: nd(dtype=M3, ndim=1), dF_in: nd(dtype=M3, ndim=1), mu: float, lam: float,
+              k_a: float, m_in: nd(dtype=V3, ndim=1), psi_out: nd(ndim=1), P_out: nd(dtype=M3, ndim=1),
+              dP_out: nd(dtype=M3, ndim=1), hd: nd(ndim=3)):
+        """psi(F), P(F) and the (projected) Hessian applied to dF, for each F of F_in: the material functions alone."""
+        for j in range(e1 - e0):
+            n = e0 + j
+            psi, P = energy_stress(F_in[n], model, mu, lam)
+            psi_m, P_m = muscle_energy_stress(F_in[n], k_a, m_in[n])
+            hessian_data(F_in[n], model, mu, lam, k_a, m_in[n], hd, 0, n)
+            psi_out[n] = psi + psi_m
+            P_out[n] = P + P_m
+            dP_out[n] = hessian_apply(dF_in[n], model, mu, lam, m_in[n], hd, 0, n)
+
+    return probe
 
 
-@ti.kernel
-def energies(f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
-             e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
-             actu: nd(ndim=2), out: nd(ndim=2)):
-    """out[b, e] = W psi(F) at frame f (muscle energy included)."""
-    for b, e in ti.ndrange(pos.shape[1], el2v.shape[0]):
-        model, mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
-        F = element_F(pos, f, b, el2v, Dm_inv, e)
-        psi, _P = energy_stress(F, model, mu, lam)
-        psi_m, _Pm = muscle_energy_stress(F, k_a, m)
-        out[b, e] = vol[e] * (psi + psi_m)
+_probes = per_model(_probe)
+
+
+def probe(F_in, dF_in, model, mu, lam, k_a, m_in, psi_out, P_out, dP_out, hd):
+    """psi(F), P(F) and the (projected) Hessian applied to dF for each F of F_in [n, 3, 3] (model: a MODEL_CODES
+    value; hd [1, n, HD_N] scratch): the material functions alone, for tests and plots."""
+    _probes[int(model)](0, F_in.shape[0], F_in, dF_in, mu, lam, k_a, m_in, psi_out, P_out, dP_out, hd)
+
+
+def _energies(model):
+    @ti.kernel
+    def energies(e0: ti.i32, e1: ti.i32, f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
+                 e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
+                 actu: nd(ndim=2), out: nd(ndim=2)):
+        """out[b, e] = W psi(F) at frame f (muscle energy included)."""
+        for b, j in ti.ndrange(pos.shape[1], e1 - e0):
+            e = e0 + j
+            mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+            F = element_F(pos, f, b, el2v, Dm_inv, e)
+            psi, _P = energy_stress(F, model, mu, lam)
+            psi_m, _Pm = muscle_energy_stress(F, k_a, m)
+            out[b, e] = vol[e] * (psi + psi_m)
+
+    return energies
+
+
+energies = per_model(_energies)

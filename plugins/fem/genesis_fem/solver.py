@@ -133,6 +133,15 @@ class FEMSolver(ParticleSolver):
             raise GenesisError(f"{self.name}: {int((counts == 0).sum())} vertices belong to no element.")
         self._points = X
         self.n_particles, self.n_elements = len(X), len(T)
+        # runs of consecutive elements of one model: each runs its model's kernels (a compile-time constant)
+        self.model_runs = []
+        for e in self.entities:
+            code = K.MODEL_CODES[e.material.model]
+            if self.model_runs and self.model_runs[-1][0] == code:
+                self.model_runs[-1][2] = e.element_end
+            else:
+                self.model_runs.append([code, e.element_start, e.element_end])
+        self.model_runs = [tuple(r) for r in self.model_runs]
 
         def t(x, dtype=fl):
             return torch.as_tensor(np.ascontiguousarray(x), dtype=dtype, device=dev)
@@ -147,6 +156,11 @@ class FEMSolver(ParticleSolver):
         self.e_k = t(np.concatenate(k_muscle))
         self.v_start = t(np.concatenate([[0], np.cumsum(counts)]), torch.int32)
         self.v_inc = t(corner, torch.int32)  # entry = element * 4 + corner
+        surface = np.zeros(len(X), dtype=np.int32)
+        for e in self.entities:
+            surface[e._faces.ravel() + e.particle_start] = 1
+        self.on_surface = t(surface, torch.int32)
+        self.contact_active = torch.zeros((self.batch, len(X)), dtype=torch.int32, device=dev)
         self._build_params()
         self._build_scratch()
 
@@ -166,7 +180,7 @@ class FEMSolver(ParticleSolver):
         def z(*shape, dtype=fl):
             return torch.zeros(shape, dtype=dtype, device=dev)
 
-        self.ef = z(B, E, 4, 3)
+        self.ef = z(B, 4 * E, 3)  # per (element, corner): row 4 e + corner
         self.vforce = z(B, V, 3)
         self.requires_grad = bool(self.sim_options.requires_grad)
         if self.requires_grad:
@@ -187,8 +201,8 @@ class FEMSolver(ParticleSolver):
             self.pinv = z(B, V, 3, 3)
             self.vdot, self.veng, self.moved = z(B, V), z(B, V), z(B, V)
             self.hd = z(B, E, K.HD_N)
-            self.eq = z(B, E, 4, 3)
-            self.eblk = z(B, E, 4, 3, 3)
+            self.eq = z(B, 4 * E, 3)
+            self.eblk = z(B, 4 * E, 3, 3)
             self.eng = z(B, E)
             self.trial = z(1, B, V, 3)
             self.rz, self.rz0, self.alpha = z(B), z(B), z(B)
@@ -221,11 +235,15 @@ class FEMSolver(ParticleSolver):
 
     def _explicit(self, f, fn):
         st, launch = self.state, self._launch
-        launch(K.element_forces, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info, self.e_k, st.mdir,
-               st.E, st.nu, st.actu, self.ef)
-        with torch.no_grad():
-            self.vforce.zero_()
-        launch(K.gather, self.v_start, self.v_inc, self.ef, self.vforce)
+        for model, e0, e1 in self.model_runs:
+            launch(K.element_forces[model], e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
+                   self.e_k, st.mdir, st.E, st.nu, st.actu, self.ef)
+        if self.requires_grad:
+            with torch.no_grad():
+                self.vforce.zero_()
+            launch(K.gather_ad, self.v_start, self.v_inc, self.ef, self.vforce)
+        else:
+            launch(K.gather, self.v_start, self.v_inc, self.ef, self.vforce)
         launch(K.explicit_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
                st.force, st.cons, st.cons_target, st.cons_k)
 
@@ -238,8 +256,9 @@ class FEMSolver(ParticleSolver):
         self.last_cg_iterations.zero_()
         self.last_newton_iterations.zero_()
         for _newton in range(o.n_newton_iterations):
-            launch(K.newton_elements, f, fn, self.params_f, st.pos, self.el2v, self.Dm_inv, self.vol, *mat,
-                   self.done, self.hd, self.ef, self.eblk, self.eng)
+            for model, e0, e1 in self.model_runs:
+                launch(K.newton_elements[model], e0, e1, f, fn, self.params_f, st.pos, self.el2v, self.Dm_inv,
+                       self.vol, *mat, self.done, self.hd, self.ef, self.eblk, self.eng)
             launch(K.newton_vertices, f, fn, self.params_f, st.pos, st.active, self.p_mass, *cons, st.force,
                    self.xhat, self.v_start, self.v_inc, self.ef, self.eblk, self.done, self.r, self.zv, self.p,
                    self.d, self.pinv, self.nr, self.vdot, self.veng)
@@ -259,8 +278,9 @@ class FEMSolver(ParticleSolver):
         st, launch, o = self.state, self._launch, self.options
         launch(K.cg_start, self.vdot, self.done, self.rz, self.rz0, self.conv, self.iters)
         for it in range(o.n_pcg_iterations):
-            launch(K.cg_elements, self.params_f, self.el2v, self.Dm_inv, self.vol, self.e_info, self.e_k, st.mdir,
-                   st.E, st.nu, self.hd, self.p, self.conv, self.eq)
+            for model, e0, e1 in self.model_runs:
+                launch(K.cg_elements[model], e0, e1, self.params_f, self.el2v, self.Dm_inv, self.vol, self.e_info,
+                       self.e_k, st.mdir, st.E, st.nu, self.hd, self.p, self.conv, self.eq)
             launch(K.cg_q, self.params_f, st.active, self.p_mass, st.cons, st.cons_k, self.v_start, self.v_inc,
                    self.eq, self.p, self.conv, self.q, self.vdot)
             launch(K.cg_alpha, self.vdot, self.rz, self.conv, self.alpha)
@@ -277,8 +297,11 @@ class FEMSolver(ParticleSolver):
                self.step, self.searching)
         for it in range(o.n_linesearch_iterations):
             launch(K.line_trial, fn, st.pos, self.d, self.step, self.searching, self.trial)
-            launch(K.line_energy, f, self.params_f, st.pos, self.trial, self.el2v, self.Dm_inv, self.vol, *mat,
-                   self.hd, st.active, self.p_mass, *cons, st.force, self.xhat, self.searching, self.eng, self.veng)
+            for model, e0, e1 in self.model_runs:
+                launch(K.line_energy[model], e0, e1, f, self.params_f, st.pos, self.trial, self.el2v, self.Dm_inv,
+                       self.vol, *mat, self.hd, self.searching, self.eng)
+            launch(K.line_energy_vertices, f, self.params_f, st.pos, self.trial, st.active, self.p_mass, *cons,
+                   st.force, self.xhat, self.searching, self.veng)
             launch(K.line_check, int(it == o.n_linesearch_iterations - 1), float(o.linesearch_c),
                    float(o.linesearch_tau), self.veng, self.eng, self.e0, self.slope, self.step, self.searching)
             if not bool(self.searching.any()):
@@ -298,9 +321,10 @@ class FEMSolver(ParticleSolver):
             self.vforce.grad.zero_()
         launch(K.explicit_update.grad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
                st.force, st.cons, st.cons_target, st.cons_k)
-        launch(K.gather.grad, self.v_start, self.v_inc, self.ef, self.vforce)
-        launch(K.element_forces.grad, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info, self.e_k, st.mdir,
-               st.E, st.nu, st.actu, self.ef)
+        launch(K.gather_ad.grad, self.v_start, self.v_inc, self.ef, self.vforce)
+        for model, e0, e1 in reversed(self.model_runs):
+            launch(K.element_forces[model].grad, e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
+                   self.e_k, st.mdir, st.E, st.nu, st.actu, self.ef)
 
     def substep_post_coupling_grad(self, f):
         pass  # keep_inside: the identity (it acts only on a vertex that left the domain)
@@ -308,13 +332,15 @@ class FEMSolver(ParticleSolver):
     # -- coupling --------------------------------------------------------------------------------------------------
 
     def particle_view(self, f) -> ParticleView:
-        """Frame f + 1 after this substep's FEM step: the kit's contact puts vertices back outside the geoms."""
+        """Frame f + 1 after this substep's FEM step: the kit's contact puts the surface's vertices back outside
+        the geoms (interior vertices are left out of the contact: `contact_active` = active and on the surface)."""
         fn = self.frames.next(f)
         views = self.__dict__.setdefault("_views", {})
+        st = self.state
+        torch.mul(st.at("active", fn), self.on_surface, out=self.contact_active)
         if fn not in views:
-            st = self.state
             views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
-                                     active=st.at("active", fn), radius=0.0, restitution=0.0)
+                                     active=self.contact_active, radius=0.0, restitution=0.0)
         return views[fn]
 
     # -- inspection ------------------------------------------------------------------------------------------------
@@ -324,6 +350,7 @@ class FEMSolver(ParticleSolver):
         out = torch.zeros(self.batch, self.n_elements, dtype=self.float_dtype, device=self.device)
         st = self.state
         fr = self.frame if f is None else f
-        K.energies(fr, st.pos.detach(), self.el2v, self.Dm_inv, self.vol, self.e_info, self.e_k,
-                   st.at("mdir", fr), st.at("E", fr), st.at("nu", fr), st.at("actu", fr), out)
+        for model, e0, e1 in self.model_runs:
+            K.energies[model](e0, e1, fr, st.pos.detach(), self.el2v, self.Dm_inv, self.vol, self.e_info, self.e_k,
+                              st.at("mdir", fr), st.at("E", fr), st.at("nu", fr), st.at("actu", fr), out)
         return out

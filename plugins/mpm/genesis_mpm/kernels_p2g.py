@@ -10,14 +10,11 @@ import sys
 
 import taichi as ti
 
+from genesis_core.particles.reduce import TASK_STRIDE  # a few (environment, partition) tasks spread over threads
+
 from .kernels_material import particle_update
 from .layout import PF_DT, PF_DX, PF_INV_DX, PF_ORIGIN
 
-# Taichi 1.7.4's CPU code gives each thread at least 512 consecutive iterations of a kernel's outermost loop (its
-# make_cpu_multithreaded_range_for pass), so a loop over a handful of (environment, partition) tasks would run them
-# all on one thread: each task takes TASK_STRIDE iterations of the loop, of which the first does its work, and the
-# tasks spread evenly over the threads.
-TASK_STRIDE = 512
 HIGH_WORD = 1 if sys.byteorder == "little" else 0  # of a float64 seen as two int32
 
 V3 = ti.types.vector(3, float)
