@@ -254,9 +254,16 @@ def _run_mesher(verts, faces, morph):
     fTetWild's default, 1/20 of the bounding box's diagonal. quality=False skips its shape optimisation."""
     pytetwild = _import_pytetwild()
     edge = (3 * np.sqrt(2) * morph.maxvolume) ** (1 / 3) if morph.maxvolume > 0 else None
-    verts, tets = pytetwild.tetrahedralize(verts, faces.astype(np.int32), edge_length_abs=edge,
-                                           optimize=morph.quality, quiet=morph.verbose == 0,
-                                           loglevel=max(0, 4 - morph.verbose))
+    # fTetWild writes a scratch file (__tracked_surface.stl) into the working directory: run it in a temporary one
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="genesis-core-tetwild-") as scratch:
+        os.chdir(scratch)
+        try:
+            verts, tets = pytetwild.tetrahedralize(verts, faces.astype(np.int32), edge_length_abs=edge,
+                                                   optimize=morph.quality, quiet=morph.verbose == 0,
+                                                   loglevel=max(0, 4 - morph.verbose))
+        finally:
+            os.chdir(here)
     return np.asarray(verts, np.float64), np.asarray(tets, np.int64)
 
 

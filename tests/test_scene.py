@@ -76,10 +76,10 @@ def test_missing_plugin_names_the_distribution():
         scene.pbd_solver
     with pytest.raises(gs.PluginNotInstalledError, match="genesis-pbd"):
         gs.materials.PBD
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-fem"):
-        gs.options.FEMOptions
-    with pytest.raises(gs.PluginNotInstalledError, match="genesis-fem"):
-        gs.Scene(fem_options=object())
+    with pytest.raises(gs.PluginNotInstalledError, match="genesis-pbd"):
+        gs.options.PBDOptions
+    with pytest.raises(gs.PluginNotInstalledError, match="genesis-pbd"):
+        gs.Scene(pbd_options=object())
     with pytest.raises(gs.OptionError, match="unexpected keyword 'fluid'"):
         gs.Scene(fluid=1)
 
@@ -254,7 +254,7 @@ def test_review_edge_cases():
         scene.reset(envs_idx=[1, 1])
     with pytest.raises(gs.OptionError, match="got set"):
         scene.reset(envs_idx={1})
-    assert not hasattr(gs.materials, "NoSuchMaterial") and not hasattr(scene, "fem_solver")
+    assert not hasattr(gs.materials, "NoSuchMaterial") and not hasattr(scene, "pbd_solver")
     with pytest.raises(gs.OptionError, match="takes no options"):
         gs.Scene(spring_chain_options=object())
 
