@@ -71,6 +71,29 @@ def test_sph_liquid_tutorial_runs_as_genesis_wrote_it():
     assert "1000 particles after 20 steps" in run.stdout
 
 
+def test_fem_cube_on_box_example_rests_on_the_box():
+    """The soft cube ends on the rigid box's top face (no vertex inside it), squashed as a free column under its
+    weight within 25% (its bottom face is held by friction)."""
+    low, top, expected, measured = load("fem_cube_on_box").main(seconds=0.6)
+    assert low == pytest.approx(top, abs=1e-3)
+    assert measured == pytest.approx(expected, rel=0.25)
+
+
+def test_fem_cantilever_example_converges_to_beam_theory():
+    rows = load("fem_cantilever").main(cells=(2, 4))
+    ratios = [r[3] for r in rows]
+    assert ratios[0] < ratios[1] < 1.0
+    assert ratios[1] == pytest.approx(0.83, abs=0.02)  # the finest mesh's 0.956 is in plugins/fem/tests
+
+
+def test_fem_worm_example_crawls_only_when_its_muscles_work():
+    module = load("fem_worm")
+    travel, arch = module.main(seconds=0.5)
+    assert abs(travel) > 3e-3 and arch > 5e-3
+    still, flat = module.main(seconds=0.2, amplitude=0.0)
+    assert abs(still) < 5e-4 and flat < 1e-3
+
+
 def test_sand_pile_example_settles_into_a_pile():
     top0, profile, speed = load("sand_pile").main(steps=500, grid_density=48)
     heights = [z for _, z in profile]

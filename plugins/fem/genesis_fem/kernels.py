@@ -20,7 +20,11 @@ import math
 
 import taichi as ti
 
-from genesis_core.particles.reduce import TASK_STRIDE  # per-environment tasks spread over the threads
+
+# SERIAL: the element and vertex loops run on one thread. A parallel loop costs about 70 us a launch on a 2-core
+# CPU (the thread pool's wake-up), more than a small mesh's whole work: the solver loads a serial copy of this
+# module for small meshes (`load(serial=True)`), whose kernels are otherwise the same.
+SERIAL = globals().get("SERIAL", False)
 
 V3 = ti.types.vector(3, float)
 M3 = ti.types.matrix(3, 3, float)
@@ -119,15 +123,51 @@ def muscle_energy_stress(F, k_a, m):
 
 
 @ti.func
+def psd_projection(A):
+    """The symmetric 3x3 matrix A with its negative eigenvalues set to zero. Cyclic Jacobi rotations (six sweeps:
+    converged to round-off), robust where eigenvalues repeat."""
+    D = A
+    Q = ti.Matrix.identity(float, 3)
+    for _sweep in range(6):
+        for p, q in ti.static(((0, 1), (0, 2), (1, 2))):
+            apq = D[p, q]
+            rotate = ti.abs(apq) > 1e-300
+            theta = (D[q, q] - D[p, p]) / ti.select(rotate, 2.0 * apq, 1.0)
+            t = ti.select(rotate, ti.select(theta >= 0.0, 1.0, -1.0) / (ti.abs(theta) + ti.sqrt(theta * theta + 1.0)),
+                          0.0)
+            c = 1.0 / ti.sqrt(t * t + 1.0)
+            R = ti.Matrix.identity(float, 3)
+            R[p, p] = c
+            R[q, q] = c
+            R[p, q] = t * c
+            R[q, p] = -t * c
+            Dn = R.transpose() @ D @ R
+            Qn = Q @ R
+            for i, j in ti.static(ti.ndrange(3, 3)):
+                D[i, j] = Dn[i, j]
+                Q[i, j] = Qn[i, j]
+    L = ti.Matrix.zero(float, 3, 3)
+    for i in ti.static(range(3)):
+        L[i, i] = ti.max(D[i, i], 0.0)
+    return Q @ L @ Q.transpose()
+
+
+@ti.func
 def hessian_data(F, model: ti.template(), mu, lam, k_a, m, hd: ti.template(), b, e):
-    """Write what `hessian_apply` needs at F into hd[b, e, :] (projected to positive semi-definite)."""
+    """Write what `hessian_apply` needs at F into hd[b, e, :], projected to positive semi-definite: the twist and
+    flip eigenvalues clamped at zero, the scaling block's eigenvalues too (stable Neo-Hookean; the corotated
+    block 2 mu I + lam 1 1^T is positive semi-definite already)."""
     U = ti.Matrix.identity(float, 3)
     V = ti.Matrix.identity(float, 3)
     A = ti.Matrix.zero(float, 3, 3)
     tw = ti.Vector([0.0, 0.0, 0.0])
     fl = ti.Vector([0.0, 0.0, 0.0])
+    # (element-wise writes throughout: a name re-bound inside a static branch would not reach the code after it)
     if ti.static(model != LINEAR):
-        U, s, V = svd_rv(F)
+        Us, s, Vs = svd_rv(F)
+        for r, c in ti.static(ti.ndrange(3, 3)):
+            U[r, c] = Us[r, c]
+            V[r, c] = Vs[r, c]
         if ti.static(model == NEOHOOKEAN):
             mu_s, lam_s, a = neohookean_params(mu, lam)
             ic = s.dot(s)
@@ -144,8 +184,11 @@ def hessian_data(F, model: ti.template(), mu, lam, k_a, m, hd: ti.template(), b,
                     A[i, j] += g * s[3 - i - j]
             for q in ti.static(range(3)):
                 k = PAIRS[q][2]
-                tw[q] = c1 + g * s[k]
-                fl[q] = c1 - g * s[k]
+                tw[q] = ti.max(c1 + g * s[k], 0.0)
+                fl[q] = ti.max(c1 - g * s[k], 0.0)
+            Ap = psd_projection(A)
+            for i, j in ti.static(ti.ndrange(3, 3)):
+                A[i, j] = Ap[i, j]
         else:
             tr = s.sum() - 3.0
             for i, j in ti.static(ti.ndrange(3, 3)):
@@ -154,14 +197,8 @@ def hessian_data(F, model: ti.template(), mu, lam, k_a, m, hd: ti.template(), b,
                     A[i, j] += 2.0 * mu
             for q in ti.static(range(3)):
                 i, j = PAIRS[q][0], PAIRS[q][1]
-                tw[q] = 2.0 * mu + (2.0 * lam * tr - 4.0 * mu) / ti.max(s[i] + s[j], 1e-6)
+                tw[q] = ti.max(2.0 * mu + (2.0 * lam * tr - 4.0 * mu) / ti.max(s[i] + s[j], 1e-6), 0.0)
                 fl[q] = 2.0 * mu
-        # clamp the eigenvalues at zero
-        evals, evecs = ti.sym_eig(A)
-        A = evecs @ ti.Matrix([[ti.max(evals[0], 0.0), 0.0, 0.0], [0.0, ti.max(evals[1], 0.0), 0.0],
-                               [0.0, 0.0, ti.max(evals[2], 0.0)]]) @ evecs.transpose()
-        tw = ti.max(tw, 0.0)
-        fl = ti.max(fl, 0.0)
     u = F @ m
     length = ti.sqrt(u.dot(u) + EPS * EPS)
     for r, c in ti.static(ti.ndrange(3, 3)):
@@ -259,6 +296,7 @@ def _element_forces(model):
                        vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
                        actu: nd(ndim=2), ef: nd(dtype=V3, ndim=2)):
         """ef[b, e, :] = the elastic (and muscle) forces of element e on its four vertices at frame f."""
+        ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(pos.shape[1], e1 - e0):
             e = e0 + j
             mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
@@ -276,6 +314,7 @@ element_forces = per_model(_element_forces)
 @ti.kernel
 def gather(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, ndim=2)):
     """out[b, i] = the sum of ef [B, 4 E] over vertex i's incident (element, corner) rows, in their fixed order."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(out.shape[0], out.shape[1]):
         acc = ti.Vector([0.0, 0.0, 0.0])
         for j in range(v_start[i], v_start[i + 1]):
@@ -287,6 +326,7 @@ def gather(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out
 def gather_ad(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, ndim=2)):
     """gather for differentiable mode (out zeroed before): the same sums in the same order, accumulated in the
     output so that the reverse needs no stack of the running sum."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(out.shape[0], out.shape[1]):
         for j in range(v_start[i], v_start[i + 1]):
             out[b, i] += ef[b, v_inc[j]]
@@ -298,6 +338,7 @@ def explicit_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
                     cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2)):
     """Symplectic Euler: v' = (v + dt f / m) exp(-damping dt) + dt g, x' = x + dt v'; then the floor (no
     restitution, no friction) and the hard constraints (x' = target, v' = 0)."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         x0 = pos[f, b, i]
         v0 = vel[f, b, i]
@@ -348,6 +389,7 @@ def held(active: ti.template(), cons: ti.template(), b, i):
 def implicit_begin(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
                    active: nd(ndim=2), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2),
                    xhat: nd(dtype=V3, ndim=2), newton_done: nd(ndim=1)):
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         dt = prm[P_DT]
         g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
@@ -359,6 +401,7 @@ def implicit_begin(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndi
         elif cons[b, i] == HARD:
             xh = cons_target[b, i]
         pos[fn, b, i] = xh
+    ti.loop_config(serialize=SERIAL)
     for b in range(newton_done.shape[0]):
         newton_done[b] = 0
 
@@ -371,6 +414,7 @@ def _newton_elements(model):
                         ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2), eng: nd(ndim=2)):
         """At the iterate x = pos[fn]: each element's Hessian data, its forces -dE_e/dx (elastic, muscle, stiffness
         damping) into ef, the diagonal 3x3 blocks of its Hessian into eblk, and its energy into eng."""
+        ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(pos.shape[1], e1 - e0):
             e = e0 + j
             if done[b] == 0:
@@ -386,21 +430,19 @@ def _newton_elements(model):
                 D = Dm_inv[e]
                 store_forces(ef, b, e, -W * (P + P_m + bd * dP) @ D.transpose())
                 eng[b, e] = W * (psi + psi_m + 0.5 * bd * (dF * dP).sum())
-                # diagonal blocks: corner a, direction c -> dF = e_c (grad of the corner's shape function)^T
-                for a in ti.static(range(4)):
-                    gr = ti.Vector([0.0, 0.0, 0.0])
-                    if ti.static(a == 0):
-                        gr = -(D[0, :] + D[1, :] + D[2, :])
-                    else:
-                        gr = ti.Vector([D[a - 1, 0], D[a - 1, 1], D[a - 1, 2]])
+                # diagonal blocks: corner a, direction c -> dF = e_c gr^T, gr the gradient of the corner's shape
+                # function (runtime loops: one copy of hessian_apply in the code, not twelve)
+                r0 = ti.Vector([D[0, 0], D[0, 1], D[0, 2]])
+                r1 = ti.Vector([D[1, 0], D[1, 1], D[1, 2]])
+                r2 = ti.Vector([D[2, 0], D[2, 1], D[2, 2]])
+                for a in range(4):
+                    gr = ti.select(a == 1, r0, ti.select(a == 2, r1, ti.select(a == 3, r2, -(r0 + r1 + r2))))
                     blk = ti.Matrix.zero(float, 3, 3)
-                    for c in ti.static(range(3)):
-                        ec = ti.Vector([0.0, 0.0, 0.0])
-                        ec[c] = 1.0
+                    for c in range(3):
+                        ec = ti.Vector([ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0),
+                                        ti.select(c == 2, 1.0, 0.0)])
                         dPc = hessian_apply(ec.outer_product(gr), model, mu, lam, m, hd, b, e)
-                        col = (1.0 + bd) * W * dPc @ gr
-                        for r in ti.static(range(3)):
-                            blk[r, c] = col[r]
+                        blk += ((1.0 + bd) * W * dPc @ gr).outer_product(ec)
                     eblk[b, 4 * e + a] = blk
 
     return newton_elements
@@ -419,6 +461,7 @@ def newton_vertices(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
                     vdot: nd(ndim=2), veng: nd(ndim=2)):
     """The gradient's negative r = -grad E (also kept in nr), the block-Jacobi preconditioner, z = P r, p = z, d = 0; vdot = r.z
     and veng = the vertex terms of E, per vertex (summed per environment in a fixed order by env_sums)."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if done[b] == 0:
             zero = ti.Vector([0.0, 0.0, 0.0])
@@ -466,14 +509,13 @@ def cg_start(vdot: nd(ndim=2), done: nd(ndim=1), rz: nd(ndim=1), rz0: nd(ndim=1)
              iters: nd(ndim=1)):
     """Per environment (fixed order): rz = r.z of the first residual; an environment whose Newton loop is done,
     or whose residual is zero, does not iterate."""
-    for t in range(vdot.shape[0] * TASK_STRIDE):
-        if t % TASK_STRIDE == 0:
-            b = t // TASK_STRIDE
-            s = env_sum(vdot, b, vdot.shape[1])
-            rz[b] = s
-            rz0[b] = s
-            conv[b] = ti.select(done[b] != 0 or s <= 0.0, 1, 0)
-            iters[b] = 0
+    ti.loop_config(serialize=True)  # per environment: tiny work, no thread pool
+    for b in range(vdot.shape[0]):
+        s = env_sum(vdot, b, vdot.shape[1])
+        rz[b] = s
+        rz0[b] = s
+        conv[b] = ti.select(done[b] != 0 or s <= 0.0, 1, 0)
+        iters[b] = 0
 
 
 def _cg_elements(model):
@@ -482,6 +524,7 @@ def _cg_elements(model):
                     e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), hd: nd(ndim=3),
                     p: nd(dtype=V3, ndim=2), conv: nd(ndim=1), eq: nd(dtype=V3, ndim=2)):
         """eq[b, e, :] = minus the element's stiffness (with the stiffness damping's factor) applied to p."""
+        ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(p.shape[0], e1 - e0):
             e = e0 + j
             if conv[b] == 0:
@@ -502,6 +545,7 @@ def cg_q(prm: nd(ndim=1), active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2)
          v_start: nd(ndim=1), v_inc: nd(ndim=1), eq: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
          conv: nd(ndim=1), q: nd(dtype=V3, ndim=2), vdot: nd(ndim=2)):
     """q = H p; vdot = p.q per vertex."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(p.shape[0], p.shape[1]):
         if conv[b] == 0:
             qi = ti.Vector([0.0, 0.0, 0.0])
@@ -516,18 +560,18 @@ def cg_q(prm: nd(ndim=1), active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2)
 
 @ti.kernel
 def cg_alpha(vdot: nd(ndim=2), rz: nd(ndim=1), conv: nd(ndim=1), alpha: nd(ndim=1)):
-    for t in range(vdot.shape[0] * TASK_STRIDE):
-        if t % TASK_STRIDE == 0:
-            b = t // TASK_STRIDE
-            if conv[b] == 0:
-                pq = env_sum(vdot, b, vdot.shape[1])
-                alpha[b] = ti.select(pq > 0.0, rz[b] / ti.max(pq, 1e-300), 0.0)
+    ti.loop_config(serialize=True)  # per environment: tiny work, no thread pool
+    for b in range(vdot.shape[0]):
+        if conv[b] == 0:
+            pq = env_sum(vdot, b, vdot.shape[1])
+            alpha[b] = ti.select(pq > 0.0, rz[b] / ti.max(pq, 1e-300), 0.0)
 
 
 @ti.kernel
 def cg_update(alpha: nd(ndim=1), conv: nd(ndim=1), p: nd(dtype=V3, ndim=2), q: nd(dtype=V3, ndim=2),
               pinv: nd(dtype=M3, ndim=2), d: nd(dtype=V3, ndim=2), r: nd(dtype=V3, ndim=2),
               z: nd(dtype=V3, ndim=2), vdot: nd(ndim=2)):
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(p.shape[0], p.shape[1]):
         if conv[b] == 0:
             a = alpha[b]
@@ -544,18 +588,17 @@ def cg_direction(vdot: nd(ndim=2), threshold: float, max_it: ti.i32, rz: nd(ndim
                  alpha: nd(ndim=1), conv: nd(ndim=1), iters: nd(ndim=1), z: nd(dtype=V3, ndim=2),
                  p: nd(dtype=V3, ndim=2)):
     """Per environment: the new r.z, convergence (r.z below threshold times the first, or the cap), p = z + beta p."""
-    for t in range(vdot.shape[0] * TASK_STRIDE):
-        if t % TASK_STRIDE == 0:
-            b = t // TASK_STRIDE
-            if conv[b] == 0:
-                s = env_sum(vdot, b, vdot.shape[1])
-                iters[b] += 1
-                if s <= threshold * rz0[b] or iters[b] >= max_it or alpha[b] == 0.0:
-                    conv[b] = 1
-                beta = s / ti.max(rz[b], 1e-300)
-                rz[b] = s
-                for i in range(p.shape[1]):
-                    p[b, i] = z[b, i] + beta * p[b, i]
+    ti.loop_config(serialize=True)  # per environment: tiny work, no thread pool
+    for b in range(vdot.shape[0]):
+        if conv[b] == 0:
+            s = env_sum(vdot, b, vdot.shape[1])
+            iters[b] += 1
+            if s <= threshold * rz0[b] or iters[b] >= max_it or alpha[b] == 0.0:
+                conv[b] = 1
+            beta = s / ti.max(rz[b], 1e-300)
+            rz[b] = s
+            for i in range(p.shape[1]):
+                p[b, i] = z[b, i] + beta * p[b, i]
 
 
 @ti.kernel
@@ -563,21 +606,22 @@ def line_start(vdot: nd(ndim=2), veng: nd(ndim=2), eng: nd(ndim=2), nr: nd(dtype
                d: nd(dtype=V3, ndim=2), done: nd(ndim=1), e0: nd(ndim=1), slope: nd(ndim=1), step: nd(ndim=1),
                searching: nd(ndim=1)):
     """Per environment: E at the iterate, the slope grad E . d, a first step of 1."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(nr.shape[0], nr.shape[1]):
         vdot[b, i] = -nr[b, i].dot(d[b, i])
-    for t in range(nr.shape[0] * TASK_STRIDE):
-        if t % TASK_STRIDE == 0:
-            b = t // TASK_STRIDE
-            e0[b] = env_sum(veng, b, veng.shape[1]) + env_sum(eng, b, eng.shape[1])
-            slope[b] = env_sum(vdot, b, vdot.shape[1])
-            step[b] = 1.0
-            searching[b] = ti.select(done[b] == 0, 1, 0)
+    ti.loop_config(serialize=True)  # per environment: tiny work, no thread pool
+    for b in range(nr.shape[0]):
+        e0[b] = env_sum(veng, b, veng.shape[1]) + env_sum(eng, b, eng.shape[1])
+        slope[b] = env_sum(vdot, b, vdot.shape[1])
+        step[b] = 1.0
+        searching[b] = ti.select(done[b] == 0, 1, 0)
 
 
 @ti.kernel
 def line_trial(fn: ti.i32, pos: nd(dtype=V3, ndim=3), d: nd(dtype=V3, ndim=2), step: nd(ndim=1),
                searching: nd(ndim=1), trial: nd(dtype=V3, ndim=3)):
     """trial[0] = x + s d for the environments still searching."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(d.shape[0], d.shape[1]):
         if searching[b] != 0:
             trial[0, b, i] = pos[fn, b, i] + step[b] * d[b, i]
@@ -590,6 +634,7 @@ def _line_energy(model):
                     e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2),
                     hd: nd(ndim=3), searching: nd(ndim=1), eng: nd(ndim=2)):
         """E's element terms at the trial positions (the stiffness damping with the iterate's K)."""
+        ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(trial.shape[1], e1 - e0):
             e = e0 + j
             if searching[b] != 0:
@@ -616,6 +661,7 @@ def line_energy_vertices(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
                          cons_k: nd(ndim=2), force: nd(dtype=V3, ndim=2), xhat: nd(dtype=V3, ndim=2),
                          searching: nd(ndim=1), veng: nd(ndim=2)):
     """E's vertex terms at the trial positions."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(trial.shape[1], trial.shape[2]):
         if searching[b] != 0:
             v = 0.0
@@ -634,41 +680,41 @@ def line_energy_vertices(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
 def line_check(last: ti.i32, c: float, tau: float, veng: nd(ndim=2), eng: nd(ndim=2), e0: nd(ndim=1),
                slope: nd(ndim=1), step: nd(ndim=1), searching: nd(ndim=1)):
     """Armijo: accept s where E(x + s d) <= E(x) + c s slope; else s *= tau (the last trial's s is kept anyway)."""
-    for t in range(e0.shape[0] * TASK_STRIDE):
-        if t % TASK_STRIDE == 0:
-            b = t // TASK_STRIDE
-            if searching[b] != 0:
-                e1 = env_sum(veng, b, veng.shape[1]) + env_sum(eng, b, eng.shape[1])
-                if e1 <= e0[b] + c * step[b] * slope[b]:
-                    searching[b] = 0
-                elif last == 0:
-                    step[b] *= tau
+    ti.loop_config(serialize=True)  # per environment: tiny work, no thread pool
+    for b in range(e0.shape[0]):
+        if searching[b] != 0:
+            e1 = env_sum(veng, b, veng.shape[1]) + env_sum(eng, b, eng.shape[1])
+            if e1 <= e0[b] + c * step[b] * slope[b]:
+                searching[b] = 0
+            elif last == 0:
+                step[b] *= tau
 
 
 @ti.kernel
 def newton_step(fn: ti.i32, threshold: float, pos: nd(dtype=V3, ndim=3), d: nd(dtype=V3, ndim=2),
                 step: nd(ndim=1), done: nd(ndim=1), moved: nd(ndim=2)):
     """x += s d; an environment whose vertices all moved less than the threshold is done."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(d.shape[0], d.shape[1]):
         if done[b] == 0:
             dx = step[b] * d[b, i]
             pos[fn, b, i] += dx
             moved[b, i] = ti.max(ti.abs(dx[0]), ti.abs(dx[1]), ti.abs(dx[2]))
-    for t in range(d.shape[0] * TASK_STRIDE):
-        if t % TASK_STRIDE == 0:
-            b = t // TASK_STRIDE
-            if done[b] == 0:
-                mx = 0.0
-                for i in range(d.shape[1]):
-                    mx = ti.max(mx, moved[b, i])
-                if mx < threshold:
-                    done[b] = 1
+    ti.loop_config(serialize=True)  # per environment: tiny work, no thread pool
+    for b in range(d.shape[0]):
+        if done[b] == 0:
+            mx = 0.0
+            for i in range(d.shape[1]):
+                mx = ti.max(mx, moved[b, i])
+            if mx < threshold:
+                done[b] = 1
 
 
 @ti.kernel
 def implicit_finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
                     active: nd(ndim=2), cons: nd(ndim=2)):
     """v' = (x' - x) / dt, then the floor and the hard constraints as in the explicit step."""
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if active[b, i] == 0:
             pos[fn, b, i] = pos[f, b, i]
@@ -693,6 +739,7 @@ def _probe(model):
               k_a: float, m_in: nd(dtype=V3, ndim=1), psi_out: nd(ndim=1), P_out: nd(dtype=M3, ndim=1),
               dP_out: nd(dtype=M3, ndim=1), hd: nd(ndim=3)):
         """psi(F), P(F) and the (projected) Hessian applied to dF, for each F of F_in: the material functions alone."""
+        ti.loop_config(serialize=SERIAL)
         for j in range(e1 - e0):
             n = e0 + j
             psi, P = energy_stress(F_in[n], model, mu, lam)
@@ -720,6 +767,7 @@ def _energies(model):
                  e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
                  actu: nd(ndim=2), out: nd(ndim=2)):
         """out[b, e] = W psi(F) at frame f (muscle energy included)."""
+        ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(pos.shape[1], e1 - e0):
             e = e0 + j
             mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
@@ -732,3 +780,20 @@ def _energies(model):
 
 
 energies = per_model(_energies)
+
+
+def load(serial: bool):
+    """This module with its loops serial (a second copy of it, whose kernels are compiled separately) or as is."""
+    import importlib.util
+    import sys
+
+    if not serial:
+        return sys.modules[__name__]
+    name = __name__ + "_serial"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, __file__)
+        module = importlib.util.module_from_spec(spec)
+        module.SERIAL = True
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

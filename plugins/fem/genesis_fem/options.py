@@ -16,8 +16,8 @@ class FEMOptions(ParticleOptions):
     backtracking line search) instead of symplectic Euler.
     n_newton_iterations, n_pcg_iterations, n_linesearch_iterations: the caps of the three loops (0 line-search
     iterations: full Newton steps). newton_dx_threshold: an environment's Newton loop stops when no vertex moved
-    more than this (m) in an iteration. pcg_threshold: the CG solve stops when the residual's norm fell below this
-    fraction of the first one. linesearch_c (Armijo's sufficient decrease), linesearch_tau (the step's shrink
+    more than this (m) in an iteration. pcg_threshold: the CG solve stops when r.z (the preconditioned squared
+    residual) fell below this fraction of its first value. linesearch_c (Armijo's sufficient decrease), linesearch_tau (the step's shrink
     factor). damping_alpha (1/s), damping_beta (s): implicit solver: Rayleigh damping, forces -alpha M v and
     -beta K v. enable_vertex_constraints: accepted for Genesis scripts; vertex constraints always work here.
     lower_bound, upper_bound: the domain (m) that every vertex lies in (its walls stop a body that reaches them).

@@ -34,6 +34,7 @@ from .materials import Elastic
 from .options import FEMOptions
 
 CHECK_EVERY = 8  # conjugate-gradient iterations between two looks at the environments' convergence flags
+SERIAL_BELOW = 4000  # element-environments below which the kernels run serial (kernels.SERIAL)
 
 
 class FEMSolver(ParticleSolver):
@@ -176,6 +177,7 @@ class FEMSolver(ParticleSolver):
     def _build_scratch(self):
         fl, dev, B, V, E = self.float_dtype, self.device, self.batch, self.n_particles, self.n_elements
         self._launch = Launcher()
+        self.kern = K.load(serial=dev.type == "cpu" and B * E < SERIAL_BELOW)
 
         def z(*shape, dtype=fl):
             return torch.zeros(shape, dtype=dtype, device=dev)
@@ -236,30 +238,30 @@ class FEMSolver(ParticleSolver):
     def _explicit(self, f, fn):
         st, launch = self.state, self._launch
         for model, e0, e1 in self.model_runs:
-            launch(K.element_forces[model], e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
+            launch(self.kern.element_forces[model], e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
                    self.e_k, st.mdir, st.E, st.nu, st.actu, self.ef)
         if self.requires_grad:
             with torch.no_grad():
                 self.vforce.zero_()
-            launch(K.gather_ad, self.v_start, self.v_inc, self.ef, self.vforce)
+            launch(self.kern.gather_ad, self.v_start, self.v_inc, self.ef, self.vforce)
         else:
-            launch(K.gather, self.v_start, self.v_inc, self.ef, self.vforce)
-        launch(K.explicit_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
+            launch(self.kern.gather, self.v_start, self.v_inc, self.ef, self.vforce)
+        launch(self.kern.explicit_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
                st.force, st.cons, st.cons_target, st.cons_k)
 
     def _implicit(self, f, fn):
         st, launch, o = self.state, self._launch, self.options
         mat = (self.e_info, self.e_k, st.mdir, st.E, st.nu, st.actu)
         cons = (st.cons, st.cons_target, st.cons_k)
-        launch(K.implicit_begin, f, fn, self.params_f, st.pos, st.vel, st.active, st.cons, st.cons_target,
+        launch(self.kern.implicit_begin, f, fn, self.params_f, st.pos, st.vel, st.active, st.cons, st.cons_target,
                self.xhat, self.done)
         self.last_cg_iterations.zero_()
         self.last_newton_iterations.zero_()
         for _newton in range(o.n_newton_iterations):
             for model, e0, e1 in self.model_runs:
-                launch(K.newton_elements[model], e0, e1, f, fn, self.params_f, st.pos, self.el2v, self.Dm_inv,
+                launch(self.kern.newton_elements[model], e0, e1, f, fn, self.params_f, st.pos, self.el2v, self.Dm_inv,
                        self.vol, *mat, self.done, self.hd, self.ef, self.eblk, self.eng)
-            launch(K.newton_vertices, f, fn, self.params_f, st.pos, st.active, self.p_mass, *cons, st.force,
+            launch(self.kern.newton_vertices, f, fn, self.params_f, st.pos, st.active, self.p_mass, *cons, st.force,
                    self.xhat, self.v_start, self.v_inc, self.ef, self.eblk, self.done, self.r, self.zv, self.p,
                    self.d, self.pinv, self.nr, self.vdot, self.veng)
             self._cg()
@@ -268,24 +270,24 @@ class FEMSolver(ParticleSolver):
             else:
                 self.step.fill_(1.0)
             self.last_newton_iterations += (self.done == 0).to(torch.int32)
-            launch(K.newton_step, fn, float(o.newton_dx_threshold), st.pos, self.d, self.step, self.done,
+            launch(self.kern.newton_step, fn, float(o.newton_dx_threshold), st.pos, self.d, self.step, self.done,
                    self.moved)
             if bool(self.done.all()):
                 break
-        launch(K.implicit_finish, f, fn, self.params_f, st.pos, st.vel, st.active, st.cons)
+        launch(self.kern.implicit_finish, f, fn, self.params_f, st.pos, st.vel, st.active, st.cons)
 
     def _cg(self):
         st, launch, o = self.state, self._launch, self.options
-        launch(K.cg_start, self.vdot, self.done, self.rz, self.rz0, self.conv, self.iters)
+        launch(self.kern.cg_start, self.vdot, self.done, self.rz, self.rz0, self.conv, self.iters)
         for it in range(o.n_pcg_iterations):
             for model, e0, e1 in self.model_runs:
-                launch(K.cg_elements[model], e0, e1, self.params_f, self.el2v, self.Dm_inv, self.vol, self.e_info,
+                launch(self.kern.cg_elements[model], e0, e1, self.params_f, self.el2v, self.Dm_inv, self.vol, self.e_info,
                        self.e_k, st.mdir, st.E, st.nu, self.hd, self.p, self.conv, self.eq)
-            launch(K.cg_q, self.params_f, st.active, self.p_mass, st.cons, st.cons_k, self.v_start, self.v_inc,
+            launch(self.kern.cg_q, self.params_f, st.active, self.p_mass, st.cons, st.cons_k, self.v_start, self.v_inc,
                    self.eq, self.p, self.conv, self.q, self.vdot)
-            launch(K.cg_alpha, self.vdot, self.rz, self.conv, self.alpha)
-            launch(K.cg_update, self.alpha, self.conv, self.p, self.q, self.pinv, self.d, self.r, self.zv, self.vdot)
-            launch(K.cg_direction, self.vdot, float(o.pcg_threshold), o.n_pcg_iterations, self.rz, self.rz0,
+            launch(self.kern.cg_alpha, self.vdot, self.rz, self.conv, self.alpha)
+            launch(self.kern.cg_update, self.alpha, self.conv, self.p, self.q, self.pinv, self.d, self.r, self.zv, self.vdot)
+            launch(self.kern.cg_direction, self.vdot, float(o.pcg_threshold), o.n_pcg_iterations, self.rz, self.rz0,
                    self.alpha, self.conv, self.iters, self.zv, self.p)
             if (it + 1) % CHECK_EVERY == 0 and bool(self.conv.all()):
                 break
@@ -293,16 +295,16 @@ class FEMSolver(ParticleSolver):
 
     def _line_search(self, f, fn, mat, cons):
         st, launch, o = self.state, self._launch, self.options
-        launch(K.line_start, self.vdot, self.veng, self.eng, self.nr, self.d, self.done, self.e0, self.slope,
+        launch(self.kern.line_start, self.vdot, self.veng, self.eng, self.nr, self.d, self.done, self.e0, self.slope,
                self.step, self.searching)
         for it in range(o.n_linesearch_iterations):
-            launch(K.line_trial, fn, st.pos, self.d, self.step, self.searching, self.trial)
+            launch(self.kern.line_trial, fn, st.pos, self.d, self.step, self.searching, self.trial)
             for model, e0, e1 in self.model_runs:
-                launch(K.line_energy[model], e0, e1, f, self.params_f, st.pos, self.trial, self.el2v, self.Dm_inv,
+                launch(self.kern.line_energy[model], e0, e1, f, self.params_f, st.pos, self.trial, self.el2v, self.Dm_inv,
                        self.vol, *mat, self.hd, self.searching, self.eng)
-            launch(K.line_energy_vertices, f, self.params_f, st.pos, self.trial, st.active, self.p_mass, *cons,
+            launch(self.kern.line_energy_vertices, f, self.params_f, st.pos, self.trial, st.active, self.p_mass, *cons,
                    st.force, self.xhat, self.searching, self.veng)
-            launch(K.line_check, int(it == o.n_linesearch_iterations - 1), float(o.linesearch_c),
+            launch(self.kern.line_check, int(it == o.n_linesearch_iterations - 1), float(o.linesearch_c),
                    float(o.linesearch_tau), self.veng, self.eng, self.e0, self.slope, self.step, self.searching)
             if not bool(self.searching.any()):
                 break
@@ -319,11 +321,11 @@ class FEMSolver(ParticleSolver):
         with torch.no_grad():
             self.ef.grad.zero_()
             self.vforce.grad.zero_()
-        launch(K.explicit_update.grad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
+        launch(self.kern.explicit_update.grad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
                st.force, st.cons, st.cons_target, st.cons_k)
-        launch(K.gather_ad.grad, self.v_start, self.v_inc, self.ef, self.vforce)
+        launch(self.kern.gather_ad.grad, self.v_start, self.v_inc, self.ef, self.vforce)
         for model, e0, e1 in reversed(self.model_runs):
-            launch(K.element_forces[model].grad, e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
+            launch(self.kern.element_forces[model].grad, e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
                    self.e_k, st.mdir, st.E, st.nu, st.actu, self.ef)
 
     def substep_post_coupling_grad(self, f):
@@ -351,6 +353,6 @@ class FEMSolver(ParticleSolver):
         st = self.state
         fr = self.frame if f is None else f
         for model, e0, e1 in self.model_runs:
-            K.energies[model](e0, e1, fr, st.pos.detach(), self.el2v, self.Dm_inv, self.vol, self.e_info, self.e_k,
+            self.kern.energies[model](e0, e1, fr, st.pos.detach(), self.el2v, self.Dm_inv, self.vol, self.e_info, self.e_k,
                               st.at("mdir", fr), st.at("E", fr), st.at("nu", fr), st.at("actu", fr), out)
         return out

@@ -106,20 +106,6 @@ def _stretches(rng, n=12):
     return R1 @ (s[:, :, None] * np.swapaxes(R2, 1, 2))
 
 
-# Two findings about kernels.hessian_data's projection (see the final checks below):
-# - it projects the 3x3 scaling block A by A <- V max(D, 0) V^T with (D, V) from ti.sym_eig, whose eigenvectors
-#   are not orthonormal when an eigenvalue repeats: for A = [[4,2,2],[2,4,2],[2,2,4]] it returns the right
-#   eigenvalues (2, 2, 8) but V D V^T differs from A by 3.6 (max entry), for [[3,1,0],[1,3,0],[0,0,2]] by 3.0
-#   (measured; 2e-12 when the pair is split by 1e-3). The corotated model's A, 2 mu I + lam 11^T, always has a
-#   repeated eigenvalue, and SNH's has one wherever two singular values of F are equal (rest, uniaxial states):
-#   with the branchy kernels of the first version these two Hessian tests failed by 0.87 and 0.70 relative.
-# - with the per-model kernels (model a ti.template(), `if ti.static(...)`), the clamped A, tw and fl that it
-#   assigns at the end do not reach hd: probe returns the exact, unprojected Hessian (the two tests above pass,
-#   and the semi-definiteness test fails with eigenvalues equal to the exact Hessian's, e.g. -15.4, -7.9, -0.34
-#   for corotated at a det -2.4 F).
-PROJECTION_LOST = pytest.mark.xfail(strict=True, reason=(
-    "kernels.hessian_data: the clamped scaling block and twist/flip eigenvalues are not what hessian_apply "
-    "reads: the 'projected' Hessian equals the exact one, with its negative eigenvalues"))
 
 
 def _check_hessian(F, code, k_a, m, rng, positive=True):
@@ -155,8 +141,8 @@ def test_hessian_is_the_stress_derivative_where_unprojected(model, k_a):
 def test_neohookean_hessian_at_repeated_singular_values():
     """The same check for stable Neo-Hookean at F with repeated singular values, where its exact Hessian is still
     positive semi-definite (min eigenvalue / max >= -1e-10 measured): rest (F = I, a rotation), and uniaxial /
-    biaxial stretch R diag(1.2, 1.1, 1.1) Q^T, R diag(1.15, 1.15, 1.05) Q^T. Measured: 1e-10 now (0.70 relative with the
-    projection through ti.sym_eig, see above); the differences of P agree with each other to 1.6e-10 for h in 1e-5..1e-6.
+    biaxial stretch R diag(1.2, 1.1, 1.1) Q^T, R diag(1.15, 1.15, 1.05) Q^T. Measured: 1e-10 (an eigensolver that is not robust to
+    repeated eigenvalues, Taichi's sym_eig, gave 0.70 relative); the differences of P agree with each other to 1.6e-10 for h in 1e-5..1e-6.
     (Corotated is left out here: ti.svd's singular vectors at repeated singular values make its P's differences
     noisy, 1e-3 relative.)"""
     model = "stable_neohookean"
@@ -167,8 +153,7 @@ def test_neohookean_hessian_at_repeated_singular_values():
     _check_hessian(F, MODELS[model], 0.0, unit(rng, len(F)), rng, positive=False)
 
 
-@pytest.mark.parametrize("model", ["linear", pytest.param("linear_corotated", marks=PROJECTION_LOST),
-                                   pytest.param("stable_neohookean", marks=PROJECTION_LOST)])
+@pytest.mark.parametrize("model", list(MODELS))
 def test_projected_hessian_is_positive_semidefinite(model):
     """At 64 random F, a third of them inverted (det < 0), with a muscle term: the 9x9 projected Hessian is
     symmetric and has no negative eigenvalue (measured: min eigenvalue / max >= -1.5e-16, asymmetry <= 5e-16)."""
