@@ -23,9 +23,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 
-from sph import per_env, rss
+from common import per_env, timed_row
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 
@@ -35,7 +34,7 @@ def default_steps(solver, n_envs):
     return max(1, round(base * 8 / (8 + n_envs)))
 
 
-def one(engine, solver, n_envs, steps, warmup):
+def one(engine, solver, n_envs, steps, warmup, maxvolume=2e-7):
     """One row in this process: build, warm up, time; prints one `fem-row {json}` line."""
     gs = importlib.import_module(ENGINES[engine])
     gs.init(backend=gs.cpu, precision="32", logging_level="error")
@@ -44,32 +43,19 @@ def one(engine, solver, n_envs, steps, warmup):
                      fem_options=gs.options.FEMOptions(use_implicit_solver=solver == "implicit"), show_viewer=False)
     scene.add_entity(gs.morphs.Plane())
     ball = scene.add_entity(material=gs.materials.FEM.Elastic(E=1e5, nu=0.3, rho=1000),
-                            morph=gs.morphs.Sphere(pos=(0.0, 0.0, 0.5), radius=0.1, maxvolume=2e-7))
-    before = rss()
-    t0 = time.perf_counter()
-    scene.build(n_envs=n_envs) if n_envs > 1 else scene.build()
-    build_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(warmup):
-        scene.step()
-    warmup_s = time.perf_counter() - t0
-    growth = rss() - before
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        scene.step()
-    seconds = time.perf_counter() - t0
+                            morph=gs.morphs.Sphere(pos=(0.0, 0.0, 0.5), radius=0.1, maxvolume=maxvolume))
+    t = timed_row(scene, n_envs, warmup, steps)
     n = int(ball.n_vertices)
     print("fem-row " + json.dumps({
         "engine": engine, "solver": solver, "n_envs": n_envs, "vertices": n, "elements": int(ball.n_elements),
-        "steps": steps, "build_s": build_s, "warmup_s": warmup_s, "seconds": seconds,
-        "rate": n * substeps * steps * n_envs / seconds, "growth": growth}), flush=True)
+        "steps": steps, **t, "rate": n * substeps * steps * n_envs / t["seconds"]}), flush=True)
 
 
 def spawn(python, engine, solver, n_envs, args):
     steps = args.steps if args.steps is not None else default_steps(solver, n_envs)
     warmup = args.warmup if args.warmup is not None else 1
     cmd = [python, os.path.abspath(__file__), "--one", solver, str(n_envs), "--engine", engine, "--steps",
-           str(steps), "--warmup", str(warmup)]
+           str(steps), "--warmup", str(warmup), "--maxvolume", str(args.maxvolume)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     line = [x for x in res.stdout.splitlines() if x.startswith("fem-row ")]
     if res.returncode != 0 or not line:
@@ -90,6 +76,8 @@ def main():
     parser.add_argument("--steps", type=int, default=None, help="timed steps per row (default: fewer as the "
                         "batch grows; explicit 18 at 1 environment, implicit 4)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps before them (default 1)")
+    parser.add_argument("--maxvolume", type=float, default=2e-7, help="the sphere's tet volume bound (smaller: "
+                        "more vertices)")
     parser.add_argument("--no-anchor", action="store_true", help="ours only, even with GENESIS_WORLD_PYTHON set")
     parser.add_argument("--one", nargs=2, metavar=("SOLVER", "N_ENVS"), help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=sorted(ENGINES), default="ours", help=argparse.SUPPRESS)
@@ -97,13 +85,13 @@ def main():
     if args.one:
         solver, n = args.one[0], int(args.one[1])
         return one(args.engine, solver, n, args.steps if args.steps is not None else default_steps(solver, n),
-                   args.warmup if args.warmup is not None else 1)
+                   args.warmup if args.warmup is not None else 1, args.maxvolume)
     if any(n < 1 for n in args.envs):
         parser.error("--envs: numbers of environments, 1 or more (1 builds the scene unbatched)")
     python = None if args.no_anchor else os.environ.get("GENESIS_WORLD_PYTHON")
     engines = [("ours", sys.executable)] + ([("genesis", python)] if python else [])
-    print("FEM sphere, radius 0.1 m, maxvolume 2e-7, E 1e5, dt 1e-4, 10 substeps, float32, CPU; each row a fresh "
-          "process")
+    print(f"FEM sphere, radius 0.1 m, maxvolume {args.maxvolume:g}, E 1e5, dt 1e-4, 10 substeps, float32, CPU; "
+          "each row a fresh process")
     print(f"{'engine':>8}{'solver':>9}{'n_envs':>7}{'vertices':>9}{'elements':>9}{'steps':>6}{'build, s':>10}"
           f"{'warm-up, s':>12}{'vertex-substeps/s':>20}{'RSS+, MiB':>11}")
     rows, ours_failed = {}, False

@@ -36,15 +36,10 @@ import json
 import os
 import subprocess
 import sys
-import time
+
+from common import per_env, timed_row
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
-
-
-def rss():
-    """Resident memory of this process, bytes."""
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS"))
 
 
 def default_steps(n_envs):
@@ -67,24 +62,11 @@ def one(engine, solver, n_envs, steps, warmup, particle_size):
     scene.add_entity(gs.morphs.Plane())
     water = scene.add_entity(material=gs.materials.SPH.Liquid(),
                              morph=gs.morphs.Box(pos=(0.0, 0.0, 0.65), size=(0.4, 0.4, 0.4)))
-    before = rss()
-    t0 = time.perf_counter()
-    scene.build(n_envs=n_envs) if n_envs > 1 else scene.build()
-    build_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(warmup):
-        scene.step()
-    warmup_s = time.perf_counter() - t0
-    growth = rss() - before
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        scene.step()  # CPU launches are synchronous: the step has finished when it returns
-    seconds = time.perf_counter() - t0
+    t = timed_row(scene, n_envs, warmup, steps)
     n = int(water.n_particles)
     print("sph-row " + json.dumps({
-        "engine": engine, "solver": solver, "n_envs": n_envs, "particles": n, "steps": steps, "build_s": build_s,
-        "warmup_s": warmup_s, "seconds": seconds, "rate": n * substeps * steps * n_envs / seconds,
-        "growth": growth}), flush=True)
+        "engine": engine, "solver": solver, "n_envs": n_envs, "particles": n, "steps": steps, **t,
+        "rate": n * substeps * steps * n_envs / t["seconds"]}), flush=True)
 
 
 def spawn(python, engine, solver, n_envs, args):
@@ -103,17 +85,6 @@ def spawn(python, engine, solver, n_envs, args):
     print(f"{engine:>8}{solver:>7}{n_envs:>7}{row['particles']:>10}{row['steps']:>6}{row['build_s']:>10.1f}"
           f"{row['warmup_s']:>12.1f}{row['rate']:>22.3g}{row['growth'] / 2 ** 20:>11.1f}", flush=True)
     return row
-
-
-def per_env(row, base):
-    """MiB per environment: the whole growth at 1 environment, the growth beyond 1 environment's over N - 1."""
-    if row is None:
-        return None
-    if row["n_envs"] == 1:
-        return row["growth"] / 2 ** 20
-    if base is None:
-        return None
-    return (row["growth"] - base["growth"]) / (row["n_envs"] - 1) / 2 ** 20
 
 
 def main():

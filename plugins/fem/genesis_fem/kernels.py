@@ -6,8 +6,8 @@ F = Ds Dm^-1 its deformation gradient, W = |det Dm| / 6 its rest volume. Its ela
 force on v1..v3 is the columns of -W P Dm^-T (P = dpsi/dF, the first Piola-Kirchhoff stress) and v0 takes minus
 their sum. Arrays: pos, vel [frames, B, V, 3] (environment b, vertex i); per element [B, E, ...].
 
-Forces are computed per element into `ef` [B, 4 E] (row 4 e + corner) and gathered per vertex over its incident elements in a fixed
-order (CSR `v_start`, `v_inc`): no atomics, so results are bitwise repeatable and independent of the thread
+Forces are computed per element into `ef` [B, 4 E] (row 4 e + corner) and gathered per vertex over its incident
+elements in a fixed order (CSR `v_start`, `v_inc`): no atomics, so results are bitwise repeatable and independent of the thread
 schedule and of other environments; the same kernels serve differentiable mode (their reverse is Taichi's).
 
 Every model is one function, `energy_stress`, that returns psi and P together; the implicit solver's Hessian
@@ -288,22 +288,32 @@ def element_material(e, b, e_info: ti.template(), e_k: ti.template(), mdir: ti.t
     return mu, lam, e_k[e] * actu[b, e], mdir[b, e]
 
 
+@ti.func
+def element_energy(model: ti.template(), e, b, f, pos: ti.template(), el2v: ti.template(), Dm_inv: ti.template(),
+                   e_info: ti.template(), e_k: ti.template(), mdir: ti.template(), E: ti.template(),
+                   nu: ti.template(), actu: ti.template()):
+    """(psi, P) of element e at frame f, the muscle's fibre term included."""
+    mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+    F = element_F(pos, f, b, el2v, Dm_inv, e)
+    psi, P = energy_stress(F, model, mu, lam)
+    psi_m, P_m = muscle_energy_stress(F, k_a, m)
+    return psi + psi_m, P + P_m
+
+
 # -- the explicit substep ------------------------------------------------------------------------------------------
 
 def _element_forces(model):
     @ti.kernel
-    def element_forces(e0: ti.i32, e1: ti.i32, f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1),
-                       vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
-                       actu: nd(ndim=2), ef: nd(dtype=V3, ndim=2)):
-        """ef[b, e, :] = the elastic (and muscle) forces of element e on its four vertices at frame f."""
+    def element_forces(e0: ti.i32, e1: ti.i32, f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2),
+                       Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1),
+                       mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2),
+                       ef: nd(dtype=V3, ndim=2)):
+        """ef[b, 4 e + corner] = the elastic (and muscle) forces of element e on its four vertices at frame f."""
         ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(pos.shape[1], e1 - e0):
             e = e0 + j
-            mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
-            F = element_F(pos, f, b, el2v, Dm_inv, e)
-            _psi, P = energy_stress(F, model, mu, lam)
-            _psi_m, P_m = muscle_energy_stress(F, k_a, m)
-            store_forces(ef, b, e, -vol[e] * (P + P_m) @ Dm_inv[e].transpose())
+            _psi, P = element_energy(model, e, b, f, pos, el2v, Dm_inv, e_info, e_k, mdir, E, nu, actu)
+            store_forces(ef, b, e, -vol[e] * P @ Dm_inv[e].transpose())
 
     return element_forces
 
@@ -408,8 +418,9 @@ def implicit_begin(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndi
 
 def _newton_elements(model):
     @ti.kernel
-    def newton_elements(e0: ti.i32, e1: ti.i32, f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2),
-                        Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2),
+    def newton_elements(e0: ti.i32, e1: ti.i32, f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3),
+                        el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2),
+                        e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2),
                         E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), done: nd(ndim=1), hd: nd(ndim=3),
                         ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2), eng: nd(ndim=2)):
         """At the iterate x = pos[fn]: each element's Hessian data, its forces -dE_e/dx (elastic, muscle, stiffness
@@ -459,7 +470,8 @@ def newton_vertices(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
                     r: nd(dtype=V3, ndim=2), z: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
                     d: nd(dtype=V3, ndim=2), pinv: nd(dtype=M3, ndim=2), nr: nd(dtype=V3, ndim=2),
                     vdot: nd(ndim=2), veng: nd(ndim=2)):
-    """The gradient's negative r = -grad E (also kept in nr), the block-Jacobi preconditioner, z = P r, p = z, d = 0; vdot = r.z
+    """The gradient's negative r = -grad E (also kept in nr), the block-Jacobi preconditioner, z = P r, p = z,
+    d = 0; vdot = r.z
     and veng = the vertex terms of E, per vertex (summed per environment in a fixed order by env_sums)."""
     ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
@@ -520,8 +532,9 @@ def cg_start(vdot: nd(ndim=2), done: nd(ndim=1), rz: nd(ndim=1), rz0: nd(ndim=1)
 
 def _cg_elements(model):
     @ti.kernel
-    def cg_elements(e0: ti.i32, e1: ti.i32, prm: nd(ndim=1), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
-                    e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), hd: nd(ndim=3),
+    def cg_elements(e0: ti.i32, e1: ti.i32, prm: nd(ndim=1), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1),
+                    vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2),
+                    nu: nd(ndim=2), hd: nd(ndim=3),
                     p: nd(dtype=V3, ndim=2), conv: nd(ndim=1), eq: nd(dtype=V3, ndim=2)):
         """eq[b, e, :] = minus the element's stiffness (with the stiffness damping's factor) applied to p."""
         ti.loop_config(serialize=SERIAL)
@@ -629,7 +642,8 @@ def line_trial(fn: ti.i32, pos: nd(dtype=V3, ndim=3), d: nd(dtype=V3, ndim=2), s
 
 def _line_energy(model):
     @ti.kernel
-    def line_energy(e0: ti.i32, e1: ti.i32, f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), trial: nd(dtype=V3, ndim=3),
+    def line_energy(e0: ti.i32, e1: ti.i32, f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3),
+                    trial: nd(dtype=V3, ndim=3),
                     el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2),
                     e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2),
                     hd: nd(ndim=3), searching: nd(ndim=1), eng: nd(ndim=2)):
@@ -763,18 +777,15 @@ def probe(F_in, dF_in, model, mu, lam, k_a, m_in, psi_out, P_out, dP_out, hd):
 
 def _energies(model):
     @ti.kernel
-    def energies(e0: ti.i32, e1: ti.i32, f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1),
-                 e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2),
-                 actu: nd(ndim=2), out: nd(ndim=2)):
+    def energies(e0: ti.i32, e1: ti.i32, f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2),
+                 Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1),
+                 mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), out: nd(ndim=2)):
         """out[b, e] = W psi(F) at frame f (muscle energy included)."""
         ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(pos.shape[1], e1 - e0):
             e = e0 + j
-            mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
-            F = element_F(pos, f, b, el2v, Dm_inv, e)
-            psi, _P = energy_stress(F, model, mu, lam)
-            psi_m, _Pm = muscle_energy_stress(F, k_a, m)
-            out[b, e] = vol[e] * (psi + psi_m)
+            psi, _P = element_energy(model, e, b, f, pos, el2v, Dm_inv, e_info, e_k, mdir, E, nu, actu)
+            out[b, e] = vol[e] * psi
 
     return energies
 

@@ -281,12 +281,13 @@ class FEMSolver(ParticleSolver):
         launch(self.kern.cg_start, self.vdot, self.done, self.rz, self.rz0, self.conv, self.iters)
         for it in range(o.n_pcg_iterations):
             for model, e0, e1 in self.model_runs:
-                launch(self.kern.cg_elements[model], e0, e1, self.params_f, self.el2v, self.Dm_inv, self.vol, self.e_info,
-                       self.e_k, st.mdir, st.E, st.nu, self.hd, self.p, self.conv, self.eq)
+                launch(self.kern.cg_elements[model], e0, e1, self.params_f, self.el2v, self.Dm_inv, self.vol,
+                       self.e_info, self.e_k, st.mdir, st.E, st.nu, self.hd, self.p, self.conv, self.eq)
             launch(self.kern.cg_q, self.params_f, st.active, self.p_mass, st.cons, st.cons_k, self.v_start, self.v_inc,
                    self.eq, self.p, self.conv, self.q, self.vdot)
             launch(self.kern.cg_alpha, self.vdot, self.rz, self.conv, self.alpha)
-            launch(self.kern.cg_update, self.alpha, self.conv, self.p, self.q, self.pinv, self.d, self.r, self.zv, self.vdot)
+            launch(self.kern.cg_update, self.alpha, self.conv, self.p, self.q, self.pinv, self.d, self.r, self.zv,
+                   self.vdot)
             launch(self.kern.cg_direction, self.vdot, float(o.pcg_threshold), o.n_pcg_iterations, self.rz, self.rz0,
                    self.alpha, self.conv, self.iters, self.zv, self.p)
             if (it + 1) % CHECK_EVERY == 0 and bool(self.conv.all()):
@@ -300,8 +301,8 @@ class FEMSolver(ParticleSolver):
         for it in range(o.n_linesearch_iterations):
             launch(self.kern.line_trial, fn, st.pos, self.d, self.step, self.searching, self.trial)
             for model, e0, e1 in self.model_runs:
-                launch(self.kern.line_energy[model], e0, e1, f, self.params_f, st.pos, self.trial, self.el2v, self.Dm_inv,
-                       self.vol, *mat, self.hd, self.searching, self.eng)
+                launch(self.kern.line_energy[model], e0, e1, f, self.params_f, st.pos, self.trial, self.el2v,
+                       self.Dm_inv, self.vol, *mat, self.hd, self.searching, self.eng)
             launch(self.kern.line_energy_vertices, f, self.params_f, st.pos, self.trial, st.active, self.p_mass, *cons,
                    st.force, self.xhat, self.searching, self.veng)
             launch(self.kern.line_check, int(it == o.n_linesearch_iterations - 1), float(o.linesearch_c),
