@@ -27,7 +27,10 @@ def register_couplings(register):
     from genesis_core.coupler import ANY_COLLIDER
     from genesis_core.particles.coupling import ParticleColliderCoupling
 
+    from genesis_core.particles.grid_exchange import MPMGridCoupling
+
     register(ANY_COLLIDER, "FEMSolver", ParticleColliderCoupling)
+    register("MPMSolver", "FEMSolver", MPMGridCoupling)  # FEMSolver.exchange_with_mpm
 
 
 @gs.hookimpl

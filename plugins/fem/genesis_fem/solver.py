@@ -346,6 +346,28 @@ class FEMSolver(ParticleSolver):
                                      active=self.contact_active, radius=0.0, restitution=0.0)
         return views[fn]
 
+    def exchange_with_mpm(self, f, grid):
+        """Called by the MPM coupling (`grid_exchange.MPMGridCoupling`) at coupling time of substep f with the MPM solver's `grid_view(f)`: the
+        surface's vertices (their frame f positions, their frame f + 1 velocities after this substep's FEM step)
+        against the grid (genesis_core.particles.grid_exchange); their velocity change goes into frame f + 1 (and
+        its position moves with it, dt * dv), the grid's into the MPM grid-to-particle."""
+        from genesis_core.particles import grid_exchange
+
+        st = self.state
+        fn = self.frames.next(f)
+        if "_mpm_dv" not in self.__dict__:
+            self._mpm_dv = torch.zeros_like(st.at("vel", fn))
+            self._mpm_impulse = torch.zeros_like(self._mpm_dv)
+        dv = self._mpm_dv
+        torch.mul(st.at("active", fn), self.on_surface, out=self.contact_active)
+        with torch.no_grad():
+            dv.zero_()
+        self._launch(grid_exchange.mpm_exchange, f, fn, st.pos, st.vel, self.contact_active, self.p_mass,
+                     *grid.origin, 1.0 / grid.dx, grid.velocity, grid.mass, self._mpm_impulse, dv)
+        with torch.no_grad():
+            st.at("vel", fn).add_(dv)
+            st.at("pos", fn).add_(dv, alpha=self.sim_options.substep_dt)
+
     # -- inspection ------------------------------------------------------------------------------------------------
 
     def element_energies(self, f=None) -> torch.Tensor:

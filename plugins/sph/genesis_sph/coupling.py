@@ -10,6 +10,7 @@ whose centre entered a geom, momentum-consistently.
 
 from genesis_core.coupler import Collider
 from genesis_core.errors import GenesisError
+from genesis_core.particles.grid_exchange import MPMGridCoupling
 
 
 class SPHBoundaryCoupling:
@@ -30,22 +31,8 @@ class SPHBoundaryCoupling:
         raise GenesisError(f"the boundary of {self.sph.name} on {self.collider.name} is not differentiable.")
 
 
-class MPMSPHCoupling:
+class MPMSPHCoupling(MPMGridCoupling):
     """MPM against SPH, momentum-conserving: at coupling time the liquid's particles meet the MPM grid after its
     update (`MPMSolver.grid_view`): an approaching particle and the grid mass around it exchange the momentum of
-    a perfectly inelastic normal collision (see `kernels.mpm_exchange`); the particle's share enters the SPH step
-    of the same substep, the grid's the MPM grid-to-particle."""
-
-    def __init__(self, mpm, sph, sim_options):
-        if sim_options.requires_grad:
-            raise GenesisError(f"the coupling of {mpm.name} with {sph.name} is not differentiable; build the scene "
-                               "with SimOptions(requires_grad=False).")
-        if not callable(getattr(mpm, "grid_view", None)):
-            raise GenesisError(f"{mpm.name} has no grid_view(f); it cannot couple with {sph.name}.")
-        self.mpm, self.sph = mpm, sph
-
-    def couple(self, f: int):
-        self.sph.exchange_with_mpm(f, self.mpm.grid_view(f))
-
-    def couple_grad(self, f: int):
-        raise GenesisError(f"the coupling of {self.mpm.name} with {self.sph.name} is not differentiable.")
+    a perfectly inelastic normal collision (see `genesis_core.particles.grid_exchange`); the particle's share
+    enters the SPH step of the same substep, the grid's the MPM grid-to-particle."""

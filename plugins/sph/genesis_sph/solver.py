@@ -29,6 +29,7 @@ from genesis_core.coupler import GEOM_PLANE
 from genesis_core.errors import GenesisError
 from genesis_core.rotations import quat_to_mat
 from genesis_core.launch import Launcher
+from genesis_core.particles import grid_exchange
 from genesis_core.particles.coupling import ParticleColliderCoupling, ParticleView, ViewExtras, check_view, n_chunks
 from genesis_core.particles.neighbours import NeighbourGrid
 from genesis_core.particles.reduce import sum_parts
@@ -326,13 +327,13 @@ class SPHSolver(ParticleSolver):
 
     def exchange_with_mpm(self, f, grid):
         """Called by `MPMSPHCoupling` at coupling time of substep f with the MPM solver's `grid_view(f)`: the
-        liquid's frame f against the grid (kernels.mpm_exchange); the particles' share is applied by this
-        substep's step."""
+        liquid's frame f against the grid (genesis_core.particles.grid_exchange); the particles' share is applied
+        by this substep's step."""
         st = self.state
         if self.impulse is None:
             self.impulse = torch.zeros_like(self.ext_dv)
-        self._launch(K.mpm_exchange, f, st.pos, st.vel, st.active, self.p_mass, *grid.origin, 1.0 / grid.dx,
-                     grid.velocity, grid.mass, self.impulse, self.ext_dv)
+        self._launch(grid_exchange.mpm_exchange, f, f, st.pos, st.vel, st.active, self.p_mass, *grid.origin,
+                     1.0 / grid.dx, grid.velocity, grid.mass, self.impulse, self.ext_dv)
 
     # -- inspection ------------------------------------------------------------------------------------------------
 
