@@ -200,22 +200,23 @@ def test_cantilever_explicit_static_sag_matches_implicit():
 
 def test_cantilever_first_frequency():
     """The finest beam (8 cells across, 30720 tets) released straight under gravity and left to vibrate: the
-    implicit solver with no Rayleigh damping at dt 2 ms (60 steps a period; backward Euler slows the frequency by
-    atan(w dt) / (w dt) = 0.4% there, and damps the amplitude by 30% a period, which the zero crossings do not
-    mind). The tip's frequency against Euler-Bernoulli's (1.875^2 / (2 pi L^2)) sqrt(E I / (rho A)) = 8.076 Hz,
-    within 5%; the locked mesh is stiffer by 1 / sqrt(0.955) (its static sag), 2.3%. Measured: see the print."""
+    implicit solver with no Rayleigh damping at dt 4 ms (30 steps a period; backward Euler slows the frequency by
+    atan(w dt) / (w dt) = 1.5% there and halves the amplitude each period, which the zero crossings do not mind;
+    one Newton step solves the linear model). The tip's frequency against Euler-Bernoulli's (1.875^2 / (2 pi L^2))
+    sqrt(E I / (rho A)) = 8.076 Hz, within 5%; the locked mesh is stiffer by 1 / sqrt(0.956) (its static sag),
+    2.3%. Measured: 8.12 Hz (+0.6%); 8.210 Hz (+1.65%) at dt 2 ms with a tighter CG."""
     L, b, E, rho = CANT["L"], CANT["b"], CANT["E"], CANT["rho"]
     f_eb = 1.875 ** 2 / (2 * math.pi * L ** 2) * math.sqrt(E * b ** 2 / 12 / rho)
-    dt = 2e-3
-    scene, ent, X, tip = cantilever(8, dt=dt, **implicit(n_newton_iterations=2, n_pcg_iterations=5000,
-                                                         pcg_threshold=1e-14))
+    dt = 4e-3
+    scene, ent, X, tip = cantilever(8, dt=dt, **implicit(n_newton_iterations=1, n_pcg_iterations=5000,
+                                                         pcg_threshold=1e-10))
     zs = []
-    for _ in range(int(0.27 / dt)):
+    for _ in range(int(0.28 / dt)):
         scene.step()
         zs.append(tip_sag(ent, X, tip))
     zs = np.array(zs)
     t = dt * np.arange(1, len(zs) + 1)
-    s = zs - cantilever_sag_ratio() * 0.955  # about the static sag
+    s = zs - cantilever_sag_ratio() * 0.956  # about the static sag (0.956 of Euler-Bernoulli's on this mesh)
     up = np.nonzero((s[:-1] < 0) & (s[1:] >= 0))[0]
     crossings = t[up] + dt * (-s[up] / (s[up + 1] - s[up]))
     assert len(crossings) >= 2
