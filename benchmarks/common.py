@@ -1,5 +1,8 @@
-"""What the soft-solver benchmarks share: resident memory, its growth per environment, and one timed row."""
+"""What the soft-solver benchmarks share: resident memory, its growth per environment, one timed row, and a row run
+in a fresh process."""
 
+import json
+import subprocess
 import time
 
 
@@ -36,3 +39,15 @@ def timed_row(scene, n_envs, warmup, steps):
     for _ in range(steps):
         scene.step()  # CPU launches are synchronous: the step has finished when it returns
     return {"build_s": build_s, "warmup_s": warmup_s, "seconds": time.perf_counter() - t0, "growth": growth}
+
+
+def row_in_process(cmd, tag, what):
+    """Run `cmd` (a row of a benchmark in a fresh process) and return the dict it printed after `tag`, or None
+    (and a line naming `what` and why) when it failed."""
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    line = [x for x in res.stdout.splitlines() if x.startswith(tag + " ")]
+    if res.returncode != 0 or not line:
+        print(f"({what} failed, exit {res.returncode}: {(res.stderr.strip() or res.stdout.strip())[-1500:]})",
+              flush=True)
+        return None
+    return json.loads(line[-1][len(tag) + 1:])

@@ -21,10 +21,9 @@ import argparse
 import importlib
 import json
 import os
-import subprocess
 import sys
 
-from common import per_env, timed_row
+from common import per_env, row_in_process, timed_row
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 
@@ -56,13 +55,9 @@ def spawn(python, engine, solver, n_envs, args):
     warmup = args.warmup if args.warmup is not None else 1
     cmd = [python, os.path.abspath(__file__), "--one", solver, str(n_envs), "--engine", engine, "--steps",
            str(steps), "--warmup", str(warmup), "--maxvolume", str(args.maxvolume)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    line = [x for x in res.stdout.splitlines() if x.startswith("fem-row ")]
-    if res.returncode != 0 or not line:
-        print(f"({engine} failed on {solver} at n_envs {n_envs}, exit {res.returncode}: "
-              f"{(res.stderr.strip() or res.stdout.strip())[-1500:]})", flush=True)
+    row = row_in_process(cmd, "fem-row", f"{engine} on {solver} at n_envs {n_envs}")
+    if row is None:
         return None
-    row = json.loads(line[-1][len("fem-row "):])
     print(f"{engine:>8}{solver:>9}{n_envs:>7}{row['vertices']:>9}{row['elements']:>9}{row['steps']:>6}"
           f"{row['build_s']:>10.1f}{row['warmup_s']:>12.1f}{row['rate']:>20.3g}{row['growth'] / 2 ** 20:>11.1f}",
           flush=True)

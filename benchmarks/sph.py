@@ -34,10 +34,9 @@ import argparse
 import importlib
 import json
 import os
-import subprocess
 import sys
 
-from common import per_env, timed_row
+from common import per_env, row_in_process, timed_row
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 
@@ -75,13 +74,9 @@ def spawn(python, engine, solver, n_envs, args):
     warmup = args.warmup if args.warmup is not None else default_warmup(n_envs)
     cmd = [python, os.path.abspath(__file__), "--one", solver, str(n_envs), "--engine", engine, "--steps",
            str(steps), "--warmup", str(warmup), "--particle-size", str(args.particle_size)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    line = [x for x in res.stdout.splitlines() if x.startswith("sph-row ")]
-    if res.returncode != 0 or not line:
-        print(f"({engine} failed on {solver} at n_envs {n_envs}, exit {res.returncode}: "
-              f"{(res.stderr.strip() or res.stdout.strip())[-1500:]})", flush=True)
+    row = row_in_process(cmd, "sph-row", f"{engine} on {solver} at n_envs {n_envs}")
+    if row is None:
         return None
-    row = json.loads(line[-1][len("sph-row "):])
     print(f"{engine:>8}{solver:>7}{n_envs:>7}{row['particles']:>10}{row['steps']:>6}{row['build_s']:>10.1f}"
           f"{row['warmup_s']:>12.1f}{row['rate']:>22.3g}{row['growth'] / 2 ** 20:>11.1f}", flush=True)
     return row
