@@ -22,9 +22,9 @@ import taichi as ti
 
 
 # SERIAL: the element and vertex loops run on one thread. A parallel loop costs about 70 us a launch on a 2-core
-# CPU (the thread pool's wake-up), more than a small mesh's whole work: the solver loads a serial copy of this
-# module for small meshes (`load(serial=True)`), whose kernels are otherwise the same.
-SERIAL = globals().get("SERIAL", False)
+# CPU (the thread pool's wake-up), more than a small mesh's whole work: for small meshes the solver takes the
+# kernels' serial copies (`load(serial=True)`, genesis_core.launch.serial_variant), otherwise the same.
+SERIAL = False
 
 V3 = ti.types.vector(3, float)
 M3 = ti.types.matrix(3, 3, float)
@@ -794,17 +794,25 @@ energies = per_model(_energies)
 
 
 def load(serial: bool):
-    """This module with its loops serial (a second copy of it, whose kernels are compiled separately) or as is."""
-    import importlib.util
+    """The kernels by name: this module's, or (serial=True) their copies with SERIAL read as True
+    (`genesis_core.launch.serial_variant`; a per-model table becomes a table of copies), made once."""
     import sys
+    import types
 
+    from genesis_core.launch import serial_variant
+
+    module = sys.modules[__name__]
     if not serial:
-        return sys.modules[__name__]
-    name = __name__ + "_serial"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, __file__)
-        module = importlib.util.module_from_spec(spec)
-        module.SERIAL = True
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+        return module
+    if "_serial" not in module.__dict__:
+        def is_kernel(x):
+            return hasattr(x, "_primal")
+
+        copies = {}
+        for name, x in list(module.__dict__.items()):
+            if is_kernel(x):
+                copies[name] = serial_variant(x)
+            elif isinstance(x, dict) and x and all(is_kernel(k) for k in x.values()):
+                copies[name] = {code: serial_variant(k) for code, k in x.items()}
+        module._serial = types.SimpleNamespace(**copies)
+    return module._serial

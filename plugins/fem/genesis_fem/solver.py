@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 import genesis_core as gs
-from genesis_core.errors import GenesisError, OptionError
+from genesis_core.errors import GenesisError
 from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleView
 from genesis_core.particles.solver import ParticleSolver
@@ -88,10 +88,7 @@ class FEMSolver(ParticleSolver):
     def sample_entity(self, idx, morph, material):
         from genesis_core.meshing import surface_faces, tetrahedralize
 
-        if isinstance(morph, (gs.morphs.Plane, gs.morphs.URDF, gs.morphs.MJCF)):
-            raise OptionError(f"FEM: a {type(morph).__name__} cannot be meshed into tetrahedra; give a Box, "
-                              "Sphere, Cylinder, Capsule or a closed Mesh.")
-        verts, tets = tetrahedralize(morph)
+        verts, tets = tetrahedralize(morph)  # refuses a morph it cannot mesh, naming the kinds it can
         self._pending = (np.asarray(tets, dtype=np.int64), surface_faces(tets))
         return np.asarray(verts, dtype=np.float64)
 
@@ -106,7 +103,7 @@ class FEMSolver(ParticleSolver):
 
     def build_model(self):
         fl, dev = self.float_dtype, self.device
-        verts, tets, info, k_muscle, mass_parts = [], [], [], [], []
+        verts, tets, info, k_muscle = [], [], [], []
         v0 = e0 = 0
         for i, e in enumerate(self.entities):
             n, m = len(e._points), len(e._tets)
@@ -340,15 +337,19 @@ class FEMSolver(ParticleSolver):
         fn = self.frames.next(f)
         views = self.__dict__.setdefault("_views", {})
         st = self.state
-        torch.mul(st.at("active", fn), self.on_surface, out=self.contact_active)
+        self._contact_mask(fn)
         if fn not in views:
             views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
                                      active=self.contact_active, radius=0.0, restitution=0.0)
         return views[fn]
 
+    def _contact_mask(self, fn):
+        """contact_active = active and on the surface, at frame fn: the vertices the couplings take."""
+        torch.mul(self.state.at("active", fn), self.on_surface, out=self.contact_active)
+
     def exchange_with_mpm(self, f, grid):
-        """Called by the MPM coupling (`grid_exchange.MPMGridCoupling`) at coupling time of substep f with the MPM solver's `grid_view(f)`: the
-        surface's vertices (their frame f positions, their frame f + 1 velocities after this substep's FEM step)
+        """Called by the MPM coupling (`grid_exchange.MPMGridCoupling`) at coupling time of substep f with the MPM
+        solver's `grid_view(f)`: the surface's vertices (their frame f positions, their frame f + 1 velocities after this substep's FEM step)
         against the grid (genesis_core.particles.grid_exchange); their velocity change goes into frame f + 1 (and
         its position moves with it, dt * dv), the grid's into the MPM grid-to-particle."""
         from genesis_core.particles import grid_exchange
@@ -359,7 +360,7 @@ class FEMSolver(ParticleSolver):
             self._mpm_dv = torch.zeros_like(st.at("vel", fn))
             self._mpm_impulse = torch.zeros_like(self._mpm_dv)
         dv = self._mpm_dv
-        torch.mul(st.at("active", fn), self.on_surface, out=self.contact_active)
+        self._contact_mask(fn)
         with torch.no_grad():
             dv.zero_()
         self._launch(grid_exchange.mpm_exchange, f, fn, st.pos, st.vel, self.contact_active, self.p_mass,
