@@ -7,7 +7,7 @@ import torch
 
 from genesis_core.errors import OptionError
 from genesis_core.particles.entity import ElasticParams, ParticleEntity
-from genesis_core.state import to_index, to_tensor
+from genesis_core.state import to_tensor
 
 from . import kernels as K
 
@@ -126,11 +126,6 @@ class FEMEntity(ElasticParams, ParticleEntity):
 
     # -- vertex constraints ----------------------------------------------------------------------------------------
 
-    def _verts(self, verts_idx_local, what):
-        if verts_idx_local is None:
-            return torch.arange(self.particle_start, self.particle_end, device=self.solver.device)
-        return to_index(verts_idx_local, self.n_vertices, f"{what}: verts_idx_local") + self.particle_start
-
     def set_vertex_constraints(self, verts_idx_local, target_poss=None, link=None, is_soft_constraint=False,
                                stiffness=0.0, envs_idx=None):
         """Hold vertices at targets: hard (the default: position set to the target, velocity zero, every substep)
@@ -149,7 +144,7 @@ class FEMEntity(ElasticParams, ParticleEntity):
             raise OptionError(f"set_vertex_constraints: stiffness must be a number >= 0, got {stiffness!r}.")
         if is_soft_constraint and stiffness <= 0:
             raise OptionError("set_vertex_constraints: a soft constraint needs stiffness > 0 (N/m).")
-        rows = self._verts(verts_idx_local, "set_vertex_constraints")
+        rows = self._rows(verts_idx_local, "set_vertex_constraints")
         envs = self._envs_idx(envs_idx)
         st, fr = self.solver.state, self.solver.frame
         if target_poss is None:
@@ -163,7 +158,7 @@ class FEMEntity(ElasticParams, ParticleEntity):
 
     def update_constraint_targets(self, verts_idx_local, target_poss, envs_idx=None):
         """New targets `([n_envs,] n, 3)` for constrained vertices (the kind and stiffness stay)."""
-        rows = self._verts(verts_idx_local, "update_constraint_targets")
+        rows = self._rows(verts_idx_local, "update_constraint_targets")
         envs = self._envs_idx(envs_idx)
         st, fr = self.solver.state, self.solver.frame
         kinds = st.get_rows("cons", fr, envs, (rows,))
@@ -176,6 +171,6 @@ class FEMEntity(ElasticParams, ParticleEntity):
 
     def remove_vertex_constraints(self, verts_idx_local=None, envs_idx=None):
         """Free the vertices (None: all of the entity's) in the environments envs_idx (None: all)."""
-        rows = self._verts(verts_idx_local, "remove_vertex_constraints")
+        rows = self._rows(verts_idx_local, "remove_vertex_constraints")
         self.solver.state.set_rows("cons", self.solver.frame, K.FREE, self._envs_idx(envs_idx), (rows,),
                                    what="remove_vertex_constraints")
