@@ -1,0 +1,377 @@
+"""The PBD kernels: XPBD (Macklin, Mueller & Chentanez 2016) with small steps (Macklin et al. 2019).
+
+A substep (frame f -> fn), all in place on frame fn:
+
+1. `predict`: free particles take gravity and the cloth's air drag into their velocity and move with it;
+   fixed particles (free = 0) move with their own velocity (zero after `fix_particles`), attached ones with
+   their link; `w` gets each particle's inverse mass in the solve (0 for fixed, attached and inactive ones).
+2. `solve_topology`: Gauss-Seidel sweeps over the stretch (edge length), bending (dihedral angle) and volume
+   (tetrahedron) constraints, each accumulating its Lagrange multiplier lambda over the substep's sweeps:
+   d_lambda = (-C - alpha~ lambda) / (sum w |grad C|^2 + alpha~), alpha~ = compliance / dt^2, dx = w grad C
+   d_lambda. Groups of constraints on disjoint particles are swept in parallel (see topology.py), each in a
+   fixed order: bitwise repeatable.
+3. `density_iteration` (position-based fluids, Macklin & Mueller 2013): lambda_i per liquid particle, then each
+   particle's correction from its neighbours' (Jacobi, as published), in the neighbour search's fixed order.
+4. `collide`: particles closer than particle_size push apart (mass-weighted, averaged over a particle's
+   contacts), with Coulomb friction on the relative displacement (Macklin et al. 2014, eqs. 23-24); pairs of one
+   entity that were that close at rest, liquid pairs and free particles (PBD.Particle) are left out.
+5. `finish`: v = (x_fn - x_f) / dt; then `viscosity` (XSPH) for liquids.
+
+Arrays: pos, vel [frames, B, N] of 3-vectors; per-environment scratch [B, N]; constraints' particles as int32
+rows; compliances per entity [B, n_entities] (declared state).
+"""
+
+import math
+
+import taichi as ti
+
+from genesis_core.particles.neighbours import grid_cell_range, grid_particle_cell
+from genesis_core.particles.reduce import TASK_STRIDE
+
+V3 = ti.types.vector(3, float)
+nd = ti.types.ndarray
+
+# params (a float array)
+P_DT, P_GX, P_GY, P_GZ, P_SIZE, P_H, P_G0, P_N = range(8)
+# per-particle material columns (p_mat [N, 5]): friction static, kinetic, air resistance, density relaxation,
+# viscosity relaxation
+M_MUS, M_MUK, M_AIR, M_DRELAX, M_VRELAX = range(5)
+LIQUID = 3
+PARTICLE = 0
+EPS = 1e-12
+
+
+@ti.func
+def spline(r, h):
+    """The cubic spline kernel of support h (3D)."""
+    q = r / h
+    s = 8.0 / (math.pi * h * h * h)
+    w = 0.0
+    if q <= 0.5:
+        w = s * (6.0 * (q * q * q - q * q) + 1.0)
+    elif q <= 1.0:
+        w = s * 2.0 * (1.0 - q) ** 3
+    return w
+
+
+@ti.func
+def spline_grad(d, r, h):
+    """grad W at offset d (|d| = r > 0)."""
+    q = r / h
+    s = 48.0 / (math.pi * h * h * h * h)
+    g = 0.0
+    if q <= 0.5:
+        g = s * q * (3.0 * q - 2.0)
+    elif q <= 1.0:
+        g = -s * (1.0 - q) ** 2
+    out = ti.Vector([0.0, 0.0, 0.0])
+    if r > EPS:
+        out = (g / r) * d
+    return out
+
+
+# -- 1. prediction -------------------------------------------------------------------------------------------------
+
+
+@ti.kernel
+def predict(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+            active: nd(ndim=2), free: nd(ndim=2), p_invm: nd(ndim=1), p_mat: nd(ndim=2), ext_dv: nd(dtype=V3, ndim=2),
+            w: nd(ndim=2)):
+    dt = prm[P_DT]
+    g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        x = pos[f, b, i]
+        v = vel[f, b, i]
+        wi = 0.0
+        if active[b, i] != 0:
+            if free[b, i] != 0:
+                v = v + dt * g + ext_dv[b, i]
+                air = p_mat[i, M_AIR]
+                if air > 0:  # -air |v| v, implicit in |v|: stable at any step
+                    v = v / (1.0 + dt * air * p_invm[i] * v.norm())
+                wi = p_invm[i]
+            x = x + dt * v
+        pos[fn, b, i] = x
+        vel[fn, b, i] = v
+        w[b, i] = wi
+
+
+# -- 2. constraints on the topology ----------------------------------------------------------------------------------
+
+
+@ti.func
+def _stretch(fn, b, c, pos: ti.template(), w: ti.template(), ij: ti.template(), rest: ti.template(),
+             ent: ti.template(), relax: ti.template(), comp: ti.template(), lam: ti.template(), inv_dt2):
+    i, j = ij[c, 0], ij[c, 1]
+    wi, wj = w[b, i], w[b, j]
+    if wi + wj > 0:
+        d = pos[fn, b, i] - pos[fn, b, j]
+        r = d.norm()
+        if r > EPS:
+            n = d / r
+            at = comp[b, ent[c]] * inv_dt2
+            dl = relax[c] * (-(r - rest[c]) - at * lam[b, c]) / (wi + wj + at)
+            lam[b, c] += dl
+            pos[fn, b, i] += (wi * dl) * n
+            pos[fn, b, j] -= (wj * dl) * n
+
+
+@ti.func
+def _bend(fn, b, c, pos: ti.template(), w: ti.template(), quad: ti.template(), rest: ti.template(),
+          ent: ti.template(), relax: ti.template(), comp: ti.template(), lam: ti.template(), inv_dt2):
+    i0, i1, i2, i3 = quad[c, 0], quad[c, 1], quad[c, 2], quad[c, 3]
+    w0, w1, w2, w3 = w[b, i0], w[b, i1], w[b, i2], w[b, i3]
+    if w0 + w1 + w2 + w3 > 0:
+        p0, p1, p2, p3 = pos[fn, b, i0], pos[fn, b, i1], pos[fn, b, i2], pos[fn, b, i3]
+        e = p1 - p0
+        na = e.cross(p2 - p0)
+        nb = (p3 - p0).cross(e)
+        la2, lb2, le2 = na.norm_sqr(), nb.norm_sqr(), e.norm_sqr()
+        if la2 > EPS * le2 and lb2 > EPS * le2 and le2 > EPS:
+            le = ti.sqrt(le2)
+            ha, hb = na / ti.sqrt(la2), nb / ti.sqrt(lb2)
+            theta = ti.atan2(ha.cross(hb).dot(e) / le, ha.dot(hb))
+            C = theta - rest[c]
+            if C > math.pi:
+                C -= 2.0 * math.pi
+            elif C < -math.pi:
+                C += 2.0 * math.pi
+            g2 = -le / la2 * na
+            g3 = -le / lb2 * nb
+            t2 = (p2 - p0).dot(e) / le2
+            t3 = (p3 - p0).dot(e) / le2
+            g0 = -(1.0 - t2) * g2 - (1.0 - t3) * g3
+            g1 = -t2 * g2 - t3 * g3
+            den = w0 * g0.norm_sqr() + w1 * g1.norm_sqr() + w2 * g2.norm_sqr() + w3 * g3.norm_sqr()
+            at = comp[b, ent[c]] * inv_dt2
+            if den + at > EPS:
+                dl = relax[c] * (-C - at * lam[b, c]) / (den + at)
+                lam[b, c] += dl
+                pos[fn, b, i0] += (w0 * dl) * g0
+                pos[fn, b, i1] += (w1 * dl) * g1
+                pos[fn, b, i2] += (w2 * dl) * g2
+                pos[fn, b, i3] += (w3 * dl) * g3
+
+
+@ti.func
+def _volume(fn, b, c, pos: ti.template(), w: ti.template(), tet: ti.template(), rest: ti.template(),
+            ent: ti.template(), relax: ti.template(), comp: ti.template(), lam: ti.template(), inv_dt2):
+    i0, i1, i2, i3 = tet[c, 0], tet[c, 1], tet[c, 2], tet[c, 3]
+    w0, w1, w2, w3 = w[b, i0], w[b, i1], w[b, i2], w[b, i3]
+    if w0 + w1 + w2 + w3 > 0:
+        p0 = pos[fn, b, i0]
+        a, bb, cc = pos[fn, b, i1] - p0, pos[fn, b, i2] - p0, pos[fn, b, i3] - p0
+        C = a.cross(bb).dot(cc) / 6.0 - rest[c]
+        g1 = bb.cross(cc) / 6.0
+        g2 = cc.cross(a) / 6.0
+        g3 = a.cross(bb) / 6.0
+        g0 = -(g1 + g2 + g3)
+        den = w0 * g0.norm_sqr() + w1 * g1.norm_sqr() + w2 * g2.norm_sqr() + w3 * g3.norm_sqr()
+        at = comp[b, ent[c]] * inv_dt2
+        if den + at > EPS:
+            dl = relax[c] * (-C - at * lam[b, c]) / (den + at)
+            lam[b, c] += dl
+            pos[fn, b, i0] += (w0 * dl) * g0
+            pos[fn, b, i1] += (w1 * dl) * g1
+            pos[fn, b, i2] += (w2 * dl) * g2
+            pos[fn, b, i3] += (w3 * dl) * g3
+
+
+@ti.func
+def _sweep_group(fn, b, k, its: ti.template(), pos: ti.template(), w: ti.template(), s_ij: ti.template(),
+                 s_rest: ti.template(), s_ent: ti.template(), s_relax: ti.template(), s_off: ti.template(),
+                 s_comp: ti.template(), s_lam: ti.template(), q_idx: ti.template(), q_rest: ti.template(),
+                 q_ent: ti.template(), q_relax: ti.template(), q_off: ti.template(), q_comp: ti.template(),
+                 q_lam: ti.template(), t_idx: ti.template(), t_rest: ti.template(), t_ent: ti.template(),
+                 t_relax: ti.template(), t_off: ti.template(), t_comp: ti.template(), t_lam: ti.template(),
+                 inv_dt2):
+    """Group k's sweeps in environment b: stretch, then bending, then volume, each its own count of sweeps."""
+    for c in range(s_off[k], s_off[k + 1]):
+        s_lam[b, c] = 0.0
+    for c in range(q_off[k], q_off[k + 1]):
+        q_lam[b, c] = 0.0
+    for c in range(t_off[k], t_off[k + 1]):
+        t_lam[b, c] = 0.0
+    for _ in range(its[0]):
+        for c in range(s_off[k], s_off[k + 1]):
+            _stretch(fn, b, c, pos, w, s_ij, s_rest, s_ent, s_relax, s_comp, s_lam, inv_dt2)
+    for _ in range(its[1]):
+        for c in range(q_off[k], q_off[k + 1]):
+            _bend(fn, b, c, pos, w, q_idx, q_rest, q_ent, q_relax, q_comp, q_lam, inv_dt2)
+    for _ in range(its[2]):
+        for c in range(t_off[k], t_off[k + 1]):
+            _volume(fn, b, c, pos, w, t_idx, t_rest, t_ent, t_relax, t_comp, t_lam, inv_dt2)
+
+
+@ti.kernel
+def solve_topology(fn: ti.i32, n_groups: ti.i32, prm: nd(ndim=1), its: nd(ndim=1), pos: nd(dtype=V3, ndim=3),
+                   w: nd(ndim=2),
+                   s_ij: nd(ndim=2), s_rest: nd(ndim=1), s_ent: nd(ndim=1), s_relax: nd(ndim=1), s_off: nd(ndim=1),
+                   s_comp: nd(ndim=2), s_lam: nd(ndim=2),
+                   q_idx: nd(ndim=2), q_rest: nd(ndim=1), q_ent: nd(ndim=1), q_relax: nd(ndim=1), q_off: nd(ndim=1),
+                   q_comp: nd(ndim=2), q_lam: nd(ndim=2),
+                   t_idx: nd(ndim=2), t_rest: nd(ndim=1), t_ent: nd(ndim=1), t_relax: nd(ndim=1), t_off: nd(ndim=1),
+                   t_comp: nd(ndim=2), t_lam: nd(ndim=2)):
+    """its: (stretch, bending, volume) sweeps. The K = n_groups slab groups of every environment in parallel,
+    then each environment's straddling group (index K)."""
+    inv_dt2 = 1.0 / (prm[P_DT] * prm[P_DT])
+    n_envs = pos.shape[1]
+    for t in range(n_envs * n_groups * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b, k = t // (n_groups * TASK_STRIDE), t // TASK_STRIDE % n_groups
+            _sweep_group(fn, b, k, its, pos, w, s_ij, s_rest, s_ent, s_relax, s_off, s_comp, s_lam, q_idx, q_rest,
+                         q_ent, q_relax, q_off, q_comp, q_lam, t_idx, t_rest, t_ent, t_relax, t_off, t_comp, t_lam,
+                         inv_dt2)
+    for t in range(n_envs * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            _sweep_group(fn, b, n_groups, its, pos, w, s_ij, s_rest, s_ent, s_relax, s_off, s_comp, s_lam, q_idx,
+                         q_rest, q_ent, q_relax, q_off, q_comp, q_lam, t_idx, t_rest, t_ent, t_relax, t_off, t_comp,
+                         t_lam, inv_dt2)
+
+
+# -- 3. position-based fluids ------------------------------------------------------------------------------------
+
+
+@ti.kernel
+def density_iteration(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), w: nd(ndim=2),
+                      p_kind: nd(ndim=1), p_mass: nd(ndim=1), p_rho: nd(ndim=1), p_mat: nd(ndim=2),
+                      table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), lam: nd(ndim=2), rho: nd(ndim=2),
+                      dx: nd(dtype=V3, ndim=2)):
+    """One Jacobi iteration of the density constraints C_i = rho_i / rho0_i - 1 <= 0 (a liquid does not pull)."""
+    h = prm[P_H]
+    g0 = prm[P_G0]
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        li = 0.0
+        dens = 0.0
+        if active[b, i] != 0 and p_kind[i] == LIQUID:
+            xi = pos[fn, b, i]
+            grad_i = ti.Vector([0.0, 0.0, 0.0])
+            sum_g2 = 0.0
+            c = grid_particle_cell(cells, b, i)
+            for o in range(27):
+                r = grid_cell_range(table, b, c, o)
+                for kk in range(r[0], r[1]):
+                    j = order[b, kk]
+                    if p_kind[j] == LIQUID:
+                        d = xi - pos[fn, b, j]
+                        dist = d.norm()
+                        if dist < h:
+                            dens += p_mass[j] * spline(dist, h)
+                            if j != i:
+                                gj = (p_mass[j] / p_rho[i]) * spline_grad(d, dist, h)
+                                grad_i += gj
+                                sum_g2 += gj.norm_sqr()
+            C = dens / p_rho[i] - 1.0
+            if C > 0:
+                li = -C / (sum_g2 + grad_i.norm_sqr() + p_mat[i, M_DRELAX] * g0)
+        lam[b, i] = li
+        rho[b, i] = dens
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        corr = ti.Vector([0.0, 0.0, 0.0])
+        if active[b, i] != 0 and p_kind[i] == LIQUID and w[b, i] > 0:
+            xi = pos[fn, b, i]
+            c = grid_particle_cell(cells, b, i)
+            for o in range(27):
+                r = grid_cell_range(table, b, c, o)
+                for kk in range(r[0], r[1]):
+                    j = order[b, kk]
+                    if j != i and p_kind[j] == LIQUID:
+                        d = xi - pos[fn, b, j]
+                        dist = d.norm()
+                        if dist < h:
+                            corr += (p_mass[j] / p_rho[i] * (lam[b, i] + lam[b, j])) * spline_grad(d, dist, h)
+        dx[b, i] = corr
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] != 0 and p_kind[i] == LIQUID and w[b, i] > 0:
+            pos[fn, b, i] += dx[b, i]
+
+
+@ti.kernel
+def viscosity(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+              active: nd(ndim=2), w: nd(ndim=2), p_kind: nd(ndim=1), p_mass: nd(ndim=1), p_rho: nd(ndim=1),
+              p_mat: nd(ndim=2), table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), dv: nd(dtype=V3, ndim=2)):
+    """One XSPH pass: v_i += c sum_j (m_j / rho0_j) (v_j - v_i) W_ij (pair terms symmetric: momentum kept)."""
+    h = prm[P_H]
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        acc = ti.Vector([0.0, 0.0, 0.0])
+        if active[b, i] != 0 and p_kind[i] == LIQUID and w[b, i] > 0:
+            xi, vi = pos[fn, b, i], vel[fn, b, i]
+            c = grid_particle_cell(cells, b, i)
+            for o in range(27):
+                r = grid_cell_range(table, b, c, o)
+                for kk in range(r[0], r[1]):
+                    j = order[b, kk]
+                    if j != i and p_kind[j] == LIQUID and w[b, j] > 0:
+                        dist = (xi - pos[fn, b, j]).norm()
+                        if dist < h:
+                            acc += (p_mass[j] / p_rho[j] * spline(dist, h)) * (vel[fn, b, j] - vi)
+            acc *= p_mat[i, M_VRELAX]
+        dv[b, i] = acc
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] != 0 and p_kind[i] == LIQUID and w[b, i] > 0:
+            vel[fn, b, i] += dv[b, i]
+
+
+# -- 4. particle collisions ------------------------------------------------------------------------------------------
+
+
+@ti.kernel
+def collide(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), w: nd(ndim=2),
+            p_kind: nd(ndim=1), p_entity: nd(ndim=1), p_rest: nd(dtype=V3, ndim=1), p_mat: nd(ndim=2),
+            table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), dx: nd(dtype=V3, ndim=2)):
+    s = prm[P_SIZE]
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        corr = ti.Vector([0.0, 0.0, 0.0])
+        wi = w[b, i]
+        if active[b, i] != 0 and wi > 0 and p_kind[i] != PARTICLE:
+            xi = pos[fn, b, i]
+            di = xi - pos[f, b, i]
+            n_contacts = 0
+            c = grid_particle_cell(cells, b, i)
+            for o in range(27):
+                r = grid_cell_range(table, b, c, o)
+                for kk in range(r[0], r[1]):
+                    j = order[b, kk]
+                    pair = j != i and p_kind[j] != PARTICLE
+                    if p_kind[i] == LIQUID and p_kind[j] == LIQUID:
+                        pair = False
+                    if pair and p_entity[i] == p_entity[j]:
+                        if (p_rest[i] - p_rest[j]).norm_sqr() <= s * s:
+                            pair = False
+                    if pair:
+                        d = xi - pos[fn, b, j]
+                        dist = d.norm()
+                        if dist < s and dist > EPS:
+                            n = d / dist
+                            share = wi / (wi + w[b, j])
+                            pen = s - dist
+                            corr += (share * pen) * n
+                            # friction on the relative displacement of the substep
+                            rel = di - (pos[fn, b, j] - pos[f, b, j])
+                            tang = rel - rel.dot(n) * n
+                            tl = tang.norm()
+                            mu_s = ti.max(p_mat[i, M_MUS], p_mat[j, M_MUS])
+                            mu_k = ti.max(p_mat[i, M_MUK], p_mat[j, M_MUK])
+                            if tl < mu_s * pen:
+                                corr -= share * tang
+                            elif tl > EPS:
+                                corr -= (share * ti.min(1.0, mu_k * pen / tl)) * tang
+                            n_contacts += 1
+            if n_contacts > 0:
+                corr /= n_contacts
+        dx[b, i] = corr
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        pos[fn, b, i] += dx[b, i]
+
+
+# -- 5. velocities -----------------------------------------------------------------------------------------------
+
+
+@ti.kernel
+def finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+           active: nd(ndim=2)):
+    inv_dt = 1.0 / prm[P_DT]
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        if active[b, i] != 0:
+            vel[fn, b, i] = (pos[fn, b, i] - pos[f, b, i]) * inv_dt

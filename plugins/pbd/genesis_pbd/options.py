@@ -1,0 +1,51 @@
+import attrs
+
+from genesis_core import validators as v
+from genesis_core.errors import OptionError
+from genesis_core.particles.solver import ParticleOptions
+
+
+@attrs.define(frozen=True, kw_only=True)
+class PBDOptions(ParticleOptions):
+    """Options of the PBD solver, with Genesis World's names and defaults.
+
+    max_stretch_solver_iterations, max_bending_solver_iterations, max_volume_solver_iterations: Gauss-Seidel
+    sweeps per substep over the stretch (edge length), bending (dihedral angle) and volume (tetrahedron)
+    constraints. Each constraint accumulates its Lagrange multiplier over the sweeps of a substep (XPBD), so a
+    constraint's stiffness is set by its material's compliance, not by these counts: more sweeps only converge
+    closer to it (small substeps with few sweeps are the efficient choice).
+    max_density_solver_iterations: position-based-fluid density iterations per substep (Jacobi, as published).
+    max_viscosity_solver_iterations: XSPH viscosity passes per substep.
+    particle_size: the particles' diameter (m): particles closer than it collide (cloth self-collision, cloth
+    against elastic bodies, ...), and liquids and free particles are sampled on a lattice of this spacing; a
+    position-based fluid's kernel reaches 2 * particle_size. Particles collide with rigid geoms at a radius of
+    particle_size / 2.
+    hash_grid_cell_size: the neighbour search's cell (m; None: 1.25 * particle_size, as Genesis World; it is
+    raised to the fluid kernel's reach when the scene holds a liquid). hash_grid_res: accepted for Genesis
+    World's scripts and unused (the neighbour search hashes occupied cells: no grid of fixed extent).
+    lower_bound, upper_bound: the domain (m); its six faces are walls.
+    """
+
+    lower_bound: tuple = attrs.field(default=(-100.0, -100.0, 0.0), converter=v.to_float_tuple, validator=v.vec(3))
+    upper_bound: tuple = attrs.field(default=(100.0, 100.0, 100.0), converter=v.to_float_tuple, validator=v.vec(3))
+    particle_size: float = attrs.field(default=1e-2, validator=v.positive)
+    max_stretch_solver_iterations: int = attrs.field(default=4, validator=v.int_at_least(0))
+    max_bending_solver_iterations: int = attrs.field(default=1, validator=v.int_at_least(0))
+    max_volume_solver_iterations: int = attrs.field(default=1, validator=v.int_at_least(0))
+    max_density_solver_iterations: int = attrs.field(default=1, validator=v.int_at_least(0))
+    max_viscosity_solver_iterations: int = attrs.field(default=1, validator=v.int_at_least(0))
+    hash_grid_cell_size: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
+    hash_grid_res: tuple | None = attrs.field(default=None)
+
+    def __attrs_post_init__(self):
+        super().__attrs_post_init__()
+        if self.hash_grid_cell_size is not None and self.hash_grid_cell_size < self.particle_size:
+            raise OptionError(f"PBDOptions: hash_grid_cell_size={self.hash_grid_cell_size!r} must not be smaller "
+                              f"than particle_size={self.particle_size!r} (the collision distance).")
+        if any(hi - lo < 4 * self.particle_size for lo, hi in zip(self.lower_bound, self.upper_bound)):
+            raise OptionError(f"PBDOptions: the domain {self.lower_bound} - {self.upper_bound} must span at least "
+                              f"four particle sizes ({4 * self.particle_size:g} m) along every axis.")
+
+    @property
+    def cell_size(self) -> float:
+        return self.hash_grid_cell_size or 1.25 * self.particle_size

@@ -1,0 +1,291 @@
+"""PBDSolver: position-based dynamics (XPBD) for cloth, ropes, elastic bodies, position-based fluids and free
+particles, batched over environments, on the particle kit.
+
+A substep (frame f -> fn) runs in the pre-coupling part (see kernels.py for each stage): prediction, the
+Gauss-Seidel sweeps over the stretch, bending and volume constraints (multipliers accumulated over the substep:
+XPBD as published), the fluid's density iterations, the particle collisions, the velocities, XSPH viscosity.
+Then the kit's contact with every collider (`ParticleColliderCoupling`, particles of radius particle_size / 2)
+and, in the post-coupling part, the domain's walls.
+
+Masses are lumped: a cloth particle weighs a third of its triangles' mass (rho per area), a rope's half of its
+segments', an elastic body's a quarter of its tets', a liquid's or free particle's rho * particle_size^3.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import genesis_core as gs
+from genesis_core.errors import GenesisError
+from genesis_core.launch import Launcher
+from genesis_core.particles import sampling
+from genesis_core.particles.coupling import ParticleView
+from genesis_core.particles.neighbours import NeighbourGrid
+from genesis_core.particles.solver import ParticleSolver
+
+from . import kernels as K
+from . import topology as T
+from .entity import PBDEntity
+from .materials import CLOTH, ELASTIC, LIQUID, PARTICLE, Cloth, Elastic, _Base
+from .options import PBDOptions
+
+
+class PBDSolver(ParticleSolver):
+    """State: the kit's pos, vel, active; `free` per particle (0: fixed); the compliances per entity."""
+
+    short_name = "pbd"
+    order = 40
+    options_class = PBDOptions
+    material_class = _Base
+    entity_class = PBDEntity
+    supports_grad = False
+    _pos, _vel, _active = ParticleSolver.particle_fields
+    state_fields = (
+        _pos, _vel, _active,
+        gs.FieldSpec("free", ("n_particles",), dtype="int", frames=False, codes=(0, 1),
+                     doc="1: moved by the solver, 0: fixed (moves with its own velocity)"),
+        gs.FieldSpec("stretch_compliance", ("n_entities",), frames=False, bounds=(0, None),
+                     doc="stretch (edge length) compliance per entity, m/N"),
+        gs.FieldSpec("bending_compliance", ("n_entities",), frames=False, bounds=(0, None),
+                     doc="bending (dihedral angle) compliance per entity, 1/(N m)"),
+        gs.FieldSpec("volume_compliance", ("n_entities",), frames=False, bounds=(0, None),
+                     doc="volume compliance per entity, m^3/N"),
+    )
+    del _pos, _vel, _active
+
+    def __init__(self, scene, sim_options, options=None):
+        super().__init__(scene, sim_options, options)
+        if sim_options.requires_grad:
+            raise GenesisError(f"{self.name}: differentiable mode is not available for PBD entities in this version; "
+                               "build the scene with SimOptions(requires_grad=False).")
+
+    def default_particle_size(self):
+        return self.options.particle_size
+
+    # -- entities --------------------------------------------------------------------------------------------------
+
+    def sample_entity(self, idx, morph, material):
+        if not isinstance(material, _Base):
+            raise GenesisError(f"{type(material).__name__} is not a PBD material.")
+        self._pending = {}
+        if isinstance(material, Cloth):
+            verts, faces, segs = T.cloth_mesh(morph)
+            if len(faces):
+                edges, quads = T.triangle_edges(faces)
+                mass = T.lumped_triangle_mass(verts, faces, material.rho)
+            else:
+                edges, quads = np.unique(np.sort(segs, axis=1), axis=0), np.zeros((0, 4), dtype=np.int64)
+                mass = T.lumped_segment_mass(verts, segs, material.rho)
+            if (mass <= 0).any():
+                raise GenesisError(f"{type(morph).__name__}(file={morph.file!r}): {int((mass <= 0).sum())} vertices "
+                                   "belong to no triangle or segment of non-zero size.")
+            self._pending = dict(faces=faces, edges=edges, quads=quads, mass=mass)
+            return verts
+        if isinstance(material, Elastic):
+            from genesis_core.meshing import tetrahedralize
+
+            verts, tets = tetrahedralize(morph)
+            tets = np.asarray(tets, dtype=np.int64)
+            self._pending = dict(tets=tets, edges=T.tet_edges(tets), mass=T.lumped_tet_mass(verts, tets, material.rho))
+            return np.asarray(verts, dtype=np.float64)
+        points = super().sample_entity(idx, morph, _Sampler(material))
+        self._pending = dict(mass=np.full(len(points), material.rho * sampling.volume_per_particle(self.particle_size)))
+        return points
+
+    def add_entity(self, idx, morph, material):
+        entity = super().add_entity(idx, morph, material)
+        p = self._pending
+        del self._pending
+        entity._mass = p["mass"]
+        entity._faces = p.get("faces", PBDEntity._faces)
+        entity._edges = p.get("edges", PBDEntity._edges)
+        entity._quads = p.get("quads", np.zeros((0, 4), dtype=np.int64))
+        entity._tets = p.get("tets", PBDEntity._tets)
+        return entity
+
+    # -- build -----------------------------------------------------------------------------------------------------
+
+    def build_model(self):
+        fl, dev = self.float_dtype, self.device
+        start = 0
+        for i, e in enumerate(self.entities):
+            e._setup(start, start + len(e._points), i)
+            start += len(e._points)
+        self.n_particles = start
+        self._points = np.concatenate([e._points for e in self.entities])
+        mass = np.concatenate([e._mass for e in self.entities])
+
+        def t(x, dtype=fl):
+            return torch.as_tensor(np.ascontiguousarray(x), dtype=dtype, device=dev)
+
+        self.p_mass = t(mass)
+        self.p_invm = t(1.0 / mass)
+        self.p_entity = t(np.concatenate([np.full(e.n_particles, i) for i, e in enumerate(self.entities)]),
+                          torch.int32)
+        self.p_kind = t(np.concatenate([np.full(e.n_particles, e.material.kind) for e in self.entities]),
+                        torch.int32)
+        self.p_rho = t(np.concatenate([np.full(e.n_particles, e.material.rho) for e in self.entities]))
+        self.p_mat = t(np.concatenate([np.tile(e.material.kernel_params(), (e.n_particles, 1))
+                                       for e in self.entities]))
+        self.p_rest = t(self._points)
+        self.has_liquid = any(e.material.kind == LIQUID for e in self.entities)
+        self.has_contacts = any(e.material.kind != PARTICLE for e in self.entities)
+        self._build_constraints()
+        self._build_params()
+        self._build_scratch()
+
+    def _build_constraints(self):
+        """Stretch, bending and volume constraints of every entity, in the sweeps' group order."""
+        fl, dev, B = self.float_dtype, self.device, self.batch
+        pts = self._points
+        kinds = {"s": [], "q": [], "t": []}
+        for i, e in enumerate(self.entities):
+            o = e.particle_start
+            m = e.material
+            if len(e._edges):
+                ij = e._edges + o
+                rest = np.linalg.norm(pts[ij[:, 0]] - pts[ij[:, 1]], axis=1)
+                kinds["s"].append((ij, rest, i, m.stretch_relaxation))
+            if len(e._quads):
+                q = e._quads + o
+                rest = T.dihedral(*(pts[q[:, k]] for k in range(4)))
+                kinds["q"].append((q, rest, i, m.bending_relaxation))
+            if len(e._tets):
+                tt = e._tets + o
+                kinds["t"].append((tt, T.tet_volume(pts, tt), i, m.volume_relaxation))
+        n_total = sum(len(x[0]) for v in kinds.values() for x in v)
+        self.n_groups = T.n_groups(B, n_total)
+        labels = T.slab_labels(pts, self.n_groups)
+        width = {"s": 2, "q": 4, "t": 4}
+        self._cons = {}
+        for key, parts in kinds.items():
+            if parts:
+                idx = np.concatenate([p[0] for p in parts])
+                rest = np.concatenate([p[1] for p in parts])
+                ent = np.concatenate([np.full(len(p[0]), p[2]) for p in parts])
+                relax = np.concatenate([np.full(len(p[0]), p[3]) for p in parts])
+            else:  # a one-row stand-in (the kernels take an array; the group offsets select nothing)
+                idx = np.zeros((1, width[key]), dtype=np.int64)
+                rest, ent, relax = np.zeros(1), np.zeros(1, dtype=np.int64), np.ones(1)
+            order, off = T.group_order(idx if parts else idx[:0], labels, self.n_groups)
+            if parts:
+                idx, rest, ent, relax = idx[order], rest[order], ent[order], relax[order]
+            i32 = dict(dtype=torch.int32, device=dev)
+            self._cons[key] = (torch.as_tensor(idx, **i32).contiguous(),
+                               torch.as_tensor(rest, dtype=fl, device=dev),
+                               torch.as_tensor(ent, **i32), torch.as_tensor(relax, dtype=fl, device=dev),
+                               torch.as_tensor(off, **i32), torch.zeros((B, len(rest)), dtype=fl, device=dev))
+        self.n_stretch = int(self._cons["s"][4][-1])
+        self.n_bending = int(self._cons["q"][4][-1])
+        self.n_volume = int(self._cons["t"][4][-1])
+
+    def _build_params(self):
+        o, so = self.options, self.sim_options
+        prm = np.zeros(K.P_N)
+        prm[[K.P_DT, K.P_GX, K.P_GY, K.P_GZ]] = (so.substep_dt, *so.gravity)
+        prm[K.P_SIZE] = self.particle_size
+        prm[K.P_H] = 2.0 * self.particle_size
+        prm[K.P_G0] = _lattice_gradient_norm(self.particle_size)
+        self.params_f = torch.tensor(prm, dtype=self.float_dtype, device=self.device)
+        self.iterations = torch.tensor([o.max_stretch_solver_iterations, o.max_bending_solver_iterations,
+                                        o.max_volume_solver_iterations], dtype=torch.int32)
+
+    def _build_scratch(self):
+        fl, dev, B, N = self.float_dtype, self.device, self.batch, self.n_particles
+        self._launch = Launcher()
+        self.w = torch.zeros((B, N), dtype=fl, device=dev)
+        self.dx = torch.zeros((B, N, 3), dtype=fl, device=dev)
+        self.ext_dv = torch.zeros((B, N, 3), dtype=fl, device=dev)
+        self.grid = None
+        if self.has_contacts:
+            radius = max(self.options.cell_size, 2.0 * self.particle_size if self.has_liquid else 0.0)
+            self.grid = NeighbourGrid(B, N, radius, dtype=fl, device=dev, launcher=self._launch)
+        if self.has_liquid:
+            self.lam = torch.zeros((B, N), dtype=fl, device=dev)
+            self.rho = torch.zeros((B, N), dtype=fl, device=dev)
+
+    def init_state(self, f):
+        super().init_state(f)
+        st = self.state
+        st.at("free", f)[:] = 1
+        for i, e in enumerate(self.entities):
+            m = e.material
+            st.at("stretch_compliance", f)[:, i] = getattr(m, "stretch_compliance", 0.0)
+            st.at("bending_compliance", f)[:, i] = getattr(m, "bending_compliance", 0.0)
+            st.at("volume_compliance", f)[:, i] = getattr(m, "volume_compliance", 0.0)
+
+    # -- the substep -----------------------------------------------------------------------------------------------
+
+    def substep_pre_coupling(self, f):
+        st, launch, o = self.state, self._launch, self.options
+        fn = self.frames.next(f)
+        launch(K.predict, f, fn, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
+               self.ext_dv, self.w)
+        if self.n_stretch + self.n_bending + self.n_volume:
+            cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
+            launch(K.solve_topology, fn, self.n_groups, self.params_f, self.iterations, st.pos, self.w,
+                   cs[0], cs[1], cs[2], cs[3], cs[4], st.stretch_compliance, cs[5],
+                   cq[0], cq[1], cq[2], cq[3], cq[4], st.bending_compliance, cq[5],
+                   ct[0], ct[1], ct[2], ct[3], ct[4], st.volume_compliance, ct[5])
+        if self.grid is not None:
+            g = self.grid
+            g.build(st.pos, st.active, fn)
+            if self.has_liquid:
+                for _ in range(o.max_density_solver_iterations):
+                    launch(K.density_iteration, fn, self.params_f, st.pos, st.active, self.w, self.p_kind,
+                           self.p_mass, self.p_rho, self.p_mat, g.table, g.order, g.cells, self.lam, self.rho,
+                           self.dx)
+            launch(K.collide, f, fn, self.params_f, st.pos, st.active, self.w, self.p_kind, self.p_entity,
+                   self.p_rest, self.p_mat, g.table, g.order, g.cells, self.dx)
+        launch(K.finish, f, fn, self.params_f, st.pos, st.vel, st.active)
+        if self.has_liquid:
+            g = self.grid
+            for _ in range(o.max_viscosity_solver_iterations):
+                launch(K.viscosity, fn, self.params_f, st.pos, st.vel, st.active, self.w, self.p_kind, self.p_mass,
+                       self.p_rho, self.p_mat, g.table, g.order, g.cells, self.dx)
+
+    def substep_post_coupling(self, f):
+        self.keep_inside(self.frames.next(f))
+
+    # -- coupling --------------------------------------------------------------------------------------------------
+
+    def particle_view(self, f) -> ParticleView:
+        """Frame f + 1 after this substep's PBD step; particles of radius particle_size / 2. Fixed particles take
+        part as the others (the contact moves them like any particle)."""
+        fn = self.frames.next(f)
+        views = self.__dict__.setdefault("_views", {})
+        if fn not in views:
+            st = self.state
+            views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
+                                     active=st.at("active", fn), radius=0.5 * self.particle_size, restitution=0.0)
+        return views[fn]
+
+    # -- inspection ------------------------------------------------------------------------------------------------
+
+    def densities(self) -> torch.Tensor:
+        """[B, N]: the liquid particles' densities (kg/m^3) at the last density iteration (0 for others)."""
+        if not self.has_liquid:
+            return torch.zeros((self.batch, self.n_particles), dtype=self.float_dtype, device=self.device)
+        return self.rho
+
+
+class _Sampler:
+    """A material's sampler as the kit reads it ("pbs", Genesis World's default, is the lattice here)."""
+
+    def __init__(self, material):
+        s = getattr(material, "sampler", "regular")
+        self.sampler = "regular" if s == "pbs" else s
+
+
+def _lattice_gradient_norm(s: float) -> float:
+    """sum_j |(m_j / rho0) grad W(x_i - x_j)|^2 over the lattice neighbours of a particle inside a liquid at rest
+    (m / rho0 = s^3, support 2 s): the scale of the fluid's constraint-force mixing."""
+    h = 2.0 * s
+    r = np.arange(-2, 3)
+    d = np.stack(np.meshgrid(r, r, r, indexing="ij"), -1).reshape(-1, 3) * s
+    dist = np.linalg.norm(d, axis=1)
+    keep = (dist > 0) & (dist < h)
+    q = dist[keep] / h
+    g = np.where(q <= 0.5, q * (3 * q - 2), -(1 - q) ** 2) * 48.0 / (np.pi * h ** 4)
+    return float(np.sum((s ** 3 * g) ** 2))

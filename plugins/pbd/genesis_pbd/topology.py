@@ -1,0 +1,161 @@
+"""The PBD solver's static structure, in numpy: each entity's particles and constraints from its morph (a cloth's
+or rope's mesh, an elastic body's tets, a liquid's lattice), the particles' lumped masses, and the order the
+Gauss-Seidel sweeps visit the constraints in.
+
+Sweep order. An environment's constraints of one kind are split into `K` groups of particles (slabs along the
+rest shape's longest axis, equal particle counts) plus a last group of the constraints that straddle two slabs.
+The K slab groups touch disjoint particles, so K threads sweep them at once; the straddling group is swept after
+them. Each group is swept in constraint order. K is a function of the batch and the constraint count only, so
+a scene gives the same numbers on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from genesis_core.errors import OptionError
+from genesis_core.particles.reduce import n_parts
+from genesis_core.rotations import quat_to_mat
+
+CONSTRAINTS_PER_PART = 2048  # a slab group per this many constraints, up to the kit's part count
+
+
+def _transform(verts, morph):
+    return (np.asarray(verts, dtype=np.float64) * morph.scale) @ quat_to_mat(morph.quat).T + np.asarray(morph.pos)
+
+
+def _obj_lines(path):
+    """(vertices, segments) of an OBJ file's `v` and `l` records (a polyline `l a b c` is two segments)."""
+    verts, segs = [], []
+    with open(path) as fh:
+        for line in fh:
+            parts = line.split()
+            if not parts:
+                continue
+            if parts[0] == "v":
+                verts.append([float(x) for x in parts[1:4]])
+            elif parts[0] == "l":
+                idx = [int(p.split("/")[0]) for p in parts[1:]]
+                idx = [i - 1 if i > 0 else len(verts) + i for i in idx]
+                segs.extend([a, b] for a, b in zip(idx, idx[1:]))
+    return np.asarray(verts, dtype=np.float64), np.asarray(segs, dtype=np.int64).reshape(-1, 2)
+
+
+def cloth_mesh(morph):
+    """(vertices world (n, 3), triangles (m, 3), segments (k, 2)) of a cloth's Mesh morph: a triangle mesh, or
+    a rope of line segments (then no triangles)."""
+    from genesis_core import morphs
+
+    if not isinstance(morph, morphs.Mesh):
+        raise OptionError(f"gs.materials.PBD.Cloth takes a gs.morphs.Mesh (a surface mesh, or line segments for a "
+                          f"rope), not {type(morph).__name__}.")
+    if os.path.splitext(morph.file)[1].lower() == ".obj":
+        verts, segs = _obj_lines(morph.file)
+        if len(segs):
+            used = np.unique(segs)
+            if len(used) != len(verts):
+                raise OptionError(f"Mesh(file={morph.file!r}): a rope's every vertex must belong to a segment "
+                                  f"({len(verts) - len(used)} do not).")
+            return _transform(verts, morph), np.zeros((0, 3), dtype=np.int64), segs
+    import trimesh
+
+    mesh = trimesh.load(morph.file, force="mesh")
+    if len(mesh.faces) == 0:
+        raise OptionError(f"Mesh(file={morph.file!r}) holds no triangles (and no line segments).")
+    faces = np.asarray(mesh.faces, dtype=np.int64)
+    return _transform(mesh.vertices, morph), faces, np.zeros((0, 2), dtype=np.int64)
+
+
+def triangle_edges(faces):
+    """(edges (e, 2) sorted pairs in first-seen order, bending quads (q, 4): (p0, p1, p2, p3) with (p0, p1) an
+    interior edge shared by triangles (p0, p1, p2) and (p1, p0, p3) as oriented in the mesh)."""
+    seen, edges, first_tri = {}, [], {}
+    quads = []
+    for t, (a, b, c) in enumerate(faces):
+        for u, w, opp in ((a, b, c), (b, c, a), (c, a, b)):
+            key = (min(u, w), max(u, w))
+            if key not in seen:
+                seen[key] = len(edges)
+                edges.append(key)
+                first_tri[key] = (u, w, opp)
+            else:
+                u0, w0, opp0 = first_tri[key]
+                if u0 == w and w0 == u:  # consistently oriented neighbour
+                    quads.append((u0, w0, opp0, opp))
+                else:  # orientation flipped: take the first triangle's orientation for both
+                    quads.append((u0, w0, opp0, opp))
+    return (np.asarray(edges, dtype=np.int64).reshape(-1, 2), np.asarray(quads, dtype=np.int64).reshape(-1, 4))
+
+
+def dihedral(p0, p1, p2, p3):
+    """The signed bending angle (rad, 0 flat) across edge (p0, p1) between triangles (p0, p1, p2) and
+    (p1, p0, p3), for arrays of points (n, 3): the same definition as the kernels'."""
+    e = p1 - p0
+    na = np.cross(e, p2 - p0)
+    nb = np.cross(p3 - p0, e)
+    na /= np.linalg.norm(na, axis=-1, keepdims=True)
+    nb /= np.linalg.norm(nb, axis=-1, keepdims=True)
+    eh = e / np.linalg.norm(e, axis=-1, keepdims=True)
+    return np.arctan2((np.cross(na, nb) * eh).sum(-1), (na * nb).sum(-1))
+
+
+def tet_edges(tets):
+    pairs = np.concatenate([tets[:, [a, b]] for a, b in ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))])
+    pairs = np.sort(pairs, axis=1)
+    _, first = np.unique(pairs, axis=0, return_index=True)
+    return pairs[np.sort(first)]
+
+
+def lumped_triangle_mass(verts, faces, rho):
+    area = 0.5 * np.linalg.norm(np.cross(verts[faces[:, 1]] - verts[faces[:, 0]],
+                                         verts[faces[:, 2]] - verts[faces[:, 0]]), axis=1)
+    mass = np.zeros(len(verts))
+    np.add.at(mass, faces.ravel(), np.repeat(rho * area / 3.0, 3))
+    return mass
+
+
+def lumped_segment_mass(verts, segs, rho):
+    length = np.linalg.norm(verts[segs[:, 1]] - verts[segs[:, 0]], axis=1)
+    mass = np.zeros(len(verts))
+    np.add.at(mass, segs.ravel(), np.repeat(rho * length / 2.0, 2))
+    return mass
+
+
+def lumped_tet_mass(verts, tets, rho):
+    vol = tet_volume(verts, tets)
+    mass = np.zeros(len(verts))
+    np.add.at(mass, tets.ravel(), np.repeat(rho * vol / 4.0, 4))
+    return mass
+
+
+def tet_volume(verts, tets):
+    a, b, c, d = (verts[tets[:, k]] for k in range(4))
+    return np.einsum("ij,ij->i", np.cross(b - a, c - a), d - a) / 6.0
+
+
+def slab_labels(points, k):
+    """Each point's slab in [0, k): k equal-count slabs along the points' longest extent (ties by index)."""
+    if k == 1 or len(points) == 0:
+        return np.zeros(len(points), dtype=np.int64)
+    axis = int(np.argmax(points.max(0) - points.min(0)))
+    rank = np.empty(len(points), dtype=np.int64)
+    rank[np.lexsort((np.arange(len(points)), points[:, axis]))] = np.arange(len(points))
+    return rank * k // len(points)
+
+
+def n_groups(batch, n_constraints):
+    return n_parts(batch, n_constraints // CONSTRAINTS_PER_PART)
+
+
+def group_order(idx, labels, k):
+    """(permutation of the constraints, offsets (k + 2,)): constraints of slab 0, ..., slab k - 1, then those
+    that straddle slabs, each in their original order."""
+    if len(idx) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(k + 2, dtype=np.int64)
+    lab = labels[idx]
+    group = np.where((lab == lab[:, :1]).all(axis=1), lab[:, 0], k)
+    order = np.argsort(group, kind="stable")
+    counts = np.bincount(group, minlength=k + 1)
+    return order, np.concatenate([[0], np.cumsum(counts)])
