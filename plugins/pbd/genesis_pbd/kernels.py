@@ -12,8 +12,8 @@ A substep (frame f -> fn), all in place on frame fn:
    fixed order: bitwise repeatable.
 3. `density_iteration` (position-based fluids, Macklin & Mueller 2013): lambda_i per liquid particle, then each
    particle's correction from its neighbours' (Jacobi, as published), in the neighbour search's fixed order.
-4. `collide`: particles closer than particle_size push apart (mass-weighted, averaged over a particle's
-   contacts), with Coulomb friction on the relative displacement (Macklin et al. 2014, eqs. 23-24); pairs of one
+4. `collide`: particles closer than particle_size push apart (shared by inverse mass, divided by the larger
+   contact count of the pair, so momentum is kept), with Coulomb friction on the relative displacement (Macklin et al. 2014, eqs. 23-24); pairs of one
    entity that were that close at rest, liquid pairs and free particles (PBD.Particle) are left out.
 5. `finish`: v = (x_fn - x_f) / dt; then `viscosity` (XSPH) for liquids.
 
@@ -192,14 +192,19 @@ def _sweep_group(fn, b, k, its: ti.template(), pos: ti.template(), w: ti.templat
         q_lam[b, c] = 0.0
     for c in range(t_off[k], t_off[k + 1]):
         t_lam[b, c] = 0.0
-    for _ in range(its[0]):
-        for c in range(s_off[k], s_off[k + 1]):
+    # sweeps alternate direction (symmetric Gauss-Seidel: a correction travels the whole group both ways)
+    s0, s1, q0, q1, t0, t1 = s_off[k], s_off[k + 1], q_off[k], q_off[k + 1], t_off[k], t_off[k + 1]
+    for it in range(its[0]):
+        for m in range(s1 - s0):
+            c = s0 + m if it % 2 == 0 else s1 - 1 - m
             _stretch(fn, b, c, pos, w, s_ij, s_rest, s_ent, s_relax, s_comp, s_lam, inv_dt2)
-    for _ in range(its[1]):
-        for c in range(q_off[k], q_off[k + 1]):
+    for it in range(its[1]):
+        for m in range(q1 - q0):
+            c = q0 + m if it % 2 == 0 else q1 - 1 - m
             _bend(fn, b, c, pos, w, q_idx, q_rest, q_ent, q_relax, q_comp, q_lam, inv_dt2)
-    for _ in range(its[2]):
-        for c in range(t_off[k], t_off[k + 1]):
+    for it in range(its[2]):
+        for m in range(t1 - t0):
+            c = t0 + m if it % 2 == 0 else t1 - 1 - m
             _volume(fn, b, c, pos, w, t_idx, t_rest, t_ent, t_relax, t_comp, t_lam, inv_dt2)
 
 
@@ -316,50 +321,67 @@ def viscosity(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dt
 # -- 4. particle collisions ------------------------------------------------------------------------------------------
 
 
+@ti.func
+def _touching(b, i, j, fn, s, pos: ti.template(), p_kind: ti.template(), p_entity: ti.template(),
+              p_rest: ti.template()):
+    """(distance, 1 if particles i and j of environment b collide): closer than s and not left out."""
+    pair = j != i and p_kind[j] != PARTICLE
+    if p_kind[i] == LIQUID and p_kind[j] == LIQUID:
+        pair = False
+    if p_entity[i] == p_entity[j]:
+        if (p_rest[i] - p_rest[j]).norm_sqr() <= s * s:
+            pair = False
+    dist = (pos[fn, b, i] - pos[fn, b, j]).norm()
+    hit = 0
+    if pair and dist < s and dist > EPS:
+        hit = 1
+    return dist, hit
+
+
 @ti.kernel
 def collide(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), w: nd(ndim=2),
             p_kind: nd(ndim=1), p_entity: nd(ndim=1), p_rest: nd(dtype=V3, ndim=1), p_mat: nd(ndim=2),
-            table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), dx: nd(dtype=V3, ndim=2)):
+            table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), count: nd(ndim=2), dx: nd(dtype=V3, ndim=2)):
+    """Each colliding pair moves apart by its penetration, shared by inverse mass and divided by the larger of
+    the two particles' contact counts (symmetric in the pair: momentum is kept)."""
     s = prm[P_SIZE]
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        n_contacts = 0
+        if active[b, i] != 0 and p_kind[i] != PARTICLE:
+            c = grid_particle_cell(cells, b, i)
+            for o in range(27):
+                r = grid_cell_range(table, b, c, o)
+                for kk in range(r[0], r[1]):
+                    _dist, hit = _touching(b, i, order[b, kk], fn, s, pos, p_kind, p_entity, p_rest)
+                    n_contacts += hit
+        count[b, i] = n_contacts
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         corr = ti.Vector([0.0, 0.0, 0.0])
         wi = w[b, i]
-        if active[b, i] != 0 and wi > 0 and p_kind[i] != PARTICLE:
+        if count[b, i] > 0 and wi > 0:
             xi = pos[fn, b, i]
             di = xi - pos[f, b, i]
-            n_contacts = 0
             c = grid_particle_cell(cells, b, i)
             for o in range(27):
                 r = grid_cell_range(table, b, c, o)
                 for kk in range(r[0], r[1]):
                     j = order[b, kk]
-                    pair = j != i and p_kind[j] != PARTICLE
-                    if p_kind[i] == LIQUID and p_kind[j] == LIQUID:
-                        pair = False
-                    if pair and p_entity[i] == p_entity[j]:
-                        if (p_rest[i] - p_rest[j]).norm_sqr() <= s * s:
-                            pair = False
-                    if pair:
-                        d = xi - pos[fn, b, j]
-                        dist = d.norm()
-                        if dist < s and dist > EPS:
-                            n = d / dist
-                            share = wi / (wi + w[b, j])
-                            pen = s - dist
-                            corr += (share * pen) * n
-                            # friction on the relative displacement of the substep
-                            rel = di - (pos[fn, b, j] - pos[f, b, j])
-                            tang = rel - rel.dot(n) * n
-                            tl = tang.norm()
-                            mu_s = ti.max(p_mat[i, M_MUS], p_mat[j, M_MUS])
-                            mu_k = ti.max(p_mat[i, M_MUK], p_mat[j, M_MUK])
-                            if tl < mu_s * pen:
-                                corr -= share * tang
-                            elif tl > EPS:
-                                corr -= (share * ti.min(1.0, mu_k * pen / tl)) * tang
-                            n_contacts += 1
-            if n_contacts > 0:
-                corr /= n_contacts
+                    dist, hit = _touching(b, i, j, fn, s, pos, p_kind, p_entity, p_rest)
+                    if hit != 0 and active[b, j] != 0:
+                        n = (xi - pos[fn, b, j]) / dist
+                        share = wi / (wi + w[b, j]) / ti.max(count[b, i], count[b, j])
+                        pen = s - dist
+                        corr += (share * pen) * n
+                        # Coulomb friction on the pair's relative displacement over the substep
+                        rel = di - (pos[fn, b, j] - pos[f, b, j])
+                        tang = rel - rel.dot(n) * n
+                        tl = tang.norm()
+                        mu_s = ti.max(p_mat[i, M_MUS], p_mat[j, M_MUS])
+                        mu_k = ti.max(p_mat[i, M_MUK], p_mat[j, M_MUK])
+                        if tl < mu_s * pen:
+                            corr -= share * tang
+                        elif tl > EPS:
+                            corr -= (share * ti.min(1.0, mu_k * pen / tl)) * tang
         dx[b, i] = corr
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         pos[fn, b, i] += dx[b, i]

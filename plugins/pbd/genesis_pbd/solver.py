@@ -198,6 +198,7 @@ class PBDSolver(ParticleSolver):
         self.dx = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.ext_dv = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.grid = None
+        self.count = torch.zeros((B, N), dtype=torch.int32, device=dev)
         if self.has_contacts:
             radius = max(self.options.cell_size, 2.0 * self.particle_size if self.has_liquid else 0.0)
             self.grid = NeighbourGrid(B, N, radius, dtype=fl, device=dev, launcher=self._launch)
@@ -237,7 +238,7 @@ class PBDSolver(ParticleSolver):
                            self.p_mass, self.p_rho, self.p_mat, g.table, g.order, g.cells, self.lam, self.rho,
                            self.dx)
             launch(K.collide, f, fn, self.params_f, st.pos, st.active, self.w, self.p_kind, self.p_entity,
-                   self.p_rest, self.p_mat, g.table, g.order, g.cells, self.dx)
+                   self.p_rest, self.p_mat, g.table, g.order, g.cells, self.count, self.dx)
         launch(K.finish, f, fn, self.params_f, st.pos, st.vel, st.active)
         if self.has_liquid:
             g = self.grid
