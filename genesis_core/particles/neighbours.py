@@ -177,6 +177,23 @@ def grid_cell_range(table: ti.template(), b, c, o):
     return r
 
 
+@ti.func
+def grid_cell_reaches(x, c, o, radius, cell_size):
+    """Whether the cell c + offset o (o in [0, 27)) can hold a point within `radius` of x (x in cell c, the cells
+    of side `cell_size`, the grid's): a kernel skips the others before it looks them up. With cells twice the
+    radius, 8 of the 27 are visited on average instead of 27."""
+    d = grid_offset(o)
+    ok = True
+    for a in ti.static(range(3)):
+        lo = ti.cast(c[a], ti.f64) * cell_size
+        xa = ti.cast(x[a], ti.f64)
+        if d[a] < 0 and xa - lo >= radius:
+            ok = False
+        if d[a] > 0 and lo + cell_size - xa >= radius:
+            ok = False
+    return ok
+
+
 @ti.kernel
 def grid_build(f: ti.i32, pos: nd(ndim=4), active: nd(ndim=2), cell_size: ti.f64, table: nd(ndim=3),
                order: nd(ndim=2), cells: nd(ndim=3), occupied: nd(ndim=2), stats: nd(ndim=2)):

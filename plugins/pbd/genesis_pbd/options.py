@@ -20,8 +20,8 @@ class PBDOptions(ParticleOptions):
     against elastic bodies, ...), and liquids and free particles are sampled on a lattice of this spacing; a
     position-based fluid's kernel reaches 2 * particle_size. Particles collide with rigid geoms at a radius of
     particle_size / 2.
-    hash_grid_cell_size: the neighbour search's cell (m; None: 1.25 * particle_size, as Genesis World; it is
-    raised to the fluid kernel's reach when the scene holds a liquid). hash_grid_res: accepted for Genesis
+    hash_grid_cell_size: the neighbour search's cell (m; None or smaller: 2 * particle_size, which is both the
+    fluid kernel's reach and twice the collision distance, so that a search visits 8 cells of 27 on average). hash_grid_res: accepted for Genesis
     World's scripts and unused (the neighbour search hashes occupied cells: no grid of fixed extent).
     lower_bound, upper_bound: the domain (m); its six faces are walls.
     """
@@ -48,4 +48,4 @@ class PBDOptions(ParticleOptions):
 
     @property
     def cell_size(self) -> float:
-        return self.hash_grid_cell_size or 1.25 * self.particle_size
+        return self.hash_grid_cell_size or 2.0 * self.particle_size

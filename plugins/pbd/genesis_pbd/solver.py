@@ -30,6 +30,8 @@ from .entity import PBDEntity
 from .materials import CLOTH, ELASTIC, LIQUID, PARTICLE, Cloth, Elastic, _Base
 from .options import PBDOptions
 
+MAX_CONTACTS = 16  # contacts per particle kept between the collision search and its correction pass
+
 
 class PBDSolver(ParticleSolver):
     """State: the kit's pos, vel, active; `free` per particle (0: fixed); the compliances per entity."""
@@ -172,10 +174,11 @@ class PBDSolver(ParticleSolver):
             if parts:
                 idx, rest, ent, relax = idx[order], rest[order], ent[order], relax[order]
             i32 = dict(dtype=torch.int32, device=dev)
-            self._cons[key] = (torch.as_tensor(idx, **i32).contiguous(),
+            # flat arrays (kernels.solve_topology): particles [C * width], multipliers [B * C]
+            self._cons[key] = (torch.as_tensor(idx, **i32).reshape(-1).contiguous(),
                                torch.as_tensor(rest, dtype=fl, device=dev),
                                torch.as_tensor(ent, **i32), torch.as_tensor(relax, dtype=fl, device=dev),
-                               torch.as_tensor(off, **i32), torch.zeros((B, len(rest)), dtype=fl, device=dev))
+                               torch.as_tensor(off, **i32), torch.zeros(B * len(rest), dtype=fl, device=dev))
         self.n_stretch = int(self._cons["s"][4][-1])
         self.n_bending = int(self._cons["q"][4][-1])
         self.n_volume = int(self._cons["t"][4][-1])
@@ -195,12 +198,16 @@ class PBDSolver(ParticleSolver):
         fl, dev, B, N = self.float_dtype, self.device, self.batch, self.n_particles
         self._launch = Launcher()
         self.w = torch.zeros((B, N), dtype=fl, device=dev)
+        self._flat_w = self.w.view(-1)
+        self._flat = None
         self.dx = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.ext_dv = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.grid = None
         self.count = torch.zeros((B, N), dtype=torch.int32, device=dev)
+        self.contacts = torch.zeros((B, N, MAX_CONTACTS), dtype=torch.int32, device=dev)
         if self.has_contacts:
-            radius = max(self.options.cell_size, 2.0 * self.particle_size if self.has_liquid else 0.0)
+            # cells twice the collision distance: a particle's search visits 8 cells on average (grid_cell_reaches)
+            radius = max(self.options.cell_size, 2.0 * self.particle_size)
             self.grid = NeighbourGrid(B, N, radius, dtype=fl, device=dev, launcher=self._launch)
         if self.has_liquid:
             self.lam = torch.zeros((B, N), dtype=fl, device=dev)
@@ -225,26 +232,33 @@ class PBDSolver(ParticleSolver):
                self.ext_dv, self.w)
         if self.n_stretch + self.n_bending + self.n_volume:
             cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
-            launch(K.solve_topology, fn, self.n_groups, self.params_f, self.iterations, st.pos, self.w,
-                   cs[0], cs[1], cs[2], cs[3], cs[4], st.stretch_compliance, cs[5],
-                   cq[0], cq[1], cq[2], cq[3], cq[4], st.bending_compliance, cq[5],
-                   ct[0], ct[1], ct[2], ct[3], ct[4], st.volume_compliance, ct[5])
+            launch(K.solve_topology, fn, self.n_groups, self.batch, self.params_f, self.iterations, self._flat_pos(),
+                   self._flat_w, *cs[:5], st.stretch_compliance, cs[5], *cq[:5], st.bending_compliance, cq[5],
+                   *ct[:5], st.volume_compliance, ct[5])
         if self.grid is not None:
             g = self.grid
             g.build(st.pos, st.active, fn)
             if self.has_liquid:
                 for _ in range(o.max_density_solver_iterations):
-                    launch(K.density_iteration, fn, self.params_f, st.pos, st.active, self.w, self.p_kind,
+                    launch(K.density_iteration, fn, self.params_f, g.cell_size, st.pos, st.active, self.w, self.p_kind,
                            self.p_mass, self.p_rho, self.p_mat, g.table, g.order, g.cells, self.lam, self.rho,
                            self.dx)
-            launch(K.collide, f, fn, self.params_f, st.pos, st.active, self.w, self.p_kind, self.p_entity,
-                   self.p_rest, self.p_mat, g.table, g.order, g.cells, self.count, self.dx)
+            launch(K.collide, f, fn, self.params_f, g.cell_size, st.pos, st.active, self.w, self.p_kind,
+                   self.p_entity, self.p_rest, self.p_mat, g.table, g.order, g.cells, self.count, self.contacts,
+                   self.dx)
         launch(K.finish, f, fn, self.params_f, st.pos, st.vel, st.active)
         if self.has_liquid:
             g = self.grid
             for _ in range(o.max_viscosity_solver_iterations):
-                launch(K.viscosity, fn, self.params_f, st.pos, st.vel, st.active, self.w, self.p_kind, self.p_mass,
+                launch(K.viscosity, fn, self.params_f, g.cell_size, st.pos, st.vel, st.active, self.w, self.p_kind, self.p_mass,
                        self.p_rho, self.p_mat, g.table, g.order, g.cells, self.dx)
+
+    def _flat_pos(self):
+        """A flat view of the state's positions (the same memory), kept while the state's tensor is the same."""
+        pos = self.state.tensors["pos"]
+        if self._flat is None or self._flat[0] is not pos:
+            self._flat = (pos, pos.detach().view(-1))
+        return self._flat[1]
 
     def substep_post_coupling(self, f):
         self.keep_inside(self.frames.next(f))
