@@ -45,6 +45,8 @@ class ColliderView:
     geom_hull: int32 [G, 2], (first row, rows) of a mesh geom's hull in hull_planes (0 rows for other kinds);
     hull_planes: [P, 4], (outward unit normal, offset) in the geom's frame: n . p <= offset inside the convex
     piece. A non-convex mesh appears as its convex pieces, one geom each.
+    body_quat: [B, L, 4], each body's orientation (w, x, y, z; world): what a coupling needs to carry points
+    fixed in a body (particles attached to a link).
     """
 
     geom_type: torch.Tensor
@@ -61,6 +63,7 @@ class ColliderView:
     body_inv_inertia: torch.Tensor | None = None
     geom_hull: torch.Tensor | None = None
     hull_planes: torch.Tensor | None = None
+    body_quat: torch.Tensor | None = None
 
 
 @runtime_checkable

@@ -20,6 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
      "particle-substeps/s"),
     ("fem.py", ["--maxvolume", "2e-5", "--envs", "1", "--steps", "1", "--warmup", "1", "--no-anchor"],
      "vertex-substeps/s"),
+    ("pbd.py", ["--n", "16", "--envs", "1", "--steps", "2", "--warmup", "1", "--no-anchor"],
+     "particle-substeps/s"),
 ])
 def test_benchmark_runs_at_a_tiny_size(script, args, expect):
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args], capture_output=True,

@@ -111,7 +111,8 @@ def check_view(view, batch: int, owner: str, what: str):
               "body_lin_vel": (view.body_lin_vel, (B, L), (3,)), "body_ang_vel": (view.body_ang_vel, (B, L), (3,)),
               "body_impulse": (view.body_impulse, (B, L), (6,)), "body_inv_mass": (view.body_inv_mass, (L,), ()),
               "body_inv_inertia": (view.body_inv_inertia, (B, L), (3, 3)),
-              "geom_hull": (view.geom_hull, (G,), (2,)), "hull_planes": (view.hull_planes, (0,), (4,))}
+              "geom_hull": (view.geom_hull, (G,), (2,)), "hull_planes": (view.hull_planes, (0,), (4,)),
+              "body_quat": (view.body_quat, (B, L), (4,))}
     _check_shapes(owner, arrays, what, f"B={B} environments, G={G} geoms, L={L} bodies")
 
 

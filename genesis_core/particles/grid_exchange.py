@@ -98,6 +98,35 @@ def mpm_exchange(fp: ti.i32, fv: ti.i32, pos: nd(dtype=V3, ndim=3), vel: nd(dtyp
                         grid_v[b, n[0], n[1], n[2]] = grid_v[b, n[0], n[1], n[2]] - (wn / M) * J
 
 
+class GridExchange:
+    """What a particle solver that steps in its pre-coupling part needs for `exchange_with_mpm`: the exchange of
+    its frame f + 1 (positions of frame f, velocities after its step) with the MPM grid, the velocity change
+    applied to frame f + 1 and its positions moved with it (dt * dv). One per solver:
+
+        def exchange_with_mpm(self, f, grid):
+            self._grid_exchange(self, f, grid, active)        # active: int32 [B, N], the particles that take part
+    """
+
+    def __init__(self):
+        self._dv = self._impulse = None
+
+    def __call__(self, solver, f, grid, active):
+        import torch
+
+        st = solver.state
+        fn = solver.frames.next(f)
+        if self._dv is None:
+            self._dv = torch.zeros_like(st.at("vel", fn))
+            self._impulse = torch.zeros_like(self._dv)
+        with torch.no_grad():
+            self._dv.zero_()
+        solver._launch(mpm_exchange, f, fn, st.pos, st.vel, active, solver.p_mass, *grid.origin, 1.0 / grid.dx,
+                       grid.velocity, grid.mass, self._impulse, self._dv)
+        with torch.no_grad():
+            st.at("vel", fn).add_(self._dv)
+            st.at("pos", fn).add_(self._dv, alpha=solver.sim_options.substep_dt)
+
+
 class MPMGridCoupling:
     """The coupling of the MPM solver with a particle solver that has `exchange_with_mpm(f, grid)` (it launches
     `mpm_exchange` with its own frames and applies its share): registered as ("MPMSolver", "<its name>")."""

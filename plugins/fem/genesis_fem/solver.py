@@ -352,22 +352,10 @@ class FEMSolver(ParticleSolver):
         solver's `grid_view(f)`: the surface's vertices (their frame f positions, their frame f + 1 velocities after this substep's FEM step)
         against the grid (genesis_core.particles.grid_exchange); their velocity change goes into frame f + 1 (and
         its position moves with it, dt * dv), the grid's into the MPM grid-to-particle."""
-        from genesis_core.particles import grid_exchange
+        from genesis_core.particles.grid_exchange import GridExchange
 
-        st = self.state
-        fn = self.frames.next(f)
-        if "_mpm_dv" not in self.__dict__:
-            self._mpm_dv = torch.zeros_like(st.at("vel", fn))
-            self._mpm_impulse = torch.zeros_like(self._mpm_dv)
-        dv = self._mpm_dv
-        self._contact_mask(fn)
-        with torch.no_grad():
-            dv.zero_()
-        self._launch(grid_exchange.mpm_exchange, f, fn, st.pos, st.vel, self.contact_active, self.p_mass,
-                     *grid.origin, 1.0 / grid.dx, grid.velocity, grid.mass, self._mpm_impulse, dv)
-        with torch.no_grad():
-            st.at("vel", fn).add_(dv)
-            st.at("pos", fn).add_(dv, alpha=self.sim_options.substep_dt)
+        self._contact_mask(self.frames.next(f))
+        self.__dict__.setdefault("_grid_exchange", GridExchange())(self, f, grid, self.contact_active)
 
     # -- inspection ------------------------------------------------------------------------------------------------
 

@@ -75,17 +75,36 @@ class PBDEntity(ParticleEntity):
         self.fix_particles(particle_idx_local, envs_idx)
 
     def release_particle(self, particles_idx_local=None, envs_idx=None):
-        """Let fixed particles move freely again."""
+        """Let fixed or attached particles move freely again."""
         self._write("free", 1, envs_idx, particles_idx_local, "release_particle")
+        self._write("attach_link", -1, envs_idx, particles_idx_local, "release_particle")
 
     def get_particles_free(self, envs_idx=None, particles_idx_local=None):
         """1 where a particle is free, 0 where it is fixed (int32), `([n_envs,] n)`."""
         return self._read("free", envs_idx, particles_idx_local, "get_particles_free")
 
     def fix_particles_to_link(self, link_idx, particles_idx_local=None, envs_idx=None):
-        raise OptionError("fix_particles_to_link: attaching PBD particles to a rigid link is not available in this "
-                          "version; fix the particles (fix_particles) and drive them with set_particles_pos / "
-                          "set_particles_vel from the link's pose each step.")
+        """Attach particles `particles_idx_local` (None: all) in environments `envs_idx` to the rigid link
+        `link_idx` (its index in the rigid solver, e.g. `entity.base_link_idx`) where they are now: from the next
+        substep on they stay at that point of the link, and the link carries them (their weight and the pull of
+        the constraints on them go to the link as impulses). `release_particle` detaches them."""
+        import genesis_core.rotations as rot
+
+        if isinstance(link_idx, bool) or not isinstance(link_idx, (int, np.integer)):
+            raise OptionError(f"fix_particles_to_link: link_idx must be an int, got {link_idx!r}.")
+        envs = self._envs_idx(envs_idx)
+        com, quat = self.solver.link_pose(int(link_idx))
+        if envs is not None:
+            com, quat = com[envs], quat[envs]
+        x = self._read("pos", envs_idx, particles_idx_local, "fix_particles_to_link").detach()
+        if not self.scene.n_envs:
+            x = x.unsqueeze(0)
+        R = torch.as_tensor(np.stack([rot.quat_to_mat(q) for q in quat.double().cpu().numpy()]), dtype=x.dtype)
+        local = torch.einsum("bji,bnj->bni", R, x - com[:, None, :])  # R^T (x - com)
+        if not self.scene.n_envs:
+            local = local[0]
+        self._write("attach_local", local, envs_idx, particles_idx_local, "fix_particles_to_link")
+        self._write("attach_link", int(link_idx), envs_idx, particles_idx_local, "fix_particles_to_link")
 
     # -- per-entity material parameters ----------------------------------------------------------------------------
 

@@ -420,6 +420,45 @@ def collide(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(d
         pos[fn, b, i] = pos[fn, b, i] + dx[b, i]
 
 
+# -- attachments ---------------------------------------------------------------------------------------------------
+
+
+@ti.func
+def quat_rotate(q, v):
+    """v rotated by the unit quaternion q = (w, x, y, z)."""
+    u = ti.Vector([q[1], q[2], q[3]])
+    t = 2.0 * u.cross(v)
+    return v + q[0] * t + u.cross(t)
+
+
+@ti.kernel
+def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1),
+           attach_link: nd(ndim=2), attach_local: nd(dtype=V3, ndim=2), body_com: nd(dtype=V3, ndim=2),
+           body_quat: nd(ndim=3), body_impulse: nd(ndim=3)):
+    """Particles attached to a link go to their point of the link (body_com + R(body_quat) local) after the
+    solve, and the link takes the momentum that move takes from them, m (x - target) / dt, at that point: it
+    carries their weight and the cloth's pull. One thread per environment, particles in index order: the
+    impulses add up in a fixed order. A link index outside the view's bodies is ignored."""
+    inv_dt = 1.0 / prm[P_DT]
+    n_bodies = ti.min(body_com.shape[1], ti.min(body_quat.shape[1], body_impulse.shape[1]))
+    for t in range(pos.shape[1] * TASK_STRIDE):
+        if t % TASK_STRIDE == 0:
+            b = t // TASK_STRIDE
+            for i in range(pos.shape[2]):
+                link = attach_link[b, i]
+                if active[b, i] != 0 and link >= 0 and link < n_bodies:
+                    q = ti.Vector([body_quat[b, link, 0], body_quat[b, link, 1], body_quat[b, link, 2],
+                                   body_quat[b, link, 3]])
+                    arm = quat_rotate(q, attach_local[b, i])
+                    target = body_com[b, link] + arm
+                    dp = p_mass[i] * (pos[fn, b, i] - target) * inv_dt
+                    tau = arm.cross(dp)
+                    for a in ti.static(range(3)):
+                        body_impulse[b, link, a] = body_impulse[b, link, a] + dp[a]
+                        body_impulse[b, link, 3 + a] = body_impulse[b, link, 3 + a] + tau[a]
+                    pos[fn, b, i] = target
+
+
 # -- 5. velocities -----------------------------------------------------------------------------------------------
 
 

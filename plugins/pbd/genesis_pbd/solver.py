@@ -34,7 +34,8 @@ MAX_CONTACTS = 16  # contacts per particle kept between the collision search and
 
 
 class PBDSolver(ParticleSolver):
-    """State: the kit's pos, vel, active; `free` per particle (0: fixed); the compliances per entity."""
+    """State: the kit's pos, vel, active; `free` per particle (0: fixed); the attachments to rigid links; the
+    compliances per entity."""
 
     short_name = "pbd"
     order = 40
@@ -47,6 +48,10 @@ class PBDSolver(ParticleSolver):
         _pos, _vel, _active,
         gs.FieldSpec("free", ("n_particles",), dtype="int", frames=False, codes=(0, 1),
                      doc="1: moved by the solver, 0: fixed (moves with its own velocity)"),
+        gs.FieldSpec("attach_link", ("n_particles",), dtype="int", frames=False, bounds=(-1, None),
+                     doc="the rigid link a particle is attached to (fix_particles_to_link), -1: none"),
+        gs.FieldSpec("attach_local", ("n_particles", 3), frames=False,
+                     doc="an attached particle's point in its link's frame (about the link's centre of mass), m"),
         gs.FieldSpec("stretch_compliance", ("n_entities",), frames=False, bounds=(0, None),
                      doc="stretch (edge length) compliance per entity, m/N"),
         gs.FieldSpec("bending_compliance", ("n_entities",), frames=False, bounds=(0, None),
@@ -62,8 +67,29 @@ class PBDSolver(ParticleSolver):
             raise GenesisError(f"{self.name}: differentiable mode is not available for PBD entities in this version; "
                                "build the scene with SimOptions(requires_grad=False).")
 
+        self._link_source = None  # the rigid solver's coupling (RigidPBDCoupling), when there is one
+
     def default_particle_size(self):
         return self.options.particle_size
+
+    def add_link_source(self, coupling):
+        """Called at build by `RigidPBDCoupling`: the collider whose links particles can be attached to."""
+        self._link_source = coupling
+
+    def link_pose(self, link: int):
+        """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of a rigid link at the current frame, from the
+        rigid solver's collider view."""
+        from genesis_core.errors import OptionError
+
+        if self._link_source is None:
+            raise OptionError("fix_particles_to_link: the scene has no rigid bodies to attach particles to (the "
+                              "rigid plugin, genesis-rigid, and a rigid entity are needed).")
+        view = self._link_source.collider.collider_view(self.frames.prev(self.frame))
+        n = 0 if view.body_quat is None else min(view.body_quat.shape[1], view.body_com.shape[1])
+        if not 0 <= link < n:
+            raise OptionError(f"fix_particles_to_link: link_idx={link} is not a link of the rigid solver "
+                              f"(0 <= link_idx < {n}).")
+        return view.body_com[:, link].detach().clone(), view.body_quat[:, link].detach().clone()
 
     # -- entities --------------------------------------------------------------------------------------------------
 
@@ -217,6 +243,7 @@ class PBDSolver(ParticleSolver):
         super().init_state(f)
         st = self.state
         st.at("free", f)[:] = 1
+        st.at("attach_link", f)[:] = -1
         for i, e in enumerate(self.entities):
             m = e.material
             st.at("stretch_compliance", f)[:, i] = getattr(m, "stretch_compliance", 0.0)
@@ -246,6 +273,10 @@ class PBDSolver(ParticleSolver):
             launch(K.collide, f, fn, self.params_f, g.cell_size, st.pos, st.active, self.w, self.p_kind,
                    self.p_entity, self.p_rest, self.p_mat, g.table, g.order, g.cells, self.count, self.contacts,
                    self.dx)
+        if self._link_source is not None:
+            view = self._link_source.collider.collider_view(f)
+            launch(K.attach, fn, self.params_f, st.pos, st.active, self.p_mass, st.attach_link, st.attach_local,
+                   view.body_com, view.body_quat, view.body_impulse)
         launch(K.finish, f, fn, self.params_f, st.pos, st.vel, st.active)
         if self.has_liquid:
             g = self.grid
@@ -275,6 +306,15 @@ class PBDSolver(ParticleSolver):
             views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
                                      active=st.at("active", fn), radius=0.5 * self.particle_size, restitution=0.0)
         return views[fn]
+
+    def exchange_with_mpm(self, f, grid):
+        """Called by the MPM coupling (`grid_exchange.MPMGridCoupling`) at coupling time of substep f with the MPM
+        solver's `grid_view(f)`: every active particle (frame f positions, velocities after this substep's PBD
+        step) exchanges momentum with the grid (genesis_core.particles.grid_exchange)."""
+        from genesis_core.particles.grid_exchange import GridExchange
+
+        active = self.state.at("active", self.frames.next(f))
+        self.__dict__.setdefault("_grid_exchange", GridExchange())(self, f, grid, active)
 
     # -- inspection ------------------------------------------------------------------------------------------------
 

@@ -169,3 +169,104 @@ def test_rope_from_line_segments(tmp_path):
     assert rope.n_particles == 5 and rope.n_edges == 4 and rope.faces.shape == (0, 3) and rope.mesh is None
     assert rope.get_mass() == pytest.approx(0.5 * 0.4)
     assert scene.pbd_solver.p_mass.tolist() == pytest.approx([0.025, 0.05, 0.05, 0.05, 0.025])
+
+
+def rope_on_box(tmp_path, gravity, n_envs=0):
+    pytest.importorskip("genesis_rigid", reason="the rigid plugin (genesis-rigid) is not installed")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=2, gravity=gravity),
+                     pbd_options=gs.options.PBDOptions(lower_bound=(-2, -2, -2), upper_bound=(2, 2, 2)))
+    box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.5), size=(0.1, 0.1, 0.1)), material=gs.materials.Rigid(rho=200))
+    rope = scene.add_entity(gs.morphs.Mesh(file=pbd_meshes.rope(tmp_path / "r.obj", 6, 0.25), pos=(0.07, 0, 0.5)),
+                            material=gs.materials.PBD.Cloth(rho=0.4, air_resistance=0.0, stretch_compliance=1e-6))
+    scene.build(n_envs=n_envs)
+    rope.fix_particles_to_link(box.base_link_idx, [0])
+    return scene, box, rope
+
+
+def total_momentum(scene, box, rope, m_box):
+    p = (rope.get_particles_vel() * scene.pbd_solver.p_mass[:, None]).sum(-2)
+    pending = scene.rigid_solver.state.at("links_ext_impulse", scene.rigid_solver.frame)[0, :, :3].sum(0)
+    return p + m_box * box.get_vel().double() + pending.double()
+
+
+def test_particles_attached_to_a_link_follow_it_and_it_carries_them(tmp_path):
+    """A rope hanging 2 cm off the side of a free rigid box, its first particle attached to the box: box and rope
+    fall together, the total momentum grows as (M + m) g t (to 1e-6: the link takes exactly the momentum its
+    particles lose), and the attached particle stays on its point of the box."""
+    scene, box, rope = rope_on_box(tmp_path, (0, 0, -9.81))
+    m_box, m_rope = 200 * 0.1 ** 3, rope.get_mass()
+    p0 = total_momentum(scene, box, rope, m_box)
+    for i in range(1, 101):
+        scene.step()
+        want = p0 + torch.tensor([0, 0, -(m_box + m_rope) * 9.81 * i * 1e-3], dtype=torch.float64)
+        assert torch.allclose(total_momentum(scene, box, rope, m_box), want, rtol=0, atol=1e-6 * float(want.norm()))
+    from genesis_core.rotations import quat_to_mat
+
+    top = rope.get_particles_pos()[0]
+    R = torch.as_tensor(quat_to_mat(box.get_quat().double().numpy()))
+    assert torch.allclose(top, box.get_pos().double() + R @ torch.tensor([0.07, 0.0, 0.0], dtype=torch.float64),
+                          atol=1e-9)
+    rope.release_particle([0])
+    assert int(scene.pbd_solver.state.at("attach_link", 0)[0, 0]) == -1
+
+
+def test_a_thrown_attached_rope_pulls_its_box_without_gravity(tmp_path):
+    """Gravity off, the rope thrown sideways while its first particle is attached to a box in environment 1 only:
+    there the box is pulled along and the momentum is kept (1e-6); in environment 0 the rope flies off alone."""
+    scene, box, rope = rope_on_box(tmp_path, (0, 0, 0), n_envs=2)
+    rope.release_particle([0], envs_idx=[0])
+    rope.set_velocity(torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64))
+    m_box = 200 * 0.1 ** 3
+    m = scene.pbd_solver.p_mass
+
+    def momentum(b):
+        p = (rope.get_particles_vel()[b] * m[:, None]).sum(0)
+        pending = scene.rigid_solver.state.at("links_ext_impulse", scene.rigid_solver.frame)[b, :, :3].sum(0)
+        return p + m_box * box.get_vel()[b].double() + pending.double()
+
+    p0 = momentum(1)
+    for _ in range(100):
+        scene.step()
+        assert torch.allclose(momentum(1), p0, rtol=0, atol=1e-6 * float(p0.norm()))
+    v = box.get_vel()
+    assert float(v[1, 1]) > 0.05 and float(v[0].norm()) == 0.0
+
+
+def test_attaching_needs_a_rigid_link(tmp_path):
+    scene, cloth = small_cloth(tmp_path)
+    with pytest.raises(gs.OptionError, match="no rigid bodies"):
+        cloth.fix_particles_to_link(0, [0])
+    if pytest.importorskip("genesis_rigid", reason="the rigid plugin is not installed"):
+        scene, box, rope = rope_on_box(tmp_path, (0, 0, 0))
+        with pytest.raises(gs.OptionError, match="link_idx=7"):
+            rope.fix_particles_to_link(7, [1])
+        with pytest.raises(gs.InvalidStateError):
+            scene.pbd_solver.state.set_rows("attach_link", 0, -2, None, (slice(0, 1),), what="attach_link")
+
+
+def test_pbd_mpm_coupling_conserves_momentum_without_gravity(tmp_path):
+    """A PBD elastic cube thrown into an MPM block, gravity off: the total linear momentum of both stays the
+    initial one to 1e-6 while they push each other apart."""
+    pytest.importorskip("genesis_mpm", reason="the MPM plugin (genesis-mpm) is not installed")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=4, gravity=(0, 0, 0)),
+                     mpm_options=gs.options.MPMOptions(lower_bound=(0, 0, 0), upper_bound=(0.6, 0.3, 0.3),
+                                                       grid_density=40),
+                     pbd_options=gs.options.PBDOptions(lower_bound=(-1, -1, -1), upper_bound=(1, 1, 1)))
+    block = scene.add_entity(gs.morphs.Box(pos=(0.35, 0.15, 0.15), size=(0.1, 0.1, 0.1)),
+                             material=gs.materials.MPM.Elastic(E=5e4))
+    cube = scene.add_entity(gs.morphs.Box(pos=(0.2, 0.15, 0.15), size=(0.08, 0.08, 0.08), maxvolume=0.01 ** 3 / 3),
+                            material=gs.materials.PBD.Elastic(stretch_compliance=1e-6, volume_compliance=1e-7))
+    scene.build()
+    cube.set_velocity(torch.tensor([1.5, 0.0, 0.2], dtype=torch.float64))
+    m_mpm, m_pbd = scene.mpm_solver.p_mass.double(), scene.pbd_solver.p_mass
+
+    def momentum():
+        return ((block.get_particles_vel() * m_mpm[:, None]).sum(0), (cube.get_particles_vel() * m_pbd[:, None]).sum(0))
+
+    p_mpm0, p_pbd0 = momentum()
+    total0 = p_mpm0 + p_pbd0
+    for _ in range(40):
+        scene.step()
+        p_mpm, p_pbd = momentum()
+        assert torch.allclose(p_mpm + p_pbd, total0, rtol=0, atol=1e-6 * float(total0.norm()))
+    assert float(p_mpm[0]) > 0.2 * float(total0[0]), "the cube never pushed the block"

@@ -52,6 +52,11 @@ class RigidEntity(gs.Entity):
     # -- sizes and lookup -------------------------------------------------------------------------------------------
 
     @property
+    def base_link_idx(self) -> int:
+        """The solver-wide index of the entity's base link (Genesis World's name)."""
+        return self.link_start
+
+    @property
     def n_links(self):
         return self.link_end - self.link_start
 

@@ -645,6 +645,7 @@ class RigidSolver(gs.SolverBase):
             if self.n_links:
                 rot = quat_to_mat(st.at("links_quat", fn).detach())
                 v.body_inv_inertia[:, :n_links] = rot @ self._link_inv_inertia @ rot.transpose(-1, -2)
+        v.body_quat = st.at("links_quat", fn) if self.n_links else None
         if self._diff is not None:
             self._diff_view(fn)
             return v
