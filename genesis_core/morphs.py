@@ -145,8 +145,18 @@ class Capsule(Primitive):
     height: float = attrs.field(default=1.0, validator=v.positive)
 
 
+ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+
+
 def _fspath(value):
-    return os.fspath(value) if isinstance(value, os.PathLike) else value
+    """The file's path; a relative path that names no file from the working directory is looked up among the
+    files genesis-core ships under Genesis World's names (`genesis_core/assets`, e.g. "meshes/cloth.obj")."""
+    value = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if isinstance(value, str) and value and not os.path.isabs(value) and not os.path.isfile(value):
+        shipped = os.path.join(ASSETS, value)
+        if os.path.isfile(shipped):
+            return shipped
+    return value
 
 
 def _existing_file(inst, attr, value):

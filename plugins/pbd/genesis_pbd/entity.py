@@ -71,7 +71,10 @@ class PBDEntity(ParticleEntity):
         self._write("free", 0, envs_idx, particles_idx_local, "fix_particles")
 
     def fix_particle(self, particle_idx_local, envs_idx=None):
-        """Genesis World's older name: fix one particle (zeroing its velocity)."""
+        """Genesis World's older name: fix one particle (zeroing its velocity); its scripts pass the environment
+        0 of a scene built without environments, which means that scene's only one here."""
+        if not self.scene.n_envs and isinstance(envs_idx, (int, np.integer)) and envs_idx == 0:
+            envs_idx = None
         self.fix_particles(particle_idx_local, envs_idx)
 
     def release_particle(self, particles_idx_local=None, envs_idx=None):

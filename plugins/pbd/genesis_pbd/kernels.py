@@ -12,7 +12,7 @@ A substep (frame f -> fn), all in place on frame fn:
    fixed order: bitwise repeatable.
 3. `density_iteration` (position-based fluids, Macklin & Mueller 2013): lambda_i per liquid particle, then each
    particle's correction from its neighbours' (Jacobi, as published), in the neighbour search's fixed order.
-4. `collide`: particles closer than particle_size push apart (shared by inverse mass, divided by the larger
+4. `collide`: particles closer than the sum of their radii push apart (shared by inverse mass, divided by the larger
    contact count of the pair, so momentum is kept), with Coulomb friction on the relative displacement (Macklin et al. 2014, eqs. 23-24); pairs of one
    entity that were that close at rest, liquid pairs and free particles (PBD.Particle) are left out.
 5. `finish`: v = (x_fn - x_f) / dt; then `viscosity` (XSPH) for liquids.
@@ -30,6 +30,10 @@ from genesis_core.particles.reduce import TASK_STRIDE
 
 V3 = ti.types.vector(3, float)
 nd = ti.types.ndarray
+
+# SERIAL: read as True by the serial copies of the per-particle kernels (`serial`), which a small scene takes: a
+# parallel loop costs 50-70 us a launch on a 2-core CPU (the thread pool's wake-up), more than its work there
+SERIAL = False
 
 # params (a float array)
 P_DT, P_GX, P_GY, P_GZ, P_SIZE, P_H, P_G0, P_N = range(8)
@@ -79,6 +83,7 @@ def predict(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), v
             w: nd(ndim=2)):
     dt = prm[P_DT]
     g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         x = pos[f, b, i]
         v = vel[f, b, i]
@@ -350,43 +355,44 @@ def viscosity(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dtype=V3, 
 
 
 @ti.func
-def _touching(b, i, j, fn, s, pos: ti.template(), p_kind: ti.template(), p_entity: ti.template(),
-              p_rest: ti.template()):
-    """1 if particles i and j of environment b collide: closer than s and not left out."""
-    pair = j != i and p_kind[j] != PARTICLE
-    if p_kind[i] == LIQUID and p_kind[j] == LIQUID:
-        pair = False
-    if p_entity[i] == p_entity[j]:
-        if (p_rest[i] - p_rest[j]).norm_sqr() <= s * s:
-            pair = False
+def _touching(b, i, j, fn, pos: ti.template(), p_kind: ti.template(), p_entity: ti.template(),
+              p_rest: ti.template(), p_radius: ti.template()):
+    """(contact distance r_i + r_j, 1 if particles i and j of environment b collide: closer than that and not left
+    out: pairs of one entity that were that close at rest, liquid pairs, free particles)."""
+    s = p_radius[i] + p_radius[j]
     hit = 0
-    if pair:
-        dist2 = (pos[fn, b, i] - pos[fn, b, j]).norm_sqr()
-        if dist2 < s * s and dist2 > EPS * EPS:
-            hit = 1
-    return hit
+    dist2 = (pos[fn, b, i] - pos[fn, b, j]).norm_sqr()
+    if dist2 < s * s and dist2 > EPS * EPS:  # then the pairs left out (j == i is at distance 0)
+        hit = 1
+        if p_kind[j] == PARTICLE or (p_kind[i] == LIQUID and p_kind[j] == LIQUID):
+            hit = 0
+        elif p_entity[i] == p_entity[j]:
+            if (p_rest[i] - p_rest[j]).norm_sqr() <= s * s:
+                hit = 0
+    return s, hit
 
 
 @ti.kernel
-def collide(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dtype=V3, ndim=3),
+def collide(f: ti.i32, fn: ti.i32, cell_size: ti.f64, reach: ti.f64, pos: nd(dtype=V3, ndim=3),
             active: nd(ndim=2), w: nd(ndim=2), p_kind: nd(ndim=1), p_entity: nd(ndim=1), p_rest: nd(dtype=V3, ndim=1),
-            p_mat: nd(ndim=2), table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), count: nd(ndim=2),
-            contacts: nd(ndim=3), dx: nd(dtype=V3, ndim=2)):
-    """Each colliding pair moves apart by its penetration, shared by inverse mass and divided by the larger of
-    the two particles' contact counts (symmetric in the pair: momentum is kept). A particle's first MAX_CONTACTS
-    contacts (in the search's fixed order) are kept from the search for the correction pass."""
-    s = prm[P_SIZE]
+            p_radius: nd(ndim=1), p_mat: nd(ndim=2), table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3),
+            count: nd(ndim=2), contacts: nd(ndim=3), dx: nd(dtype=V3, ndim=2)):
+    """Each colliding pair (closer than the sum of their radii, p_radius) moves apart by its penetration, shared
+    by inverse mass and divided by the larger of the two particles' contact counts (symmetric in the pair:
+    momentum is kept). A particle's first MAX_CONTACTS contacts (in the search's fixed order) are kept from the
+    search for the correction pass. reach: the largest contact distance (the search radius)."""
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         n_contacts = 0
         if active[b, i] != 0 and p_kind[i] != PARTICLE:
             xi = pos[fn, b, i]
             c = grid_particle_cell(cells, b, i)
             for o in range(27):
-                if grid_cell_reaches(xi, c, o, s, cell_size):
+                if grid_cell_reaches(xi, c, o, reach, cell_size):
                     r = grid_cell_range(table, b, c, o)
                     for kk in range(r[0], r[1]):
                         j = order[b, kk]
-                        if _touching(b, i, j, fn, s, pos, p_kind, p_entity, p_rest) != 0:
+                        _s, hit = _touching(b, i, j, fn, pos, p_kind, p_entity, p_rest, p_radius)
+                        if hit != 0:
                             if n_contacts < contacts.shape[2]:
                                 contacts[b, i, n_contacts] = j
                             n_contacts += 1
@@ -403,7 +409,7 @@ def collide(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(d
                 dist = d.norm()
                 n = d / dist
                 share = wi / (wi + w[b, j]) / ti.max(count[b, i], count[b, j])
-                pen = s - dist
+                pen = p_radius[i] + p_radius[j] - dist
                 corr += (share * pen) * n
                 # Coulomb friction on the pair's relative displacement over the substep
                 rel = di - (pos[fn, b, j] - pos[f, b, j])
@@ -466,6 +472,19 @@ def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(nd
 def finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
            active: nd(ndim=2)):
     inv_dt = 1.0 / prm[P_DT]
+    ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if active[b, i] != 0:
             vel[fn, b, i] = (pos[fn, b, i] - pos[f, b, i]) * inv_dt
+
+
+_SERIAL_COPIES = {}
+
+
+def serial(kernel):
+    """The kernel's copy with SERIAL read as True (genesis_core.launch.serial_variant), made once."""
+    from genesis_core.launch import serial_variant
+
+    if kernel not in _SERIAL_COPIES:
+        _SERIAL_COPIES[kernel] = serial_variant(kernel)
+    return _SERIAL_COPIES[kernel]

@@ -16,12 +16,13 @@ class PBDOptions(ParticleOptions):
     closer to it (small substeps with few sweeps are the efficient choice).
     max_density_solver_iterations: position-based-fluid density iterations per substep (Jacobi, as published).
     max_viscosity_solver_iterations: XSPH viscosity passes per substep.
-    particle_size: the particles' diameter (m): particles closer than it collide (cloth self-collision, cloth
-    against elastic bodies, ...), and liquids and free particles are sampled on a lattice of this spacing; a
-    position-based fluid's kernel reaches 2 * particle_size. Particles collide with rigid geoms at a radius of
+    particle_size: the particles' diameter (m): particles closer than the sum of their radii collide (cloth
+    self-collision, cloth against elastic bodies, ...); a cloth particle's radius is at least half its mesh's mean
+    edge, so that a coarse cloth has no gaps. Liquids and free particles are sampled on a lattice of this spacing;
+    a position-based fluid's kernel reaches 2 * particle_size. Particles collide with rigid geoms at a radius of
     particle_size / 2.
-    hash_grid_cell_size: the neighbour search's cell (m; None or smaller: 2 * particle_size, which is both the
-    fluid kernel's reach and twice the collision distance, so that a search visits 8 cells of 27 on average). hash_grid_res: accepted for Genesis
+    hash_grid_cell_size: the neighbour search's cell (m; None or smaller: twice the largest contact distance and
+    at least the fluid kernel's reach, so that a search visits 8 cells of 27 on average). hash_grid_res: accepted for Genesis
     World's scripts and unused (the neighbour search hashes occupied cells: no grid of fixed extent).
     lower_bound, upper_bound: the domain (m); its six faces are walls.
     """

@@ -30,6 +30,7 @@ from .entity import PBDEntity
 from .materials import CLOTH, ELASTIC, LIQUID, PARTICLE, Cloth, Elastic, _Base
 from .options import PBDOptions
 
+SERIAL_BELOW = 32768  # particle-environments below which the per-particle prediction and velocities run serial
 MAX_CONTACTS = 16  # contacts per particle kept between the collision search and its correction pass
 
 
@@ -157,6 +158,9 @@ class PBDSolver(ParticleSolver):
         self.p_mat = t(np.concatenate([np.tile(e.material.kernel_params(), (e.n_particles, 1))
                                        for e in self.entities]))
         self.p_rest = t(self._points)
+        radius = np.concatenate([_radii(e, 0.5 * self.particle_size) for e in self.entities])
+        self.p_radius = t(radius)
+        self.reach = float(2.0 * radius.max())  # the largest contact distance
         self.has_liquid = any(e.material.kind == LIQUID for e in self.entities)
         self.has_contacts = any(e.material.kind != PARTICLE for e in self.entities)
         self._build_constraints()
@@ -223,6 +227,9 @@ class PBDSolver(ParticleSolver):
     def _build_scratch(self):
         fl, dev, B, N = self.float_dtype, self.device, self.batch, self.n_particles
         self._launch = Launcher()
+        small = dev.type == "cpu" and B * N < SERIAL_BELOW
+        self._predict, self._finish = (K.serial(k) if small else k for k in (K.predict, K.finish))
+        self._attached = (None, False)  # (version of attach_link, whether a particle is attached)
         self.w = torch.zeros((B, N), dtype=fl, device=dev)
         self._flat_w = self.w.view(-1)
         self._flat = None
@@ -232,8 +239,8 @@ class PBDSolver(ParticleSolver):
         self.count = torch.zeros((B, N), dtype=torch.int32, device=dev)
         self.contacts = torch.zeros((B, N, MAX_CONTACTS), dtype=torch.int32, device=dev)
         if self.has_contacts:
-            # cells twice the collision distance: a particle's search visits 8 cells on average (grid_cell_reaches)
-            radius = max(self.options.cell_size, 2.0 * self.particle_size)
+            # cells twice the contact distance: a particle's search visits 8 cells on average (grid_cell_reaches)
+            radius = max(self.options.cell_size, 2.0 * self.particle_size, 2.0 * self.reach)
             self.grid = NeighbourGrid(B, N, radius, dtype=fl, device=dev, launcher=self._launch)
         if self.has_liquid:
             self.lam = torch.zeros((B, N), dtype=fl, device=dev)
@@ -255,7 +262,7 @@ class PBDSolver(ParticleSolver):
     def substep_pre_coupling(self, f):
         st, launch, o = self.state, self._launch, self.options
         fn = self.frames.next(f)
-        launch(K.predict, f, fn, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
+        launch(self._predict, f, fn, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
                self.ext_dv, self.w)
         if self.n_stretch + self.n_bending + self.n_volume:
             cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
@@ -270,19 +277,27 @@ class PBDSolver(ParticleSolver):
                     launch(K.density_iteration, fn, self.params_f, g.cell_size, st.pos, st.active, self.w, self.p_kind,
                            self.p_mass, self.p_rho, self.p_mat, g.table, g.order, g.cells, self.lam, self.rho,
                            self.dx)
-            launch(K.collide, f, fn, self.params_f, g.cell_size, st.pos, st.active, self.w, self.p_kind,
-                   self.p_entity, self.p_rest, self.p_mat, g.table, g.order, g.cells, self.count, self.contacts,
+            launch(K.collide, f, fn, g.cell_size, self.reach, st.pos, st.active, self.w, self.p_kind, self.p_entity,
+                   self.p_rest, self.p_radius, self.p_mat, g.table, g.order, g.cells, self.count, self.contacts,
                    self.dx)
-        if self._link_source is not None:
+        if self._link_source is not None and self._any_attached():
             view = self._link_source.collider.collider_view(f)
             launch(K.attach, fn, self.params_f, st.pos, st.active, self.p_mass, st.attach_link, st.attach_local,
                    view.body_com, view.body_quat, view.body_impulse)
-        launch(K.finish, f, fn, self.params_f, st.pos, st.vel, st.active)
+        launch(self._finish, f, fn, self.params_f, st.pos, st.vel, st.active)
         if self.has_liquid:
             g = self.grid
             for _ in range(o.max_viscosity_solver_iterations):
                 launch(K.viscosity, fn, self.params_f, g.cell_size, st.pos, st.vel, st.active, self.w, self.p_kind, self.p_mass,
                        self.p_rho, self.p_mat, g.table, g.order, g.cells, self.dx)
+
+    def _any_attached(self) -> bool:
+        """Whether a particle is attached to a link: looked at again only after attach_link was written (its
+        tensor's version counter moves with every in-place write)."""
+        t = self.state.tensors["attach_link"]
+        if self._attached[0] != (id(t), t._version):
+            self._attached = ((id(t), t._version), bool((t >= 0).any()))
+        return self._attached[1]
 
     def _flat_pos(self):
         """A flat view of the state's positions (the same memory), kept while the state's tensor is the same."""
@@ -323,6 +338,20 @@ class PBDSolver(ParticleSolver):
         if not self.has_liquid:
             return torch.zeros((self.batch, self.n_particles), dtype=self.float_dtype, device=self.device)
         return self.rho
+
+
+def _radii(entity, r0):
+    """Each particle's collision radius: r0 (particle_size / 2); a cloth particle's at least half the mean rest
+    length of its edges, so that no gap between a cloth's particles lets another particle through."""
+    r = np.full(entity.n_particles, r0)
+    if entity.material.kind == CLOTH and len(entity._faces):
+        e = entity._edges
+        length = np.linalg.norm(entity._points[e[:, 0]] - entity._points[e[:, 1]], axis=1)
+        total, count = np.zeros(len(r)), np.zeros(len(r))
+        np.add.at(total, e.ravel(), np.repeat(length, 2))
+        np.add.at(count, e.ravel(), 1.0)
+        r = np.maximum(r, 0.5 * total / np.maximum(count, 1.0))
+    return r
 
 
 class _Sampler:
