@@ -146,3 +146,38 @@ def test_differentiable_push_lands_the_cube_on_its_target():
     leaves the soft cube's centre on the target, from a first guess that misses it by about 4 cm."""
     misses, velocity = load("diff_push").main(iterations=8, verbose=False)
     assert misses[0] > 0.03 and misses[-1] < 0.01, misses
+
+
+def test_pbd_cloth_tutorial_runs_as_genesis_wrote_it():
+    """Genesis World's PBD cloth tutorial, one changed import, no viewer: the held cloth sags between its corners and
+    the dropped one lands on it and stays above it."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, os.path.join(REPO, "examples", "pbd_cloth.py"), "--steps", "100"],
+                         capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = [x for x in run.stdout.splitlines() if "particles after 100 steps" in x][-1]
+    low_1, low_2 = (float(x.split()[0]) for x in line.split("lowest points ")[1].split(" and "))
+    assert 0.35 < low_1 < 0.5 and low_1 < low_2 < 0.5
+
+
+def test_pbd_cloth_on_box_example_drapes_over_the_box():
+    r = load("pbd_cloth_on_box").main(seconds=1.5, n=17)
+    assert r["inside"] == 0
+    assert r["middle"] == pytest.approx(0.305, abs=0.01)  # on the top face, a particle radius above it
+    assert r["lowest"] < 0.27  # its edges hang over the sides (0.25 m of cloth beyond each edge)
+    assert r["box_z"] == pytest.approx(0.15, abs=1e-3)
+
+
+def test_pbd_cloth_arm_example_carries_the_banner():
+    bare, loaded, drift = load("pbd_cloth_arm").main(seconds=4.5)
+    assert drift < 1e-9  # the attached row stays on the arm
+    assert loaded > bare * 1.01  # the banner's mass below the bob slows the swing
+
+
+def test_pbd_liquid_example_settles_into_a_layer():
+    r = load("pbd_liquid").main(seconds=1.5, particle_size=0.025)
+    assert r["depth"] == pytest.approx(r["expected_depth"], rel=0.15)
+    assert r["density"] == pytest.approx(1000.0, rel=0.01)
+    assert r["front"][-1] > 0.7  # the front reached the far wall

@@ -36,7 +36,8 @@ nd = ti.types.ndarray
 SERIAL = False
 
 # params (a float array)
-P_DT, P_GX, P_GY, P_GZ, P_SIZE, P_H, P_G0, P_N = range(8)
+P_DT, P_GX, P_GY, P_GZ, P_SIZE, P_H, P_G0, P_LO, P_HI = 0, 1, 2, 3, 4, 5, 6, 7, 10
+P_N = 13
 # per-particle material columns (p_mat [N, 5]): friction static, kinetic, air resistance, density relaxation,
 # viscosity relaxation
 M_MUS, M_MUK, M_AIR, M_DRELAX, M_VRELAX = range(5)
@@ -265,12 +266,22 @@ def solve_topology(fn: ti.i32, n_groups: ti.i32, n_envs: ti.i32, prm: nd(ndim=1)
 # -- 3. position-based fluids ------------------------------------------------------------------------------------
 
 
+@ti.func
+def _wall(prm: ti.template(), k):
+    """(axis, coordinate) of the domain's wall k in [0, 6): the lower then the upper face of x, y, z."""
+    a = k // 2
+    return a, prm[P_LO + a] if k % 2 == 0 else prm[P_HI + a]
+
+
 @ti.kernel
-def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), w: nd(ndim=2),
-                      p_kind: nd(ndim=1), p_mass: nd(ndim=1), p_rho: nd(ndim=1), p_mat: nd(ndim=2),
+def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
+                      w: nd(ndim=2), p_kind: nd(ndim=1), p_mass: nd(ndim=1), p_rho: nd(ndim=1), p_mat: nd(ndim=2),
                       table: nd(ndim=3), order: nd(ndim=2), cells: nd(ndim=3), lam: nd(ndim=2), rho: nd(ndim=2),
                       dx: nd(dtype=V3, ndim=2)):
-    """One Jacobi iteration of the density constraints C_i = rho_i / rho0_i - 1 <= 0 (a liquid does not pull)."""
+    """One Jacobi iteration of the density constraints C_i = rho_i / rho0_i - 1 <= 0 (a liquid does not pull).
+    The domain's walls count as the liquid's mirror image: each neighbour j within reach of a wall near i adds
+    its reflection across that wall (with j's multiplier), so a liquid at a wall has its full density there and
+    is pushed off it as off more liquid."""
     h = prm[P_H]
     g0 = prm[P_G0]
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
@@ -288,7 +299,8 @@ def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dt
                 for kk in range(r[0], r[1]):
                     j = order[b, kk]
                     if p_kind[j] == LIQUID:
-                        d = xi - pos[fn, b, j]
+                        xj = pos[fn, b, j]
+                        d = xi - xj
                         dist = d.norm()
                         if dist < h:
                             dens += p_mass[j] * spline(dist, h)
@@ -296,6 +308,16 @@ def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dt
                                 gj = (p_mass[j] / p_rho[i]) * spline_grad(d, dist, h)
                                 grad_i += gj
                                 sum_g2 += gj.norm_sqr()
+                            for k in ti.static(range(6)):
+                                a, at = _wall(prm, k)
+                                if ti.abs(xi[a] - at) < h:
+                                    g = xj
+                                    g[a] = 2.0 * at - xj[a]
+                                    dg = xi - g
+                                    dgl = dg.norm()
+                                    if dgl < h:
+                                        dens += p_mass[j] * spline(dgl, h)
+                                        grad_i += (p_mass[j] / p_rho[i]) * spline_grad(dg, dgl, h)
             C = dens / p_rho[i] - 1.0
             if C > 0:
                 li = -C / (sum_g2 + grad_i.norm_sqr() + p_mat[i, M_DRELAX] * g0)
@@ -312,11 +334,23 @@ def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dt
                     r = grid_cell_range(table, b, c, o)
                 for kk in range(r[0], r[1]):
                     j = order[b, kk]
-                    if j != i and p_kind[j] == LIQUID:
-                        d = xi - pos[fn, b, j]
+                    if p_kind[j] == LIQUID:
+                        xj = pos[fn, b, j]
+                        d = xi - xj
                         dist = d.norm()
+                        s = p_mass[j] / p_rho[i] * (lam[b, i] + lam[b, j])
+                        if j != i and dist < h:
+                            corr += s * spline_grad(d, dist, h)
                         if dist < h:
-                            corr += (p_mass[j] / p_rho[i] * (lam[b, i] + lam[b, j])) * spline_grad(d, dist, h)
+                            for k in ti.static(range(6)):
+                                a, at = _wall(prm, k)
+                                if ti.abs(xi[a] - at) < h:
+                                    g = xj
+                                    g[a] = 2.0 * at - xj[a]
+                                    dg = xi - g
+                                    dgl = dg.norm()
+                                    if dgl < h:
+                                        corr += s * spline_grad(dg, dgl, h)
         dx[b, i] = corr
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if active[b, i] != 0 and p_kind[i] == LIQUID and w[b, i] > 0:

@@ -220,6 +220,8 @@ class PBDSolver(ParticleSolver):
         prm[K.P_SIZE] = self.particle_size
         prm[K.P_H] = 2.0 * self.particle_size
         prm[K.P_G0] = _lattice_gradient_norm(self.particle_size)
+        prm[K.P_LO:K.P_LO + 3] = self.lower
+        prm[K.P_HI:K.P_HI + 3] = self.upper
         self.params_f = torch.tensor(prm, dtype=self.float_dtype, device=self.device)
         self.iterations = torch.tensor([o.max_stretch_solver_iterations, o.max_bending_solver_iterations,
                                         o.max_volume_solver_iterations], dtype=torch.int32)
