@@ -79,13 +79,15 @@ def spline_grad(d, r, h):
 
 
 @ti.kernel
-def predict(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
-            active: nd(ndim=2), free: nd(ndim=2), p_invm: nd(ndim=1), p_mat: nd(ndim=2), ext_dv: nd(dtype=V3, ndim=2),
-            w: nd(ndim=2)):
-    dt = prm[P_DT]
-    g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+def predict(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3), active: nd(ndim=2),
+            free: nd(ndim=2), p_invm: nd(ndim=1), p_mat: nd(ndim=2), ext_dv: nd(dtype=V3, ndim=2),
+            xout: nd(dtype=V3, ndim=2), w: nd(ndim=2)):
+    """xout [B, N]: the predicted positions (frame f + 1's positions in plain mode; a scratch array in
+    differentiable mode). The velocities follow from the positions at the end of the substep (`finish`)."""
     ti.loop_config(serialize=SERIAL)
-    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):  # (no statement outside the loop: Taichi's reverse)
+        dt = prm[P_DT]
+        g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
         x = pos[f, b, i]
         v = vel[f, b, i]
         wi = 0.0
@@ -93,12 +95,11 @@ def predict(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), v
             if free[b, i] != 0:
                 v = v + dt * g + ext_dv[b, i]
                 air = p_mat[i, M_AIR]
-                if air > 0:  # -air |v| v, implicit in |v|: stable at any step
-                    v = v / (1.0 + dt * air * p_invm[i] * v.norm())
+                if air > 0:  # -air |v| v, implicit in |v|: stable at any step (|v| smoothed at 0: differentiable)
+                    v = v / (1.0 + dt * air * p_invm[i] * ti.sqrt(v.norm_sqr() + EPS * EPS))
                 wi = p_invm[i]
             x = x + dt * v
-        pos[fn, b, i] = x
-        vel[fn, b, i] = v
+        xout[b, i] = x
         w[b, i] = wi
 
 
@@ -123,9 +124,67 @@ def _set(pos: ti.template(), base, i, x):
 
 
 @ti.func
-def _move(pos: ti.template(), base, i, d):
+def stretch_step(xi, xj, wi, wj, rest, at, relax, lam):
+    """One XPBD projection of the distance constraint C = |xi - xj| - rest: (xi', xj', d_lambda)."""
+    d = xi - xj
+    r = ti.sqrt(d.norm_sqr() + EPS * EPS)
+    n = d / r
+    dl = relax * (-(r - rest) - at * lam) / ti.max(wi + wj + at, EPS)
+    return xi + (wi * dl) * n, xj - (wj * dl) * n, dl
+
+
+@ti.func
+def bend_step(p0, p1, p2, p3, w0, w1, w2, w3, rest, at, relax, lam):
+    """One XPBD projection of the dihedral constraint C = theta - rest across edge (p0, p1), triangles (p0, p1, p2)
+    and (p1, p0, p3): (p0', p1', p2', p3', d_lambda); nothing moves where a triangle is degenerate."""
+    e = p1 - p0
+    na = e.cross(p2 - p0)
+    nb = (p3 - p0).cross(e)
+    la2, lb2, le2 = na.norm_sqr(), nb.norm_sqr(), e.norm_sqr()
+    dl = 0.0
+    g0 = ti.Vector([0.0, 0.0, 0.0])
+    g1, g2, g3 = g0, g0, g0
+    if la2 > EPS * le2 and lb2 > EPS * le2 and le2 > EPS:
+        le = ti.sqrt(le2)
+        ha, hb = na / ti.sqrt(la2), nb / ti.sqrt(lb2)
+        theta = ti.atan2(ha.cross(hb).dot(e) / le, ha.dot(hb))
+        C = theta - rest
+        if C > math.pi:
+            C -= 2.0 * math.pi
+        elif C < -math.pi:
+            C += 2.0 * math.pi
+        g2 = -le / la2 * na
+        g3 = -le / lb2 * nb
+        t2 = (p2 - p0).dot(e) / le2
+        t3 = (p3 - p0).dot(e) / le2
+        g0 = -(1.0 - t2) * g2 - (1.0 - t3) * g3
+        g1 = -t2 * g2 - t3 * g3
+        den = w0 * g0.norm_sqr() + w1 * g1.norm_sqr() + w2 * g2.norm_sqr() + w3 * g3.norm_sqr()
+        if den + at > EPS:
+            dl = relax * (-C - at * lam) / (den + at)
+    return p0 + (w0 * dl) * g0, p1 + (w1 * dl) * g1, p2 + (w2 * dl) * g2, p3 + (w3 * dl) * g3, dl
+
+
+@ti.func
+def volume_step(p0, p1, p2, p3, w0, w1, w2, w3, rest, at, relax, lam):
+    """One XPBD projection of the volume constraint C = V - rest of the tet (p0, p1, p2, p3)."""
+    a, bb, cc = p1 - p0, p2 - p0, p3 - p0
+    C = a.cross(bb).dot(cc) / 6.0 - rest
+    g1 = bb.cross(cc) / 6.0
+    g2 = cc.cross(a) / 6.0
+    g3 = a.cross(bb) / 6.0
+    g0 = -(g1 + g2 + g3)
+    den = w0 * g0.norm_sqr() + w1 * g1.norm_sqr() + w2 * g2.norm_sqr() + w3 * g3.norm_sqr()
+    dl = 0.0
+    if den + at > EPS:
+        dl = relax * (-C - at * lam) / (den + at)
+    return p0 + (w0 * dl) * g0, p1 + (w1 * dl) * g1, p2 + (w2 * dl) * g2, p3 + (w3 * dl) * g3, dl
+
+
+@ti.func
+def _set(pos: ti.template(), base, i, x):
     for a in ti.static(range(3)):
-        pos[base + 3 * i + a] = pos[base + 3 * i + a] + d[a]
+        pos[base + 3 * i + a] = x[a]
 
 
 @ti.func
@@ -133,73 +192,33 @@ def _stretch(pb, wb, lb, c, pos: ti.template(), w: ti.template(), ij: ti.templat
              at, relax, lam: ti.template()):
     i, j = ij[2 * c], ij[2 * c + 1]
     wi, wj = w[wb + i], w[wb + j]
-    xi, xj = _p(pos, pb, i), _p(pos, pb, j)
-    d = xi - xj
-    r = d.norm()
-    n = d / ti.max(r, EPS)
-    dl = relax * (-(r - rest[c]) - at * lam[lb + c]) / ti.max(wi + wj + at, EPS)
-    lam[lb + c] = lam[lb + c] + dl
-    _set(pos, pb, i, xi + (wi * dl) * n)
-    _set(pos, pb, j, xj - (wj * dl) * n)
+    if wi + wj > 0:
+        lc = lam[lb + c]
+        xi, xj, dl = stretch_step(_p(pos, pb, i), _p(pos, pb, j), wi, wj, rest[c], at, relax, lc)
+        lam[lb + c] = lc + dl
+        _set(pos, pb, i, xi)
+        _set(pos, pb, j, xj)
 
 
 @ti.func
-def _bend(pb, wb, lb, c, pos: ti.template(), w: ti.template(), quad: ti.template(), rest: ti.template(),
-          at, relax, lam: ti.template()):
-    i0, i1, i2, i3 = quad[4 * c], quad[4 * c + 1], quad[4 * c + 2], quad[4 * c + 3]
+def _four(pb, wb, lb, c, kind: ti.template(), pos: ti.template(), w: ti.template(), idx: ti.template(),
+          rest: ti.template(), at, relax, lam: ti.template()):
+    """A bending (kind 1) or volume (kind 2) projection in place."""
+    i0, i1, i2, i3 = idx[4 * c], idx[4 * c + 1], idx[4 * c + 2], idx[4 * c + 3]
     w0, w1, w2, w3 = w[wb + i0], w[wb + i1], w[wb + i2], w[wb + i3]
     if w0 + w1 + w2 + w3 > 0:
+        lc = lam[lb + c]
         p0, p1, p2, p3 = _p(pos, pb, i0), _p(pos, pb, i1), _p(pos, pb, i2), _p(pos, pb, i3)
-        e = p1 - p0
-        na = e.cross(p2 - p0)
-        nb = (p3 - p0).cross(e)
-        la2, lb2, le2 = na.norm_sqr(), nb.norm_sqr(), e.norm_sqr()
-        if la2 > EPS * le2 and lb2 > EPS * le2 and le2 > EPS:
-            le = ti.sqrt(le2)
-            ha, hb = na / ti.sqrt(la2), nb / ti.sqrt(lb2)
-            theta = ti.atan2(ha.cross(hb).dot(e) / le, ha.dot(hb))
-            C = theta - rest[c]
-            if C > math.pi:
-                C -= 2.0 * math.pi
-            elif C < -math.pi:
-                C += 2.0 * math.pi
-            g2 = -le / la2 * na
-            g3 = -le / lb2 * nb
-            t2 = (p2 - p0).dot(e) / le2
-            t3 = (p3 - p0).dot(e) / le2
-            g0 = -(1.0 - t2) * g2 - (1.0 - t3) * g3
-            g1 = -t2 * g2 - t3 * g3
-            den = w0 * g0.norm_sqr() + w1 * g1.norm_sqr() + w2 * g2.norm_sqr() + w3 * g3.norm_sqr()
-            if den + at > EPS:
-                dl = relax * (-C - at * lam[lb + c]) / (den + at)
-                lam[lb + c] = lam[lb + c] + dl
-                _move(pos, pb, i0, (w0 * dl) * g0)
-                _move(pos, pb, i1, (w1 * dl) * g1)
-                _move(pos, pb, i2, (w2 * dl) * g2)
-                _move(pos, pb, i3, (w3 * dl) * g3)
-
-
-@ti.func
-def _volume(pb, wb, lb, c, pos: ti.template(), w: ti.template(), tet: ti.template(), rest: ti.template(),
-            at, relax, lam: ti.template()):
-    i0, i1, i2, i3 = tet[4 * c], tet[4 * c + 1], tet[4 * c + 2], tet[4 * c + 3]
-    w0, w1, w2, w3 = w[wb + i0], w[wb + i1], w[wb + i2], w[wb + i3]
-    if w0 + w1 + w2 + w3 > 0:
-        p0 = _p(pos, pb, i0)
-        a, bb, cc = _p(pos, pb, i1) - p0, _p(pos, pb, i2) - p0, _p(pos, pb, i3) - p0
-        C = a.cross(bb).dot(cc) / 6.0 - rest[c]
-        g1 = bb.cross(cc) / 6.0
-        g2 = cc.cross(a) / 6.0
-        g3 = a.cross(bb) / 6.0
-        g0 = -(g1 + g2 + g3)
-        den = w0 * g0.norm_sqr() + w1 * g1.norm_sqr() + w2 * g2.norm_sqr() + w3 * g3.norm_sqr()
-        if den + at > EPS:
-            dl = relax * (-C - at * lam[lb + c]) / (den + at)
-            lam[lb + c] = lam[lb + c] + dl
-            _move(pos, pb, i0, (w0 * dl) * g0)
-            _move(pos, pb, i1, (w1 * dl) * g1)
-            _move(pos, pb, i2, (w2 * dl) * g2)
-            _move(pos, pb, i3, (w3 * dl) * g3)
+        q0, q1, q2, q3, dl = p0, p1, p2, p3, 0.0
+        if ti.static(kind == 1):
+            q0, q1, q2, q3, dl = bend_step(p0, p1, p2, p3, w0, w1, w2, w3, rest[c], at, relax, lc)
+        else:
+            q0, q1, q2, q3, dl = volume_step(p0, p1, p2, p3, w0, w1, w2, w3, rest[c], at, relax, lc)
+        lam[lb + c] = lc + dl
+        _set(pos, pb, i0, q0)
+        _set(pos, pb, i1, q1)
+        _set(pos, pb, i2, q2)
+        _set(pos, pb, i3, q3)
 
 
 @ti.func
@@ -228,11 +247,11 @@ def _sweep_group(pb, wb, b, k, its: ti.template(), pos: ti.template(), w: ti.tem
     for it in range(its[1]):
         for m in range(q1 - q0):
             c = q0 + m if it % 2 == 0 else q1 - 1 - m
-            _bend(pb, wb, ql, c, pos, w, q_idx, q_rest, q_comp[b, q_ent[c]] * inv_dt2, q_relax[c], q_lam)
+            _four(pb, wb, ql, c, 1, pos, w, q_idx, q_rest, q_comp[b, q_ent[c]] * inv_dt2, q_relax[c], q_lam)
     for it in range(its[2]):
         for m in range(t1 - t0):
             c = t0 + m if it % 2 == 0 else t1 - 1 - m
-            _volume(pb, wb, tl, c, pos, w, t_idx, t_rest, t_comp[b, t_ent[c]] * inv_dt2, t_relax[c], t_lam)
+            _four(pb, wb, tl, c, 2, pos, w, t_idx, t_rest, t_comp[b, t_ent[c]] * inv_dt2, t_relax[c], t_lam)
 
 
 @ti.kernel
@@ -261,6 +280,82 @@ def solve_topology(fn: ti.i32, n_groups: ti.i32, n_envs: ti.i32, prm: nd(ndim=1)
             _sweep_group(3 * (fn * n_envs + b) * n, b * n, b, n_groups, its, pos, w, s_ij, s_rest, s_ent, s_relax,
                          s_off, s_comp, s_lam, q_idx, q_rest, q_ent, q_relax, q_off, q_comp, q_lam, t_idx, t_rest,
                          t_ent, t_relax, t_off, t_comp, t_lam, inv_dt2)
+
+
+# -- 2b. the same sweeps, differentiable ----------------------------------------------------------------------------
+# In differentiable mode the sweeps run as a schedule of projections fixed at build (the plain mode's order: the
+# slab groups one after the other, then the straddling one): projection p reads its particles' positions from the
+# slots of the projections that last moved them (or from the prediction) and writes its results into its own
+# slots, written once. Taichi's reverse of that kernel is then exact (every value is read after its only write),
+# and it runs the same projection functions as plain mode, in the same order: the same numbers.
+
+KIND_STRETCH, KIND_BEND, KIND_VOLUME = 0, 1, 2
+
+
+@ti.func
+def _slot_or(X: ti.template(), xp: ti.template(), b, src, i):
+    """The position a projection reads: slot src = 4 p + k of projection p's k-th particle, or (src < 0) particle
+    i's predicted position."""
+    x = xp[b, i]
+    if src >= 0:
+        x = X[b, src // 4, src % 4]
+    return x
+
+
+@ti.kernel
+def sweep_schedule(prm: nd(ndim=1), xp: nd(dtype=V3, ndim=2), w: nd(ndim=2), sched: nd(ndim=2),
+                   s_ij: nd(ndim=1), s_rest: nd(ndim=1), s_ent: nd(ndim=1), s_relax: nd(ndim=1), s_comp: nd(ndim=2),
+                   q_idx: nd(ndim=1), q_rest: nd(ndim=1), q_ent: nd(ndim=1), q_relax: nd(ndim=1), q_comp: nd(ndim=2),
+                   t_idx: nd(ndim=1), t_rest: nd(ndim=1), t_ent: nd(ndim=1), t_relax: nd(ndim=1), t_comp: nd(ndim=2),
+                   X: nd(dtype=V3, ndim=3), L: nd(ndim=2)):
+    """sched [P, 7]: per projection (kind, constraint, lambda source slot or -1, 4 position sources); X [B, P, 4]
+    and L [B, P]: each projection's particles and multiplier after it. One thread per environment."""
+    for b in range(xp.shape[0]):
+        inv_dt2 = 1.0 / (prm[P_DT] * prm[P_DT])
+        for p in range(sched.shape[0]):
+            kind, c, ls = sched[p, 0], sched[p, 1], sched[p, 2]
+            lam = 0.0
+            if ls >= 0:
+                lam = L[b, ls]
+            if kind == KIND_STRETCH:
+                i, j = s_ij[2 * c], s_ij[2 * c + 1]
+                xi, xj = _slot_or(X, xp, b, sched[p, 3], i), _slot_or(X, xp, b, sched[p, 4], j)
+                wi, wj = w[b, i], w[b, j]
+                dl = 0.0
+                if wi + wj > 0:
+                    xi, xj, dl = stretch_step(xi, xj, wi, wj, s_rest[c], s_comp[b, s_ent[c]] * inv_dt2, s_relax[c],
+                                              lam)
+                X[b, p, 0] = xi
+                X[b, p, 1] = xj
+                L[b, p] = lam + dl
+            else:
+                i0, i1, i2, i3 = q_idx[4 * c], q_idx[4 * c + 1], q_idx[4 * c + 2], q_idx[4 * c + 3]
+                if kind == KIND_VOLUME:
+                    i0, i1, i2, i3 = t_idx[4 * c], t_idx[4 * c + 1], t_idx[4 * c + 2], t_idx[4 * c + 3]
+                p0, p1 = _slot_or(X, xp, b, sched[p, 3], i0), _slot_or(X, xp, b, sched[p, 4], i1)
+                p2, p3 = _slot_or(X, xp, b, sched[p, 5], i2), _slot_or(X, xp, b, sched[p, 6], i3)
+                w0, w1, w2, w3 = w[b, i0], w[b, i1], w[b, i2], w[b, i3]
+                dl = 0.0
+                if w0 + w1 + w2 + w3 > 0:
+                    if kind == KIND_BEND:
+                        p0, p1, p2, p3, dl = bend_step(p0, p1, p2, p3, w0, w1, w2, w3, q_rest[c],
+                                                       q_comp[b, q_ent[c]] * inv_dt2, q_relax[c], lam)
+                    else:
+                        p0, p1, p2, p3, dl = volume_step(p0, p1, p2, p3, w0, w1, w2, w3, t_rest[c],
+                                                         t_comp[b, t_ent[c]] * inv_dt2, t_relax[c], lam)
+                X[b, p, 0] = p0
+                X[b, p, 1] = p1
+                X[b, p, 2] = p2
+                X[b, p, 3] = p3
+                L[b, p] = lam + dl
+
+
+@ti.kernel
+def gather_schedule(fn: ti.i32, xp: nd(dtype=V3, ndim=2), last: nd(ndim=1), X: nd(dtype=V3, ndim=3),
+                    pos: nd(dtype=V3, ndim=3)):
+    """Frame fn's positions: each particle's last slot (last [N], 4 p + k, or -1: never moved by a constraint)."""
+    for b, i in ti.ndrange(xp.shape[0], xp.shape[1]):
+        pos[fn, b, i] = _slot_or(X, xp, b, last[i], i)
 
 
 # -- 3. position-based fluids ------------------------------------------------------------------------------------
@@ -505,11 +600,12 @@ def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(nd
 @ti.kernel
 def finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
            active: nd(ndim=2)):
-    inv_dt = 1.0 / prm[P_DT]
     ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if active[b, i] != 0:
-            vel[fn, b, i] = (pos[fn, b, i] - pos[f, b, i]) * inv_dt
+            vel[fn, b, i] = (pos[fn, b, i] - pos[f, b, i]) / prm[P_DT]
+        else:
+            vel[fn, b, i] = vel[f, b, i]
 
 
 _SERIAL_COPIES = {}

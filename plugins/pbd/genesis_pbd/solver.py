@@ -43,7 +43,7 @@ class PBDSolver(ParticleSolver):
     options_class = PBDOptions
     material_class = _Base
     entity_class = PBDEntity
-    supports_grad = False
+    supports_grad = True  # cloth, ropes, elastic bodies and free particles (see docs/pbd.md)
     _pos, _vel, _active = ParticleSolver.particle_fields
     state_fields = (
         _pos, _vel, _active,
@@ -53,20 +53,18 @@ class PBDSolver(ParticleSolver):
                      doc="the rigid link a particle is attached to (fix_particles_to_link), -1: none"),
         gs.FieldSpec("attach_local", ("n_particles", 3), frames=False,
                      doc="an attached particle's point in its link's frame (about the link's centre of mass), m"),
-        gs.FieldSpec("stretch_compliance", ("n_entities",), frames=False, bounds=(0, None),
+        gs.FieldSpec("stretch_compliance", ("n_entities",), frames=False, grad=True, bounds=(0, None),
                      doc="stretch (edge length) compliance per entity, m/N"),
-        gs.FieldSpec("bending_compliance", ("n_entities",), frames=False, bounds=(0, None),
+        gs.FieldSpec("bending_compliance", ("n_entities",), frames=False, grad=True, bounds=(0, None),
                      doc="bending (dihedral angle) compliance per entity, 1/(N m)"),
-        gs.FieldSpec("volume_compliance", ("n_entities",), frames=False, bounds=(0, None),
+        gs.FieldSpec("volume_compliance", ("n_entities",), frames=False, grad=True, bounds=(0, None),
                      doc="volume compliance per entity, m^3/N"),
     )
     del _pos, _vel, _active
 
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)
-        if sim_options.requires_grad:
-            raise GenesisError(f"{self.name}: differentiable mode is not available for PBD entities in this version; "
-                               "build the scene with SimOptions(requires_grad=False).")
+        self.requires_grad = bool(sim_options.requires_grad)
 
         self._link_source = None  # the rigid solver's coupling (RigidPBDCoupling), when there is one
 
@@ -166,6 +164,8 @@ class PBDSolver(ParticleSolver):
         self._build_constraints()
         self._build_params()
         self._build_scratch()
+        if self.requires_grad:
+            self._build_grad()
 
     def _build_constraints(self):
         """Stretch, bending and volume constraints of every entity, in the sweeps' group order."""
@@ -248,6 +248,33 @@ class PBDSolver(ParticleSolver):
             self.lam = torch.zeros((B, N), dtype=fl, device=dev)
             self.rho = torch.zeros((B, N), dtype=fl, device=dev)
 
+    def _build_grad(self):
+        """Differentiable mode: the sweeps' schedule and its slots (kernels.sweep_schedule); liquids are refused
+        and particle collisions are left out (their contact sets change discontinuously; see docs/pbd.md)."""
+        import warnings
+
+        if self.has_liquid:
+            raise GenesisError(f"{self.name}: differentiable mode does not take PBD.Liquid (the density solve's "
+                               "neighbour sets are not differentiated); use requires_grad=False for liquids.")
+        if any(e.material.kind != PARTICLE for e in self.entities):
+            warnings.warn(f"{self.name}: in differentiable mode particles do not collide with each other (cloth "
+                          "self-collision and collisions between PBD entities are off); the constraints, gravity, "
+                          "air drag and fixed particles are differentiated.", stacklevel=3)
+        self.grid = None
+        fl, dev, B, N = self.float_dtype, self.device, self.batch, self.n_particles
+        cons = {key: (v[0].cpu().numpy(), v[4].cpu().numpy()) for key, v in self._cons.items()}
+        rows, last = T.schedule(cons, self.iterations.tolist(), self.n_groups, N)
+        self.sched = torch.as_tensor(rows, device=dev) if len(rows) else torch.full((0, 7), -1, dtype=torch.int32)
+        self.sched_last = torch.as_tensor(last, device=dev)
+        P = max(len(rows), 1)
+
+        def g(*shape):
+            x = torch.zeros(shape, dtype=fl, device=dev, requires_grad=True)
+            x.grad = torch.zeros_like(x)
+            return x
+
+        self.xp, self.slots_x, self.slots_l = g(B, N, 3), g(B, P, 4, 3), g(B, P)
+
     def init_state(self, f):
         super().init_state(f)
         st = self.state
@@ -262,10 +289,13 @@ class PBDSolver(ParticleSolver):
     # -- the substep -----------------------------------------------------------------------------------------------
 
     def substep_pre_coupling(self, f):
+        if self.requires_grad:
+            self._substep_ad(f)
+            return
         st, launch, o = self.state, self._launch, self.options
         fn = self.frames.next(f)
-        launch(self._predict, f, fn, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
-               self.ext_dv, self.w)
+        launch(self._predict, f, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
+               self.ext_dv, self._frame_view(fn), self.w)
         if self.n_stretch + self.n_bending + self.n_volume:
             cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
             launch(K.solve_topology, fn, self.n_groups, self.batch, self.params_f, self.iterations, self._flat_pos(),
@@ -292,6 +322,52 @@ class PBDSolver(ParticleSolver):
             for _ in range(o.max_viscosity_solver_iterations):
                 launch(K.viscosity, fn, self.params_f, g.cell_size, st.pos, st.vel, st.active, self.w, self.p_kind, self.p_mass,
                        self.p_rho, self.p_mat, g.table, g.order, g.cells, self.dx)
+
+    # -- differentiable mode ---------------------------------------------------------------------------------------
+
+    def _topology_ad(self):
+        cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
+        st = self.state
+        return (self.params_f, self.xp, self.w, self.sched, cs[0], cs[1], cs[2], cs[3], st.stretch_compliance,
+                cq[0], cq[1], cq[2], cq[3], st.bending_compliance, ct[0], ct[1], ct[2], ct[3], st.volume_compliance,
+                self.slots_x, self.slots_l)
+
+    def _substep_ad(self, f):
+        """The substep as kernels whose reverse is Taichi's: the prediction into a scratch array, the sweeps'
+        schedule, the gather into frame f + 1, the velocities (the same projection functions, in the same order)."""
+        st, launch = self.state, self._launch
+        fn = self.frames.next(f)
+        launch(self._predict, f, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
+               self.ext_dv, self.xp, self.w)
+        if len(self.sched):
+            launch(K.sweep_schedule, *self._topology_ad())
+        launch(K.gather_schedule, fn, self.xp, self.sched_last, self.slots_x, st.pos)
+        launch(self._finish, f, fn, self.params_f, st.pos, st.vel, st.active)
+
+    def substep_pre_coupling_grad(self, f):
+        st, launch = self.state, self._launch
+        fn = self.frames.next(f)
+        with torch.no_grad():
+            for x in (self.xp, self.slots_x, self.slots_l):
+                x.grad.zero_()
+        launch(self._finish.grad, f, fn, self.params_f, st.pos, st.vel, st.active)
+        launch(K.gather_schedule.grad, fn, self.xp, self.sched_last, self.slots_x, st.pos)
+        if len(self.sched):
+            launch(K.sweep_schedule.grad, *self._topology_ad())
+        launch(self._predict.grad, f, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
+               self.ext_dv, self.xp, self.w)
+
+    def substep_post_coupling_grad(self, f):
+        pass  # keep_inside: the identity (it acts only on a particle that left the domain)
+
+    def _frame_view(self, fn):
+        """state.pos at frame fn ([B, N, 3], the state's memory), the same object for a frame while the state's
+        tensor is the same."""
+        pos = self.state.tensors["pos"]
+        views = self.__dict__.setdefault("_frame_views", {})
+        if fn not in views or views[fn][0] is not pos:
+            views[fn] = (pos, pos.detach()[fn])
+        return views[fn][1]
 
     def _any_attached(self) -> bool:
         """Whether a particle is attached to a link: looked at again only after attach_link was written (its

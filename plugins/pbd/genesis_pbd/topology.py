@@ -159,3 +159,33 @@ def group_order(idx, labels, k):
     order = np.argsort(group, kind="stable")
     counts = np.bincount(group, minlength=k + 1)
     return order, np.concatenate([[0], np.cumsum(counts)])
+
+
+def schedule(cons: dict, iterations, n_groups: int, n_particles: int):
+    """The differentiable sweeps' schedule (kernels.sweep_schedule): the projections in the plain sweeps' order
+    (groups 0..K-1, then the straddling group K; in each, `iterations[0]` stretch sweeps, then bending, then
+    volume, alternating direction), as rows (kind, constraint, lambda source, 4 position sources), where a
+    lambda source is the projection that last updated that constraint's multiplier in this substep (-1: none,
+    zero) and a position source is 4 p + k for the k-th particle of projection p that last moved the particle
+    (-1: its prediction). Returns (rows int32 (P, 7), last (N,): each particle's final source).
+
+    cons: {"s": (flat pairs, offsets), "q": (flat quads, offsets), "t": (flat tets, offsets)} as numpy arrays."""
+    kinds = (("s", 0, 2), ("q", 1, 4), ("t", 2, 4))
+    rows = []
+    last = np.full(n_particles, -1, dtype=np.int64)
+    last_lam = {key: {} for key, _, _ in kinds}
+    for k in range(n_groups + 1):
+        for (key, code, width), its in zip(kinds, iterations):
+            idx, off = cons[key]
+            lo, hi = int(off[k]), int(off[k + 1])
+            for it in range(int(its)):
+                order = range(lo, hi) if it % 2 == 0 else range(hi - 1, lo - 1, -1)
+                for c in order:
+                    p = len(rows)
+                    parts = idx[width * c:width * c + width]
+                    src = [int(last[i]) for i in parts] + [-1] * (4 - width)
+                    rows.append([code, c, last_lam[key].get(c, -1)] + src)
+                    last_lam[key][c] = p
+                    for slot, i in enumerate(parts):
+                        last[i] = 4 * p + slot
+    return np.asarray(rows, dtype=np.int32).reshape(-1, 7), last.astype(np.int32)
