@@ -65,23 +65,27 @@ def register_test_scenes(register):
     register("pbd", _test_scene)
 
 
-def _test_scene(n_envs):
+def _test_scene(n_envs, requires_grad=False):
     """A small cloth with one corner fixed, thrown differently in every environment, falling on an elastic cube,
-    beside a few free particles and a block of liquid."""
+    beside a few free particles and a block of liquid (not in differentiable mode, which refuses liquids)."""
     import torch
+    import warnings
 
-    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, substeps=2),
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, substeps=2, requires_grad=requires_grad),
                      pbd_options=gs.options.PBDOptions(lower_bound=(-0.3, -0.3, 0.0), upper_bound=(0.3, 0.3, 0.4),
                                                        particle_size=0.02, max_density_solver_iterations=2))
     cloth = scene.add_entity(gs.morphs.Mesh(file=_tmp_cloth(6, 0.2), pos=(0.0, 0.0, 0.2)),
                              material=gs.materials.PBD.Cloth())
     scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.05), size=(0.08, 0.08, 0.08), maxvolume=2e-4),
                      material=gs.materials.PBD.Elastic(stretch_compliance=1e-6, volume_compliance=1e-7))
-    scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.1), size=(0.06, 0.06, 0.06)),
-                     material=gs.materials.PBD.Liquid())
+    if not requires_grad:
+        scene.add_entity(gs.morphs.Box(pos=(0.2, 0.2, 0.1), size=(0.06, 0.06, 0.06)),
+                         material=gs.materials.PBD.Liquid())
     scene.add_entity(gs.morphs.Box(pos=(-0.2, 0.2, 0.1), size=(0.04, 0.04, 0.04)),
                      material=gs.materials.PBD.Particle())
-    scene.build(n_envs=n_envs)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*do not collide")
+        scene.build(n_envs=n_envs)
     batch = max(n_envs, 1)
     vel = torch.stack([torch.linspace(-0.5, 0.5, batch), torch.zeros(batch), torch.linspace(0.0, 0.5, batch)], 1)
     cloth.set_velocity(vel if n_envs else vel[0])
