@@ -79,11 +79,12 @@ def spline_grad(d, r, h):
 
 
 @ti.kernel
-def predict(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3), active: nd(ndim=2),
-            free: nd(ndim=2), p_invm: nd(ndim=1), p_mat: nd(ndim=2), ext_dv: nd(dtype=V3, ndim=2),
-            xout: nd(dtype=V3, ndim=2), w: nd(ndim=2)):
-    """xout [B, N]: the predicted positions (frame f + 1's positions in plain mode; a scratch array in
-    differentiable mode). The velocities follow from the positions at the end of the substep (`finish`)."""
+def predict(f: ti.i32, fo: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+            active: nd(ndim=2), free: nd(ndim=2), p_invm: nd(ndim=1), p_mat: nd(ndim=2), ext_dv: nd(dtype=V3, ndim=2),
+            xout: nd(dtype=V3, ndim=3), w: nd(ndim=2)):
+    """xout[fo] [B, N]: the predicted positions (plain mode: xout = pos, fo = f + 1; differentiable mode: a
+    scratch array [1, B, N], fo = 0). The velocities follow from the positions at the end of the substep
+    (`finish`)."""
     ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):  # (no statement outside the loop: Taichi's reverse)
         dt = prm[P_DT]
@@ -99,7 +100,7 @@ def predict(f: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype
                     v = v / (1.0 + dt * air * p_invm[i] * ti.sqrt(v.norm_sqr() + EPS * EPS))
                 wi = p_invm[i]
             x = x + dt * v
-        xout[b, i] = x
+        xout[fo, b, i] = x
         w[b, i] = wi
 
 
@@ -295,22 +296,22 @@ KIND_STRETCH, KIND_BEND, KIND_VOLUME = 0, 1, 2
 @ti.func
 def _slot_or(X: ti.template(), xp: ti.template(), b, src, i):
     """The position a projection reads: slot src = 4 p + k of projection p's k-th particle, or (src < 0) particle
-    i's predicted position."""
-    x = xp[b, i]
+    i's predicted position (xp [1, B, N])."""
+    x = xp[0, b, i]
     if src >= 0:
         x = X[b, src // 4, src % 4]
     return x
 
 
 @ti.kernel
-def sweep_schedule(prm: nd(ndim=1), xp: nd(dtype=V3, ndim=2), w: nd(ndim=2), sched: nd(ndim=2),
+def sweep_schedule(prm: nd(ndim=1), xp: nd(dtype=V3, ndim=3), w: nd(ndim=2), sched: nd(ndim=2),
                    s_ij: nd(ndim=1), s_rest: nd(ndim=1), s_ent: nd(ndim=1), s_relax: nd(ndim=1), s_comp: nd(ndim=2),
                    q_idx: nd(ndim=1), q_rest: nd(ndim=1), q_ent: nd(ndim=1), q_relax: nd(ndim=1), q_comp: nd(ndim=2),
                    t_idx: nd(ndim=1), t_rest: nd(ndim=1), t_ent: nd(ndim=1), t_relax: nd(ndim=1), t_comp: nd(ndim=2),
                    X: nd(dtype=V3, ndim=3), L: nd(ndim=2)):
     """sched [P, 7]: per projection (kind, constraint, lambda source slot or -1, 4 position sources); X [B, P, 4]
     and L [B, P]: each projection's particles and multiplier after it. One thread per environment."""
-    for b in range(xp.shape[0]):
+    for b in range(xp.shape[1]):
         inv_dt2 = 1.0 / (prm[P_DT] * prm[P_DT])
         for p in range(sched.shape[0]):
             kind, c, ls = sched[p, 0], sched[p, 1], sched[p, 2]
@@ -351,10 +352,10 @@ def sweep_schedule(prm: nd(ndim=1), xp: nd(dtype=V3, ndim=2), w: nd(ndim=2), sch
 
 
 @ti.kernel
-def gather_schedule(fn: ti.i32, xp: nd(dtype=V3, ndim=2), last: nd(ndim=1), X: nd(dtype=V3, ndim=3),
+def gather_schedule(fn: ti.i32, xp: nd(dtype=V3, ndim=3), last: nd(ndim=1), X: nd(dtype=V3, ndim=3),
                     pos: nd(dtype=V3, ndim=3)):
     """Frame fn's positions: each particle's last slot (last [N], 4 p + k, or -1: never moved by a constraint)."""
-    for b, i in ti.ndrange(xp.shape[0], xp.shape[1]):
+    for b, i in ti.ndrange(xp.shape[1], xp.shape[2]):
         pos[fn, b, i] = _slot_or(X, xp, b, last[i], i)
 
 
@@ -366,6 +367,21 @@ def _wall(prm: ti.template(), k):
     """(axis, coordinate) of the domain's wall k in [0, 6): the lower then the upper face of x, y, z."""
     a = k // 2
     return a, prm[P_LO + a] if k % 2 == 0 else prm[P_HI + a]
+
+
+@ti.func
+def _image(prm: ti.template(), k, xi, xj, h):
+    """(xi - g, |xi - g|) for g the mirror image of xj across the domain's wall k, or (0, h) when xi is not within
+    h of that wall."""
+    a, at = _wall(prm, k)
+    dg = ti.Vector([0.0, 0.0, 0.0])
+    dgl = h
+    if ti.abs(xi[a] - at) < h:
+        g = xj
+        g[a] = 2.0 * at - xj[a]
+        dg = xi - g
+        dgl = dg.norm()
+    return dg, dgl
 
 
 @ti.kernel
@@ -404,15 +420,10 @@ def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dt
                                 grad_i += gj
                                 sum_g2 += gj.norm_sqr()
                             for k in ti.static(range(6)):
-                                a, at = _wall(prm, k)
-                                if ti.abs(xi[a] - at) < h:
-                                    g = xj
-                                    g[a] = 2.0 * at - xj[a]
-                                    dg = xi - g
-                                    dgl = dg.norm()
-                                    if dgl < h:
-                                        dens += p_mass[j] * spline(dgl, h)
-                                        grad_i += (p_mass[j] / p_rho[i]) * spline_grad(dg, dgl, h)
+                                dg, dgl = _image(prm, k, xi, xj, h)
+                                if dgl < h:
+                                    dens += p_mass[j] * spline(dgl, h)
+                                    grad_i += (p_mass[j] / p_rho[i]) * spline_grad(dg, dgl, h)
             C = dens / p_rho[i] - 1.0
             if C > 0:
                 li = -C / (sum_g2 + grad_i.norm_sqr() + p_mat[i, M_DRELAX] * g0)
@@ -438,14 +449,9 @@ def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dt
                             corr += s * spline_grad(d, dist, h)
                         if dist < h:
                             for k in ti.static(range(6)):
-                                a, at = _wall(prm, k)
-                                if ti.abs(xi[a] - at) < h:
-                                    g = xj
-                                    g[a] = 2.0 * at - xj[a]
-                                    dg = xi - g
-                                    dgl = dg.norm()
-                                    if dgl < h:
-                                        corr += s * spline_grad(dg, dgl, h)
+                                dg, dgl = _image(prm, k, xi, xj, h)
+                                if dgl < h:
+                                    corr += s * spline_grad(dg, dgl, h)
         dx[b, i] = corr
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if active[b, i] != 0 and p_kind[i] == LIQUID and w[b, i] > 0:

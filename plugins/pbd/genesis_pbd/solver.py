@@ -30,7 +30,7 @@ from .entity import PBDEntity
 from .materials import CLOTH, ELASTIC, LIQUID, PARTICLE, Cloth, Elastic, _Base
 from .options import PBDOptions
 
-SERIAL_BELOW = 32768  # particle-environments below which the per-particle prediction and velocities run serial
+SERIAL_BELOW = 2048  # particle-environments below which the per-particle prediction and velocities run serial
 MAX_CONTACTS = 16  # contacts per particle kept between the collision search and its correction pass
 
 
@@ -273,7 +273,7 @@ class PBDSolver(ParticleSolver):
             x.grad = torch.zeros_like(x)
             return x
 
-        self.xp, self.slots_x, self.slots_l = g(B, N, 3), g(B, P, 4, 3), g(B, P)
+        self.xp, self.slots_x, self.slots_l = g(1, B, N, 3), g(B, P, 4, 3), g(B, P)
 
     def init_state(self, f):
         super().init_state(f)
@@ -294,8 +294,8 @@ class PBDSolver(ParticleSolver):
             return
         st, launch, o = self.state, self._launch, self.options
         fn = self.frames.next(f)
-        launch(self._predict, f, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
-               self.ext_dv, self._frame_view(fn), self.w)
+        launch(self._predict, f, fn, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
+               self.ext_dv, st.pos, self.w)
         if self.n_stretch + self.n_bending + self.n_volume:
             cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
             launch(K.solve_topology, fn, self.n_groups, self.batch, self.params_f, self.iterations, self._flat_pos(),
@@ -337,7 +337,7 @@ class PBDSolver(ParticleSolver):
         schedule, the gather into frame f + 1, the velocities (the same projection functions, in the same order)."""
         st, launch = self.state, self._launch
         fn = self.frames.next(f)
-        launch(self._predict, f, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
+        launch(self._predict, f, 0, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
                self.ext_dv, self.xp, self.w)
         if len(self.sched):
             launch(K.sweep_schedule, *self._topology_ad())
@@ -354,20 +354,11 @@ class PBDSolver(ParticleSolver):
         launch(K.gather_schedule.grad, fn, self.xp, self.sched_last, self.slots_x, st.pos)
         if len(self.sched):
             launch(K.sweep_schedule.grad, *self._topology_ad())
-        launch(self._predict.grad, f, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
-               self.ext_dv, self.xp, self.w)
+        launch(self._predict.grad, f, 0, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm,
+               self.p_mat, self.ext_dv, self.xp, self.w)
 
     def substep_post_coupling_grad(self, f):
         pass  # keep_inside: the identity (it acts only on a particle that left the domain)
-
-    def _frame_view(self, fn):
-        """state.pos at frame fn ([B, N, 3], the state's memory), the same object for a frame while the state's
-        tensor is the same."""
-        pos = self.state.tensors["pos"]
-        views = self.__dict__.setdefault("_frame_views", {})
-        if fn not in views or views[fn][0] is not pos:
-            views[fn] = (pos, pos.detach()[fn])
-        return views[fn][1]
 
     def _any_attached(self) -> bool:
         """Whether a particle is attached to a link: looked at again only after attach_link was written (its
