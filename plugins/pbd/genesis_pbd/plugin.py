@@ -103,7 +103,7 @@ def register_demo_parts(register):
 
 
 def _demo_part():
-    """The PBD part of `genesis-core demo`: a cloth of 16 x 16 vertices dropped from 0.6 m with one corner held."""
+    """The PBD part of `genesis-core demo`: a 0.5 m cloth of 16 x 16 vertices dropped from 0.6 m onto the ground."""
     from .materials import Cloth
 
     return {

@@ -165,6 +165,26 @@ def test_cloth_folded_onto_itself_does_not_pass_through(tmp_path):
     assert checked > len(top) // 2
 
 
+def test_cloth_folded_onto_itself_on_a_floor_does_not_pass_through(tmp_path):
+    """The same folded strip lying on a rigid floor, nothing held, particle_size 0.01 (half the mesh spacing: the
+    cloth's particles are as wide as its edges): the top layer collapses onto the bottom one and stays at least a
+    particle size above it everywhere."""
+    spacing, size = 0.02, 0.01
+    path, layer = pbd_meshes.hairpin(tmp_path / "h.obj", 16, 6, spacing, 0.04)
+    pbd = gs.options.PBDOptions(lower_bound=(-1, -1, -0.5), upper_bound=(1, 1, 1.5), particle_size=size)
+    scene, cloth = cloth_scene(path, rigid=[gs.morphs.Plane()], pbd=pbd, pos=(0, 0, 0.006),
+                               material=gs.materials.PBD.Cloth(bending_compliance=1.0))
+    scene.build()
+    for _ in range(250):
+        scene.step()
+    x = cloth.get_particles_pos().numpy()
+    top, bottom = x[layer == 2], x[layer == 0]
+    assert top[:, 2].mean() < 0.04  # it collapsed (from 4.6 cm)
+    gaps = [p[2] - bottom[np.argmin(np.linalg.norm(bottom[:, :2] - p[:2], axis=1))][2] for p in top
+            if np.linalg.norm(bottom[:, :2] - p[:2], axis=1).min() < spacing / 2]
+    assert len(gaps) > len(top) // 2 and min(gaps) > size
+
+
 def test_pre_folded_cloth_keeps_its_fold_without_gravity(tmp_path):
     """A cloth folded at 60 degrees along its middle, gravity off, after 1 s: its rest angle is the mesh's own,
     so the fold stays within 1 degree (a flat rest angle would open it)."""
