@@ -47,10 +47,11 @@ def test_demo_continuation_matches_bitwise(tmp_path, with_springs):
     config = dict(demo.DEFAULTS, n_envs=3, steps_before_checkpoint=15, steps_after_checkpoint=15)
     assert demo.run(config, checkpoint_path=str(tmp_path / "demo.ckpt"), log=lines.append)
     text = "\n".join(lines)
-    assert ("demo parts: fem (1 entity, plugin fem), mpm (1 entity, plugin mpm), rigid (4 entities, plugin rigid), sph (1 entity, plugin sph), "
-            "springs (2 entities") in text
+    assert ("demo parts: fem (1 entity, plugin fem), mpm (1 entity, plugin mpm), pbd (1 entity, plugin pbd), "
+            "rigid (4 entities, plugin rigid), sph (1 entity, plugin sph), springs (2 entities") in text
     assert "matches the original run: yes (bitwise)" in text
-    for key in ("SpringChainSolver.pos", "MPMSolver.F", "RigidSolver.qpos", "SPHSolver.kappa", "FEMSolver.pos"):
+    for key in ("SpringChainSolver.pos", "MPMSolver.F", "RigidSolver.qpos", "SPHSolver.kappa", "FEMSolver.pos",
+                "PBDSolver.free"):
         assert key in text
     assert (tmp_path / "demo.ckpt").exists()
 

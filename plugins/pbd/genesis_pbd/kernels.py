@@ -452,6 +452,11 @@ def density_iteration(fn: ti.i32, prm: nd(ndim=1), cell_size: ti.f64, pos: nd(dt
                                 dg, dgl = _image(prm, k, xi, xj, h)
                                 if dgl < h:
                                     corr += s * spline_grad(dg, dgl, h)
+            # at most half a particle a iteration: a particle pressed onto a wall meets its own image there, where
+            # the kernel's slope vanishes, and its multiplier is bounded by the mixing alone
+            cl = corr.norm()
+            if cl > 0.5 * prm[P_SIZE]:
+                corr *= 0.5 * prm[P_SIZE] / cl
         dx[b, i] = corr
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         if active[b, i] != 0 and p_kind[i] == LIQUID and w[b, i] > 0:
