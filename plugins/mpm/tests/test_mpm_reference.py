@@ -1,5 +1,7 @@
 """The fixed scene of reference_scene.py against the state recorded after 100 steps. On the machine that
-recorded it the match is bitwise; elsewhere (another CPU's code generation) it must agree to rounding."""
+recorded it the match is bitwise; elsewhere (another CPU's code generation) it must agree to rounding, as 100 steps
+of plastic return mappings amplify it: on one 2-core machine of the same kind, unchanged code differed by 2e-14
+(rigid velocities) to 4e-9 (MPM's deformation gradients), relative; a change of physics moves them far more."""
 
 import numpy as np
 import pytest
@@ -19,6 +21,6 @@ def test_the_reference_scene_is_what_it_was():
         if not np.array_equal(a, b):
             scale = max(float(np.abs(b).max()), 1.0)
             differing[key] = float(np.abs(a - b).max()) / scale
-    assert all(err < 1e-9 for err in differing.values()), f"relative differences from the reference: {differing}"
+    assert all(err < 1e-7 for err in differing.values()), f"relative differences from the reference: {differing}"
     if differing:
         pytest.skip(f"matches the reference to rounding, not bitwise (another CPU?): {differing}")
