@@ -101,12 +101,12 @@ class ParticleSolver(SolverBase):
     # -- build -----------------------------------------------------------------------------------------------------
 
     def build_model(self):
-        self.particle_volume = vol = sampling.volume_per_particle(self.particle_size)
+        self.particle_volume = sampling.volume_per_particle(self.particle_size)
         mass, owner, start = [], [], 0
         for i, e in enumerate(self.entities):
             n = len(e._points)
             e._setup(start, start + n, i)
-            mass.append(np.full(n, e.material.rho * vol))
+            mass.append(self.particle_masses(e))
             owner.append(np.full(n, i, dtype=np.int32))
             start += n
         fl, dev = self.float_dtype, self.device
@@ -115,6 +115,11 @@ class ParticleSolver(SolverBase):
         self.p_mass = torch.as_tensor(np.concatenate(mass), dtype=fl, device=dev)
         self.p_entity = torch.as_tensor(np.concatenate(owner), device=dev)
         self.build_particles()
+
+    def particle_masses(self, entity) -> np.ndarray:
+        """The masses (kg) of an entity's particles (`entity._points`): rho times the lattice volume each; a
+        solver whose particles are a mesh's vertices lumps its own."""
+        return np.full(len(entity._points), entity.material.rho * self.particle_volume)
 
     def build_particles(self):
         """The solver's own static arrays, after the particles are laid out (entities' ranges set)."""

@@ -27,6 +27,7 @@ import taichi as ti
 
 from genesis_core.particles.neighbours import grid_cell_range, grid_cell_reaches, grid_particle_cell
 from genesis_core.particles.reduce import TASK_STRIDE
+from genesis_core.ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
 nd = ti.types.ndarray
@@ -180,12 +181,6 @@ def volume_step(p0, p1, p2, p3, w0, w1, w2, w3, rest, at, relax, lam):
     if den + at > EPS:
         dl = relax * (-C - at * lam) / (den + at)
     return p0 + (w0 * dl) * g0, p1 + (w1 * dl) * g1, p2 + (w2 * dl) * g2, p3 + (w3 * dl) * g3, dl
-
-
-@ti.func
-def _set(pos: ti.template(), base, i, x):
-    for a in ti.static(range(3)):
-        pos[base + 3 * i + a] = x[a]
 
 
 @ti.func
@@ -569,14 +564,6 @@ def collide(f: ti.i32, fn: ti.i32, cell_size: ti.f64, reach: ti.f64, pos: nd(dty
 # -- attachments ---------------------------------------------------------------------------------------------------
 
 
-@ti.func
-def quat_rotate(q, v):
-    """v rotated by the unit quaternion q = (w, x, y, z)."""
-    u = ti.Vector([q[1], q[2], q[3]])
-    t = 2.0 * u.cross(v)
-    return v + q[0] * t + u.cross(t)
-
-
 @ti.kernel
 def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1),
            attach_link: nd(ndim=2), attach_local: nd(dtype=V3, ndim=2), body_com: nd(dtype=V3, ndim=2),
@@ -595,7 +582,7 @@ def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(nd
                 if active[b, i] != 0 and link >= 0 and link < n_bodies:
                     q = ti.Vector([body_quat[b, link, 0], body_quat[b, link, 1], body_quat[b, link, 2],
                                    body_quat[b, link, 3]])
-                    arm = quat_rotate(q, attach_local[b, i])
+                    arm = quat_to_mat(q) @ attach_local[b, i]
                     target = body_com[b, link] + arm
                     dp = p_mass[i] * (pos[fn, b, i] - target) * inv_dt
                     tau = arm.cross(dp)

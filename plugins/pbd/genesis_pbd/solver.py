@@ -17,9 +17,8 @@ import numpy as np
 import torch
 
 import genesis_core as gs
-from genesis_core.errors import GenesisError
+from genesis_core.errors import GenesisError, OptionError
 from genesis_core.launch import Launcher
-from genesis_core.particles import sampling
 from genesis_core.particles.coupling import ParticleView
 from genesis_core.particles.neighbours import NeighbourGrid
 from genesis_core.particles.solver import ParticleSolver
@@ -65,7 +64,6 @@ class PBDSolver(ParticleSolver):
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)
         self.requires_grad = bool(sim_options.requires_grad)
-
         self._link_source = None  # the rigid solver's coupling (RigidPBDCoupling), when there is one
 
     def default_particle_size(self):
@@ -78,8 +76,6 @@ class PBDSolver(ParticleSolver):
     def link_pose(self, link: int):
         """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of a rigid link at the current frame, from the
         rigid solver's collider view."""
-        from genesis_core.errors import OptionError
-
         if self._link_source is None:
             raise OptionError("fix_particles_to_link: the scene has no rigid bodies to attach particles to (the "
                               "rigid plugin, genesis-rigid, and a rigid entity are needed).")
@@ -116,15 +112,13 @@ class PBDSolver(ParticleSolver):
             tets = np.asarray(tets, dtype=np.int64)
             self._pending = dict(tets=tets, edges=T.tet_edges(tets), mass=T.lumped_tet_mass(verts, tets, material.rho))
             return np.asarray(verts, dtype=np.float64)
-        points = super().sample_entity(idx, morph, _Sampler(material))
-        self._pending = dict(mass=np.full(len(points), material.rho * sampling.volume_per_particle(self.particle_size)))
-        return points
+        return super().sample_entity(idx, morph, _Sampler(material))  # the kit's masses (particle_masses)
 
     def add_entity(self, idx, morph, material):
         entity = super().add_entity(idx, morph, material)
         p = self._pending
         del self._pending
-        entity._mass = p["mass"]
+        entity._mass = p.get("mass")
         entity._faces = p.get("faces", PBDEntity._faces)
         entity._edges = p.get("edges", PBDEntity._edges)
         entity._quads = p.get("quads", np.zeros((0, 4), dtype=np.int64))
@@ -133,23 +127,19 @@ class PBDSolver(ParticleSolver):
 
     # -- build -----------------------------------------------------------------------------------------------------
 
-    def build_model(self):
+    def particle_masses(self, entity):
+        """A mesh's lumped masses (sample_entity); a sampled liquid's or free particles' from the kit."""
+        return super().particle_masses(entity) if entity._mass is None else entity._mass
+
+    def build_particles(self):
+        """After the kit laid out the particles (ranges, p_mass, p_entity): per-particle parameters, the
+        constraints, the kernels' scratch."""
         fl, dev = self.float_dtype, self.device
-        start = 0
-        for i, e in enumerate(self.entities):
-            e._setup(start, start + len(e._points), i)
-            start += len(e._points)
-        self.n_particles = start
-        self._points = np.concatenate([e._points for e in self.entities])
-        mass = np.concatenate([e._mass for e in self.entities])
 
         def t(x, dtype=fl):
             return torch.as_tensor(np.ascontiguousarray(x), dtype=dtype, device=dev)
 
-        self.p_mass = t(mass)
-        self.p_invm = t(1.0 / mass)
-        self.p_entity = t(np.concatenate([np.full(e.n_particles, i) for i, e in enumerate(self.entities)]),
-                          torch.int32)
+        self.p_invm = t(1.0 / np.concatenate([self.particle_masses(e) for e in self.entities]))
         self.p_kind = t(np.concatenate([np.full(e.n_particles, e.material.kind) for e in self.entities]),
                         torch.int32)
         self.p_rho = t(np.concatenate([np.full(e.n_particles, e.material.rho) for e in self.entities]))
@@ -238,9 +228,9 @@ class PBDSolver(ParticleSolver):
         self.dx = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.ext_dv = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.grid = None
-        self.count = torch.zeros((B, N), dtype=torch.int32, device=dev)
-        self.contacts = torch.zeros((B, N, MAX_CONTACTS), dtype=torch.int32, device=dev)
         if self.has_contacts:
+            self.count = torch.zeros((B, N), dtype=torch.int32, device=dev)
+            self.contacts = torch.zeros((B, N, MAX_CONTACTS), dtype=torch.int32, device=dev)
             # cells twice the contact distance: a particle's search visits 8 cells on average (grid_cell_reaches)
             radius = max(self.options.cell_size, 2.0 * self.particle_size, 2.0 * self.reach)
             self.grid = NeighbourGrid(B, N, radius, dtype=fl, device=dev, launcher=self._launch)

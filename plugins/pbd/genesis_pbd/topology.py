@@ -71,21 +71,16 @@ def cloth_mesh(morph):
 def triangle_edges(faces):
     """(edges (e, 2) sorted pairs in first-seen order, bending quads (q, 4): (p0, p1, p2, p3) with (p0, p1) an
     interior edge shared by triangles (p0, p1, p2) and (p1, p0, p3) as oriented in the mesh)."""
-    seen, edges, first_tri = {}, [], {}
-    quads = []
-    for t, (a, b, c) in enumerate(faces):
+    edges, first_tri, quads = [], {}, []
+    for a, b, c in faces:
         for u, w, opp in ((a, b, c), (b, c, a), (c, a, b)):
             key = (min(u, w), max(u, w))
-            if key not in seen:
-                seen[key] = len(edges)
+            if key not in first_tri:
                 edges.append(key)
                 first_tri[key] = (u, w, opp)
-            else:
+            else:  # the second triangle: the first one's orientation for both (the rest angle is measured alike)
                 u0, w0, opp0 = first_tri[key]
-                if u0 == w and w0 == u:  # consistently oriented neighbour
-                    quads.append((u0, w0, opp0, opp))
-                else:  # orientation flipped: take the first triangle's orientation for both
-                    quads.append((u0, w0, opp0, opp))
+                quads.append((u0, w0, opp0, opp))
     return (np.asarray(edges, dtype=np.int64).reshape(-1, 2), np.asarray(quads, dtype=np.int64).reshape(-1, 4))
 
 
