@@ -51,3 +51,13 @@ def row_in_process(cmd, tag, what):
               flush=True)
         return None
     return json.loads(line[-1][len(tag) + 1:])
+
+
+def check_rows(parser, args):
+    """Refuse, through the parser, --envs below 1 and --warmup or --steps below 1 (the first step compiles)."""
+    if any(n < 1 for n in args.envs):
+        parser.error("--envs: numbers of environments, 1 or more (1 builds the scene unbatched)")
+    if args.warmup is not None and args.warmup < 1:
+        parser.error("--warmup: at least 1 (the first step compiles the kernels)")
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps: at least 1")

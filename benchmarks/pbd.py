@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import per_env, row_in_process, timed_row
+from common import check_rows, per_env, row_in_process, timed_row
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 SUBSTEPS = 10
@@ -153,12 +153,7 @@ def main():
         n = args.one
         return one(args.engine, n, args.steps if args.steps is not None else default_steps(args.engine, n),
                    args.warmup if args.warmup is not None else default_warmup(n), args.n)
-    if any(n < 1 for n in args.envs):
-        parser.error("--envs: numbers of environments, 1 or more (1 builds the scene unbatched)")
-    if args.warmup is not None and args.warmup < 1:
-        parser.error("--warmup: at least 1 (the first step compiles the kernels)")
-    if args.steps is not None and args.steps < 1:
-        parser.error("--steps: at least 1")
+    check_rows(parser, args)
     python = None if args.no_anchor else os.environ.get("GENESIS_WORLD_PYTHON")
     newton = None if args.no_anchor or args.n != 64 else os.environ.get("NEWTON_PYTHON")
     engines = [("ours", sys.executable)] + ([("genesis", python)] if python else [])

@@ -36,7 +36,7 @@ import json
 import os
 import sys
 
-from common import per_env, row_in_process, timed_row
+from common import check_rows, per_env, row_in_process, timed_row
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 
@@ -99,12 +99,7 @@ def main():
         n = int(args.one[1])
         return one(args.engine, args.one[0], n, args.steps if args.steps is not None else default_steps(n),
                    args.warmup if args.warmup is not None else default_warmup(n), args.particle_size)
-    if any(n < 1 for n in args.envs):
-        parser.error("--envs: numbers of environments, 1 or more (1 builds the scene unbatched)")
-    if args.warmup is not None and args.warmup < 1:
-        parser.error("--warmup: at least 1 (the first step compiles the kernels)")
-    if args.steps is not None and args.steps < 1:
-        parser.error("--steps: at least 1")
+    check_rows(parser, args)
     python = None if args.no_anchor else os.environ.get("GENESIS_WORLD_PYTHON")
     engines = [("ours", sys.executable)] + ([("genesis", python)] if python else [])
     print(f"SPH water cube, particle_size {args.particle_size}, dt 4e-3, 10 substeps, float32, CPU; each row a "
