@@ -564,14 +564,27 @@ def collide(f: ti.i32, fn: ti.i32, cell_size: ti.f64, reach: ti.f64, pos: nd(dty
 # -- attachments ---------------------------------------------------------------------------------------------------
 
 
+@ti.func
+def _attach_point(b, link, i, x, inv_dt, p_mass: ti.template(), attach_local: ti.template(), body_com: ti.template(),
+                  body_quat: ti.template()):
+    """(target, linear impulse, angular impulse about the link's centre of mass) of particle i of environment b,
+    at x after the solve, attached to `link`: it goes to its point of the link, body_com + R(body_quat) local, and
+    the link takes the momentum that move takes from it, m (x - target) / dt, at that point."""
+    q = ti.Vector([body_quat[b, link, 0], body_quat[b, link, 1], body_quat[b, link, 2], body_quat[b, link, 3]])
+    arm = quat_to_mat(q) @ attach_local[b, i]
+    target = body_com[b, link] + arm
+    dp = p_mass[i] * (x - target) * inv_dt
+    return target, dp, arm.cross(dp)
+
+
 @ti.kernel
 def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1),
            attach_link: nd(ndim=2), attach_local: nd(dtype=V3, ndim=2), body_com: nd(dtype=V3, ndim=2),
            body_quat: nd(ndim=3), body_impulse: nd(ndim=3)):
-    """Particles attached to a link go to their point of the link (body_com + R(body_quat) local) after the
-    solve, and the link takes the momentum that move takes from them, m (x - target) / dt, at that point: it
-    carries their weight and the cloth's pull. One thread per environment, particles in index order: the
-    impulses add up in a fixed order. A link index outside the view's bodies is ignored."""
+    """Particles attached to a link go to their point of the link after the solve, and the link takes the
+    momentum that move takes from them (`_attach_point`): it carries their weight and the cloth's pull. One thread
+    per environment, particles in index order: the impulses add up in a fixed order. A link index outside the
+    view's bodies is ignored."""
     inv_dt = 1.0 / prm[P_DT]
     n_bodies = ti.min(body_com.shape[1], ti.min(body_quat.shape[1], body_impulse.shape[1]))
     for t in range(pos.shape[1] * TASK_STRIDE):
@@ -580,16 +593,36 @@ def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(nd
             for i in range(pos.shape[2]):
                 link = attach_link[b, i]
                 if active[b, i] != 0 and link >= 0 and link < n_bodies:
-                    q = ti.Vector([body_quat[b, link, 0], body_quat[b, link, 1], body_quat[b, link, 2],
-                                   body_quat[b, link, 3]])
-                    arm = quat_to_mat(q) @ attach_local[b, i]
-                    target = body_com[b, link] + arm
-                    dp = p_mass[i] * (pos[fn, b, i] - target) * inv_dt
-                    tau = arm.cross(dp)
+                    target, dp, tau = _attach_point(b, link, i, pos[fn, b, i], inv_dt, p_mass, attach_local,
+                                                    body_com, body_quat)
                     for a in ti.static(range(3)):
                         body_impulse[b, link, a] = body_impulse[b, link, a] + dp[a]
                         body_impulse[b, link, 3 + a] = body_impulse[b, link, 3 + a] + tau[a]
                     pos[fn, b, i] = target
+
+
+@ti.kernel
+def gather_attached(fn: ti.i32, prm: nd(ndim=1), xp: nd(dtype=V3, ndim=3), last: nd(ndim=1), X: nd(dtype=V3, ndim=3),
+                    pos: nd(dtype=V3, ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1), attach_link: nd(ndim=2),
+                    attach_local: nd(dtype=V3, ndim=2), body_com: nd(dtype=V3, ndim=2), body_quat: nd(ndim=3),
+                    body_impulse: nd(ndim=3)):
+    """Differentiable mode with attachments: `gather_schedule` and `attach` in one pass, each position written
+    once (Taichi's reverse is exact): a particle's last slot, or its point of the link it is attached to, the link
+    taking the momentum (`_attach_point`). One thread per environment, particles in index order, as `attach`."""
+    for b in range(xp.shape[1]):  # (no statement outside the loop: Taichi's reverse)
+        inv_dt = 1.0 / prm[P_DT]
+        n_bodies = ti.min(body_com.shape[1], ti.min(body_quat.shape[1], body_impulse.shape[1]))
+        for i in range(xp.shape[2]):
+            x = _slot_or(X, xp, b, last[i], i)
+            link = attach_link[b, i]
+            if active[b, i] != 0 and link >= 0 and link < n_bodies:
+                target, dp, tau = _attach_point(b, link, i, x, inv_dt, p_mass, attach_local, body_com, body_quat)
+                for a in ti.static(range(3)):
+                    body_impulse[b, link, a] += dp[a]
+                    body_impulse[b, link, 3 + a] += tau[a]
+                pos[fn, b, i] = target
+            else:
+                pos[fn, b, i] = x
 
 
 # -- 5. velocities -----------------------------------------------------------------------------------------------

@@ -29,12 +29,14 @@ def register_couplings(register):
     from genesis_core.coupler import ANY_COLLIDER
     from genesis_core.particles.coupling import ParticleColliderCoupling
     from genesis_core.particles.grid_exchange import MPMGridCoupling
+    from genesis_core.particles.pair_exchange import ParticlePairCoupling
 
     from .coupling import RigidPBDCoupling
 
     register(ANY_COLLIDER, "PBDSolver", ParticleColliderCoupling)
     register("RigidSolver", "PBDSolver", RigidPBDCoupling)  # contacts, and the links particles attach to
     register("MPMSolver", "PBDSolver", MPMGridCoupling)  # PBDSolver.exchange_with_mpm
+    register("SPHSolver", "PBDSolver", ParticlePairCoupling)  # both solvers' exchange_view
 
 
 def cloth_obj(n: int, size: float, path: str) -> str:

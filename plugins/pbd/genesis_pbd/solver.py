@@ -21,6 +21,7 @@ from genesis_core.errors import GenesisError, OptionError
 from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleView
 from genesis_core.particles.neighbours import NeighbourGrid
+from genesis_core.particles.pair_exchange import ExchangeView
 from genesis_core.particles.solver import ParticleSolver
 
 from . import kernels as K
@@ -331,8 +332,21 @@ class PBDSolver(ParticleSolver):
                self.ext_dv, self.xp, self.w)
         if len(self.sched):
             launch(K.sweep_schedule, *self._topology_ad())
-        launch(K.gather_schedule, fn, self.xp, self.sched_last, self.slots_x, st.pos)
+        gather = self._gather_ad(f)
+        launch(*gather)
         launch(self._finish, f, fn, self.params_f, st.pos, st.vel, st.active)
+        self._gather_args = gather
+
+    def _gather_ad(self, f):
+        """The launch (kernel, *arguments) that writes frame f + 1's positions from the sweeps' slots: with the
+        links' attachments where a particle is attached (their poses from the rigid solver's view of substep f,
+        whose arrays carry the gradient back to the rigid solver), the plain gather otherwise."""
+        st, fn = self.state, self.frames.next(f)
+        if self._link_source is not None and self._any_attached():
+            view = self._link_source.collider.collider_view(f)
+            return (K.gather_attached, fn, self.params_f, self.xp, self.sched_last, self.slots_x, st.pos, st.active,
+                    self.p_mass, st.attach_link, st.attach_local, view.body_com, view.body_quat, view.body_impulse)
+        return K.gather_schedule, fn, self.xp, self.sched_last, self.slots_x, st.pos
 
     def substep_pre_coupling_grad(self, f):
         st, launch = self.state, self._launch
@@ -341,7 +355,8 @@ class PBDSolver(ParticleSolver):
             for x in (self.xp, self.slots_x, self.slots_l):
                 x.grad.zero_()
         launch(self._finish.grad, f, fn, self.params_f, st.pos, st.vel, st.active)
-        launch(K.gather_schedule.grad, fn, self.xp, self.sched_last, self.slots_x, st.pos)
+        kernel, *args = self._gather_args
+        launch(kernel.grad, *args)
         if len(self.sched):
             launch(K.sweep_schedule.grad, *self._topology_ad())
         launch(self._predict.grad, f, 0, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm,
@@ -380,6 +395,14 @@ class PBDSolver(ParticleSolver):
             views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
                                      active=st.at("active", fn), radius=0.5 * self.particle_size, restitution=0.0)
         return views[fn]
+
+    def exchange_view(self, f):
+        """Frame f + 1 after this substep's PBD step, against another solver's particles (`pair_exchange`: the
+        velocity change is applied at once, the positions moved with it); each particle's collision radius and its
+        inverse mass in this substep's solve (0 for fixed and attached particles: they are held)."""
+        st, fn = self.state, self.frames.next(f)
+        return ExchangeView(pos=st.at("pos", fn), vel=st.at("vel", fn), inv_mass=self.w, radius=self.p_radius,
+                            active=st.at("active", fn))
 
     def exchange_with_mpm(self, f, grid):
         """Called by the MPM coupling (`grid_exchange.MPMGridCoupling`) at coupling time of substep f with the MPM

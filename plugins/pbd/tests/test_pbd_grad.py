@@ -126,3 +126,54 @@ def test_gradients_through_an_elastic_body_match_finite_differences():
     assert_close_rel(v0.grad, central_differences(f_v, v0.detach().clone(), eps=1e-6), tol=1e-5)
     # the compliance moves the loss by ~1e-7 per unit: finite differences carry ~1e-10 of rounding, hence 1e-3
     assert_close_rel(vc.grad, central_differences(f_c, vc.detach().clone(), eps=1e-5), tol=1e-3)
+
+
+def test_gradients_through_an_attached_link_match_finite_differences(tmp_path):
+    """A rope attached by its first particle to a free rigid box, both thrown under gravity: the gradient of a
+    loss on the rope's and the box's final positions to the box's initial velocity (its 6 dofs: the link's motion)
+    and to the rope's, through the attachment both ways (the rope follows the link, the link takes the rope's
+    pull), against central differences of the plain scene."""
+    pytest.importorskip("genesis_rigid", reason="the rigid plugin (genesis-rigid) is not installed")
+
+    def scene_of(requires_grad):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=4e-3, substeps=4, requires_grad=requires_grad),
+                         pbd_options=gs.options.PBDOptions(lower_bound=(-2, -2, -2), upper_bound=(2, 2, 2),
+                                                           max_stretch_solver_iterations=3))
+        box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.5), size=(0.1, 0.1, 0.1)),
+                               material=gs.materials.Rigid(rho=200))
+        rope = scene.add_entity(gs.morphs.Mesh(file=pbd_meshes.rope(tmp_path / "r.obj", 5, 0.2), pos=(0.07, 0, 0.5)),
+                                material=gs.materials.PBD.Cloth(rho=2.0, air_resistance=0.0, stretch_compliance=1e-5))
+        scene.build()
+        rope.fix_particles_to_link(box.base_link_idx, [0])
+        return scene, box, rope
+
+    def run(scene, box, rope, vb, vr):
+        box.set_dofs_velocity(vb)
+        rope.set_velocity(vr)
+        for _ in range(3):
+            scene.step()
+        p = rope.get_particles_pos()
+        return (p.mean(0) * W_POS).sum() + (p[-1] ** 2).sum() + (box.get_pos() * W_VEL).sum()
+
+    with pytest.warns(UserWarning, match="do not collide"):
+        scene, box, rope = scene_of(True)
+    vb = torch.tensor([0.3, -0.2, 0.5, 2.0, -1.0, 3.0], dtype=F64, requires_grad=True)
+    vr = torch.tensor([0.1, 0.4, -0.3], dtype=F64, requires_grad=True)
+    loss = run(scene, box, rope, vb, vr)
+    loss.backward()
+    assert float(vb.grad[3:].abs().max()) > 0  # the box's spin moves the rope
+    plain, pbox, prope = scene_of(False)
+    start = plain.get_state()
+
+    def f_b(x):
+        plain.reset(start)
+        return float(run(plain, pbox, prope, x, vr.detach()))
+
+    def f_r(x):
+        plain.reset(start)
+        return float(run(plain, pbox, prope, vb.detach(), x))
+
+    assert_close_rel(vb.grad, central_differences(f_b, vb.detach().clone(), eps=1e-6), tol=1e-5)
+    assert_close_rel(vr.grad, central_differences(f_r, vr.detach().clone(), eps=1e-6), tol=1e-5)
+    plain.reset(start)
+    assert float(run(plain, pbox, prope, vb.detach(), vr.detach())) == pytest.approx(float(loss), rel=1e-12)

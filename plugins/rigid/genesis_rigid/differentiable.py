@@ -44,7 +44,7 @@ INPUT_FIELDS = ("qpos", "dofs_vel", "contact_impulse", "links_ext_impulse", "dof
                 "dofs_ctrl_vel", "dofs_kp", "dofs_kv")
 OUTPUT_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse")
 # the ColliderView arrays computed from frame fn
-VIEW_ARRAYS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel")
+VIEW_ARRAYS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel", "body_quat")
 
 
 @contextlib.contextmanager
@@ -827,7 +827,8 @@ class DifferentiableStep:
                     links_quat=torch.stack(kin_new["quat"], 1), contact_impulse=impulse_out)
 
     def collider(self, qpos, vel):
-        """kernels_step.collider_geometry: geom poses, link centres of mass and velocities at (qpos, vel)."""
+        """kernels_step.collider_geometry: geom poses, link centres of mass, orientations and velocities at (qpos,
+        vel)."""
         kin = self.kinematics(qpos)
         mot = self.motions(kin, vel)
         com = torch.stack(kin["com"], 1)
@@ -837,4 +838,4 @@ class DifferentiableStep:
         quat = torch.stack(kin["quat"], 1)
         gquat = quat_mul(quat[:, self.geom_link], self.geom_quat)
         return dict(geom_pos=gpos, geom_quat=gquat, body_com=com, body_lin_vel=cvel[..., 3:] + torch.cross(
-            omega, com, dim=-1), body_ang_vel=omega)
+            omega, com, dim=-1), body_ang_vel=omega, body_quat=quat)

@@ -638,18 +638,19 @@ class RigidSolver(gs.SolverBase):
                 geom_body=torch.as_tensor(body, dtype=torch.int32, device=dev),
                 geom_pos=zeros(B, G, 3), geom_quat=zeros(B, G, 4), body_com=zeros(B, L, 3),
                 body_lin_vel=zeros(B, L, 3), body_ang_vel=zeros(B, L, 3),
-                body_impulse=zeros(B, L, 6) if grad else st.at("links_ext_impulse", fn))
+                body_impulse=zeros(B, L, 6) if grad else st.at("links_ext_impulse", fn),
+                body_quat=zeros(B, L, 4) if grad else None)
         v, m, s = self._view, self.model, self.scratch
         with torch.no_grad():  # the inverse inertia in world axes at frame fn: R I^-1 R^T
             n_links = self._link_inv_inertia.shape[0]
             if self.n_links:
                 rot = quat_to_mat(st.at("links_quat", fn).detach())
                 v.body_inv_inertia[:, :n_links] = rot @ self._link_inv_inertia @ rot.transpose(-1, -2)
-        v.body_quat = st.at("links_quat", fn) if self.n_links else None
         if self._diff is not None:
             self._diff_view(fn)
             return v
         v.body_impulse = st.at("links_ext_impulse", fn)
+        v.body_quat = st.at("links_quat", fn) if self.n_links else None
         self._launch(self._kernel(kernels_step.collider_geometry), fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
                      m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
                      s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,

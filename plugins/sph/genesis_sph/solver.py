@@ -32,6 +32,7 @@ from genesis_core.launch import Launcher
 from genesis_core.particles import grid_exchange
 from genesis_core.particles.coupling import ParticleColliderCoupling, ParticleView, ViewExtras, check_view, n_chunks
 from genesis_core.particles.neighbours import NeighbourGrid
+from genesis_core.particles.pair_exchange import ExchangeView
 from genesis_core.particles.reduce import sum_parts
 from genesis_core.particles.solver import ParticleSolver
 
@@ -136,6 +137,7 @@ class SPHSolver(ParticleSolver):
         self._impulse_rows = {}
         self._walls_deduped = False
         self._views = {}
+        self._exchange = None  # (radii, inverse masses [B, N]) in the particle exchange (exchange_view)
 
     # -- the substep -----------------------------------------------------------------------------------------------
 
@@ -324,6 +326,19 @@ class SPHSolver(ParticleSolver):
             self._views[fn] = ParticleView(pos=st.at("pos", fn), vel=st.at("vel", fn), mass=self.p_mass,
                                            active=st.at("active", fn), radius=0.0, restitution=0.0)
         return self._views[fn]
+
+    def exchange_view(self, f):
+        """Frame f (the liquid meets other solvers' particles before its step; `pair_exchange`), particles of
+        radius particle_size / 2; the velocity change goes into the step's external velocity change, the overlap's
+        projection moves frame f's positions, which the step starts from."""
+        if self._exchange is None:
+            self._exchange = (torch.full((self.n_particles,), 0.5 * self.particle_size, dtype=self.float_dtype,
+                                         device=self.device),
+                              (1.0 / self.p_mass).expand(self.batch, -1).contiguous())
+        st = self.state
+        radius, inv_mass = self._exchange
+        return ExchangeView(pos=st.at("pos", f), vel=st.at("vel", f), inv_mass=inv_mass, radius=radius,
+                            active=st.at("active", f), ext_dv=self.ext_dv)
 
     def exchange_with_mpm(self, f, grid):
         """Called by `MPMSPHCoupling` at coupling time of substep f with the MPM solver's `grid_view(f)`: the
