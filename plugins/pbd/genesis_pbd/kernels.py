@@ -1,10 +1,11 @@
 """The PBD kernels: XPBD (Macklin, Mueller & Chentanez 2016) with small steps (Macklin et al. 2019).
 
-A substep (frame f -> fn), all in place on frame fn:
+A PBD step (frame f -> fn; a substep is one or several, `PBDOptions.small_step_dt`), all in place on frame fn:
 
 1. `predict`: free particles take gravity and the cloth's air drag into their velocity and move with it;
-   fixed particles (free = 0) move with their own velocity (zero after `fix_particles`), attached ones with
-   their link; `w` gets each particle's inverse mass in the solve (0 for fixed, attached and inactive ones).
+   fixed particles (free = 0) move with their own velocity (zero after `fix_particles`); `w` gets each
+   particle's inverse mass in the solve (0 for fixed and inactive ones; an attached particle is solved as a free
+   one, then put back on its link by `attach`, which hands the link the momentum).
 2. `solve_topology`: Gauss-Seidel sweeps over the stretch (edge length), bending (dihedral angle) and volume
    (tetrahedron) constraints, each accumulating its Lagrange multiplier lambda over the substep's sweeps:
    d_lambda = (-C - alpha~ lambda) / (sum w |grad C|^2 + alpha~), alpha~ = compliance / dt^2, dx = w grad C

@@ -13,6 +13,8 @@ segments', an elastic body's a quarter of its tets', a liquid's or free particle
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -206,16 +208,20 @@ class PBDSolver(ParticleSolver):
 
     def _build_params(self):
         o, so = self.options, self.sim_options
+        self.n_small = n_small_steps(so.substep_dt, o.small_step_dt)
         prm = np.zeros(K.P_N)
-        prm[[K.P_DT, K.P_GX, K.P_GY, K.P_GZ]] = (so.substep_dt, *so.gravity)
+        prm[[K.P_DT, K.P_GX, K.P_GY, K.P_GZ]] = (so.substep_dt / self.n_small, *so.gravity)
         prm[K.P_SIZE] = self.particle_size
         prm[K.P_H] = 2.0 * self.particle_size
         prm[K.P_G0] = _lattice_gradient_norm(self.particle_size)
         prm[K.P_LO:K.P_LO + 3] = self.lower
         prm[K.P_HI:K.P_HI + 3] = self.upper
         self.params_f = torch.tensor(prm, dtype=self.float_dtype, device=self.device)
-        self.iterations = torch.tensor([o.max_stretch_solver_iterations, o.max_bending_solver_iterations,
-                                        o.max_volume_solver_iterations], dtype=torch.int32)
+        # each of a substep's n_small steps runs ceil(n / n_small) of every iteration count n (0 stays 0)
+        its = {key: -(-getattr(o, f"max_{key}_solver_iterations") // self.n_small)
+               for key in ("stretch", "bending", "volume", "density", "viscosity")}
+        self.small_iterations = its
+        self.iterations = torch.tensor([its["stretch"], its["bending"], its["volume"]], dtype=torch.int32)
 
     def _build_scratch(self):
         fl, dev, B, N = self.float_dtype, self.device, self.batch, self.n_particles
@@ -225,7 +231,11 @@ class PBDSolver(ParticleSolver):
         self._attached = (None, False)  # (version of attach_link, whether a particle is attached)
         self.w = torch.zeros((B, N), dtype=fl, device=dev)
         self._flat_w = self.w.view(-1)
-        self._flat = None
+        self._flat_views = {}
+        self._gather_args = []
+        if self.n_small > 1:  # the substep's start and each small step's end (substep_pre_coupling)
+            self._mid_pos = torch.zeros((self.n_small + 1, B, N, 3), dtype=fl, device=dev)
+            self._mid_vel = torch.zeros_like(self._mid_pos)
         self.dx = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.ext_dv = torch.zeros((B, N, 3), dtype=fl, device=dev)
         self.grid = None
@@ -264,7 +274,14 @@ class PBDSolver(ParticleSolver):
             x.grad = torch.zeros_like(x)
             return x
 
-        self.xp, self.slots_x, self.slots_l = g(1, B, N, 3), g(B, P, 4, 3), g(B, P)
+        # per small step: the prediction, the projections' particles and multipliers
+        n = self.n_small
+        self.xp = [g(1, B, N, 3) for _ in range(n)]
+        self.slots_x, self.slots_l = [g(B, P, 4, 3) for _ in range(n)], [g(B, P) for _ in range(n)]
+        if n > 1:
+            for x in (self._mid_pos, self._mid_vel):
+                x.requires_grad_(True)
+                x.grad = torch.zeros_like(x)
 
     def init_state(self, f):
         super().init_state(f)
@@ -280,87 +297,117 @@ class PBDSolver(ParticleSolver):
     # -- the substep -----------------------------------------------------------------------------------------------
 
     def substep_pre_coupling(self, f):
-        if self.requires_grad:
-            self._substep_ad(f)
-            return
+        """The substep's n_small PBD steps (`PBDOptions.small_step_dt`): one, on the state's frames f -> f + 1,
+        or several, through the solver's own frames (`_mid_pos`, `_mid_vel`: the substep's start, then each
+        step's end), the last copied into frame f + 1."""
+        st, fn = self.state, self.frames.next(f)
+        if self.n_small == 1:
+            steps, pos, vel = [(f, fn)], st.pos, st.vel
+        else:
+            steps, pos, vel = [(k, k + 1) for k in range(self.n_small)], self._mid_pos, self._mid_vel
+            with torch.no_grad():
+                pos[0].copy_(st.at("pos", f).detach())
+                vel[0].copy_(st.at("vel", f).detach())
+        view = None
+        if self._link_source is not None and self._any_attached():
+            view = self._link_source.collider.collider_view(f)
+        self._gather_args = []
+        for k, (a, b) in enumerate(steps):
+            if self.requires_grad:
+                self._step_ad(k, a, b, pos, vel, view)
+            else:
+                self._step(a, b, pos, vel, view)
+        if self.n_small > 1:
+            with torch.no_grad():
+                st.at("pos", fn).copy_(pos[self.n_small].detach())
+                st.at("vel", fn).copy_(vel[self.n_small].detach())
+
+    def _step(self, f, fn, pos, vel, view):
+        """One PBD step from frame f to frame fn of (pos, vel) [F, B, N, 3] (the state's or the solver's own)."""
         st, launch, o = self.state, self._launch, self.options
-        fn = self.frames.next(f)
-        launch(self._predict, f, fn, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
-               self.ext_dv, st.pos, self.w)
+        launch(self._predict, f, fn, self.params_f, pos, vel, st.active, st.free, self.p_invm, self.p_mat,
+               self.ext_dv, pos, self.w)
         if self.n_stretch + self.n_bending + self.n_volume:
             cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
-            launch(K.solve_topology, fn, self.n_groups, self.batch, self.params_f, self.iterations, self._flat_pos(),
+            launch(K.solve_topology, fn, self.n_groups, self.batch, self.params_f, self.iterations, self._flat(pos),
                    self._flat_w, *cs[:5], st.stretch_compliance, cs[5], *cq[:5], st.bending_compliance, cq[5],
                    *ct[:5], st.volume_compliance, ct[5])
         if self.grid is not None:
             g = self.grid
-            g.build(st.pos, st.active, fn)
+            g.build(pos, st.active, fn)
             if self.has_liquid:
-                for _ in range(o.max_density_solver_iterations):
-                    launch(K.density_iteration, fn, self.params_f, g.cell_size, st.pos, st.active, self.w, self.p_kind,
+                for _ in range(self.small_iterations["density"]):
+                    launch(K.density_iteration, fn, self.params_f, g.cell_size, pos, st.active, self.w, self.p_kind,
                            self.p_mass, self.p_rho, self.p_mat, g.table, g.order, g.cells, self.lam, self.rho,
                            self.dx)
-            launch(K.collide, f, fn, g.cell_size, self.reach, st.pos, st.active, self.w, self.p_kind, self.p_entity,
+            launch(K.collide, f, fn, g.cell_size, self.reach, pos, st.active, self.w, self.p_kind, self.p_entity,
                    self.p_rest, self.p_radius, self.p_mat, g.table, g.order, g.cells, self.count, self.contacts,
                    self.dx)
-        if self._link_source is not None and self._any_attached():
-            view = self._link_source.collider.collider_view(f)
-            launch(K.attach, fn, self.params_f, st.pos, st.active, self.p_mass, st.attach_link, st.attach_local,
+        if view is not None:
+            launch(K.attach, fn, self.params_f, pos, st.active, self.p_mass, st.attach_link, st.attach_local,
                    view.body_com, view.body_quat, view.body_impulse)
-        launch(self._finish, f, fn, self.params_f, st.pos, st.vel, st.active)
+        launch(self._finish, f, fn, self.params_f, pos, vel, st.active)
         if self.has_liquid:
             g = self.grid
-            for _ in range(o.max_viscosity_solver_iterations):
-                launch(K.viscosity, fn, self.params_f, g.cell_size, st.pos, st.vel, st.active, self.w, self.p_kind, self.p_mass,
-                       self.p_rho, self.p_mat, g.table, g.order, g.cells, self.dx)
+            for _ in range(self.small_iterations["viscosity"]):
+                launch(K.viscosity, fn, self.params_f, g.cell_size, pos, vel, st.active, self.w, self.p_kind,
+                       self.p_mass, self.p_rho, self.p_mat, g.table, g.order, g.cells, self.dx)
 
     # -- differentiable mode ---------------------------------------------------------------------------------------
 
-    def _topology_ad(self):
+    def _topology_ad(self, k):
         cs, cq, ct = self._cons["s"], self._cons["q"], self._cons["t"]
         st = self.state
-        return (self.params_f, self.xp, self.w, self.sched, cs[0], cs[1], cs[2], cs[3], st.stretch_compliance,
+        return (self.params_f, self.xp[k], self.w, self.sched, cs[0], cs[1], cs[2], cs[3], st.stretch_compliance,
                 cq[0], cq[1], cq[2], cq[3], st.bending_compliance, ct[0], ct[1], ct[2], ct[3], st.volume_compliance,
-                self.slots_x, self.slots_l)
+                self.slots_x[k], self.slots_l[k])
 
-    def _substep_ad(self, f):
-        """The substep as kernels whose reverse is Taichi's: the prediction into a scratch array, the sweeps'
-        schedule, the gather into frame f + 1, the velocities (the same projection functions, in the same order)."""
+    def _step_ad(self, k, f, fn, pos, vel, view):
+        """PBD step k of the substep (frame f -> fn of pos, vel) as kernels whose reverse is Taichi's: the
+        prediction into a scratch array, the sweeps' schedule, the gather into frame fn (with the attachments,
+        `kernels.gather_attached`, where particles are attached to links: the view's arrays carry the gradient
+        back to the rigid solver), the velocities: the same projection functions as `_step`, in the same order."""
         st, launch = self.state, self._launch
-        fn = self.frames.next(f)
-        launch(self._predict, f, 0, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm, self.p_mat,
-               self.ext_dv, self.xp, self.w)
+        launch(self._predict, f, 0, self.params_f, pos, vel, st.active, st.free, self.p_invm, self.p_mat,
+               self.ext_dv, self.xp[k], self.w)
         if len(self.sched):
-            launch(K.sweep_schedule, *self._topology_ad())
-        gather = self._gather_ad(f)
+            launch(K.sweep_schedule, *self._topology_ad(k))
+        if view is not None:
+            gather = (K.gather_attached, fn, self.params_f, self.xp[k], self.sched_last, self.slots_x[k], pos,
+                      st.active, self.p_mass, st.attach_link, st.attach_local, view.body_com, view.body_quat,
+                      view.body_impulse)
+        else:
+            gather = (K.gather_schedule, fn, self.xp[k], self.sched_last, self.slots_x[k], pos)
         launch(*gather)
-        launch(self._finish, f, fn, self.params_f, st.pos, st.vel, st.active)
-        self._gather_args = gather
-
-    def _gather_ad(self, f):
-        """The launch (kernel, *arguments) that writes frame f + 1's positions from the sweeps' slots: with the
-        links' attachments where a particle is attached (their poses from the rigid solver's view of substep f,
-        whose arrays carry the gradient back to the rigid solver), the plain gather otherwise."""
-        st, fn = self.state, self.frames.next(f)
-        if self._link_source is not None and self._any_attached():
-            view = self._link_source.collider.collider_view(f)
-            return (K.gather_attached, fn, self.params_f, self.xp, self.sched_last, self.slots_x, st.pos, st.active,
-                    self.p_mass, st.attach_link, st.attach_local, view.body_com, view.body_quat, view.body_impulse)
-        return K.gather_schedule, fn, self.xp, self.sched_last, self.slots_x, st.pos
+        launch(self._finish, f, fn, self.params_f, pos, vel, st.active)
+        self._gather_args.append((f, fn, pos, vel, gather))
 
     def substep_pre_coupling_grad(self, f):
+        """The reverse of the substep's PBD steps, newest first; with several, the adjoint of frame f + 1 enters
+        the solver's last frame and leaves its first into frame f's."""
         st, launch = self.state, self._launch
         fn = self.frames.next(f)
+        n = self.n_small
         with torch.no_grad():
-            for x in (self.xp, self.slots_x, self.slots_l):
+            for x in (*self.xp, *self.slots_x, *self.slots_l):
                 x.grad.zero_()
-        launch(self._finish.grad, f, fn, self.params_f, st.pos, st.vel, st.active)
-        kernel, *args = self._gather_args
-        launch(kernel.grad, *args)
-        if len(self.sched):
-            launch(K.sweep_schedule.grad, *self._topology_ad())
-        launch(self._predict.grad, f, 0, self.params_f, st.pos, st.vel, st.active, st.free, self.p_invm,
-               self.p_mat, self.ext_dv, self.xp, self.w)
+            if n > 1:
+                self._mid_pos.grad.zero_()
+                self._mid_vel.grad.zero_()
+                self._mid_pos.grad[n] = st.grad_at("pos", fn)
+                self._mid_vel.grad[n] = st.grad_at("vel", fn)
+        for k in reversed(range(n)):
+            a, b, pos, vel, (kernel, *args) = self._gather_args[k]
+            launch(self._finish.grad, a, b, self.params_f, pos, vel, st.active)
+            launch(kernel.grad, *args)
+            if len(self.sched):
+                launch(K.sweep_schedule.grad, *self._topology_ad(k))
+            launch(self._predict.grad, a, 0, self.params_f, pos, vel, st.active, st.free, self.p_invm,
+                   self.p_mat, self.ext_dv, self.xp[k], self.w)
+        if n > 1:
+            with torch.no_grad():
+                st.grad_at("pos", f).add_(self._mid_pos.grad[0])
+                st.grad_at("vel", f).add_(self._mid_vel.grad[0])
 
     def substep_post_coupling_grad(self, f):
         pass  # keep_inside: the identity (it acts only on a particle that left the domain)
@@ -373,12 +420,12 @@ class PBDSolver(ParticleSolver):
             self._attached = ((id(t), t._version), bool((t >= 0).any()))
         return self._attached[1]
 
-    def _flat_pos(self):
-        """A flat view of the state's positions (the same memory), kept while the state's tensor is the same."""
-        pos = self.state.tensors["pos"]
-        if self._flat is None or self._flat[0] is not pos:
-            self._flat = (pos, pos.detach().view(-1))
-        return self._flat[1]
+    def _flat(self, pos):
+        """A flat view of positions [F, B, N, 3] (the same memory), kept while the tensor is the same."""
+        hit = self._flat_views.get(id(pos))
+        if hit is None or hit[0] is not pos:
+            hit = self._flat_views[id(pos)] = (pos, pos.detach().view(-1))
+        return hit[1]
 
     def substep_post_coupling(self, f):
         self.keep_inside(self.frames.next(f))
@@ -434,6 +481,14 @@ def _radii(entity, r0):
         np.add.at(count, e.ravel(), 1.0)
         r = np.maximum(r, 0.5 * total / np.maximum(count, 1.0))
     return r
+
+
+def n_small_steps(substep_dt: float, small_step_dt) -> int:
+    """The PBD steps of a substep: the fewest equal steps no longer than small_step_dt (1 for None). A substep that
+    is a whole multiple of it within rounding is not split once more."""
+    if small_step_dt is None:
+        return 1
+    return max(1, math.ceil(substep_dt / small_step_dt * (1.0 - 1e-9)))
 
 
 class _Sampler:

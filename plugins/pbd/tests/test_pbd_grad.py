@@ -20,10 +20,11 @@ W_POS = torch.tensor([0.7, -1.3, 2.0], dtype=F64)
 W_VEL = torch.tensor([0.2, 0.5, -0.3], dtype=F64)
 
 
-def cloth_scene(tmp_path, requires_grad, substeps=6):
+def cloth_scene(tmp_path, requires_grad, substeps=6, small_step_dt=2e-3):
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3 * substeps, substeps=substeps,
                                                        requires_grad=requires_grad),
                      pbd_options=gs.options.PBDOptions(lower_bound=(-1, -1, 0), upper_bound=(1, 1, 1),
+                                                       small_step_dt=small_step_dt,
                                                        max_stretch_solver_iterations=3,
                                                        max_bending_solver_iterations=2))
     cloth = scene.add_entity(gs.morphs.Mesh(file=pbd_meshes.folded(tmp_path / "c.obj", 5, 0.2, 20.0),
@@ -50,9 +51,12 @@ def rollout(scene, cloth, v0, handle, comp, steps=2):
     return (p.mean(0) * W_POS).sum() + (v.mean(0) * W_VEL).sum() + 0.5 * (p[:, 2] ** 2).mean() + (p[-1] ** 2).sum()
 
 
-def test_gradients_match_finite_differences(tmp_path):
+@pytest.mark.parametrize("small_step_dt", [2e-3, 1e-3], ids=["one_step", "two_small_steps"])
+def test_gradients_match_finite_differences(tmp_path, small_step_dt):
+    """(With small_step_dt 1 ms each 2 ms substep is two PBD steps, the reverse running through both.)"""
     with pytest.warns(UserWarning, match="do not collide"):
-        scene, cloth = cloth_scene(tmp_path, requires_grad=True)
+        scene, cloth = cloth_scene(tmp_path, requires_grad=True, small_step_dt=small_step_dt)
+    assert scene.pbd_solver.n_small == round(2e-3 / small_step_dt)
     v0 = torch.tensor([0.3, -0.2, 0.4], dtype=F64, requires_grad=True)
     handle = torch.tensor([0.5, 0.1, 0.2], dtype=F64, requires_grad=True)
     comp = torch.tensor([1e-4, 1e-2], dtype=F64, requires_grad=True)
@@ -61,7 +65,7 @@ def test_gradients_match_finite_differences(tmp_path):
     loss.backward()
     grads = (v0.grad.clone(), handle.grad.clone(), comp.grad.clone())
 
-    plain, pcloth = cloth_scene(tmp_path, requires_grad=False)
+    plain, pcloth = cloth_scene(tmp_path, requires_grad=False, small_step_dt=small_step_dt)
     start = plain.get_state()
 
     def make(which):
@@ -132,13 +136,13 @@ def test_gradients_through_an_attached_link_match_finite_differences(tmp_path):
     """A rope attached by its first particle to a free rigid box, both thrown under gravity: the gradient of a
     loss on the rope's and the box's final positions to the box's initial velocity (its 6 dofs: the link's motion)
     and to the rope's, through the attachment both ways (the rope follows the link, the link takes the rope's
-    pull), against central differences of the plain scene."""
+    pull), against central differences of the plain scene. Each 1 ms substep is two PBD steps (small_step_dt)."""
     pytest.importorskip("genesis_rigid", reason="the rigid plugin (genesis-rigid) is not installed")
 
     def scene_of(requires_grad):
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=4e-3, substeps=4, requires_grad=requires_grad),
                          pbd_options=gs.options.PBDOptions(lower_bound=(-2, -2, -2), upper_bound=(2, 2, 2),
-                                                           max_stretch_solver_iterations=3))
+                                                           max_stretch_solver_iterations=3, small_step_dt=5e-4))
         box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.5), size=(0.1, 0.1, 0.1)),
                                material=gs.materials.Rigid(rho=200))
         rope = scene.add_entity(gs.morphs.Mesh(file=pbd_meshes.rope(tmp_path / "r.obj", 5, 0.2), pos=(0.07, 0, 0.5)),
@@ -157,6 +161,7 @@ def test_gradients_through_an_attached_link_match_finite_differences(tmp_path):
 
     with pytest.warns(UserWarning, match="do not collide"):
         scene, box, rope = scene_of(True)
+    assert scene.pbd_solver.n_small == 2
     vb = torch.tensor([0.3, -0.2, 0.5, 2.0, -1.0, 3.0], dtype=F64, requires_grad=True)
     vr = torch.tensor([0.1, 0.4, -0.3], dtype=F64, requires_grad=True)
     loss = run(scene, box, rope, vb, vr)
