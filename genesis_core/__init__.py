@@ -11,7 +11,7 @@ solvers come from plugin distributions found through the entry-point group ``gen
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from . import coupler, errors, materials, morphs, options, plugins, surfaces, validators
+from . import coupler, errors, materials, morphs, options, plugins, surfaces, utils, validators
 from ._runtime import cpu, destroy, gpu, init, runtime
 from .coupler import ColliderView, Coupling
 from .errors import (
@@ -39,11 +39,20 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
 
+# Genesis World's dtype names (`dtype=gs.tc_float`): set by gs.init from its precision.
+_PRECISION_DTYPES = ("tc_float", "np_float", "ti_float", "tc_int", "np_int", "ti_int")
+
+
 def __getattr__(name):
     if name == "device":
         return runtime.device  # torch.device of the active backend
     if name == "precision":
         return runtime.precision
+    if name in _PRECISION_DTYPES:
+        if not runtime.initialized:
+            raise AttributeError(f"gs.{name} is set by gs.init(precision=...), from the precision it is given: "
+                                 f"call gs.init() first.")
+        return getattr(runtime, name)
     raise AttributeError(f"module 'genesis_core' has no attribute {name!r}")
 
 
@@ -52,6 +61,6 @@ __all__ = [
     "InvalidEnvError", "InvalidStateError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
     "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
-    "hookimpl", "init", "materials", "morphs", "options", "plugins", "surfaces", "validators", "Tensor", "arange", "from_torch", "full", "ones",
+    "hookimpl", "init", "materials", "morphs", "options", "plugins", "surfaces", "utils", "validators", "Tensor", "arange", "from_torch", "full", "ones",
     "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
 ]

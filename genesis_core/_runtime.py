@@ -44,6 +44,8 @@ class _Runtime:
             weakref.finalize(array, _free_taichi_array, array.arr, self.generation).atexit = False
         return array
 
+    # The dtypes of the chosen precision, Genesis World's names (gs.tc_float, ...): floats follow `precision`,
+    # integers are 32-bit in both (Taichi's default_ip).
     @property
     def tc_float(self) -> torch.dtype:
         return torch.float64 if self.precision == "64" else torch.float32
@@ -51,6 +53,21 @@ class _Runtime:
     @property
     def np_float(self):
         return np.float64 if self.precision == "64" else np.float32
+
+    @property
+    def ti_float(self):
+        import taichi as ti
+
+        return ti.f64 if self.precision == "64" else ti.f32
+
+    tc_int = torch.int32
+    np_int = np.int32
+
+    @property
+    def ti_int(self):
+        import taichi as ti
+
+        return ti.i32
 
 
 runtime = _Runtime()

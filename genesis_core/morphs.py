@@ -7,6 +7,7 @@ Conventions: metres, Z up; `quat` is (w, x, y, z); `euler` (degrees, extrinsic x
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 
@@ -146,26 +147,80 @@ class Capsule(Primitive):
 
 
 ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+ASSETS_ENV = "GENESIS_CORE_ASSETS"
+
+
+def _genesis_world_assets():
+    """The `assets` folder of an installed Genesis World (the `genesis` package), found without importing it, or
+    None."""
+    try:
+        spec = importlib.util.find_spec("genesis")
+    except (ImportError, ValueError):  # a broken install, or a `genesis` module without a spec
+        return None
+    if spec is None or not spec.origin or os.path.basename(spec.origin) != "__init__.py":
+        return None  # not installed, or a stray module or namespace folder of that name
+    return os.path.join(os.path.dirname(spec.origin), "assets")
+
+
+def asset_dirs() -> list:
+    """The folders a relative morph file is looked up in after the working directory, in order: each folder of
+    $GENESIS_CORE_ASSETS (separated by os.pathsep), the files genesis-core ships under Genesis World's names
+    (`genesis_core/assets`, e.g. "meshes/cloth.obj"), then the `assets` folder of an installed Genesis World
+    (so that "xml/franka_emika_panda/panda.xml" or "urdf/go2/urdf/go2.urdf" resolve as in its scripts)."""
+    dirs = [d for d in os.environ.get(ASSETS_ENV, "").split(os.pathsep) if d]
+    dirs.append(ASSETS)
+    genesis_assets = _genesis_world_assets()
+    if genesis_assets is not None:
+        dirs.append(genesis_assets)
+    return dirs
+
+
+def find_file(file) -> tuple:
+    """(the path of `file`, or None where it is found nowhere; the places looked, in order). An absolute path is
+    looked for as it is; a relative one from the working directory, then in each of `asset_dirs()`. Found from the
+    working directory, the path is returned as given."""
+    file = os.fspath(file)
+    if not file:
+        return None, []
+    if os.path.isabs(file):
+        return (file if os.path.isfile(file) else None), [file]
+    looked = [os.path.abspath(file)]
+    if os.path.isfile(file):
+        return file, looked
+    for folder in asset_dirs():
+        candidate = os.path.join(folder, file)
+        looked.append(candidate)
+        if os.path.isfile(candidate):
+            return candidate, looked
+    return None, looked
 
 
 def _fspath(value):
-    """The file's path; a relative path that names no file from the working directory is looked up among the
-    files genesis-core ships under Genesis World's names (`genesis_core/assets`, e.g. "meshes/cloth.obj")."""
-    value = os.fspath(value) if isinstance(value, os.PathLike) else value
-    if isinstance(value, str) and value and not os.path.isabs(value) and not os.path.isfile(value):
-        shipped = os.path.join(ASSETS, value)
-        if os.path.isfile(shipped):
-            return shipped
+    """The file's path, looked up with `find_file`; left as given where it is found nowhere (the validator then
+    says where it looked)."""
+    if isinstance(value, (str, os.PathLike)):
+        found, _ = find_file(value)
+        return found if found is not None else os.fspath(value)
     return value
 
 
 def _existing_file(inst, attr, value):
-    if not isinstance(value, (str, os.PathLike)) or not os.path.isfile(value):
-        raise OptionError(f"{type(inst).__name__}.{attr.name}={value!r} is not accepted: expected an existing file.")
+    where = f"{type(inst).__name__}.{attr.name}={value!r}"
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise OptionError(f"{where} is not accepted: expected the path of an existing file (a non-empty str).")
+    found, looked = find_file(value)
+    if found is None:
+        places = "".join(f"\n  {p}" for p in looked)
+        raise OptionError(f"{where} is not accepted: no such file. Looked in, in order:{places}\nGive an existing "
+                          f"path, or put the file under a folder of ${ASSETS_ENV} (folders separated by "
+                          f"{os.pathsep!r}).")
 
 
 @attrs.define(frozen=True, kw_only=True)
 class FileMorph(Morph):
+    """A morph read from a file. `file`: an absolute path, or a relative one looked up from the working directory,
+    then in each of `asset_dirs()` (see `find_file`); the first match is kept."""
+
     file: str = attrs.field(converter=_fspath, validator=_existing_file)
     scale: float = attrs.field(default=1.0, validator=v.positive)
 

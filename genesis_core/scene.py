@@ -187,9 +187,11 @@ class Scene:
         active = self.active_solvers
         tape = self._tape
         if tape is not None:
-            tape.begin_step(self._t)
+            tape.check_live("scene.step()")  # before any solver takes its input
         for s in active:
             s.process_input()
+        if tape is not None:  # the frameless fields the step runs with, after the solvers took their input
+            tape.begin_step(self._t)
         for _ in range(self.sim_options.substeps):
             f = self._frame
             if tape is not None:

@@ -35,7 +35,7 @@ from .kernels_grad import ROW_FRICTION, ROW_LIMIT, ROW_NONE, ROW_NORMAL, pgs
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
                      DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q,
                      GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, JF_AXIS, JF_POS,
-                     JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_INERTIA, LF_MASS, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START,
+                     JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START,
                      LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_PARENT)
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE
 
@@ -198,6 +198,7 @@ class DifferentiableStep:
         self.link_mass = t(link_f[:, LF_MASS])
         self.link_com = t(link_f[:, LF_COM:LF_COM + 3])
         self.link_inertia = t(link_f[:, LF_INERTIA:LF_INERTIA + 9].reshape(-1, 3, 3))
+        self.link_gravcomp = [float(x) for x in link_f[:, LF_GRAVCOMP]]
         self.joint_type = [int(x) for x in joint_i[:, JI_TYPE]]
         self.joint_q = [int(x) for x in joint_i[:, JI_Q_START]]
         self.joint_dof = [int(x) for x in joint_i[:, JI_DOF_START]]
@@ -207,10 +208,9 @@ class DifferentiableStep:
         self.dof_q = torch.as_tensor(dof_i[:, DI_Q], dtype=torch.long, device=dev)
         self.dof_has_q = self.dof_q >= 0
         self.dof_q_safe = self.dof_q.clamp(min=0)
-        self.damping, self.armature = t(dof_f[:, DF_DAMPING]), t(dof_f[:, DF_ARMATURE])
-        self.stiffness = t(np.where(dof_i[:, DI_Q] >= 0, dof_f[:, DF_STIFFNESS], 0.0))
         self.springref = t(dof_f[:, DF_SPRINGREF])
-        self.force_lo, self.force_hi = t(dof_f[:, DF_FORCE_LO]), t(dof_f[:, DF_FORCE_HI])
+        self.set_dof_params(t(dof_f[:, DF_DAMPING]), t(dof_f[:, DF_ARMATURE]), t(dof_f[:, DF_STIFFNESS]),
+                            t(dof_f[:, DF_FORCE_LO]), t(dof_f[:, DF_FORCE_HI]))
         # tree structure: anc[i, d] = 1 if dof i is d or an ancestor of d; moves[l, d] = 1 if dof d moves link l
         anc = np.zeros((D, D))
         for d in range(D):
@@ -247,6 +247,7 @@ class DifferentiableStep:
         S, fl, dev = self.S, self.fl, self.dev
         # per slot (at least one: the padding slot rows without a contact point at)
         slot_mu, slot_rest = np.zeros(max(S, 1)), np.zeros(max(S, 1))
+        slot_ga, slot_gb = np.zeros(max(S, 1), dtype=np.int64), np.zeros(max(S, 1), dtype=np.int64)
         slot_jac = np.zeros((max(S, 1), self.D))
         groups = {}
         mesh_slots = []
@@ -254,6 +255,7 @@ class DifferentiableStep:
             ta, tb = int(geom_i[ga, GI_TYPE]), int(geom_i[gb, GI_TYPE])
             la, lb = int(geom_i[ga, GI_LINK]), int(geom_i[gb, GI_LINK])
             slot_mu[slot:slot + n] = max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
+            slot_ga[slot:slot + n], slot_gb[slot:slot + n] = ga, gb
             slot_rest[slot:slot + n] = max(geom_f[ga, GF_RESTITUTION], geom_f[gb, GF_RESTITUTION])
             slot_jac[slot:slot + n] = moves[lb] - moves[la]
             if tb == MESH:
@@ -301,6 +303,9 @@ class DifferentiableStep:
         self.slot_perm = torch.as_tensor(perm, dtype=torch.long, device=dev)
         self.slot_mu, self.slot_rest = torch.as_tensor(slot_mu, dtype=fl, device=dev), \
             torch.as_tensor(slot_rest, dtype=fl, device=dev)
+        self.slot_ga = torch.as_tensor(slot_ga, device=dev)
+        self.slot_gb = torch.as_tensor(slot_gb, device=dev)
+        self.slot_mu_env = None  # [B, S] once the state's friction ratios are handed over (set_friction)
         self.slot_jac = torch.as_tensor(slot_jac, dtype=fl, device=dev)
         self.corners = corner_signs(fl, dev)
 
@@ -391,6 +396,25 @@ class DifferentiableStep:
         cdof = torch.stack(cdof, 1) if self.D else torch.zeros((B, 0, 6), dtype=vel.dtype, device=vel.device)
         return dict(cdof=cdof, cdof_dot=cdof_dot, cvel=cvel)
 
+    def set_link_params(self, mass, com, inertia):
+        """The links' inertial parameters per environment (the solver's state): mass [B, L], centre of mass in
+        the link frame [B, L, 3], rotational inertia about it [B, L, 3, 3]; indexed [:, l] by link."""
+        self.link_mass = mass.transpose(0, 1).unsqueeze(-1)  # [L, B, 1]: link l's masses broadcast over [B, 3]
+        self.link_com = com.transpose(0, 1)  # [L, B, 3]
+        self.link_inertia = inertia.transpose(0, 1)  # [L, B, 3, 3]
+
+    def set_friction(self, geom_mu):
+        """Each geom's friction per environment [B, G] (the model's times the state's ratio): the contact slots'
+        friction becomes [B, S]."""
+        self.slot_mu_env = torch.maximum(geom_mu[:, self.slot_ga], geom_mu[:, self.slot_gb])
+
+    def set_dof_params(self, damping, armature, stiffness, force_lo, force_hi):
+        """The dofs' parameters the next substeps read, [D] or per environment [B, D] (the solver's state): damping,
+        armature, stiffness (zero where a dof has no scalar position), force range."""
+        self.damping, self.armature = damping, armature
+        self.stiffness = torch.where(self.dof_has_q, stiffness, torch.zeros_like(stiffness))
+        self.force_lo, self.force_hi = force_lo, force_hi
+
     def dynamics(self, qpos, vel, kin, mot, ext_impulse, ctrl_mode, ctrl):
         """kernels_dynamics.bias_and_mass, kernels_step.external_forces and
         kernels_constraint.smooth_acceleration (Euler): the factorised implicit matrix and the unconstrained
@@ -406,12 +430,15 @@ class DifferentiableStep:
             for d in self.link_dofs[l]:
                 acc = acc + mot["cdof_dot"][d] * vel[:, d:d + 1]
             cacc[l] = acc
-            m, r, c = self.link_mass[l], kin["rot"][l], kin["com"][l]
-            io = r @ self.link_inertia[l] @ r.transpose(-1, -2) + m * (
+            m, r, c = self.link_mass[l], kin["rot"][l], kin["com"][l]  # m: a number, or [B, 1] per environment
+            io = r @ self.link_inertia[l] @ r.transpose(-1, -2) + (m.unsqueeze(-1) if m.dim() else m) * (
                 dot(c, c)[:, None, None] * eye - c.unsqueeze(-1) * c.unsqueeze(-2))
             mc = m * c
             crb[l] = (m, mc, io)
             cfrc[l] = inertia_apply(m, mc, io, acc) + force_cross(cvel[l], inertia_apply(m, mc, io, cvel[l]))
+            if self.link_gravcomp[l] != 0.0:  # kernels_dynamics.bias_and_mass: gravity compensation
+                lift = (-self.link_gravcomp[l] * m * self.gravity).expand_as(c)
+                cfrc[l] = cfrc[l] - torch.cat([torch.cross(c, lift, dim=-1), lift], -1)
         for l in reversed(range(self.L)):
             parent = self.link_parent[l]
             if parent >= 0:
@@ -427,17 +454,26 @@ class DifferentiableStep:
         upper = gram * self.anc
         mass = upper + upper.transpose(1, 2) - torch.diag_embed(torch.diagonal(gram, dim1=1, dim2=2))
         pos_mode, vel_mode = ctrl_mode == CTRL_POSITION, ctrl_mode == CTRL_VELOCITY
-        gain_v = self.damping + torch.where(pos_mode | vel_mode, ctrl["dofs_kv"], torch.zeros_like(ctrl["dofs_kv"]))
-        gain_p = self.stiffness + torch.where(pos_mode, ctrl["dofs_kp"], torch.zeros_like(ctrl["dofs_kp"]))
+        # the control force (kernels_dynamics.control_raw, bias_and_mass): clamped to the range; a saturated PD law acts as its
+        # clamped force, explicitly
+        q = torch.where(self.dof_has_q, qpos[:, self.dof_q_safe], torch.zeros_like(vel))
+        pd = ctrl["dofs_kp"] * (ctrl["dofs_ctrl_pos"] - q - h * vel) + ctrl["dofs_kv"] * (ctrl["dofs_ctrl_vel"] - vel)
+        damp = ctrl["dofs_kv"] * (ctrl["dofs_ctrl_vel"] - vel)
+        raw = torch.where(ctrl_mode == CTRL_FORCE, ctrl["dofs_ctrl_force"], torch.where(pos_mode, pd, torch.where(
+            vel_mode, damp, torch.zeros_like(vel))))
+        zeros = torch.zeros_like(ctrl["dofs_kv"])
+        kp_pd = torch.where(pos_mode, ctrl["dofs_kp"], zeros)
+        m_eff = torch.diagonal(mass, dim1=1, dim2=2) + self.armature
+        est = raw * m_eff / torch.clamp_min(m_eff + h * (ctrl["dofs_kv"] + h * kp_pd), 1e-30)
+        saturated = (pos_mode | vel_mode) & ((est < self.force_lo) | (est > self.force_hi))
+        clamped = torch.minimum(torch.maximum(raw, self.force_lo), self.force_hi)
+        force = torch.where((ctrl_mode == CTRL_FORCE) | saturated, clamped, raw)
+        live = (pos_mode | vel_mode) & ~saturated
+        gain_v = self.damping + torch.where(live, ctrl["dofs_kv"], zeros)
+        gain_p = self.stiffness + torch.where(live & pos_mode, ctrl["dofs_kp"], zeros)
         mass = mass + torch.diag_embed(self.armature + h * gain_v + h * h * gain_p)
         # generalized forces
-        q = torch.where(self.dof_has_q, qpos[:, self.dof_q_safe], torch.zeros_like(vel))
-        tau = -bias - self.damping * vel - self.stiffness * (q - self.springref + h * vel)
-        force_cmd = torch.minimum(torch.maximum(ctrl["dofs_ctrl_force"], self.force_lo), self.force_hi)
-        pd = ctrl["dofs_kp"] * (ctrl["dofs_ctrl_pos"] - q - h * vel) - ctrl["dofs_kv"] * vel
-        damp = ctrl["dofs_kv"] * (ctrl["dofs_ctrl_vel"] - vel)
-        tau = tau + torch.where(ctrl_mode == CTRL_FORCE, force_cmd, torch.where(pos_mode, pd, torch.where(
-            vel_mode, damp, torch.zeros_like(vel))))
+        tau = -bias - self.damping * vel - self.stiffness * (q - self.springref + h * vel) + force
         if ext_impulse is not None:
             # coupling impulses (linear, angular about the com) as spatial forces at the origin, through J^T / h
             lin, ang = ext_impulse[..., :3], ext_impulse[..., 3:]
@@ -741,7 +777,8 @@ class DifferentiableStep:
             violation = torch.where(b_row, lo - q, q - hi)
             lim_target = torch.clamp_max(self.baumgarte * torch.clamp_min(violation, 0.0) / h, self.max_correction)
             ptarget = ptarget.index_put((bi, rows_at), lim_target)
-        mu = torch.where(row_kind == ROW_FRICTION, self.slot_mu[row_slot], torch.zeros_like(target))
+        slot_mu = self.slot_mu[row_slot] if self.slot_mu_env is None else torch.gather(self.slot_mu_env, 1, row_slot)
+        mu = torch.where(row_kind == ROW_FRICTION, slot_mu, torch.zeros_like(target))
         # W = M~^-1 J^T, the Delassus matrix A = J W and the rows' inverse effective masses
         w = torch.cholesky_solve(jac.transpose(1, 2), chol)  # [B, D, R]
         delassus = jac @ w

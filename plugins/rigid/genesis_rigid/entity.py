@@ -11,7 +11,8 @@ import genesis_core as gs
 from genesis_core.rotations import quat_to_mat as _quat_to_mat
 from genesis_core.state import to_index, to_tensor
 
-from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY
+from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_SPRINGREF
+from .model import BALL, FREE, HINGE, JOINT_NQ, JOINT_NV, SLIDE
 
 
 class RigidLink:
@@ -30,16 +31,100 @@ class RigidLink:
     def get_quat(self, envs_idx=None):
         return self.entity.get_links_quat(links_idx_local=[self.idx_local], envs_idx=envs_idx)[..., 0, :]
 
+    @property
+    def parent_idx(self) -> int:
+        """The solver-wide index of the parent link, -1 for a base."""
+        return int(self.entity.solver._links[self.idx]["parent"])
+
+    @property
+    def inertial_mass(self) -> float:
+        return float(self.entity.solver._links[self.idx]["mass"])
+
+    def get_mass(self) -> float:
+        """The link's mass (its inertial mass plus its shift) in the first environment, kg; `entity.
+        get_links_inertial_mass` reads every environment's."""
+        mass = self.entity.get_links_inertial_mass([self.idx_local]) + self.entity.get_links_mass_shift([self.idx_local])
+        return float(mass.reshape(-1)[0])
+
+    def set_mass(self, mass):
+        """Set the link's inertial mass (kg, > 0) in every environment; its rotational inertia scales with it."""
+        self.entity.set_links_inertial_mass(float(mass), [self.idx_local])
+
+    def get_vel(self, envs_idx=None):
+        """Linear velocity of the link frame's origin, world, m/s, `([n_envs,] 3)`."""
+        return self.entity.get_links_vel([self.idx_local], envs_idx)[..., 0, :]
+
+    def get_ang(self, envs_idx=None):
+        """Angular velocity, world, rad/s, `([n_envs,] 3)`."""
+        return self.entity.get_links_ang([self.idx_local], envs_idx)[..., 0, :]
+
     def __repr__(self):
         return f"<RigidLink {self.name!r} of entity {self.entity.idx}>"
 
 
+class RigidJoint:
+    """A joint of an entity, with Genesis World's attributes. `idx` and `dof_start`, `q_start` ... index the
+    solver's arrays; `*_idx_local` the entity's (what the entity's `dofs_idx_local` arguments take)."""
+
+    TYPE_NAMES = {FREE: "FREE", BALL: "SPHERICAL", SLIDE: "PRISMATIC", HINGE: "REVOLUTE"}
+
+    def __init__(self, entity, idx_local, desc, idx):
+        self.entity, self.idx_local, self.idx = entity, idx_local, idx
+        self.name = desc["name"]
+        self.type = desc["type"]
+        self.n_dofs, self.n_qs = JOINT_NV[self.type], JOINT_NQ[self.type]
+        self.dof_start, self.q_start = desc["dof"], desc["q"]
+        self.dof_end, self.q_end = self.dof_start + self.n_dofs, self.q_start + self.n_qs
+        self.link = entity.links[desc["link"] - entity.link_start]
+
+    @property
+    def type_name(self) -> str:
+        """"REVOLUTE", "PRISMATIC", "SPHERICAL" or "FREE" (Genesis World's joint type names)."""
+        return self.TYPE_NAMES[self.type]
+
+    @property
+    def dofs_idx(self) -> list:
+        return list(range(self.dof_start, self.dof_end))
+
+    @property
+    def dofs_idx_local(self) -> list:
+        return [d - self.entity.dof_start for d in self.dofs_idx]
+
+    @property
+    def dof_idx(self):
+        """The joint's dof (an int) for a one-dof joint, its list of dofs otherwise (Genesis World's)."""
+        return self.dof_start if self.n_dofs == 1 else self.dofs_idx
+
+    @property
+    def dof_idx_local(self):
+        return self.dof_start - self.entity.dof_start if self.n_dofs == 1 else self.dofs_idx_local
+
+    @property
+    def qs_idx(self) -> list:
+        return list(range(self.q_start, self.q_end))
+
+    @property
+    def qs_idx_local(self) -> list:
+        return [q - self.entity.q_start for q in self.qs_idx]
+
+    @property
+    def q_idx_local(self):
+        return self.q_start - self.entity.q_start if self.n_qs == 1 else self.qs_idx_local
+
+    def __repr__(self):
+        return f"<RigidJoint {self.name!r} ({self.type_name}) of entity {self.entity.idx}>"
+
+
 class RigidEntity(gs.Entity):
-    def _setup(self, link_start, link_end, dof_start, dof_end, q_start, q_end, link_names):
+    def _setup(self, link_start, link_end, dof_start, dof_end, q_start, q_end, link_names, joints=(), joint_start=0):
         self.link_start, self.link_end = link_start, link_end
         self.dof_start, self.dof_end = dof_start, dof_end
         self.q_start, self.q_end = q_start, q_end
         self.links = [RigidLink(self, i, name) for i, name in enumerate(link_names)]
+        self.joint_start, self.joint_end = joint_start, joint_start + len(joints)
+        self.joints = [RigidJoint(self, i, desc, joint_start + i) for i, desc in enumerate(joints)]
+        for link in self.links:
+            link.joints = [j for j in self.joints if j.link is link]
         base = self.robot.bodies[0]
         self._free_base = bool(base.joints) and base.joints[0].type == 0  # FREE
 
@@ -68,11 +153,26 @@ class RigidEntity(gs.Entity):
     def n_qs(self):
         return self.q_end - self.q_start
 
-    def get_link(self, name):
+    @property
+    def n_joints(self):
+        return self.joint_end - self.joint_start
+
+    def get_link(self, name=None, uid=None):
+        """The link named `name` (Genesis World's `uid` is accepted as a name too)."""
+        name = name if name is not None else uid
         for link in self.links:
             if link.name == name:
                 return link
         raise gs.OptionError(f"get_link: no link {name!r}; links: {[l.name for l in self.links]}.")
+
+    def get_joint(self, name=None, uid=None):
+        """The joint named `name` (`uid` accepted as a name): its `dofs_idx_local`, `dof_idx_local`,
+        `qs_idx_local`, `dof_start`, ... index the entity's dofs and qpos."""
+        name = name if name is not None else uid
+        for joint in self.joints:
+            if joint.name == name:
+                return joint
+        raise gs.OptionError(f"get_joint: no joint {name!r}; joints: {[j.name for j in self.joints]}.")
 
     def _local(self, idx, n, what):
         if idx is None:
@@ -114,9 +214,18 @@ class RigidEntity(gs.Entity):
                       "control_dofs_force")
 
     def control_dofs_position(self, position, dofs_idx_local=None, envs_idx=None):
-        """PD control toward `position` with the gains of set_dofs_kp / set_dofs_kv (implicit in the step)."""
+        """PD control toward `position` (velocity target 0) with the gains of set_dofs_kp / set_dofs_kv (implicit
+        in the step), its force clamped to the dofs' force range."""
         dofs, _ = self._position_dofs(dofs_idx_local, "control_dofs_position")
+        self._write("dofs_ctrl_vel", 0.0, dofs, envs_idx, "control_dofs_position")
         self._control(CTRL_POSITION, "dofs_ctrl_pos", position, dofs, envs_idx, "control_dofs_position")
+
+    def control_dofs_position_velocity(self, position, velocity, dofs_idx_local=None, envs_idx=None):
+        """PD control toward `position` and `velocity`: kp (position - q) + kv (velocity - v), implicit in the
+        step, clamped to the dofs' force range."""
+        dofs, _ = self._position_dofs(dofs_idx_local, "control_dofs_position_velocity")
+        self._write("dofs_ctrl_pos", position, dofs, envs_idx, "control_dofs_position_velocity")
+        self._control(CTRL_POSITION, "dofs_ctrl_vel", velocity, dofs, envs_idx, "control_dofs_position_velocity")
 
     def control_dofs_velocity(self, velocity, dofs_idx_local=None, envs_idx=None):
         """Damping control toward `velocity` with the gains of set_dofs_kv."""
@@ -137,19 +246,83 @@ class RigidEntity(gs.Entity):
     def get_dofs_kv(self, dofs_idx_local=None, envs_idx=None):
         return self._read("dofs_kv", self._dofs(dofs_idx_local), envs_idx)
 
-    def get_dofs_force(self, dofs_idx_local=None, envs_idx=None):
-        """The control force each dof receives now (N or N m): the command, or the PD law's current value."""
+    def _dof_q(self, dofs, envs_idx):
+        """The dofs' scalar positions (0 for ball and free dofs) and velocities at the current frame."""
+        qs = self.solver.dof_q[dofs]
+        q = self._read("qpos", qs.clamp(min=0), envs_idx)
+        return torch.where(qs >= 0, q, torch.zeros_like(q)), self._read("dofs_vel", dofs, envs_idx)
+
+    def get_dofs_control_force(self, dofs_idx_local=None, envs_idx=None):
+        """The control force each dof receives at the current state (N or N m), clamped to its force range: the
+        command (force control) or the PD law kp (target - q) + kv (target_v - v) (position and velocity control,
+        evaluated explicitly; the step integrates it implicitly)."""
         dofs = self._dofs(dofs_idx_local)
         mode = self._read("dofs_ctrl_mode", dofs, envs_idx)
-        v = self._read("dofs_vel", dofs, envs_idx)
+        q, v = self._dof_q(dofs, envs_idx)
         kp, kv = self._read("dofs_kp", dofs, envs_idx), self._read("dofs_kv", dofs, envs_idx)
-        qs = self.solver.dof_q[dofs].clamp(min=0)
-        q = self._read("qpos", qs, envs_idx)
-        lo, hi = self.solver.dof_force_range[0][dofs], self.solver.dof_force_range[1][dofs]
-        force = torch.minimum(torch.maximum(self._read("dofs_ctrl_force", dofs, envs_idx), lo), hi)
-        pos = kp * (self._read("dofs_ctrl_pos", dofs, envs_idx) - q) - kv * v
-        vel = kv * (self._read("dofs_ctrl_vel", dofs, envs_idx) - v)
-        return torch.where(mode == CTRL_POSITION, pos, torch.where(mode == CTRL_VELOCITY, vel, force))
+        vel_target = self._read("dofs_ctrl_vel", dofs, envs_idx)
+        pos = kp * (self._read("dofs_ctrl_pos", dofs, envs_idx) - q) + kv * (vel_target - v)
+        vel = kv * (vel_target - v)
+        raw = torch.where(mode == CTRL_POSITION, pos, torch.where(mode == CTRL_VELOCITY, vel,
+                                                                  self._read("dofs_ctrl_force", dofs, envs_idx)))
+        lo, hi = self.get_dofs_force_range(dofs_idx_local, envs_idx)
+        return torch.minimum(torch.maximum(raw, lo), hi)
+
+    def get_dofs_force(self, dofs_idx_local=None, envs_idx=None):
+        """The generalized force each dof experiences from its joint and its actuator at the current state (N or
+        N m): the control force (get_dofs_control_force) plus the joint's passive forces, -damping v - stiffness
+        (q - springref). Constraint (contact, limit) and bias (gravity, Coriolis) forces are not included."""
+        dofs = self._dofs(dofs_idx_local)
+        q, v = self._dof_q(dofs, envs_idx)
+        springref = torch.as_tensor(self.solver._arrays_np["dof_f"][:, DF_SPRINGREF], dtype=q.dtype,
+                                    device=q.device)[dofs]
+        has_q = self.solver.dof_q[dofs] >= 0
+        spring = torch.where(has_q, self._read("dofs_stiffness", dofs, envs_idx) * (q - springref),
+                             torch.zeros_like(q))
+        return (self.get_dofs_control_force(dofs_idx_local, envs_idx)
+                - self._read("dofs_damping", dofs, envs_idx) * v - spring)
+
+    # -- dof parameters, per environment (state: checkpoints carry them) -------------------------------------------
+
+    def set_dofs_force_range(self, lower, upper, dofs_idx_local=None, envs_idx=None):
+        """The control force range [lower, upper] (N or N m): commands and PD laws are clamped to it (a PD law
+        that exceeds it acts as its clamped force). `([n_envs,] n)` values or numbers."""
+        dofs = self._dofs(dofs_idx_local)
+        lo = to_tensor(lower, self.solver.float_dtype, gs.device, "set_dofs_force_range(lower)")
+        hi = to_tensor(upper, self.solver.float_dtype, gs.device, "set_dofs_force_range(upper)")
+        if bool((torch.broadcast_to(lo, torch.broadcast_shapes(lo.shape, hi.shape))
+                 > torch.broadcast_to(hi, torch.broadcast_shapes(lo.shape, hi.shape))).any()):
+            raise gs.OptionError(f"set_dofs_force_range: lower must not exceed upper (got lower={lower!r}, "
+                                 f"upper={upper!r}).")
+        self._write("dofs_force_lo", lo, dofs, envs_idx, "set_dofs_force_range(lower)")
+        self._write("dofs_force_hi", hi, dofs, envs_idx, "set_dofs_force_range(upper)")
+
+    def get_dofs_force_range(self, dofs_idx_local=None, envs_idx=None):
+        """(lower, upper), each `([n_envs,] n)`."""
+        dofs = self._dofs(dofs_idx_local)
+        return self._read("dofs_force_lo", dofs, envs_idx), self._read("dofs_force_hi", dofs, envs_idx)
+
+    def set_dofs_damping(self, damping, dofs_idx_local=None, envs_idx=None):
+        """Joint damping (>= 0), N m s/rad or N s/m."""
+        self._write("dofs_damping", damping, self._dofs(dofs_idx_local), envs_idx, "set_dofs_damping")
+
+    def get_dofs_damping(self, dofs_idx_local=None, envs_idx=None):
+        return self._read("dofs_damping", self._dofs(dofs_idx_local), envs_idx)
+
+    def set_dofs_armature(self, armature, dofs_idx_local=None, envs_idx=None):
+        """Armature (>= 0) added to the mass matrix's diagonal, kg m^2 or kg."""
+        self._write("dofs_armature", armature, self._dofs(dofs_idx_local), envs_idx, "set_dofs_armature")
+
+    def get_dofs_armature(self, dofs_idx_local=None, envs_idx=None):
+        return self._read("dofs_armature", self._dofs(dofs_idx_local), envs_idx)
+
+    def set_dofs_stiffness(self, stiffness, dofs_idx_local=None, envs_idx=None):
+        """Joint spring stiffness (>= 0) toward the spring reference, N m/rad or N/m (hinge and slide dofs; a
+        ball or free dof has no scalar position, and its stiffness is not used)."""
+        self._write("dofs_stiffness", stiffness, self._dofs(dofs_idx_local), envs_idx, "set_dofs_stiffness")
+
+    def get_dofs_stiffness(self, dofs_idx_local=None, envs_idx=None):
+        return self._read("dofs_stiffness", self._dofs(dofs_idx_local), envs_idx)
 
     # -- state setters ----------------------------------------------------------------------------------------------
 
@@ -218,6 +391,191 @@ class RigidEntity(gs.Entity):
 
     def get_links_quat(self, links_idx_local=None, envs_idx=None):
         return self._read("links_quat", self._links(links_idx_local), envs_idx)
+
+    def apply_links_external_force(self, force, links_idx_local=None, envs_idx=None, ref="link_origin", local=False):
+        """`force` (N) on the entity's links during the next step (RigidSolver.apply_links_external_force)."""
+        self.solver.apply_links_external_force(force, self._links(links_idx_local), envs_idx, ref=ref, local=local)
+
+    def apply_links_external_torque(self, torque, links_idx_local=None, envs_idx=None, ref="link_origin",
+                                    local=False):
+        """`torque` (N m) on the entity's links during the next step."""
+        self.solver.apply_links_external_torque(torque, self._links(links_idx_local), envs_idx, ref=ref, local=local)
+
+    # -- kinematics without stepping: Jacobians and inverse kinematics (genesis_rigid.ik) -----------------------------
+
+    def get_jacobian(self, link, local_point=None):
+        """The geometric Jacobian `([n_envs,] 6, n_dofs)` of a point of `link` (default its frame's origin) at the
+        current state: rows linear then angular velocity, world frame (genesis_rigid.ik.get_jacobian)."""
+        from . import ik
+
+        return ik.get_jacobian(self, link, local_point=local_point)
+
+    def inverse_kinematics(self, link, pos=None, quat=None, *args, **kwargs):
+        """qpos `([n_envs,] n_qs)` that puts `link` at `pos` / `quat`, by batched damped least squares within the
+        joint limits, with restarts; the scene's state is left as it is (genesis_rigid.ik.inverse_kinematics:
+        Genesis World's parameters)."""
+        from . import ik
+
+        return ik.inverse_kinematics(self, link, pos, quat, *args, **kwargs)
+
+    def inverse_kinematics_multilink(self, links, poss=None, quats=None, *args, **kwargs):
+        """inverse_kinematics for several links at once (genesis_rigid.ik.inverse_kinematics_multilink)."""
+        from . import ik
+
+        return ik.inverse_kinematics_multilink(self, links, poss, quats, *args, **kwargs)
+
+    def forward_kinematics(self, qpos, qs_idx_local=None, links_idx_local=None, envs_idx=None):
+        """(links_pos, links_quat) at `qpos`, without touching the scene (genesis_rigid.ik.forward_kinematics)."""
+        from . import ik
+
+        return ik.forward_kinematics(self, qpos, qs_idx_local=qs_idx_local, links_idx_local=links_idx_local,
+                                     envs_idx=envs_idx)
+
+    # -- the links' inertial parameters and friction, per environment (domain randomization; state) ------------------
+
+    def set_links_inertial_mass(self, mass, links_idx_local=None, envs_idx=None):
+        """The links' masses before their shift (kg, `([n_envs,] n)`); a link's rotational inertia scales with its
+        mass. A moving link's mass (with its shift) must stay > 0."""
+        self._write("links_inertial_mass", mass, self._links(links_idx_local), envs_idx, "set_links_inertial_mass")
+
+    def get_links_inertial_mass(self, links_idx_local=None, envs_idx=None):
+        return self._read("links_inertial_mass", self._links(links_idx_local), envs_idx)
+
+    def set_mass_shift(self, mass_shift, links_idx_local=None, envs_idx=None):
+        """Mass added to each link (kg, `([n_envs,] n)`, negative removes), on top of its inertial mass."""
+        self._write("links_mass_shift", mass_shift, self._links(links_idx_local), envs_idx, "set_mass_shift")
+
+    set_links_mass_shift = set_mass_shift
+
+    def get_links_mass_shift(self, links_idx_local=None, envs_idx=None):
+        return self._read("links_mass_shift", self._links(links_idx_local), envs_idx)
+
+    def set_COM_shift(self, com_shift, links_idx_local=None, envs_idx=None):
+        """Offset of each link's centre of mass in the link's frame (m, `([n_envs,] n, 3)`)."""
+        self._write("links_com_shift", com_shift, self._links(links_idx_local), envs_idx, "set_COM_shift")
+
+    set_links_COM_shift = set_COM_shift
+
+    def get_links_COM_shift(self, links_idx_local=None, envs_idx=None):
+        return self._read("links_com_shift", self._links(links_idx_local), envs_idx)
+
+    def _geoms_of(self, links):
+        """The solver's geoms on the given (global) links, and for each the position of its link in `links`."""
+        where = {int(l): i for i, l in enumerate(links.tolist())}
+        geoms = [(g, where[k["link"]]) for g, k in enumerate(self.solver._geoms) if k["link"] in where]
+        return [g for g, _ in geoms], [i for _, i in geoms]
+
+    def set_friction_ratio(self, friction_ratio, links_idx_local=None, envs_idx=None):
+        """Factor (>= 0) on the friction coefficient of every geom of each link, `([n_envs,] n_links)`: a contact
+        takes the larger of its two geoms' products (Genesis World's domain randomization)."""
+        links = self._links(links_idx_local)
+        geoms, col = self._geoms_of(links)
+        ratio = to_tensor(friction_ratio, self.solver.float_dtype, gs.device, "set_friction_ratio")
+        if ratio.shape[-1:] != (len(links),) and ratio.dim() > 0:
+            raise gs.OptionError(f"set_friction_ratio: expected ([n_envs,] {len(links)}) ratios (one per link), got "
+                                 f"shape {tuple(ratio.shape)}.")
+        if geoms:
+            per_geom = ratio[..., col] if ratio.dim() else ratio
+            self._write("geoms_friction_ratio", per_geom, torch.as_tensor(geoms, device=gs.device), envs_idx,
+                        "set_friction_ratio")
+
+    def get_friction_ratio(self, links_idx_local=None, envs_idx=None):
+        """Each link's friction ratio (that of its first geom; 1 for a link without geoms), `([n_envs,] n)`."""
+        links = self._links(links_idx_local)
+        geoms, col = self._geoms_of(links)
+        out = torch.ones(((max(self.scene.n_envs, 1),) if self._envs_idx(envs_idx) is None else
+                          (len(self._envs_idx(envs_idx)),)) + (len(links),), dtype=self.solver.float_dtype,
+                         device=gs.device)
+        if geoms:
+            vals = self._read("geoms_friction_ratio", torch.as_tensor(geoms, device=gs.device), envs_idx)
+            vals = vals if self.scene.n_envs else vals.unsqueeze(0)
+            for k in reversed(range(len(geoms))):  # the first geom of each link wins
+                out[:, col[k]] = vals[:, k]
+        return out if self.scene.n_envs else out[0]
+
+    def get_mass(self):
+        """The entity's total mass in the first environment, kg (inertial masses plus shifts)."""
+        m = self.get_links_inertial_mass() + self.get_links_mass_shift()
+        return float(m.reshape(-1, self.n_links)[0].sum())
+
+    def set_mass(self, mass):
+        """Scale every link's inertial mass so that the entity's total is `mass` (kg) in every environment."""
+        m = self.get_links_inertial_mass()
+        total = float(m.reshape(-1, self.n_links)[0].sum())
+        if not total > 0:
+            raise gs.OptionError("set_mass: the entity has no mass to scale.")
+        self.set_links_inertial_mass(m * (float(mass) / total))
+
+    def get_AABB(self, envs_idx=None):
+        """The entity's axis-aligned bounding box, `([n_envs,] 2, 3)` (min, max corner), world, m, over its geoms
+        at the current state (planes left out; meshes by their hull's vertices, cylinders by their box)."""
+        from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
+
+        links = self._links(None)
+        geoms, _ = self._geoms_of(links)
+        pos = self._read("links_pos", links, envs_idx)
+        quat = self._read("links_quat", links, envs_idx)
+        if not self.scene.n_envs:
+            pos, quat = pos.unsqueeze(0), quat.unsqueeze(0)
+        rot = _quat_to_mat(quat)  # [B, n, 3, 3]
+        lo = torch.full((pos.shape[0], 3), float("inf"), dtype=pos.dtype, device=pos.device)
+        hi = -lo.clone()
+        for g in geoms:
+            k = self.solver._geoms[g]
+            desc = k["desc"]
+            if k["type"] == SPHERE:
+                pts = np.zeros((1, 3))
+                pad = float(k["size"][0])
+            elif k["type"] == CAPSULE:
+                pts = np.array([[0, 0, 1.0], [0, 0, -1.0]]) * float(k["size"][1])
+                pad = float(k["size"][0])
+            elif k["type"] in (BOX, CYLINDER):
+                s = np.asarray(k["size"][:3], dtype=np.float64)
+                half = s if k["type"] == BOX else np.array([s[0], s[0], s[1]])
+                pts = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half
+                pad = 0.0
+            elif k["type"] == MESH:
+                hull = desc.hull()
+                if hull is None:
+                    continue
+                pts, pad = np.asarray(hull.vertices, dtype=np.float64), 0.0
+            else:  # planes: unbounded
+                continue
+            from genesis_core.rotations import quat_to_mat as q2m
+
+            local = np.asarray(k["pos"], dtype=np.float64) + pts @ q2m(np.asarray(k["quat"], dtype=np.float64)).T
+            li = int(k["link"]) - self.link_start
+            world = pos[:, li, None, :] + torch.einsum("bij,nj->bni", rot[:, li],
+                                                       torch.as_tensor(local, dtype=pos.dtype, device=pos.device))
+            lo = torch.minimum(lo, world.min(1).values - pad)
+            hi = torch.maximum(hi, world.max(1).values + pad)
+        out = torch.stack([lo, hi], 1)
+        return out if self.scene.n_envs else out[0]
+
+    def _link_motion(self, links_idx_local, envs_idx):
+        links = self._links(links_idx_local)
+        com, v_com, omega = (x[:, links] for x in self.solver.link_motion())
+        envs = self._envs_idx(envs_idx)
+        if envs is not None:
+            com, v_com, omega = com[envs], v_com[envs], omega[envs]
+        if not self.scene.n_envs:
+            com, v_com, omega = com[0], v_com[0], omega[0]
+        return links, com, v_com, omega
+
+    def get_links_vel(self, links_idx_local=None, envs_idx=None, ref="link_origin"):
+        """Linear velocities of the links, world, m/s, `([n_envs,] n_links, 3)`: of each link frame's origin
+        (ref="link_origin", Genesis World's default) or of its centre of mass (ref="link_com")."""
+        if ref not in ("link_origin", "link_com"):
+            raise gs.OptionError(f"get_links_vel: ref={ref!r} is not accepted: expected 'link_origin' or 'link_com'.")
+        links, com, v_com, omega = self._link_motion(links_idx_local, envs_idx)
+        if ref == "link_com":
+            return v_com
+        origin = self._read("links_pos", links, envs_idx)
+        return v_com + torch.cross(omega, origin.to(com.dtype) - com, dim=-1)
+
+    def get_links_ang(self, links_idx_local=None, envs_idx=None):
+        """Angular velocities of the links, world, rad/s, `([n_envs,] n_links, 3)`."""
+        return self._link_motion(links_idx_local, envs_idx)[3]
 
     def get_pos(self, envs_idx=None):
         """Base link position, `([n_envs,] 3)`."""

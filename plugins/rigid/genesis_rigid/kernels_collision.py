@@ -95,8 +95,9 @@ def key_hash(key, mask):
 
 
 @func
-def finish_contacts(b, f, fn, contact_key, pair_i, geom_f, s_con_f, s_con_i, s_hash):
-    """After the narrowphase: each entry's restitution, and its warm start, the entry of frame f with the same key
+def finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash):
+    """After the narrowphase: each entry's friction (the larger of its geoms' in this environment, geom_mu [B,
+    G]: the model's times the state's friction ratio) and restitution, and its warm start, the entry of frame f with the same key
     (found through an open-addressing table of frame f's keys, O(max_contacts)); the keys into frame fn."""
     n = s_con_i[b, CI_META, 0]
     mask = s_hash.shape[1] - 1
@@ -114,6 +115,7 @@ def finish_contacts(b, f, fn, contact_key, pair_i, geom_f, s_con_f, s_con_i, s_h
         p = key // KEY_SPAN
         s_con_f[b, i, CF_REST] = ti.max(geom_f[pair_i[p, PI_GEOM_A], GF_RESTITUTION],
                                         geom_f[pair_i[p, PI_GEOM_B], GF_RESTITUTION])
+        s_con_f[b, i, CF_MU] = ti.max(geom_mu[b, pair_i[p, PI_GEOM_A]], geom_mu[b, pair_i[p, PI_GEOM_B]])
         prev = -1
         h = key_hash(key, mask)
         while s_hash[b, h] >= 0:

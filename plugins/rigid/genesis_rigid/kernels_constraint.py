@@ -18,7 +18,7 @@ entry in the declared state `contact_impulse` (read at frame f, written at frame
 import taichi as ti
 
 from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV
-from .kernels_dynamics import entry, factor_ldl, ldl_solve
+from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
@@ -46,20 +46,18 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_
     n = dof_i.shape[0]
     for d in range(n):
         v = dofs_vel[f, b, d]
-        tau = -s_dof[b, d, 0] - dof_f[d, DF_DAMPING] * v
+        tau = -s_dof[b, d, 0] - dof_f[b, d, DF_DAMPING] * v
         qi = dof_i[d, DI_Q]
-        q = 0.0
         if qi >= 0:
             q = qpos[f, b, qi]
-            tau -= dof_f[d, DF_STIFFNESS] * (q - dof_f[d, DF_SPRINGREF] + hi * v)
-        mode = ctrl_mode[b, d]
-        if mode == CTRL_FORCE:
-            tau += ti.min(ti.max(ctrl_force[b, d], dof_f[d, DF_FORCE_LO]), dof_f[d, DF_FORCE_HI])
-        elif mode == CTRL_POSITION:
-            tau += ctrl_kp[b, d] * (ctrl_pos[b, d] - q - hi * v) - ctrl_kv[b, d] * v
-        elif mode == CTRL_VELOCITY:
-            tau += ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
-        s_dof[b, d, 1] = tau + s_dof[b, d, 6]
+            tau -= dof_f[b, d, DF_STIFFNESS] * (q - dof_f[b, d, DF_SPRINGREF] + hi * v)
+        # the control: a command clamped to the force range; a PD law as it is (its gains are in the matrix), or
+        # clamped where bias_and_mass found it saturated (s_dof[b, d, 5])
+        force = control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                            ctrl_kv)
+        if ctrl_mode[b, d] == CTRL_FORCE or s_dof[b, d, 5] != 0.0:
+            force = ti.min(ti.max(force, dof_f[b, d, DF_FORCE_LO]), dof_f[b, d, DF_FORCE_HI])
+        s_dof[b, d, 1] = tau + force + s_dof[b, d, 6]
     factor_ldl(b, n, s_mass, dof_i)
     ldl_solve(b, 0, n, s_mass, dof_i, s_dof, 1, False, 0)
 
@@ -209,8 +207,8 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
         for d in range(n):
             if dof_i[d, DI_LIMITED] != 0 and n_rows < max_rows:
                 q = qpos[f, b, dof_i[d, DI_Q]]
-                lo = dof_f[d, DF_RANGE_LO]
-                hi = dof_f[d, DF_RANGE_HI]
+                lo = dof_f[b, d, DF_RANGE_LO]
+                hi = dof_f[b, d, DF_RANGE_HI]
                 if q < lo or q > hi:
                     sign = 1.0 if q < lo else -1.0
                     link = dof_i[d, DI_LINK]

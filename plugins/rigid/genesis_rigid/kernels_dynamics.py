@@ -10,18 +10,39 @@ MuJoCo's Euler integrator, which keeps stiff position servos stable at large ste
 import taichi as ti
 
 from .kernels_math import func, force_cross, inertia_apply, spatial
-from .layout import (DF_ARMATURE, DF_DAMPING, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_INERTIA,
-                     LF_MASS, LI_DOF_END, LI_DOF_START, LI_PARENT)
+from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
+                     DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END, LI_DOF_START, LI_PARENT)
+
+
+@func
+def control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv):
+    """Dof d's control force at (qpos[f, b], dofs_vel[f, b]) before its range: the command (force mode); the PD law
+    kp (target - q - hi v) + kv (target_v - v) (position mode, hi the implicit step); kv (target_v - v)
+    (velocity mode)."""
+    v = dofs_vel[f, b, d]
+    mode = ctrl_mode[b, d]
+    raw = 0.0
+    if mode == CTRL_FORCE:
+        raw = ctrl_force[b, d]
+    elif mode == CTRL_POSITION:
+        qi = dof_i[d, DI_Q]
+        q = 0.0
+        if qi >= 0:
+            q = qpos[f, b, qi]
+        raw = ctrl_kp[b, d] * (ctrl_pos[b, d] - q - hi * v) + ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
+    elif mode == CTRL_VELOCITY:
+        raw = ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
+    return raw
 
 
 @func
 def link_inertia_world(b, l, link_f, s_R, s_com):
     """Mass, first moment m c and rotational inertia about the world origin of link l (world axes)."""
-    m = link_f[l, LF_MASS]
+    m = link_f[b, l, LF_MASS]
     ic = ti.Matrix.zero(float, 3, 3)
     for r in ti.static(range(3)):
         for c in ti.static(range(3)):
-            ic[r, c] = link_f[l, LF_INERTIA + 3 * r + c]
+            ic[r, c] = link_f[b, l, LF_INERTIA + 3 * r + c]
     rot = s_R[b, l]
     c = s_com[b, l]
     io = rot @ ic @ rot.transpose() + m * (c.dot(c) * ti.Matrix.identity(float, 3) - c.outer_product(c))
@@ -29,8 +50,8 @@ def link_inertia_world(b, l, link_f, s_R, s_com):
 
 
 @func
-def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv,
-                  h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
+def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
+                  ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
                   s_dof):
     """Fill s_dof[b, :, 0] with the bias forces c and s_mass[b] with the implicit-integration matrix."""
     n_links = link_i.shape[0]
@@ -51,6 +72,11 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
         s_crb_io[b, l] = io
         cvel = s_cvel[b, l]
         s_cfrc[b, l] = inertia_apply(m, mc, io, cacc) + force_cross(cvel, inertia_apply(m, mc, io, cvel))
+        # gravity compensation: a force holding the share LF_GRAVCOMP of the link's weight, at its centre of mass
+        comp = link_f[b, l, LF_GRAVCOMP]
+        if comp != 0.0:
+            lift = -comp * m * gravity
+            s_cfrc[b, l] -= spatial(s_com[b, l].cross(lift), lift)
     # backward pass: subtree forces and composite inertias
     for i in range(n_links):
         l = n_links - 1 - i
@@ -74,16 +100,28 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
             s_mass[b, d, i] = v
             i = dof_i[i, DI_PARENT]
     for d in range(n_dofs):
-        gain_v = dof_f[d, DF_DAMPING]
+        gain_v = dof_f[b, d, DF_DAMPING]
         gain_p = 0.0
-        if ctrl_mode[b, d] == 1:
-            gain_v += ctrl_kv[b, d]
-            gain_p = ctrl_kp[b, d]
-        elif ctrl_mode[b, d] == 2:
-            gain_v += ctrl_kv[b, d]
+        # a PD law saturates where its implicit value (the explicit one scaled by m / (m + h (kv + h kp)), m the
+        # dof's own inertia) leaves the force range: it then acts as its clamped force, explicitly (s_dof[b, d, 5]
+        # = 1 for smooth_acceleration); otherwise its gains enter the matrix
+        mode = ctrl_mode[b, d]
+        s_dof[b, d, 5] = 0.0
+        if mode == CTRL_POSITION or mode == CTRL_VELOCITY:
+            kp = ctrl_kp[b, d] if mode == CTRL_POSITION else 0.0
+            kv = ctrl_kv[b, d]
+            raw = control_raw(b, f, d, h, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                              ctrl_kv)
+            m_eff = s_mass[b, d, d] + dof_f[b, d, DF_ARMATURE]
+            est = raw * m_eff / ti.max(m_eff + h * (kv + h * kp), 1e-30)
+            if est < dof_f[b, d, DF_FORCE_LO] or est > dof_f[b, d, DF_FORCE_HI]:
+                s_dof[b, d, 5] = 1.0
+            else:
+                gain_v += kv
+                gain_p = kp
         if dof_i[d, DI_Q] >= 0:
-            gain_p += dof_f[d, DF_STIFFNESS]
-        s_mass[b, d, d] += dof_f[d, DF_ARMATURE] + h * gain_v + h * h * gain_p
+            gain_p += dof_f[b, d, DF_STIFFNESS]
+        s_mass[b, d, d] += dof_f[b, d, DF_ARMATURE] + h * gain_v + h * h * gain_p
 
 
 @func

@@ -8,7 +8,7 @@ body-axis dofs.
 
 import taichi as ti
 
-from .kernels_math import func, axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat, spatial, v3, v4
+from .kernels_math import func, axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat, spatial, v3, v3e, v4e
 from .layout import (JF_AXIS, JF_POS, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_JOINT_END,
                      LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, SLIDE
@@ -21,8 +21,8 @@ def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_
     world centres of mass s_com, and each joint's world anchor and axis (s_janchor, s_jaxis)."""
     for l in range(link_i.shape[0]):
         parent = link_i[l, LI_PARENT]
-        xpos = v3(link_f, l, LF_POS)
-        xquat = v4(link_f, l, LF_QUAT)
+        xpos = v3e(link_f, b, l, LF_POS)
+        xquat = v4e(link_f, b, l, LF_QUAT)
         if parent >= 0:
             xpos = links_pos[f, b, parent] + s_R[b, parent] @ xpos
             xquat = quat_mul(links_quat[f, b, parent], xquat)
@@ -54,7 +54,7 @@ def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_
         links_pos[f, b, l] = xpos
         links_quat[f, b, l] = xquat
         s_R[b, l] = quat_to_mat(xquat)
-        s_com[b, l] = xpos + s_R[b, l] @ v3(link_f, l, LF_COM)
+        s_com[b, l] = xpos + s_R[b, l] @ v3e(link_f, b, l, LF_COM)
 
 
 @func

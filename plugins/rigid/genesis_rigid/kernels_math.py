@@ -18,7 +18,7 @@ ARRAY_PARAMS = {
     "a", "x", "ldl", "qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "ctrl_mode",
     "ctrl_force", "ctrl_pos", "ctrl_vel", "ctrl_kp", "ctrl_kv", "params_f", "params_i", "link_f", "link_i",
     "joint_f", "joint_i", "dof_f", "dof_i", "geom_f", "geom_i", "geom_rbound", "hull_f", "hull_i", "pair_i", "pair_lut", "plane_pairs", "src",
-    "dst", "vel", "ext_impulse", "contact_key",
+    "dst", "vel", "ext_impulse", "contact_key", "geom_mu",
 }
 
 
@@ -47,6 +47,17 @@ def func_ref(*names):
 @func
 def v3(a, i, c):
     return ti.Vector([a[i, c], a[i, c + 1], a[i, c + 2]])
+
+
+@func
+def v3e(a, b, i, c):
+    """a[b, i, c:c + 3] of a per-environment array."""
+    return ti.Vector([a[b, i, c], a[b, i, c + 1], a[b, i, c + 2]])
+
+
+@func
+def v4e(a, b, i, c):
+    return ti.Vector([a[b, i, c], a[b, i, c + 1], a[b, i, c + 2], a[b, i, c + 3]])
 
 
 @func

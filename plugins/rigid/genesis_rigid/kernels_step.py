@@ -37,7 +37,7 @@ nd = ti.types.ndarray
 
 @ti.kernel
 def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
-               link_f: nd(ndim=2), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
+               link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
                s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2)):
     """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
     if ti.static(SERIAL):
@@ -49,7 +49,8 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
 
 @ti.kernel
 def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
-            contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_i: nd(ndim=2), geom_rbound: nd(ndim=1),
+            contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2),
+            geom_rbound: nd(ndim=1),
             pair_i: nd(ndim=2), pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), s_sap: nd(ndim=2),
             s_sap_axis: nd(ndim=1), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_geom_f: nd(ndim=3),
             s_near_i: nd(ndim=2), s_hash: nd(ndim=2)):
@@ -64,12 +65,13 @@ def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=
         detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
                         s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i)
         if finish != 0:
-            finish_contacts(b, f, fn, contact_key, pair_i, geom_f, s_con_f, s_con_i, s_hash)
+            finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)
 
 
 @ti.kernel
 def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), contact_key: nd(ndim=3),
-                   geom_f: nd(ndim=2), geom_i: nd(ndim=2), hull_f: nd(ndim=2), hull_i: nd(ndim=2),
+                   geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2), hull_f: nd(ndim=2),
+                   hull_i: nd(ndim=2),
                    pair_i: nd(ndim=2), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
                    s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3), s_nar_i: nd(ndim=3), s_hash: nd(ndim=2)):
     """The contacts of frame f of the near pairs with a mesh that `collide` listed; then the warm starts."""
@@ -78,7 +80,7 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
     for b in range(links_pos.shape[1]):
         detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
                              s_nar_f, s_nar_i)
-        finish_contacts(b, f, fn, contact_key, pair_i, geom_f, s_con_f, s_con_i, s_hash)
+        finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)
 
 
 @ti.kernel
@@ -86,8 +88,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4),
             ext_impulse: nd(ndim=4), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
             ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
-            params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=2), link_i: nd(ndim=2),
-            joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=2), dof_i: nd(ndim=2),
+            params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2),
+            joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2),
             s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(ndim=3), s_lquat: nd(ndim=3), s_R: nd(ndim=2),
             s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
             s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
@@ -119,8 +121,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             dof_motions(b, 0, s_vs, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
             if k == 0:
                 external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)
-            bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_kp, ctrl_kv, hi,
-                          s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
+            bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
+                          ctrl_vel, ctrl_kp, ctrl_kv, hi, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
                           s_mass, s_dof)
             smooth_acceleration(b, 0, hi, s_qs, s_vs, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel,
                                 ctrl_kp, ctrl_kv, s_mass, s_dof)
@@ -179,7 +181,7 @@ def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
 
 @ti.kernel
 def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
-                      links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=2), link_i: nd(ndim=2), joint_f: nd(ndim=2),
+                      links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
                       joint_i: nd(ndim=2), geom_f: nd(ndim=2), geom_i: nd(ndim=2), s_R: nd(ndim=2), s_com: nd(ndim=2),
                       s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
                       s_cvel: nd(ndim=2), geom_pos: nd(dtype=V3, ndim=2), geom_quat: nd(dtype=V4, ndim=2),

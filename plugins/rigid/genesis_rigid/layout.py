@@ -1,8 +1,9 @@
 """Column layout of the packed model arrays handed to the kernels (one array per kind keeps the kernels' argument
 lists short). Each constant names the first column of a quantity in the array of that kind."""
 
-# link_f [L, 20]: body frame relative to the parent, inertial properties in the body frame
-LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_N = 0, 3, 7, 8, 11, 20
+# link_f [B, L, 21] (per environment: the inertial columns follow the state's links_* parameters): body frame
+# relative to the parent, inertial properties in the body frame, the share of its weight gravity compensation holds
+LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_GRAVCOMP, LF_N = 0, 3, 7, 8, 11, 20, 21
 # link_i [L, 8]: parent link (-1: the world), its joints and dofs (ranges), the last dof moving it (-1: none), and
 # the dofs of its kinematic tree (a range; empty for a tree without dofs; all dofs if a tree's are not contiguous)
 LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_DOF_START, LI_DOF_END, LI_LAST_DOF, LI_TREE_LO, LI_TREE_HI, LI_N = range(9)

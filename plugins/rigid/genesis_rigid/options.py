@@ -21,6 +21,12 @@ class RigidOptions(Options):
     max_contacts: the contact pool's entries per environment (a full pool keeps the deepest contacts); None
     (default): sized from the model, 16 per moving body, at least 64. enable_collision,
     enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
+
+    Genesis World's names, accepted where they mean something here: dt and gravity (the solver steps with the
+    scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (the contact pool's size
+    when max_contacts is None); constraint_solver (any of Genesis World's; the constraints are solved by projected
+    Gauss-Seidel whatever it names); batch_dofs_info, batch_links_info, batch_joints_info (the dof and link
+    parameters are per environment whatever they say: the setters take envs_idx).
     """
 
     integrator: str = attrs.field(default="euler", validator=v.one_of("euler", "rk4"))
@@ -35,3 +41,12 @@ class RigidOptions(Options):
     enable_joint_limit: bool = attrs.field(default=True, validator=v.is_bool)
     enable_self_collision: bool = attrs.field(default=True, validator=v.is_bool)
     enable_adjacent_collision: bool = attrs.field(default=False, validator=v.is_bool)
+    dt: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
+    gravity: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(v.to_float_tuple),
+                                        validator=attrs.validators.optional(v.vec(3)))
+    max_collision_pairs: int | None = attrs.field(default=None,
+                                                  validator=attrs.validators.optional(v.int_at_least(1)))
+    constraint_solver: object = attrs.field(default=None)
+    batch_dofs_info: bool = attrs.field(default=False, validator=v.is_bool)
+    batch_links_info: bool = attrs.field(default=False, validator=v.is_bool)
+    batch_joints_info: bool = attrs.field(default=False, validator=v.is_bool)

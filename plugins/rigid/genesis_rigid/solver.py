@@ -21,7 +21,7 @@ from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
                      DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
                      GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
-                     JF_N, JF_POS, JI_N, LF_COM, LF_INERTIA, LF_MASS, LF_N, LF_POS,
+                     JF_N, JF_POS, JI_N, LF_COM, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
                      LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_N,
                      PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, RI_N)
@@ -93,7 +93,35 @@ class RigidSolver(gs.SolverBase):
         gs.FieldSpec("dofs_ctrl_vel", ("n_dofs",), frames=False, grad=True, doc="velocity target"),
         gs.FieldSpec("dofs_kp", ("n_dofs",), frames=False, grad=True, bounds=(0, None), doc="position gain"),
         gs.FieldSpec("dofs_kv", ("n_dofs",), frames=False, grad=True, bounds=(0, None), doc="velocity gain"),
+        # the dofs' parameters, per environment (set_dofs_damping, ...; a checkpoint carries them)
+        gs.FieldSpec("dofs_damping", ("n_dofs",), frames=False, bounds=(0, None),
+                     doc="joint damping, N m s/rad or N s/m"),
+        gs.FieldSpec("dofs_armature", ("n_dofs",), frames=False, bounds=(0, None),
+                     doc="armature (reflected rotor inertia) added to the mass matrix, kg m^2 or kg"),
+        gs.FieldSpec("dofs_stiffness", ("n_dofs",), frames=False, bounds=(0, None),
+                     doc="joint spring stiffness toward the spring reference (hinge and slide dofs), N m/rad or N/m"),
+        gs.FieldSpec("dofs_force_lo", ("n_dofs",), frames=False,
+                     doc="lower end of the control force range (commands and PD laws are clamped to it), N or N m"),
+        gs.FieldSpec("dofs_force_hi", ("n_dofs",), frames=False,
+                     doc="upper end of the control force range, N or N m"),
+        gs.FieldSpec("links_applied_wrench", ("n_links", 6), frames=False,
+                     doc="external forces applied to the links for the next step (apply_links_external_force / "
+                         "_torque): force (N) and torque about the link's centre of mass (N m), world axes"),
+        # the links' inertial parameters and the geoms' friction, per environment (domain randomization)
+        gs.FieldSpec("links_inertial_mass", ("n_links",), frames=False, bounds=(0, None),
+                     doc="each link's mass before its shift, kg (set_links_inertial_mass, link.set_mass)"),
+        gs.FieldSpec("links_mass_shift", ("n_links",), frames=False,
+                     doc="mass added to each link, kg (set_mass_shift); the rotational inertia scales with the mass"),
+        gs.FieldSpec("links_com_shift", ("n_links", 3), frames=False,
+                     doc="offset of each link's centre of mass, link frame, m (set_COM_shift)"),
+        gs.FieldSpec("geoms_friction_ratio", ("n_geoms",), frames=False, bounds=(0, None),
+                     doc="factor on each geom's friction coefficient (set_friction_ratio)"),
+        gs.FieldSpec("links_step_wrench", ("n_links", 6), frames=False,
+                     doc="the applied wrenches of the step under way (or the last one), as links_applied_wrench; "
+                         "each of its substeps applies wrench * dt"),
     )
+    DOF_PARAMS = (("dofs_damping", DF_DAMPING), ("dofs_armature", DF_ARMATURE), ("dofs_stiffness", DF_STIFFNESS),
+                  ("dofs_force_lo", DF_FORCE_LO), ("dofs_force_hi", DF_FORCE_HI))
 
     _view = None  # the ColliderView, made at the first collider_view call
     _diff = None  # differentiable mode: the DifferentiableStep of the model
@@ -107,6 +135,13 @@ class RigidSolver(gs.SolverBase):
     # -- model ------------------------------------------------------------------------------------------------------
 
     def build_model(self):
+        so, o = self.sim_options, self.options
+        if o.dt is not None and abs(o.dt - so.dt) > 1e-12 * so.dt:
+            raise gs.OptionError(f"RigidOptions(dt={o.dt!r}) differs from SimOptions(dt={so.dt!r}): every solver steps "
+                                 "with the scene; set the step with SimOptions(dt=...) (RigidOptions(dt=None)).")
+        if o.gravity is not None and tuple(o.gravity) != tuple(so.gravity):
+            raise gs.OptionError(f"RigidOptions(gravity={o.gravity!r}) differs from SimOptions(gravity={so.gravity!r}): "
+                                 "gravity is the scene's; set it with SimOptions(gravity=...).")
         if self.sim_options.requires_grad and self.options.integrator != "euler":
             raise gs.OptionError(f"RigidOptions(integrator={self.options.integrator!r}) is not available with "
                                  "SimOptions(requires_grad=True): the differentiable substep is semi-implicit Euler; "
@@ -117,7 +152,7 @@ class RigidSolver(gs.SolverBase):
         n_q = 0
         for e in self.entities:
             robot = e.robot
-            link0, dof0, q0 = len(links), len(dofs), n_q
+            link0, dof0, q0, joint0 = len(links), len(dofs), n_q, len(joints)
             body_to_link = {}
             joint_names = {}
             for bi, body in enumerate(robot.bodies):
@@ -129,7 +164,8 @@ class RigidSolver(gs.SolverBase):
                 for jd in body.joints:
                     ji = len(joints)
                     joint_names[jd.name] = ji
-                    joints.append(dict(type=jd.type, q=n_q, dof=len(dofs), pos=jd.pos, axis=jd.axis))
+                    joints.append(dict(type=jd.type, q=n_q, dof=len(dofs), pos=jd.pos, axis=jd.axis, name=jd.name,
+                                       link=li))
                     nv = JOINT_NV[jd.type]
                     for k in range(nv):
                         one_to_one = jd.type in (HINGE, SLIDE)
@@ -143,6 +179,7 @@ class RigidSolver(gs.SolverBase):
                     # a base fixed to the world is placed at the morph's pose
                     pos, quat = e.place(pos, quat)
                 links.append(dict(parent=parent, pos=pos, quat=quat, mass=body.mass, com=body.com,
+                                  gravcomp=e.material.gravity_compensation,
                                   inertia=body.inertia, joints=(j_start, len(joints)), dofs=(d_start, len(dofs))))
                 link_names.append(body.name)
                 for g in body.geoms:
@@ -159,7 +196,7 @@ class RigidSolver(gs.SolverBase):
                     kp0[d], kv0[d] = act.kp, act.kv
                     if act.forcerange is not None:
                         dofs[d]["force"] = tuple(act.forcerange)
-            e._setup(link0, len(links), dof0, len(dofs), q0, n_q, link_names[link0:])
+            e._setup(link0, len(links), dof0, len(dofs), q0, n_q, link_names[link0:], joints[joint0:], joint0)
         self._links, self._joints, self._dofs, self._geoms = links, joints, dofs, geoms
         self._qpos0 = np.array(qpos0, dtype=np.float64)
         self._kp0, self._kv0 = np.array(kp0), np.array(kv0)
@@ -201,6 +238,7 @@ class RigidSolver(gs.SolverBase):
             link_f[l, LF_MASS] = k["mass"]
             link_f[l, LF_COM:LF_COM + 3] = k["com"]
             link_f[l, LF_INERTIA:LF_INERTIA + 9] = np.asarray(k["inertia"]).reshape(9)
+            link_f[l, LF_GRAVCOMP] = k["gravcomp"]
             link_i[l, LI_PARENT] = k["parent"]
             link_i[l, LI_JOINT_START], link_i[l, LI_JOINT_END] = k["joints"]
             link_i[l, LI_DOF_START], link_i[l, LI_DOF_END] = k["dofs"]
@@ -314,7 +352,8 @@ class RigidSolver(gs.SolverBase):
         # max_contacts=None: sized from the model, 16 contacts per moving body (a box resting on two others and
         # touched by two more), at least 64; never more than the candidate slots
         moving = sum(1 for k in self._links if k["dofs"][1] > k["dofs"][0])
-        wanted = opts.max_contacts if opts.max_contacts is not None else max(64, 16 * moving)
+        wanted = (opts.max_contacts if opts.max_contacts is not None else opts.max_collision_pairs
+                  if opts.max_collision_pairs is not None else max(64, 16 * moving))
         self.max_contacts = int(max(1, min(max(self.n_slots, 1), wanted)))
         params_i[PP_MAX_CONTACTS] = self.max_contacts
         params_i[PP_COLLISION] = int(self.collision)
@@ -342,7 +381,6 @@ class RigidSolver(gs.SolverBase):
         self._geom_type_np = np.array([g["type"] for g in geoms] or [-1], dtype=np.int32)  # -1: a padding row
         self._geom_link_np = [g["link"] for g in geoms] or [0]
         self.dof_q = torch.tensor([df["q"] for df in dofs], dtype=torch.long, device=dev)
-        self.dof_force_range = (t(dof_f[:, DF_FORCE_LO].copy()), t(dof_f[:, DF_FORCE_HI].copy()))
 
     def _collision_pairs(self, last_dof):
         """Candidate geom pairs: MuJoCo's contype/conaffinity rule, not on one link or on links welded together
@@ -377,7 +415,8 @@ class RigidSolver(gs.SolverBase):
 
     def state_dims(self):
         quats = [j["q"] + (3 if j["type"] == FREE else 0) for j in self._joints if j["type"] in (FREE, BALL)]
-        return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_contacts": self.max_contacts,
+        return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_geoms": self.n_geoms,
+                "n_contacts": self.max_contacts,
                 "qpos_quats": quats}
 
     def init_state(self, f):
@@ -386,6 +425,12 @@ class RigidSolver(gs.SolverBase):
         st.at("dofs_kp", f)[:] = torch.as_tensor(self._kp0, dtype=self.float_dtype)
         st.at("dofs_kv", f)[:] = torch.as_tensor(self._kv0, dtype=self.float_dtype)
         st.at("contact_key", f)[:] = -1
+        dof_f = self._arrays_np["dof_f"]
+        for name, col in self.DOF_PARAMS:
+            st.at(name, f)[:] = torch.as_tensor(dof_f[:self.n_dofs, col], dtype=self.float_dtype)
+        st.at("links_inertial_mass", f)[:] = torch.as_tensor(self._arrays_np["link_f"][:self.n_links, LF_MASS],
+                                                             dtype=self.float_dtype)
+        st.at("geoms_friction_ratio", f)[:] = 1.0
         self._allocate_scratch()
         self.kinematics(f)
         if self.sim_options.requires_grad:
@@ -437,6 +482,19 @@ class RigidSolver(gs.SolverBase):
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
             s_con_f=torch.zeros((B, C, CF_N), dtype=self.float_dtype, device=self.device),
             s_con_i=torch.zeros((B, CI_N, max(C, 2)), dtype=torch.int32, device=self.device))
+        # the dofs' parameters per environment, as the kernels read them: the model's, with the columns of the
+        # state's dofs_* parameters (_sync_dof_params)
+        base = self._arrays_np["dof_f"][:self.n_dofs]
+        self.model["dof_f"] = self._taichi_array((B, self.n_dofs, DF_N), "f",
+                                                 values=np.broadcast_to(base, (B,) + base.shape))
+        self._dof_params_seen = None
+        # the links' inertial columns and the geoms' friction per environment (_sync_link_params)
+        link_f = self._arrays_np["link_f"]
+        self.model["link_f"] = self._taichi_array((B,) + link_f.shape, "f",
+                                                  values=np.broadcast_to(link_f, (B,) + link_f.shape))
+        mu = self._geom_f_np[:, GF_FRICTION]
+        self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
+        self._link_params_seen = None
 
     def memory_per_env(self) -> dict:
         """Bytes per environment of each state field (all its frames) and scratch array: what a batch costs."""
@@ -465,6 +523,7 @@ class RigidSolver(gs.SolverBase):
         return self._launcher
 
     def kinematics(self, f):
+        self._sync_link_params()
         m, s, st = self.model, self.scratch, self.state
         self._launch(self._kernel(kernels_step.kinematics), f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"],
                      m["joint_f"], m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"])
@@ -474,11 +533,12 @@ class RigidSolver(gs.SolverBase):
         st, m, s, fn = self.state, self.model, self.scratch, self.frames.next(f)
         meshes = self.n_mesh_pairs > 0
         self._launch(self._kernel(kernels_step.collide), f, fn, int(not meshes), st.links_pos, st.links_quat, st.contact_key,
-                     m["geom_f"], m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"],
+                     m["geom_f"], m["geom_mu"], m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"],
                      s["s_sap"], s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
                      s["s_hash"])
         if meshes:
-            self._launch(self._kernel(kernels_step.collide_meshes), f, fn, st.links_pos, st.contact_key, m["geom_f"], m["geom_i"],
+            self._launch(self._kernel(kernels_step.collide_meshes), f, fn, st.links_pos, st.contact_key, m["geom_f"],
+                         m["geom_mu"], m["geom_i"],
                          m["hull_f"], m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
                          s["s_nar_f"], s["s_nar_i"], s["s_hash"])
         self._n_collides += 1
@@ -496,7 +556,115 @@ class RigidSolver(gs.SolverBase):
                           f"through each other. Raise the limit: gs.Scene(rigid_options=gs.options.RigidOptions("
                           f"max_contacts={2 * found})).", stacklevel=2)
 
+    def _sync_dof_params(self):
+        """Hand the state's dofs_* parameters to the kernels (and the differentiable step) after they changed (a
+        setter, a reset, a checkpoint): checked by the tensors' version counters, so an unchanged state costs
+        nothing."""
+        st = self.state
+        tensors = [st.tensors[name] for name, _ in self.DOF_PARAMS]
+        key = tuple((id(t), t._version) for t in tensors)
+        if key == self._dof_params_seen:
+            return
+        lo, hi = st.tensors["dofs_force_lo"], st.tensors["dofs_force_hi"]
+        bad = (lo > hi).any(dim=-1).nonzero().flatten().tolist() if self.n_dofs else []
+        if bad:
+            raise gs.InvalidStateError(f"{self.name}: dofs_force_lo exceeds dofs_force_hi in environments {bad}: a "
+                                       "force range needs lower <= upper (set_dofs_force_range).")
+        if self.n_dofs:
+            arr = np.array(np.broadcast_to(self._arrays_np["dof_f"][:self.n_dofs], (self.batch, self.n_dofs, DF_N)))
+            for (name, col), t in zip(self.DOF_PARAMS, tensors):
+                arr[:, :, col] = t.detach().double().cpu().numpy()
+            self.model["dof_f"].from_numpy(arr.astype(np.float64 if self.float_dtype == torch.float64 else np.float32))
+        if self._diff is not None:
+            self._diff.set_dof_params(*(t.detach().clone() for t in tensors))
+        self._dof_params_seen = key
+
+    _applied_zeroed = None  # (id, version) of links_applied_wrench right after process_input zeroed it
+    _step_zero = None  # (id, version) of links_step_wrench when it was last seen to be zero
+    _wrench_any = (None, False)  # ((id, version) of links_step_wrench, whether it holds a non-zero wrench)
+
+    def process_input(self):
+        """The wrenches applied since the last step act during this one, as in Genesis World: they move from
+        links_applied_wrench to links_step_wrench (each substep applies wrench * dt), replacing the last step's.
+        Nothing to do (no tensor touched) while nothing is applied and nothing was."""
+        st = self.state
+        applied, step = st.tensors["links_applied_wrench"], st.tensors["links_step_wrench"]
+        if (id(applied), applied._version) == self._applied_zeroed and (id(step), step._version) == self._step_zero:
+            return
+        with torch.no_grad():
+            step.copy_(applied)
+            applied.zero_()
+        self._applied_zeroed = (id(applied), applied._version)
+        self._step_zero = None if bool(step.any()) else (id(step), step._version)
+
+    def _step_wrench(self):
+        """links_step_wrench * dt ([B, L, 6]), or None when no wrench acts in this step."""
+        step = self.state.tensors["links_step_wrench"]
+        key = (id(step), step._version)
+        if self._wrench_any[0] != key:
+            self._wrench_any = (key, bool(step.any()))
+        return step.detach() * self.sim_options.substep_dt if self._wrench_any[1] else None
+
+    def _ext_impulse(self, f):
+        """The links' external impulses the substep at frame f applies: the couplings' (the state's frame f), plus
+        the applied wrenches of the step (in a copy, so the state's frame keeps what the couplings handed)."""
+        st = self.state
+        wrench = self._step_wrench()
+        if wrench is None:
+            return st.links_ext_impulse
+        if self.__dict__.get("_ext_copy") is None:
+            self._ext_copy = torch.zeros_like(st.links_ext_impulse.detach())
+        with torch.no_grad():
+            torch.add(st.at("links_ext_impulse", f).detach(), wrench, out=self._ext_copy[f])
+        return self._ext_copy
+
+    LINK_PARAMS = ("links_inertial_mass", "links_mass_shift", "links_com_shift", "geoms_friction_ratio")
+
+    def _sync_link_params(self):
+        """Hand the state's link inertial parameters and friction ratios to the kernels after they changed (as
+        _sync_dof_params): mass = inertial mass + shift (the rotational inertia scaled by it over the model's
+        mass), centre of mass = the model's + shift, each geom's friction = the model's times its ratio."""
+        st = self.state
+        tensors = [st.tensors[name] for name in self.LINK_PARAMS]
+        key = tuple((id(t), t._version) for t in tensors)
+        if key == self._link_params_seen:
+            return
+        mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors)
+        L, base = self.n_links, self._arrays_np["link_f"]
+        if L:
+            mass = mass0 + shift
+            m_model = base[:L, LF_MASS]
+            moving = np.array([self._last_dof[l] >= 0 for l in range(L)])
+            # a massive moving link must keep some mass (a model's massless links stay allowed)
+            bad = np.flatnonzero(((mass <= 0) & (moving & (m_model > 0))[None, :]).any(axis=1) | (mass < 0).any(axis=1))
+            if len(bad):
+                raise gs.InvalidStateError(f"{self.name}: a link's mass (inertial mass + shift) must stay > 0 for a "
+                                           f"moving link that has mass, and >= 0 for every link; environments "
+                                           f"{bad.tolist()} break it.")
+            arr = np.array(np.broadcast_to(base, (self.batch,) + base.shape))
+            scale = np.where(m_model > 0, mass / np.where(m_model > 0, m_model, 1.0), 1.0)
+            arr[:, :L, LF_MASS] = mass
+            arr[:, :L, LF_COM:LF_COM + 3] = base[None, :L, LF_COM:LF_COM + 3] + com_shift
+            arr[:, :L, LF_INERTIA:LF_INERTIA + 9] = base[None, :L, LF_INERTIA:LF_INERTIA + 9] * scale[..., None]
+            self.model["link_f"].from_numpy(arr.astype(self._np_float))
+            if self._diff is not None:
+                t = lambda a: torch.as_tensor(a, dtype=self.float_dtype, device=self.device)  # noqa: E731
+                self._diff.set_link_params(t(arr[:, :L, LF_MASS]), t(arr[:, :L, LF_COM:LF_COM + 3]),
+                                           t(arr[:, :L, LF_INERTIA:LF_INERTIA + 9].reshape(self.batch, L, 3, 3)))
+        if self.n_geoms:
+            mu = self._geom_f_np[None, :self.n_geoms, GF_FRICTION] * ratio
+            self.model["geom_mu"].from_numpy(np.ascontiguousarray(mu, dtype=self._np_float))
+            if self._diff is not None:
+                self._diff.set_friction(torch.as_tensor(mu, dtype=self.float_dtype, device=self.device))
+        self._link_params_seen = key
+
+    @property
+    def _np_float(self):
+        return np.float64 if self.float_dtype == torch.float64 else np.float32
+
     def substep_pre_coupling(self, f):
+        self._sync_link_params()
+        self._sync_dof_params()
         if self._diff is not None:
             self._diff_substep(f)
             return
@@ -505,7 +673,7 @@ class RigidSolver(gs.SolverBase):
             self._collide(f)
         self._launch(
             self._kernel(kernels_step.substep), f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos,
-            st.links_quat, st.contact_impulse, st.links_ext_impulse, st.dofs_ctrl_mode, st.dofs_ctrl_force,
+            st.links_quat, st.contact_impulse, self._ext_impulse(f), st.dofs_ctrl_mode, st.dofs_ctrl_force,
             st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"],
             m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"], m["dof_i"], s["s_qs"], s["s_vs"], s["s_lpos"],
             s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"],
@@ -529,12 +697,16 @@ class RigidSolver(gs.SolverBase):
         tape = st.tape
         record = tape is None or tape.consumed
         inputs = {name: st.at(name, f).clone() for name in INPUT_FIELDS}
+        wrench = self._step_wrench()
+        if wrench is not None:
+            inputs["links_ext_impulse"] += wrench
         if record:
             for x in inputs.values():
                 x.requires_grad_(True)
         with torch.set_grad_enabled(record), one_thread():
             out = self._diff.substep(inputs, st.at("dofs_ctrl_mode", f), self.scratch["s_con_f"],
-                                     self.scratch["s_con_i"], coupled=self._view is not None)
+                                     self.scratch["s_con_i"],
+                                     coupled=self._view is not None or wrench is not None)
         with torch.no_grad():
             for name in OUTPUT_FIELDS:
                 st.at(name, fn).copy_(out[name])
@@ -656,6 +828,74 @@ class RigidSolver(gs.SolverBase):
                      s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
                      v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
         return v
+
+    # -- external forces (Genesis World's solver-level API: links_idx are the solver's link indices) --------------
+
+    def apply_links_external_force(self, force, links_idx=None, envs_idx=None, ref="link_origin", local=False):
+        """Apply `force` (N, `([n_envs,] n_links, 3)`, or one 3-vector for all) to the links `links_idx` (None:
+        all) during the next step: at each link frame's origin (ref="link_origin", Genesis World's default) or
+        at its centre of mass (ref="link_com"); world axes, or the link's own (local=True). Forces applied before
+        one step add up; the step applies them at every substep and then they are gone."""
+        self._apply_wrench(force, links_idx, envs_idx, ref, local, torque=False)
+
+    def apply_links_external_torque(self, torque, links_idx=None, envs_idx=None, ref="link_origin", local=False):
+        """Apply `torque` (N m) to the links during the next step, as apply_links_external_force (a torque acts
+        the same about any point: ref is accepted for Genesis World's scripts)."""
+        self._apply_wrench(torque, links_idx, envs_idx, ref, local, torque=True)
+
+    def _apply_wrench(self, value, links_idx, envs_idx, ref, local, torque):
+        from genesis_core.state import to_index, to_tensor
+
+        what = "apply_links_external_" + ("torque" if torque else "force")
+        if ref not in ("link_origin", "link_com"):
+            raise gs.OptionError(f"{what}: ref={ref!r} is not accepted: expected 'link_origin' or 'link_com'.")
+        links = (torch.arange(self.n_links) if links_idx is None else to_index(links_idx, self.n_links, "links_idx"))
+        links = links.to(self.device)
+        st, f = self.state, self.frame
+        envs = None if envs_idx is None else to_index(envs_idx, self.batch, "envs_idx").to(self.device)
+        rows = torch.arange(self.batch, device=self.device) if envs is None else envs
+        n_rows = len(rows)
+        x = to_tensor(value, self.float_dtype, self.device, what)
+        try:
+            x = torch.broadcast_to(x, (n_rows, len(links), 3))
+        except RuntimeError:
+            raise gs.OptionError(f"{what}: expected ([n_envs,] n_links, 3) values for {len(links)} links and "
+                                 f"{n_rows} environments, got shape {tuple(x.shape)}.") from None
+        if not bool(torch.isfinite(x).all()):
+            raise gs.OptionError(f"{what}: the values must be finite.")
+        quat = st.at("links_quat", f).detach()[rows][:, links]
+        if local:
+            x = (quat_to_mat(quat) @ x.unsqueeze(-1)).squeeze(-1)
+        wrench = torch.zeros((n_rows, len(links), 6), dtype=self.float_dtype, device=self.device)
+        if torque:
+            wrench[..., 3:] = x
+        else:
+            wrench[..., :3] = x
+            if ref == "link_origin":
+                com = self.link_motion()[0][rows][:, links]
+                arm = st.at("links_pos", f).detach()[rows][:, links] - com
+                wrench[..., 3:] = torch.cross(arm, x, dim=-1)
+        applied = st.tensors["links_applied_wrench"]
+        with torch.no_grad():
+            applied[rows[:, None], links[None, :]] += wrench
+
+    def link_motion(self):
+        """(centre of mass, its linear velocity, angular velocity), each [B, L, 3] world, of every link at the
+        current frame (the collider view's kernel, into arrays of their own)."""
+        self._sync_link_params()
+        f, st, m, s = self.frame, self.state, self.model, self.scratch
+        B, L, G, fl, dev = self.batch, max(self.n_links, 1), max(self.n_geoms, 1), self.float_dtype, self.device
+        out = self.__dict__.get("_motion")
+        if out is None:
+            out = self._motion = tuple(torch.zeros(shape, dtype=fl, device=dev) for shape in
+                                       ((B, G, 3), (B, G, 4), (B, L, 3), (B, L, 3), (B, L, 3)))
+        with torch.no_grad():
+            self._launch(self._kernel(kernels_step.collider_geometry), f, st.qpos.detach(), st.dofs_vel.detach(),
+                         st.links_pos.detach(), st.links_quat.detach(), m["link_f"], m["link_i"], m["joint_f"],
+                         m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"], s["s_com"], s["s_janchor"],
+                         s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], *out)
+        n = self.n_links
+        return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
 
     def _diff_view(self, fn):
         """The view's arrays at frame fn from torch (differentiable.DifferentiableStep.collider), keeping the graph

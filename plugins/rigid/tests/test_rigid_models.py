@@ -109,7 +109,7 @@ def test_cartpole_force_control_and_envs_idx():
     det = (m_c + m_p) * (i_p + m_p * l * l) - (m_p * l) ** 2
     assert float(vel[1, 0]) == pytest.approx(2.2 * (i_p + m_p * l * l) / det * 1e-3, rel=1e-6)
     assert vel[0].abs().max() == 0 and vel[2].abs().max() == 0
-    assert cp.get_dofs_force()[1, 0] == 2.2 and cp.get_dofs_force()[0, 0] == 0
+    assert cp.get_dofs_control_force()[1, 0] == 2.2 and cp.get_dofs_control_force()[0, 0] == 0
 
 
 def test_setters_and_controls_touch_only_envs_idx():

@@ -1,0 +1,316 @@
+"""Genesis World's rigid API that scripts use: joints, the dofs' parameters per environment, the control force and
+its range, link velocities (float64)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import genesis_core as gs
+from genesis_rigid import assets
+
+F64 = torch.float64
+
+
+def build(morphs, n_envs=0, dt=1e-3, gravity=(0, 0, -9.81)):
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt, gravity=gravity))
+    ents = [scene.add_entity(m) for m in morphs]
+    scene.build(n_envs=n_envs)
+    return scene, ents
+
+
+def pendulum(n_envs=0, **kw):
+    scene, (p,) = build([gs.morphs.MJCF(file=assets.path("pendulum.xml"))], n_envs=n_envs, **kw)
+    return scene, p
+
+
+def test_joints_name_their_dofs_and_qpos():
+    scene, (box, arm) = build([gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.1, 0.1)),
+                               gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(1, 0, 0))])
+    assert box.n_joints == 1 and box.joints[0].type_name == "FREE"
+    free = box.joints[0]
+    assert (free.n_dofs, free.n_qs, free.dofs_idx_local, free.qs_idx_local) == (6, 7, list(range(6)), list(range(7)))
+    assert [j.name for j in arm.joints] == ["yaw", "shoulder_pitch", "elbow_pitch"]
+    elbow = arm.get_joint("elbow_pitch")
+    assert elbow.type_name == "REVOLUTE" and elbow.dofs_idx_local == [2] and elbow.dof_idx_local == 2
+    assert elbow.dof_start == arm.dof_start + 2 == elbow.dof_idx and elbow.qs_idx_local == [2]
+    assert elbow.link.name == "forearm" and arm.get_link("forearm").joints == [elbow]
+    assert arm.get_link("forearm").parent_idx == arm.get_link("upper_arm").idx
+    # the joint's indices address the entity's arrays
+    arm.set_dofs_position([0.3], [elbow.dof_idx_local])
+    assert float(arm.get_qpos()[elbow.q_idx_local]) == pytest.approx(0.3)
+    with pytest.raises(gs.OptionError, match="no joint 'knee'"):
+        arm.get_joint("knee")
+
+
+def test_position_velocity_control_is_position_and_velocity_control():
+    """kp (q* - q) + kv (v* - v): with kv = 0 it is position control, with kp = 0 velocity control, bitwise."""
+    def run(setup):
+        scene, p = pendulum()
+        setup(p)
+        for _ in range(200):
+            scene.step()
+        return p.get_dofs_position(), p.get_dofs_velocity()
+
+    def pos_vel(kp, kv):
+        def f(p):
+            p.set_dofs_kp([kp])
+            p.set_dofs_kv([kv])
+            p.control_dofs_position_velocity([0.7], [0.4])
+        return f
+
+    def pos(p):
+        p.set_dofs_kp([30.0])
+        p.set_dofs_kv([0.0])
+        p.control_dofs_position([0.7])
+
+    def vel(p):
+        p.set_dofs_kp([0.0])
+        p.set_dofs_kv([5.0])
+        p.control_dofs_velocity([0.4])
+
+    for a, b in ((run(pos_vel(30.0, 0.0)), run(pos)), (run(pos_vel(0.0, 5.0)), run(vel))):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    q, v = run(pos_vel(30.0, 5.0))
+    assert float(q) > 0.2 and not torch.equal(q, run(pos)[0])  # both terms act
+
+
+def test_force_range_clamps_a_pd_law_as_a_saturated_motor():
+    """A stiff position servo asked for a far angle, its torque limited to 2 N m: while saturated it is exactly a
+    2 N m motor (bitwise); the reported control force is the clamped one; a lower > upper range is refused."""
+    def run(control):
+        scene, p = pendulum()
+        p.set_dofs_force_range([-2.0], [2.0])
+        control(p)
+        forces = []
+        for _ in range(100):
+            forces.append(float(p.get_dofs_control_force()))
+            scene.step()
+        return p.get_dofs_position(), p.get_dofs_velocity(), forces
+
+    def servo(p):
+        p.set_dofs_kp([1e4])
+        p.set_dofs_kv([10.0])
+        p.control_dofs_position([math.pi])
+
+    q1, v1, f1 = run(servo)
+    q2, v2, f2 = run(lambda p: p.control_dofs_force([5.0]))  # clamped to 2
+    assert torch.equal(q1, q2) and torch.equal(v1, v2)
+    assert f1 == f2 == [2.0] * 100
+    scene, p = pendulum()
+    assert [float(x) for x in p.get_dofs_force_range()] == [-1e30, 1e30] or float(p.get_dofs_force_range()[1]) > 1e9
+    with pytest.raises(gs.OptionError, match="lower must not exceed upper"):
+        p.set_dofs_force_range([1.0], [-1.0])
+
+
+def test_dof_parameters_are_per_environment_state():
+    """Damping, armature and stiffness set in environment 1 change it alone (environment 0 bitwise as an unchanged
+    scene); they are state: get_state / reset carries them, and a restored run repeats bitwise."""
+    def swing(scene, p):
+        p.set_dofs_position(torch.tensor([[0.5], [0.5]], dtype=F64))
+        for _ in range(100):
+            scene.step()
+        return p.get_dofs_position()
+
+    ref_scene, ref = pendulum(n_envs=2)
+    q_ref = swing(ref_scene, ref)
+    scene, p = pendulum(n_envs=2)
+    p.set_dofs_damping([[3.0]], envs_idx=[1])
+    p.set_dofs_armature([[0.5]], envs_idx=[1])
+    p.set_dofs_stiffness([[20.0]], envs_idx=[1])
+    assert p.get_dofs_damping().tolist() == [[0.0], [3.0]]
+    assert p.get_dofs_armature(envs_idx=[1]).tolist() == [[0.5]]
+    start = scene.get_state()
+    q = swing(scene, p)
+    assert torch.equal(q[0], q_ref[0]) and not torch.equal(q[1], q_ref[1])
+    # a restored state carries the parameters
+    p.set_dofs_damping([[0.0], [0.0]])
+    scene.reset(start)
+    assert p.get_dofs_damping().tolist() == [[0.0], [3.0]]
+    assert torch.equal(swing(scene, p), q)
+    with pytest.raises(gs.InvalidStateError):
+        p.set_dofs_damping([[-1.0]], envs_idx=[0])
+
+
+def test_stiffness_and_damping_are_the_joint_spring():
+    """A pendulum without gravity on a joint spring (k = 4 N m/rad, I = 1 kg m^2) oscillates at sqrt(k / I);
+    get_dofs_force reports -k q - d v (no control)."""
+    scene, p = pendulum(gravity=(0, 0, 0), dt=1e-3)
+    p.set_dofs_stiffness([4.0])
+    p.set_dofs_damping([0.0])
+    p.set_dofs_position([0.1])
+    crossings, prev = [], 0.1
+    for k in range(4000):
+        scene.step()
+        q = float(p.get_dofs_position())
+        if prev > 0 >= q:
+            crossings.append(k * 1e-3)
+        prev = q
+    period = crossings[1] - crossings[0]
+    inertia = 1.0 + 1e-6  # the bob at 1 m, and its own
+    assert period == pytest.approx(2 * math.pi / math.sqrt(4.0 / inertia), rel=5e-3)
+    p.set_dofs_damping([0.3])
+    q, v = float(p.get_dofs_position()), float(p.get_dofs_velocity())
+    assert float(p.get_dofs_force()) == pytest.approx(-4.0 * q - 0.3 * v, rel=1e-12)
+
+
+def test_link_velocities_match_finite_differences():
+    """get_links_vel (the link frame's origin, and its centre of mass) and get_links_ang of a swinging arm equal
+    the finite differences of the link poses over a 1e-5 s step (to 1e-4 of the speed)."""
+    scene, (arm,) = build([gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True)], dt=1e-5)
+    arm.set_dofs_position([0.3, 0.8, -0.5])
+    arm.set_dofs_velocity([1.0, -2.0, 1.5])
+    v, w = arm.get_links_vel(), arm.get_links_ang()
+    v_com = arm.get_links_vel(ref="link_com")
+    x0, q0 = arm.get_links_pos(), arm.get_links_quat()
+    scene.step()
+    x1, q1 = arm.get_links_pos(), arm.get_links_quat()
+    fd_v = (x1 - x0) / 1e-5
+    # angular velocity from the quaternion change: 2 (q1 - q0) / dt * conj(q0), vector part
+    dq = (q1 - q0) / 1e-5
+    w0, x, y, z = q0.unbind(-1)
+    dw, dx, dy, dz = dq.unbind(-1)
+    fd_w = 2 * torch.stack([-dw * x + dx * w0 - dy * z + dz * y, -dw * y + dx * z + dy * w0 - dz * x,
+                            -dw * z - dx * y + dy * x + dz * w0], -1)
+    scale = float(v.norm(dim=-1).max())
+    assert scale > 0.5
+    assert float((v.double() - fd_v).norm(dim=-1).max()) < 1e-4 * scale * 10
+    assert float((w.double() - fd_w).norm(dim=-1).max()) < 1e-3 * float(w.norm(dim=-1).max())
+    assert not torch.allclose(v_com, v)
+    with pytest.raises(gs.OptionError, match="ref="):
+        arm.get_links_vel(ref="root")
+
+
+def test_applied_force_and_torque_act_for_one_step():
+    """Gravity off, a free 1 kg box (0.1 m cube, I = m a^2 / 6): a force of (2, 0, 0) N for one 10 ms step of 4
+    substeps gives it 0.02 m/s, in environment 1 only; a torque of (0, 0, 1e-3) N m spins it at tau dt / I; the
+    next step adds nothing; a force given in the box's own axes (local) turns with it; a pending force is state."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=4, gravity=(0, 0, 0)))
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1), euler=(0, 0, 90)),
+                           material=gs.materials.Rigid(rho=1000))
+    scene.build(n_envs=2)
+    start = scene.get_state()
+    box.apply_links_external_force([[2.0, 0.0, 0.0]], envs_idx=[1])
+    box.apply_links_external_torque([[0.0, 0.0, 1e-3]], envs_idx=[1])
+    pending = scene.get_state()
+    scene.step()
+    v, w = box.get_vel(), box.get_ang()
+    assert float(v[1, 0]) == pytest.approx(0.02, rel=1e-9) and float(v[0].abs().max()) == 0.0
+    assert float(w[1, 2]) == pytest.approx(1e-3 * 1e-2 / (1.0 * 0.01 / 6), rel=1e-6)
+    scene.step()
+    assert float(box.get_vel()[1, 0]) == pytest.approx(0.02, rel=1e-9)  # gone after its step
+    # the pending force is state: a restore applies it again
+    scene.reset(pending)
+    scene.step()
+    assert torch.equal(box.get_vel(), v)
+    # local axes: the box is turned 90 degrees about z, so its x axis is the world's y
+    scene.reset(start)
+    box.apply_links_external_force([2.0, 0.0, 0.0], local=True)
+    scene.step()
+    assert box.get_vel()[:, 1].tolist() == pytest.approx([0.02, 0.02], rel=1e-9)
+    with pytest.raises(gs.OptionError, match="ref="):
+        box.apply_links_external_force([1.0, 0, 0], ref="root_com")
+
+
+def test_a_force_at_the_link_origin_also_turns_the_link():
+    """On the arm's forearm, whose frame origin is the elbow (not its centre of mass), the same force applied at
+    the origin and at the centre of mass moves the arm differently; scene.rigid_solver takes global link indices."""
+    out = []
+    for ref in ("link_origin", "link_com"):
+        scene, (arm,) = build([gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True)], gravity=(0, 0, 0))
+        link = arm.get_link("forearm")
+        scene.rigid_solver.apply_links_external_force([[5.0, 0.0, 0.0]], links_idx=[link.idx], ref=ref)
+        scene.step()
+        out.append(arm.get_dofs_velocity())
+    assert float(out[0].abs().max()) > 0 and not torch.allclose(out[0], out[1])
+
+
+def test_gravity_compensation_holds_the_share_of_the_weight():
+    """A free box with gravity_compensation 0.5 falls at g / 2; at 1.0 it floats; the arm compensated fully stays
+    where it is put."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2))
+    half = scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)),
+                            material=gs.materials.Rigid(gravity_compensation=0.5))
+    full = scene.add_entity(gs.morphs.Box(pos=(1, 0, 1), size=(0.1, 0.1, 0.1)),
+                            material=gs.materials.Rigid(gravity_compensation=1.0))
+    arm = scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(3, 0, 0)),
+                           material=gs.materials.Rigid(gravity_compensation=1.0))
+    scene.build()
+    arm.set_dofs_position([0.3, 0.8, -0.5])
+    q0 = arm.get_dofs_position()
+    for _ in range(10):
+        scene.step()
+    assert float(half.get_vel()[2]) == pytest.approx(-0.5 * 9.81 * 0.1, rel=1e-9)
+    assert float(full.get_vel().abs().max()) < 1e-12
+    assert float((arm.get_dofs_position() - q0).abs().max()) < 1e-9
+    with pytest.raises(Exception, match="gravity_compensation"):
+        gs.materials.Rigid(gravity_compensation=-1.0)
+
+
+def test_domain_randomization_per_environment():
+    """Mass shift, centre-of-mass shift, inertial mass and friction ratio set per environment change that
+    environment alone (the others bitwise as an unrandomized scene) and travel with the state; get_AABB bounds the
+    geoms."""
+    def scene_of():
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2))
+        scene.add_entity(gs.morphs.Plane(), material=gs.materials.Rigid(friction=0.1))
+        box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.049), size=(0.1, 0.1, 0.1)),
+                               material=gs.materials.Rigid(rho=1000, friction=0.5))
+        scene.build(n_envs=3)
+        return scene, box
+
+    def push(scene, box):
+        for _ in range(30):
+            box.apply_links_external_force([3.0, 0.0, 0.0])
+            scene.step()
+        return box.get_pos(), box.get_vel()
+
+    ref, rbox = scene_of()
+    p_ref, v_ref = push(ref, rbox)
+    scene, box = scene_of()
+    assert box.get_links_inertial_mass()[:, 0].tolist() == pytest.approx([1.0] * 3)
+    assert box.get_mass() == pytest.approx(1.0)
+    box.set_friction_ratio([[0.2]], envs_idx=[1])
+    box.set_mass_shift([[1.0]], envs_idx=[2])
+    start = scene.get_state()
+    p, v = push(scene, box)
+    assert torch.equal(p[0], p_ref[0]) and torch.equal(v[0], v_ref[0])
+    # 3 N against mu m g (a contact takes the larger friction: the box's 0.5 times its ratio, the plane's 0.1):
+    # 4.9 N holds it at ratio 1 (environment 0 stays); at ratio 0.2 (0.98 N) it slides; doubled in mass it stays
+    assert float(v_ref[0].abs().max()) < 1e-6 and float(v[1, 0]) > 0.3 and float(v[2].abs().max()) < 1e-6
+    assert box.get_friction_ratio().tolist() == [[1.0], [0.2], [1.0]]
+    scene.reset(start)
+    p2, _ = push(scene, box)
+    assert torch.equal(p2, p)
+    # a centre of mass shifted past the face it stands on (0.08 m against a half-width of 0.05 m) tips the box over
+    scene.reset(start)
+    box.set_COM_shift([[0.08, 0.0, 0.0]], envs_idx=[0])
+    box.set_links_inertial_mass([[2.0]], envs_idx=[0])
+    assert box.get_mass() == pytest.approx(2.0)
+    for _ in range(30):
+        scene.step()
+    # (it lies on its next face after 0.3 s, turned 90 degrees about y, as MuJoCo has the same box)
+    w = box.get_quat()[:, 0]
+    assert float(w[0]) == pytest.approx(math.sqrt(0.5), abs=0.01) and float(w[2]) == 1.0
+    scene.reset(start)
+    aabb = box.get_AABB()
+    assert aabb.shape == (3, 2, 3)
+    assert aabb[0, 0].tolist() == pytest.approx([-0.05, -0.05, -0.001], abs=2e-3)
+    with pytest.raises(gs.InvalidStateError):
+        box.set_links_inertial_mass([[-1.0]], envs_idx=[0])
+
+
+def test_genesis_rigid_option_names():
+    """RigidOptions(dt=...) equal to the scene's is accepted, a different one refused naming SimOptions;
+    max_collision_pairs sizes the contact pool when max_contacts is not given."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01),
+                     rigid_options=gs.options.RigidOptions(dt=0.01, max_collision_pairs=77, batch_dofs_info=True))
+    scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
+    scene.add_entity(gs.morphs.Plane())
+    scene.build()
+    assert scene.rigid_solver.max_contacts == min(77, scene.rigid_solver.n_slots)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01), rigid_options=gs.options.RigidOptions(dt=0.02))
+    scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
+    with pytest.raises(gs.OptionError, match=r"SimOptions\(dt=\.\.\.\)"):
+        scene.build()
