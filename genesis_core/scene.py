@@ -30,9 +30,12 @@ class Scene:
     sim_options: `gs.options.SimOptions`. `<short_name>_options`: the options of each solver
     (``rigid_options=gs.options.RigidOptions(...)``). show_viewer: accepted for compatibility, must be False;
     vis_options, viewer_options (gs.options.VisOptions, ViewerOptions): accepted and unused (no rendering).
+    show_FPS: Genesis World's switch for printing the viewer's frame rate; accepted (a bool), nothing to print
+    without a viewer.
     """
 
-    def __init__(self, sim_options: SimOptions | None = None, show_viewer: bool = False, **solver_options):
+    def __init__(self, sim_options: SimOptions | None = None, show_viewer: bool = False, show_FPS: bool = False,
+                 **solver_options):
         require_init("gs.Scene")
         if sim_options is None:
             sim_options = SimOptions()
@@ -40,6 +43,8 @@ class Scene:
             raise OptionError(f"sim_options must be a gs.options.SimOptions, got {type(sim_options).__name__}.")
         if show_viewer:
             raise OptionError("show_viewer=True is not supported: genesis-core has no viewer.")
+        if not isinstance(show_FPS, bool):
+            raise OptionError(f"gs.Scene(show_FPS={show_FPS!r}) must be a bool.")
         reg = registry()
         from .options import RENDERING_OPTIONS
 
@@ -103,6 +108,12 @@ class Scene:
     @property
     def dt(self) -> float:
         return self.sim_options.dt
+
+    @property
+    def sim(self):
+        """Genesis World's `scene.sim` (its simulator, which holds the solvers): here the scene itself, so that
+        `scene.sim.rigid_solver` and the like reach the solvers."""
+        return self
 
     def __getattr__(self, name):
         # scene.rigid_solver, scene.mpm_solver, ...: the solver whose short_name matches

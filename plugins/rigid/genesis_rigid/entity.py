@@ -552,6 +552,52 @@ class RigidEntity(gs.Entity):
         out = torch.stack([lo, hi], 1)
         return out if self.scene.n_envs else out[0]
 
+    # -- contacts ----------------------------------------------------------------------------------------------------
+
+    def get_contacts(self, with_entity=None, exclude_self_contact=False):
+        """The contacts of the last substep that involve this entity (and `with_entity`, if given; with_entity=self:
+        its self-contacts only), Genesis World's dict: geom_a, geom_b, link_a, link_b (the solver's indices),
+        position (world), force_a, force_b (N, on geoms a and b), normal (a to b). Batched: each `(n_envs,
+        n_contacts, ...)` with `valid_mask`; unbatched: the valid contacts only, `(n_contacts, ...)`."""
+        c = self.solver.contacts()
+        mine_a = (c["link_a"] >= self.link_start) & (c["link_a"] < self.link_end)
+        mine_b = (c["link_b"] >= self.link_start) & (c["link_b"] < self.link_end)
+        if with_entity is self:
+            if exclude_self_contact:
+                raise gs.OptionError("get_contacts: with_entity is this entity, and exclude_self_contact=True leaves "
+                                     "nothing.")
+            mask = mine_a & mine_b
+        else:
+            mask = (mine_a ^ mine_b) if exclude_self_contact else (mine_a | mine_b)
+            if with_entity is not None:
+                if not isinstance(with_entity, RigidEntity):
+                    raise gs.OptionError(f"get_contacts: with_entity must be a rigid entity, got "
+                                         f"{type(with_entity).__name__}.")
+                lo, hi = with_entity.link_start, with_entity.link_end
+                mask = mask & (((c["link_a"] >= lo) & (c["link_a"] < hi)) | ((c["link_b"] >= lo) & (c["link_b"] < hi)))
+        mask = mask & c.pop("valid")
+        if not self.scene.n_envs:
+            return {k: v[0][mask[0]] for k, v in c.items()}
+        c["valid_mask"] = mask
+        return c
+
+    def get_links_net_contact_force(self, envs_idx=None):
+        """The net contact force on each of the entity's links over the last substep, `([n_envs,] n_links, 3)`, N,
+        world."""
+        c = self.solver.contacts()
+        B, L = c["force_b"].shape[0], self.n_links
+        net = torch.zeros((B, L + 1, 3), dtype=c["force_b"].dtype, device=c["force_b"].device)
+        for side in ("a", "b"):
+            link = c[f"link_{side}"] - self.link_start
+            inside = c["valid"] & (link >= 0) & (link < L)
+            net.scatter_add_(1, torch.where(inside, link, L)[..., None].expand(-1, -1, 3),
+                             torch.where(inside[..., None], c[f"force_{side}"], torch.zeros_like(c["force_b"])))
+        net = net[:, :L]
+        envs = self._envs_idx(envs_idx)
+        if envs is not None:
+            net = net[envs]
+        return net if self.scene.n_envs else net[0]
+
     def _link_motion(self, links_idx_local, envs_idx):
         links = self._links(links_idx_local)
         com, v_com, omega = (x[:, links] for x in self.solver.link_motion())

@@ -4,6 +4,11 @@ from genesis_core import validators as v
 from genesis_core.options import Options
 
 
+# Genesis World's integrators (gs.integrator.*): its implicit ones are this solver's "euler" (damping, springs and PD
+# gains implicit)
+_INTEGRATORS = {"Euler": "euler", "implicitfast": "euler", "approximate_implicitfast": "euler", "RK4": "rk4"}
+
+
 @attrs.define(frozen=True, kw_only=True)
 class RigidOptions(Options):
     """Options of the rigid solver.
@@ -29,7 +34,8 @@ class RigidOptions(Options):
     parameters are per environment whatever they say: the setters take envs_idx).
     """
 
-    integrator: str = attrs.field(default="euler", validator=v.one_of("euler", "rk4"))
+    integrator: str = attrs.field(default="euler", converter=lambda x: _INTEGRATORS.get(x, x),
+                                  validator=v.one_of("euler", "rk4"))
     iterations: int = attrs.field(default=100, validator=v.int_at_least(1))
     tolerance: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.non_negative))
     baumgarte: float = attrs.field(default=0.2, validator=v.unit_interval)

@@ -15,7 +15,8 @@ from genesis_core.coupler import ColliderView
 from . import kernels_step
 from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread
 from .entity import RigidEntity
-from .kernels_collision import CF_N, CI_META, CI_N, HASH_FACTOR, KEY_SPAN
+from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, HASH_FACTOR,
+                                KEY_SPAN)
 from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
@@ -23,7 +24,7 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
                      JF_N, JF_POS, JI_N, LF_COM, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
-                     LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_N,
+                     LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_GEOM_A, PI_GEOM_B, PI_N,
                      PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, RI_N)
 from .material import Rigid
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
@@ -843,6 +844,22 @@ class RigidSolver(gs.SolverBase):
         the same about any point: ref is accepted for Genesis World's scripts)."""
         self._apply_wrench(torque, links_idx, envs_idx, ref, local, torque=True)
 
+    def _solver_links(self, links_idx, envs_idx):
+        from genesis_core.state import to_index
+
+        links = torch.arange(self.n_links) if links_idx is None else to_index(links_idx, self.n_links, "links_idx")
+        envs = None if envs_idx is None else to_index(envs_idx, self.batch, "envs_idx").to(self.device)
+        return links.to(self.device), envs
+
+    def get_links_pos(self, links_idx=None, envs_idx=None):
+        """Link frame origins `([n_envs,] n, 3)`, world (the solver's link indices, as Genesis World's solver)."""
+        links, envs = self._solver_links(links_idx, envs_idx)
+        return self.state.get_rows("links_pos", self.frame, envs, (links,))
+
+    def get_links_quat(self, links_idx=None, envs_idx=None):
+        links, envs = self._solver_links(links_idx, envs_idx)
+        return self.state.get_rows("links_quat", self.frame, envs, (links,))
+
     def _apply_wrench(self, value, links_idx, envs_idx, ref, local, torque):
         from genesis_core.state import to_index, to_tensor
 
@@ -878,6 +895,37 @@ class RigidSolver(gs.SolverBase):
         applied = st.tensors["links_applied_wrench"]
         with torch.no_grad():
             applied[rows[:, None], links[None, :]] += wrench
+
+    # -- contacts ----------------------------------------------------------------------------------------------------
+
+    def contacts(self) -> dict:
+        """The contacts of the last substep, per environment, as [B, C] arrays (C = the pool's size; `valid` marks
+        the entries in use): geom_a, geom_b, link_a, link_b (the solver's indices), position [B, C, 3] (world),
+        normal [B, C, 3] (from a to b), force_a, force_b [B, C, 3] (N: the constraint impulses of that substep,
+        normal and friction, over its dt; b takes +, a the opposite)."""
+        s, st = self.scratch, self.state
+        con_f, con_i = s["s_con_f"], s["s_con_i"]
+        B, C = con_f.shape[0], con_f.shape[1]
+        n = con_i[:, CI_META, 0].long()
+        valid = torch.arange(C, device=self.device)[None, :] < n[:, None]
+        key = con_i[:, CI_KEY, :C].long().clamp(min=0)
+        pair_i = torch.as_tensor(self._arrays_np["pair_i"], dtype=torch.long, device=self.device)
+        pair = (key // KEY_SPAN).clamp(max=pair_i.shape[0] - 1)
+        normal = con_f[:, :, CF_NORMAL:CF_NORMAL + 3]
+        # the tangents of kernels_math.tangent_basis
+        t1 = torch.where((normal[..., :1].abs() < 0.57),
+                         torch.stack([torch.zeros_like(normal[..., 0]), normal[..., 2], -normal[..., 1]], -1),
+                         torch.stack([normal[..., 1], -normal[..., 0], torch.zeros_like(normal[..., 0])], -1))
+        t1 = t1 / t1.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+        t2 = torch.cross(normal, t1, dim=-1)
+        lam = st.at("contact_impulse", self.frame).detach()[:, :C]
+        force = (lam[..., :1] * normal + lam[..., 1:2] * t1 + lam[..., 2:3] * t2) / self.sim_options.substep_dt
+        zero = torch.zeros_like(force)
+        force = torch.where(valid[..., None], force, zero)
+        return dict(geom_a=pair_i[pair, PI_GEOM_A], geom_b=pair_i[pair, PI_GEOM_B],
+                    link_a=con_i[:, CI_LINK_A, :C].long(), link_b=con_i[:, CI_LINK_B, :C].long(),
+                    position=con_f[:, :, CF_POS:CF_POS + 3].clone(), normal=normal.clone(), force_a=-force,
+                    force_b=force, valid=valid)
 
     def link_motion(self):
         """(centre of mass, its linear velocity, angular velocity), each [B, L, 3] world, of every link at the

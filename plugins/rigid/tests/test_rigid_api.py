@@ -220,6 +220,7 @@ def test_a_force_at_the_link_origin_also_turns_the_link():
     for ref in ("link_origin", "link_com"):
         scene, (arm,) = build([gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True)], gravity=(0, 0, 0))
         link = arm.get_link("forearm")
+        assert torch.equal(scene.sim.rigid_solver.get_links_pos([link.idx]), arm.get_links_pos([link.idx_local]))
         scene.rigid_solver.apply_links_external_force([[5.0, 0.0, 0.0]], links_idx=[link.idx], ref=ref)
         scene.step()
         out.append(arm.get_dofs_velocity())
@@ -303,7 +304,12 @@ def test_domain_randomization_per_environment():
 
 def test_genesis_rigid_option_names():
     """RigidOptions(dt=...) equal to the scene's is accepted, a different one refused naming SimOptions;
-    max_collision_pairs sizes the contact pool when max_contacts is not given."""
+    max_collision_pairs sizes the contact pool when max_contacts is not given; Genesis World's constants are
+    accepted (its implicit integrators are this solver's "euler")."""
+    opts = gs.options.RigidOptions(integrator=gs.integrator.implicitfast, constraint_solver=gs.constraint_solver.Newton)
+    assert opts.integrator == "euler" and gs.options.RigidOptions(integrator=gs.integrator.RK4).integrator == "rk4"
+    with pytest.raises(Exception, match="integrator"):
+        gs.options.RigidOptions(integrator="verlet")
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01),
                      rigid_options=gs.options.RigidOptions(dt=0.01, max_collision_pairs=77, batch_dofs_info=True))
     scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
@@ -314,3 +320,27 @@ def test_genesis_rigid_option_names():
     scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
     with pytest.raises(gs.OptionError, match=r"SimOptions\(dt=\.\.\.\)"):
         scene.build()
+
+
+def test_contacts_and_net_contact_force_carry_the_weight():
+    """A 1 kg box resting on the plane (after settling): its contacts are with the plane (geoms and links of both),
+    the forces on it point up and sum to m g (1e-6), the plane's are opposite; per environment, and the box alone
+    in the air has none."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2))
+    plane = scene.add_entity(gs.morphs.Plane())
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.049), size=(0.1, 0.1, 0.1)),
+                           material=gs.materials.Rigid(rho=1000))
+    scene.build(n_envs=2)
+    box.set_pos(torch.tensor([[0.0, 0.0, 0.049], [0.0, 0.0, 2.0]], dtype=F64))
+    for _ in range(50):
+        scene.step()
+    c = box.get_contacts(with_entity=plane)
+    mask = c["valid_mask"]
+    assert int(mask[0].sum()) >= 3 and int(mask[1].sum()) == 0
+    on_box = torch.where((c["link_b"] == box.base_link_idx)[..., None], c["force_b"], c["force_a"])[0][mask[0]]
+    assert float(on_box.sum(0)[2]) == pytest.approx(9.81, rel=1e-6)
+    assert float(on_box[:, 2].min()) >= 0.0
+    net = box.get_links_net_contact_force()
+    assert float(net[0, 0, 2]) == pytest.approx(9.81, rel=1e-6) and float(net[1].abs().max()) == 0.0
+    assert float(plane.get_links_net_contact_force()[0, 0, 2]) == pytest.approx(-9.81, rel=1e-6)
+    assert set(c["geom_a"][0][mask[0]].tolist()) | set(c["geom_b"][0][mask[0]].tolist()) == {0, 1}
