@@ -54,6 +54,10 @@ def __getattr__(name):
             raise AttributeError(f"gs.{name} is set by gs.init(precision=...), from the precision it is given: "
                                  f"call gs.init() first.")
         return getattr(runtime, name)
+    if name == "tc_bool":
+        import torch
+
+        return torch.bool
     raise AttributeError(f"module 'genesis_core' has no attribute {name!r}")
 
 

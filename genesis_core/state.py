@@ -433,8 +433,14 @@ def _check_integral(arr: np.ndarray, dtype: torch.dtype, what: str):
 
 
 def to_index(idx, n: int, what: str) -> torch.Tensor:
-    """`idx` (an int, a sequence, a NumPy array or a tensor of ints in [0, n), each once, or a boolean mask of
-    length n) as a 1-D long tensor on the CPU, or an OptionError naming `what` and the accepted range."""
+    """`idx` (an int, a sequence, a NumPy array or a tensor of ints in [0, n), each once, a slice of range(n), or a
+    boolean mask of length n) as a 1-D long tensor on the CPU, or an OptionError naming `what` and the accepted
+    range."""
+    if isinstance(idx, slice):
+        try:
+            return torch.arange(n)[idx]
+        except (TypeError, ValueError) as exc:
+            raise OptionError(f"{what}: the slice {idx!r} does not select from range({n}): {exc}.") from None
     if isinstance(idx, (bool, np.bool_)) or not (
             torch.is_tensor(idx) or isinstance(idx, (list, tuple, range, np.ndarray, int, np.integer))):
         raise OptionError(f"{what}: expected indices (an int or a 1-D sequence of ints), got {type(idx).__name__}.")

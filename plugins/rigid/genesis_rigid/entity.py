@@ -326,21 +326,22 @@ class RigidEntity(gs.Entity):
 
     # -- state setters ----------------------------------------------------------------------------------------------
 
-    def set_qpos(self, qpos, qs_idx_local=None, envs_idx=None, zero_velocity=True):
+    def set_qpos(self, qpos, qs_idx_local=None, envs_idx=None, zero_velocity=True, skip_forward=False):
+        """(skip_forward, Genesis World's: accepted; the link poses are always brought up to date.)"""
         qs = self.q_start + self._local(qs_idx_local, self.n_qs, "qs_idx_local").to(gs.device)
         self._write("qpos", qpos, qs, envs_idx, "set_qpos")
         if zero_velocity:
             self._write("dofs_vel", 0.0, self._dofs(None), envs_idx, "set_qpos")
         self._moved()
 
-    def set_dofs_position(self, position, dofs_idx_local=None, envs_idx=None, zero_velocity=True):
+    def set_dofs_position(self, position, dofs_idx_local=None, envs_idx=None, zero_velocity=True, skip_forward=False):
         dofs, qs = self._position_dofs(dofs_idx_local, "set_dofs_position")
         self._write("qpos", position, qs, envs_idx, "set_dofs_position")
         if zero_velocity:
             self._write("dofs_vel", 0.0, dofs, envs_idx, "set_dofs_position")
         self._moved()
 
-    def set_dofs_velocity(self, velocity, dofs_idx_local=None, envs_idx=None):
+    def set_dofs_velocity(self, velocity, dofs_idx_local=None, envs_idx=None, skip_forward=False):
         self._write("dofs_vel", velocity, self._dofs(dofs_idx_local), envs_idx, "set_dofs_velocity")
 
     def _require_free_base(self, what):

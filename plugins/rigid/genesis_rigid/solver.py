@@ -844,6 +844,13 @@ class RigidSolver(gs.SolverBase):
         the same about any point: ref is accepted for Genesis World's scripts)."""
         self._apply_wrench(torque, links_idx, envs_idx, ref, local, torque=True)
 
+    def get_error_envs_mask(self):
+        """Genesis World's: a bool tensor [n_envs], True for the environments the last step left non-finite
+        (scene.invalid_envs)."""
+        mask = torch.zeros(max(self.scene.n_envs, 1), dtype=torch.bool, device=self.device)
+        mask[self.scene.invalid_envs.to(self.device)] = True
+        return mask
+
     def _solver_links(self, links_idx, envs_idx):
         from genesis_core.state import to_index
 

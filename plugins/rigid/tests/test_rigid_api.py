@@ -37,8 +37,10 @@ def test_joints_name_their_dofs_and_qpos():
     assert elbow.dof_start == arm.dof_start + 2 == elbow.dof_idx and elbow.qs_idx_local == [2]
     assert elbow.link.name == "forearm" and arm.get_link("forearm").joints == [elbow]
     assert arm.get_link("forearm").parent_idx == arm.get_link("upper_arm").idx
-    # the joint's indices address the entity's arrays
-    arm.set_dofs_position([0.3], [elbow.dof_idx_local])
+    # the joint's indices address the entity's arrays (a slice of them as well, as Genesis World's scripts pass)
+    arm.set_dofs_position([0.3], [elbow.dof_idx_local], skip_forward=True)
+    assert torch.equal(arm.get_dofs_position(slice(1, 3)), arm.get_dofs_position([1, 2]))
+    assert scene.rigid_solver.get_error_envs_mask().tolist() == [False]
     assert float(arm.get_qpos()[elbow.q_idx_local]) == pytest.approx(0.3)
     with pytest.raises(gs.OptionError, match="no joint 'knee'"):
         arm.get_joint("knee")
