@@ -94,8 +94,9 @@ def _accepts_torch_and_numpy(**shapes):
     return decorate
 
 
-def _quat_mul(a, b):
-    """The Hamilton product a * b (the rotation b, then a), broadcast over leading dimensions."""
+def quat_mul(a, b):
+    """The Hamilton product a * b (the rotation b, then a) of torch tensors [..., 4], broadcast over leading
+    dimensions, not normalised (the building block of transform_quat_by_quat; not one of Genesis World's)."""
     aw, ax, ay, az = a.unbind(-1)
     bw, bx, by, bz = b.unbind(-1)
     return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
@@ -124,7 +125,7 @@ def inv_quat(quat):
 @_accepts_torch_and_numpy(v=(4,), u=(4,))
 def transform_quat_by_quat(v, u):
     """The rotation v followed by u: the unit quaternion u * v (R_u @ R_v)."""
-    return normalize(_quat_mul(u, v))
+    return normalize(quat_mul(u, v))
 
 
 @_accepts_torch_and_numpy(quat=(4,))
@@ -162,7 +163,7 @@ def xyz_to_quat(xyz, rpy=False, degrees=False):
     qx = torch.stack([c[..., 0], s[..., 0], zero, zero], -1)
     qy = torch.stack([c[..., 1], zero, s[..., 1], zero], -1)
     qz = torch.stack([c[..., 2], zero, zero, s[..., 2]], -1)
-    return _quat_mul(_quat_mul(qz, qy), qx) if rpy else _quat_mul(_quat_mul(qx, qy), qz)
+    return quat_mul(quat_mul(qz, qy), qx) if rpy else quat_mul(quat_mul(qx, qy), qz)
 
 
 def _R_to_xyz(R, rpy):

@@ -38,6 +38,7 @@ import genesis_core as gs
 from genesis_core.rotations import quat_mul as _np_quat_mul
 from genesis_core.rotations import quat_to_mat
 from genesis_core.state import to_index, to_tensor
+from genesis_core.utils.geom import inv_quat as quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 
 from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JF_AXIS, JF_POS, JI_DOF_START, JI_Q_START, JI_TYPE,
                      LF_POS, LF_QUAT, LI_JOINT_END, LI_JOINT_START, LI_PARENT)
@@ -56,43 +57,8 @@ def _right_mul_matrix(q):
     return np.stack([_np_quat_mul(e, q) for e in np.eye(4)], axis=1)
 
 
-def quat_mul(a, b):
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], -1)
-
-
-def quat_conj(q):
-    return q * q.new_tensor([1.0, -1.0, -1.0, -1.0])
-
-
 def _normalize(q):
     return q / q.norm(dim=-1, keepdim=True)
-
-
-def quat_to_rotvec(q):
-    """The rotation vector (axis * angle, angle in [0, pi]) of unit quaternions q [..., 4]."""
-    q = torch.where(q[..., :1] < 0, -q, q)
-    v = q[..., 1:]
-    n = v.norm(dim=-1, keepdim=True)
-    w = q[..., :1]
-    small = n < 1e-8
-    # 2 atan2(n, w) / n, with its series 2 / w (1 - n^2 / (3 w^2)) near the identity
-    scale = torch.where(small, 2.0 / w * (1.0 - n * n / (3.0 * w * w)),
-                        2.0 * torch.atan2(n, w) / torch.where(small, torch.ones_like(n), n))
-    return v * scale
-
-
-def rotvec_to_quat(r):
-    """exp(r / 2): the unit quaternion of rotation vectors r [..., 3]."""
-    angle = r.norm(dim=-1, keepdim=True)
-    small = angle < 1e-8
-    half = 0.5 * angle
-    # sin(a / 2) / a, with its series 1/2 - a^2 / 48 near zero
-    s = torch.where(small, 0.5 - angle * angle / 48.0,
-                    torch.sin(half) / torch.where(small, torch.ones_like(angle), angle))
-    return torch.cat([torch.cos(half), r * s], -1)
 
 
 def _spd_solve(A, b):
