@@ -124,6 +124,9 @@ class StateStore:
     def __init__(self, owner: str, specs: Iterable[FieldSpec], dims: dict, n_envs: int, n_frames: int,
                  float_dtype: torch.dtype, device: torch.device, requires_grad: bool = False, domain=None):
         self.owner = owner
+        # rules across fields (the owner's): rules(rows: {name: [R, ...]}) -> None or a message; `check` applies it
+        # to the rows a write would take, after each field passed its own rules
+        self.rules = None
         # (lo, hi) of the positions of `domain=True` fields, metres, float64 on the CPU; None: not checked
         self.domain = None if domain is None else tuple(torch.as_tensor(b, dtype=torch.float64) for b in domain)
         self.scene = None  # set by the solver: getters return gs.Tensors bound to it
@@ -335,6 +338,14 @@ class StateStore:
             if envs_idx is not None:
                 rows = rows[envs_idx.to(rows.device)]
             self.validate(name, rows, where, envs_idx, error)
+        if self.rules is not None:
+            rows = {}
+            for name, x in values.items():
+                r = x if self.n_envs else x.unsqueeze(0)
+                rows[name] = r[envs_idx.to(r.device)] if envs_idx is not None else r
+            message = self.rules(rows)
+            if message is not None:
+                raise error(f"{where}: {message} Nothing was changed.")
 
     def write(self, f: int, values: dict, envs_idx: torch.Tensor | None = None, names=None):
         """Write `values` (shaped `([n_envs,] ...)`) into frame f; only rows `envs_idx` when given.

@@ -48,7 +48,7 @@ class RigidLink:
 
     def set_mass(self, mass):
         """Set the link's inertial mass (kg, > 0) in every environment; its rotational inertia scales with it."""
-        self.entity.set_links_inertial_mass(float(mass), [self.idx_local])
+        self.entity.set_links_inertial_mass(_positive_number(mass, "RigidLink.set_mass"), [self.idx_local])
 
     def get_vel(self, envs_idx=None):
         """Linear velocity of the link frame's origin, world, m/s, `([n_envs,] 3)`."""
@@ -60,6 +60,17 @@ class RigidLink:
 
     def __repr__(self):
         return f"<RigidLink {self.name!r} of entity {self.entity.idx}>"
+
+
+def _positive_number(value, what):
+    """value as a finite float > 0, or an OptionError naming `what`."""
+    try:
+        x = float(value) if not isinstance(value, (bool, np.bool_)) else float("nan")
+    except (TypeError, ValueError):
+        x = float("nan")
+    if not (x > 0 and x < float("inf")):
+        raise gs.OptionError(f"{what}: expected a finite number > 0 (kg), got {value!r:.60}.")
+    return x
 
 
 class RigidJoint:
@@ -195,6 +206,20 @@ class RigidEntity(gs.Entity):
     def _write(self, field, value, cols, envs_idx, what):
         st = self.solver.state
         st.set_rows(field, self.solver.frame, value, self._envs_idx(envs_idx), (cols,), what=what)
+
+    def _write_ruled(self, field, value, cols, envs_idx, what):
+        """_write, then the solver's rules across the parameter fields (RigidSolver._param_rule) on the result:
+        a value that breaks them is taken back and refused."""
+        st = self.solver.state
+        before = st.tensors[field].detach().clone()
+        self._write(field, value, cols, envs_idx, what)
+        message = self.solver._param_rule({name: st.tensors[name] for name in
+                                           ("dofs_force_lo", "dofs_force_hi", "links_inertial_mass",
+                                            "links_mass_shift")})
+        if message is not None:
+            with torch.no_grad():
+                st.tensors[field].copy_(before)
+            raise gs.InvalidStateError(f"{what}: {message} Nothing was changed.")
 
     def _read(self, field, cols, envs_idx):
         return self.solver.state.get_rows(field, self.solver.frame, self._envs_idx(envs_idx), (cols,))
@@ -437,14 +462,15 @@ class RigidEntity(gs.Entity):
     def set_links_inertial_mass(self, mass, links_idx_local=None, envs_idx=None):
         """The links' masses before their shift (kg, `([n_envs,] n)`); a link's rotational inertia scales with its
         mass. A moving link's mass (with its shift) must stay > 0."""
-        self._write("links_inertial_mass", mass, self._links(links_idx_local), envs_idx, "set_links_inertial_mass")
+        self._write_ruled("links_inertial_mass", mass, self._links(links_idx_local), envs_idx,
+                          "set_links_inertial_mass")
 
     def get_links_inertial_mass(self, links_idx_local=None, envs_idx=None):
         return self._read("links_inertial_mass", self._links(links_idx_local), envs_idx)
 
     def set_mass_shift(self, mass_shift, links_idx_local=None, envs_idx=None):
         """Mass added to each link (kg, `([n_envs,] n)`, negative removes), on top of its inertial mass."""
-        self._write("links_mass_shift", mass_shift, self._links(links_idx_local), envs_idx, "set_mass_shift")
+        self._write_ruled("links_mass_shift", mass_shift, self._links(links_idx_local), envs_idx, "set_mass_shift")
 
     set_links_mass_shift = set_mass_shift
 
@@ -500,7 +526,8 @@ class RigidEntity(gs.Entity):
         return float(m.reshape(-1, self.n_links)[0].sum())
 
     def set_mass(self, mass):
-        """Scale every link's inertial mass so that the entity's total is `mass` (kg) in every environment."""
+        """Scale every link's inertial mass so that the entity's total is `mass` (kg, > 0) in every environment."""
+        mass = _positive_number(mass, "set_mass")
         m = self.get_links_inertial_mass()
         total = float(m.reshape(-1, self.n_links)[0].sum())
         if not total > 0:

@@ -422,6 +422,7 @@ class RigidSolver(gs.SolverBase):
 
     def init_state(self, f):
         st = self.state
+        st.rules = self._param_rule  # reset(state) and checkpoints meet the rules across the parameter fields
         st.at("qpos", f)[:] = torch.as_tensor(self._qpos0, dtype=self.float_dtype)
         st.at("dofs_kp", f)[:] = torch.as_tensor(self._kp0, dtype=self.float_dtype)
         st.at("dofs_kv", f)[:] = torch.as_tensor(self._kv0, dtype=self.float_dtype)
@@ -566,11 +567,10 @@ class RigidSolver(gs.SolverBase):
         key = tuple((id(t), t._version) for t in tensors)
         if key == self._dof_params_seen:
             return
-        lo, hi = st.tensors["dofs_force_lo"], st.tensors["dofs_force_hi"]
-        bad = (lo > hi).any(dim=-1).nonzero().flatten().tolist() if self.n_dofs else []
-        if bad:
-            raise gs.InvalidStateError(f"{self.name}: dofs_force_lo exceeds dofs_force_hi in environments {bad}: a "
-                                       "force range needs lower <= upper (set_dofs_force_range).")
+        message = self._param_rule({"dofs_force_lo": st.tensors["dofs_force_lo"],
+                                    "dofs_force_hi": st.tensors["dofs_force_hi"]})
+        if message is not None:
+            raise gs.InvalidStateError(message)
         if self.n_dofs:
             arr = np.array(np.broadcast_to(self._arrays_np["dof_f"][:self.n_dofs], (self.batch, self.n_dofs, DF_N)))
             for (name, col), t in zip(self.DOF_PARAMS, tensors):
@@ -621,6 +621,26 @@ class RigidSolver(gs.SolverBase):
 
     LINK_PARAMS = ("links_inertial_mass", "links_mass_shift", "links_com_shift", "geoms_friction_ratio")
 
+    def _param_rule(self, rows):
+        """The rules across the parameter fields (StateStore.rules), on rows {name: [R, ...]} of the fields
+        present: each dof's force range lower <= upper; each link's mass (inertial mass + shift) >= 0, and > 0
+        for a moving link that has mass in the model. A message naming the first row that breaks one, or None."""
+        lo, hi = rows.get("dofs_force_lo"), rows.get("dofs_force_hi")
+        if lo is not None and hi is not None and lo.numel():
+            bad = (lo > hi).any(dim=-1).nonzero().flatten().tolist()
+            if bad:
+                return f"{self.name}: dofs_force_lo exceeds dofs_force_hi in row {bad[0]}: a force range needs lower <= upper."
+        mass0, shift = rows.get("links_inertial_mass"), rows.get("links_mass_shift")
+        if mass0 is not None and shift is not None and mass0.numel():
+            mass = mass0.double() + shift.double()
+            m_model = torch.as_tensor(self._arrays_np["link_f"][:self.n_links, LF_MASS], device=mass.device)
+            moving = torch.as_tensor([self._last_dof[l] >= 0 for l in range(self.n_links)], device=mass.device)
+            bad = ((mass < 0) | ((mass <= 0) & moving & (m_model > 0))).any(dim=-1).nonzero().flatten().tolist()
+            if bad:
+                return (f"{self.name}: a link's mass (links_inertial_mass + links_mass_shift) must stay > 0 for a moving "
+                        f"link that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
+        return None
+
     def _sync_link_params(self):
         """Hand the state's link inertial parameters and friction ratios to the kernels after they changed (as
         _sync_dof_params): mass = inertial mass + shift (the rotational inertia scaled by it over the model's
@@ -630,18 +650,14 @@ class RigidSolver(gs.SolverBase):
         key = tuple((id(t), t._version) for t in tensors)
         if key == self._link_params_seen:
             return
+        message = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
+        if message is not None:
+            raise gs.InvalidStateError(message)
         mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors)
         L, base = self.n_links, self._arrays_np["link_f"]
         if L:
             mass = mass0 + shift
             m_model = base[:L, LF_MASS]
-            moving = np.array([self._last_dof[l] >= 0 for l in range(L)])
-            # a massive moving link must keep some mass (a model's massless links stay allowed)
-            bad = np.flatnonzero(((mass <= 0) & (moving & (m_model > 0))[None, :]).any(axis=1) | (mass < 0).any(axis=1))
-            if len(bad):
-                raise gs.InvalidStateError(f"{self.name}: a link's mass (inertial mass + shift) must stay > 0 for a "
-                                           f"moving link that has mass, and >= 0 for every link; environments "
-                                           f"{bad.tolist()} break it.")
             arr = np.array(np.broadcast_to(base, (self.batch,) + base.shape))
             scale = np.where(m_model > 0, mass / np.where(m_model > 0, m_model, 1.0), 1.0)
             arr[:, :L, LF_MASS] = mass

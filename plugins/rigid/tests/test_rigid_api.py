@@ -346,3 +346,24 @@ def test_contacts_and_net_contact_force_carry_the_weight():
     assert float(net[0, 0, 2]) == pytest.approx(9.81, rel=1e-6) and float(net[1].abs().max()) == 0.0
     assert float(plane.get_links_net_contact_force()[0, 0, 2]) == pytest.approx(-9.81, rel=1e-6)
     assert set(c["geom_a"][0][mask[0]].tolist()) | set(c["geom_b"][0][mask[0]].tolist()) == {0, 1}
+
+
+def test_parameter_rules_hold_on_the_way_in():
+    """A force range with lower > upper or a link that loses all its mass is refused by the setters, by
+    reset(state) and by a checkpoint, and nothing changes."""
+    scene, p = pendulum(n_envs=2)
+    state = scene.get_state()
+    with pytest.raises(gs.InvalidStateError, match="mass"):
+        p.set_mass_shift([[-2.0]], envs_idx=[1])
+    assert p.get_links_mass_shift().abs().max() == 0
+    bad = state.clone()
+    bad.solvers_state[0].dofs_force_lo[1, 0] = 5.0
+    bad.solvers_state[0].dofs_force_hi[1, 0] = 1.0
+    with pytest.raises(gs.InvalidStateError, match="lower <= upper"):
+        scene.reset(bad)
+    bad = state.clone()
+    bad.solvers_state[0].links_mass_shift[0, -1] = -5.0
+    with pytest.raises(gs.InvalidStateError, match="mass"):
+        scene.reset(bad, envs_idx=[0])
+    assert p.get_links_mass_shift().abs().max() == 0
+    scene.step()
