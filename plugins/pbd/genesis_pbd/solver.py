@@ -447,9 +447,13 @@ class PBDSolver(ParticleSolver):
         """Frame f + 1 after this substep's PBD step, against another solver's particles (`pair_exchange`: the
         velocity change is applied at once, the positions moved with it); each particle's collision radius and its
         inverse mass in this substep's solve (0 for fixed and attached particles: they are held)."""
-        st, fn = self.state, self.frames.next(f)
-        return ExchangeView(pos=st.at("pos", fn), vel=st.at("vel", fn), inv_mass=self.w, radius=self.p_radius,
-                            active=st.at("active", fn))
+        fn = self.frames.next(f)
+        views = self.__dict__.setdefault("_exchange_views", {})  # the same views every time: the launches bind once
+        if fn not in views:
+            st = self.state
+            views[fn] = ExchangeView(pos=st.at("pos", fn), vel=st.at("vel", fn), inv_mass=self.w,
+                                     radius=self.p_radius, active=st.at("active", fn))
+        return views[fn]
 
     def exchange_with_mpm(self, f, grid):
         """Called by the MPM coupling (`grid_exchange.MPMGridCoupling`) at coupling time of substep f with the MPM

@@ -335,10 +335,13 @@ class SPHSolver(ParticleSolver):
             self._exchange = (torch.full((self.n_particles,), 0.5 * self.particle_size, dtype=self.float_dtype,
                                          device=self.device),
                               (1.0 / self.p_mass).expand(self.batch, -1).contiguous())
-        st = self.state
         radius, inv_mass = self._exchange
-        return ExchangeView(pos=st.at("pos", f), vel=st.at("vel", f), inv_mass=inv_mass, radius=radius,
-                            active=st.at("active", f), ext_dv=self.ext_dv)
+        views = self.__dict__.setdefault("_exchange_views", {})  # the same views every time: the launches bind once
+        if f not in views:
+            st = self.state
+            views[f] = ExchangeView(pos=st.at("pos", f), vel=st.at("vel", f), inv_mass=inv_mass, radius=radius,
+                                    active=st.at("active", f), ext_dv=self.ext_dv)
+        return views[f]
 
     def exchange_with_mpm(self, f, grid):
         """Called by `MPMSPHCoupling` at coupling time of substep f with the MPM solver's `grid_view(f)`: the
