@@ -324,7 +324,7 @@ class PBDSolver(ParticleSolver):
 
     def _step(self, f, fn, pos, vel, view):
         """One PBD step from frame f to frame fn of (pos, vel) [F, B, N, 3] (the state's or the solver's own)."""
-        st, launch, o = self.state, self._launch, self.options
+        st, launch = self.state, self._launch
         launch(self._predict, f, fn, self.params_f, pos, vel, st.active, st.free, self.p_invm, self.p_mat,
                self.ext_dv, pos, self.w)
         if self.n_stretch + self.n_bending + self.n_volume:

@@ -12,7 +12,7 @@ from genesis_core.rotations import quat_to_mat as _quat_to_mat
 from genesis_core.state import to_index, to_tensor
 
 from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_SPRINGREF
-from .model import BALL, FREE, HINGE, JOINT_NQ, JOINT_NV, SLIDE
+from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, SLIDE, SPHERE
 
 
 class RigidLink:
@@ -60,6 +60,14 @@ class RigidLink:
 
     def __repr__(self):
         return f"<RigidLink {self.name!r} of entity {self.entity.idx}>"
+
+
+def _named(items, name, what, kind):
+    """The item of `items` (links or joints) whose name is `name`, or an OptionError listing the names."""
+    for item in items:
+        if item.name == name:
+            return item
+    raise gs.OptionError(f"{what}: no {kind} {name!r}; {kind}s: {[i.name for i in items]}.")
 
 
 def _positive_number(value, what):
@@ -170,20 +178,12 @@ class RigidEntity(gs.Entity):
 
     def get_link(self, name=None, uid=None):
         """The link named `name` (Genesis World's `uid` is accepted as a name too)."""
-        name = name if name is not None else uid
-        for link in self.links:
-            if link.name == name:
-                return link
-        raise gs.OptionError(f"get_link: no link {name!r}; links: {[l.name for l in self.links]}.")
+        return _named(self.links, name if name is not None else uid, "get_link", "link")
 
     def get_joint(self, name=None, uid=None):
         """The joint named `name` (`uid` accepted as a name): its `dofs_idx_local`, `dof_idx_local`,
         `qs_idx_local`, `dof_start`, ... index the entity's dofs and qpos."""
-        name = name if name is not None else uid
-        for joint in self.joints:
-            if joint.name == name:
-                return joint
-        raise gs.OptionError(f"get_joint: no joint {name!r}; joints: {[j.name for j in self.joints]}.")
+        return _named(self.joints, name if name is not None else uid, "get_joint", "joint")
 
     def _local(self, idx, n, what):
         if idx is None:
@@ -537,7 +537,6 @@ class RigidEntity(gs.Entity):
     def get_AABB(self, envs_idx=None):
         """The entity's axis-aligned bounding box, `([n_envs,] 2, 3)` (min, max corner), world, m, over its geoms
         at the current state (planes left out; meshes by their hull's vertices, cylinders by their box)."""
-        from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
 
         links = self._links(None)
         geoms, _ = self._geoms_of(links)
@@ -569,9 +568,8 @@ class RigidEntity(gs.Entity):
                 pts, pad = np.asarray(hull.vertices, dtype=np.float64), 0.0
             else:  # planes: unbounded
                 continue
-            from genesis_core.rotations import quat_to_mat as q2m
-
-            local = np.asarray(k["pos"], dtype=np.float64) + pts @ q2m(np.asarray(k["quat"], dtype=np.float64)).T
+            local = np.asarray(k["pos"], dtype=np.float64) + pts @ _quat_to_mat(np.asarray(k["quat"],
+                                                                                        dtype=np.float64)).T
             li = int(k["link"]) - self.link_start
             world = pos[:, li, None, :] + torch.einsum("bij,nj->bni", rot[:, li],
                                                        torch.as_tensor(local, dtype=pos.dtype, device=pos.device))

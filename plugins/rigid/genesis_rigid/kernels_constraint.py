@@ -20,7 +20,7 @@ import taichi as ti
 from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV
 from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
-from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
+from .layout import (CTRL_FORCE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
                      JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
                      PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2,

@@ -13,7 +13,7 @@ from genesis_core.launch import Launcher
 from genesis_core.coupler import ColliderView
 
 from . import kernels_step
-from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread
+from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread, tangent_basis
 from .entity import RigidEntity
 from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, HASH_FACTOR,
                                 KEY_SPAN)
@@ -48,6 +48,12 @@ _RANK = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, MESH: 5}
 def _pair_order(ta, tb):
     """True if (ta, tb) is the order the narrowphase expects: planes first, then boxes, meshes last."""
     return _RANK[ta] <= _RANK[tb]
+
+
+def _versions(tensors):
+    """(id, version counter) of each tensor: equal to an earlier key while no tensor was replaced or written in
+    place (the parameter syncs and the applied wrenches look at the state only when it moved)."""
+    return tuple((id(t), t._version) for t in tensors)
 
 
 def _inverse_inertia(inertia):
@@ -564,7 +570,7 @@ class RigidSolver(gs.SolverBase):
         nothing."""
         st = self.state
         tensors = [st.tensors[name] for name, _ in self.DOF_PARAMS]
-        key = tuple((id(t), t._version) for t in tensors)
+        key = _versions(tensors)
         if key == self._dof_params_seen:
             return
         message = self._param_rule({"dofs_force_lo": st.tensors["dofs_force_lo"],
@@ -575,7 +581,7 @@ class RigidSolver(gs.SolverBase):
             arr = np.array(np.broadcast_to(self._arrays_np["dof_f"][:self.n_dofs], (self.batch, self.n_dofs, DF_N)))
             for (name, col), t in zip(self.DOF_PARAMS, tensors):
                 arr[:, :, col] = t.detach().double().cpu().numpy()
-            self.model["dof_f"].from_numpy(arr.astype(np.float64 if self.float_dtype == torch.float64 else np.float32))
+            self.model["dof_f"].from_numpy(arr.astype(self._np_float))
         if self._diff is not None:
             self._diff.set_dof_params(*(t.detach().clone() for t in tensors))
         self._dof_params_seen = key
@@ -590,18 +596,18 @@ class RigidSolver(gs.SolverBase):
         Nothing to do (no tensor touched) while nothing is applied and nothing was."""
         st = self.state
         applied, step = st.tensors["links_applied_wrench"], st.tensors["links_step_wrench"]
-        if (id(applied), applied._version) == self._applied_zeroed and (id(step), step._version) == self._step_zero:
+        if _versions([applied]) == self._applied_zeroed and _versions([step]) == self._step_zero:
             return
         with torch.no_grad():
             step.copy_(applied)
             applied.zero_()
-        self._applied_zeroed = (id(applied), applied._version)
-        self._step_zero = None if bool(step.any()) else (id(step), step._version)
+        self._applied_zeroed = _versions([applied])
+        self._step_zero = None if bool(step.any()) else _versions([step])
 
     def _step_wrench(self):
         """links_step_wrench * dt ([B, L, 6]), or None when no wrench acts in this step."""
         step = self.state.tensors["links_step_wrench"]
-        key = (id(step), step._version)
+        key = _versions([step])
         if self._wrench_any[0] != key:
             self._wrench_any = (key, bool(step.any()))
         return step.detach() * self.sim_options.substep_dt if self._wrench_any[1] else None
@@ -647,7 +653,7 @@ class RigidSolver(gs.SolverBase):
         mass), centre of mass = the model's + shift, each geom's friction = the model's times its ratio."""
         st = self.state
         tensors = [st.tensors[name] for name in self.LINK_PARAMS]
-        key = tuple((id(t), t._version) for t in tensors)
+        key = _versions(tensors)
         if key == self._link_params_seen:
             return
         message = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
@@ -928,19 +934,14 @@ class RigidSolver(gs.SolverBase):
         normal and friction, over its dt; b takes +, a the opposite)."""
         s, st = self.scratch, self.state
         con_f, con_i = s["s_con_f"], s["s_con_i"]
-        B, C = con_f.shape[0], con_f.shape[1]
+        C = con_f.shape[1]
         n = con_i[:, CI_META, 0].long()
         valid = torch.arange(C, device=self.device)[None, :] < n[:, None]
         key = con_i[:, CI_KEY, :C].long().clamp(min=0)
         pair_i = torch.as_tensor(self._arrays_np["pair_i"], dtype=torch.long, device=self.device)
         pair = (key // KEY_SPAN).clamp(max=pair_i.shape[0] - 1)
         normal = con_f[:, :, CF_NORMAL:CF_NORMAL + 3]
-        # the tangents of kernels_math.tangent_basis
-        t1 = torch.where((normal[..., :1].abs() < 0.57),
-                         torch.stack([torch.zeros_like(normal[..., 0]), normal[..., 2], -normal[..., 1]], -1),
-                         torch.stack([normal[..., 1], -normal[..., 0], torch.zeros_like(normal[..., 0])], -1))
-        t1 = t1 / t1.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-        t2 = torch.cross(normal, t1, dim=-1)
+        t1, t2 = tangent_basis(normal)  # kernels_math.tangent_basis's (nan for unused entries: masked below)
         lam = st.at("contact_impulse", self.frame).detach()[:, :C]
         force = (lam[..., :1] * normal + lam[..., 1:2] * t1 + lam[..., 2:3] * t2) / self.sim_options.substep_dt
         zero = torch.zeros_like(force)
