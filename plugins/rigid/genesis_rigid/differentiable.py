@@ -34,7 +34,7 @@ from .kernels_constraint import BOUNCE_THRESHOLD
 from .kernels_grad import ROW_FRICTION, ROW_LIMIT, ROW_NONE, ROW_NORMAL, pgs
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
                      DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q,
-                     GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, JF_AXIS, JF_POS,
+                     GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, JF_AXIS, JF_POS, JF_REF,
                      JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START,
                      LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_PARENT)
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE
@@ -203,6 +203,7 @@ class DifferentiableStep:
         self.joint_q = [int(x) for x in joint_i[:, JI_Q_START]]
         self.joint_dof = [int(x) for x in joint_i[:, JI_DOF_START]]
         self.joint_pos, self.joint_axis = t(joint_f[:, JF_POS:JF_POS + 3]), t(joint_f[:, JF_AXIS:JF_AXIS + 3])
+        self.joint_ref = [float(x) for x in joint_f[:, JF_REF]]
         D = self.D
         self.dof_link = torch.as_tensor(dof_i[:, DI_LINK], dtype=torch.long, device=dev)
         self.dof_q = torch.as_tensor(dof_i[:, DI_Q], dtype=torch.long, device=dev)
@@ -339,11 +340,11 @@ class DifferentiableStep:
                     xquat = quat_mul(xquat, quat_normalize(qpos[:, qs:qs + 4]))
                     xpos = anc - mv(quat_to_mat(xquat), jpos)
                 elif jtype == HINGE:
-                    half = 0.5 * qpos[:, qs:qs + 1]
+                    half = 0.5 * (qpos[:, qs:qs + 1] - self.joint_ref[j])
                     xquat = quat_mul(xquat, torch.cat([torch.cos(half), jaxis * torch.sin(half)], -1))
                     xpos = anc - mv(quat_to_mat(xquat), jpos)
                 elif jtype == SLIDE:
-                    xpos = xpos + axis[j] * qpos[:, qs:qs + 1]
+                    xpos = xpos + axis[j] * (qpos[:, qs:qs + 1] - self.joint_ref[j])
                 anchor[j] = anc
             xquat = quat_normalize(xquat)
             pos[l], quat[l] = xpos, xquat
@@ -470,10 +471,10 @@ class DifferentiableStep:
         force = torch.where((ctrl_mode == CTRL_FORCE) | saturated, clamped, raw)
         live = (pos_mode | vel_mode) & ~saturated
         gain_v = self.damping + torch.where(live, ctrl["dofs_kv"], zeros)
-        gain_p = self.stiffness + torch.where(live & pos_mode, ctrl["dofs_kp"], zeros)
+        gain_p = torch.where(live & pos_mode, ctrl["dofs_kp"], zeros)
         mass = mass + torch.diag_embed(self.armature + h * gain_v + h * h * gain_p)
         # generalized forces
-        tau = -bias - self.damping * vel - self.stiffness * (q - self.springref + h * vel) + force
+        tau = -bias - self.damping * vel - self.stiffness * (q - self.springref) + force
         if ext_impulse is not None:
             # coupling impulses (linear, angular about the com) as spatial forces at the origin, through J^T / h
             lin, ang = ext_impulse[..., :3], ext_impulse[..., 3:]

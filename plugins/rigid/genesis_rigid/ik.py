@@ -40,7 +40,7 @@ from genesis_core.rotations import quat_to_mat
 from genesis_core.state import to_index, to_tensor
 from genesis_core.utils.geom import inv_quat as quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 
-from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JF_AXIS, JF_POS, JI_DOF_START, JI_Q_START, JI_TYPE,
+from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE,
                      LF_POS, LF_QUAT, LI_JOINT_END, LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, JOINT_NV, SLIDE
 
@@ -128,6 +128,7 @@ class KinematicTree:
                     int(joint_i[j, JI_DOF_START]) - d0
                 jpos, jaxis = joint_f[j, JF_POS:JF_POS + 3], joint_f[j, JF_AXIS:JF_AXIS + 3]
                 jt.pos, jt.axis, jt.has_pos = t(jpos), t(jaxis), bool(np.any(jpos != 0))
+                jt.ref = float(joint_f[j, JF_REF])  # hinge and slide move by q - ref
                 # p * (0, axis) = p @ axis_quat_r: with it, p * (cos, sin axis) = cos p + sin p @ axis_quat_r
                 jt.axis_quat_r = t(_right_mul_matrix(np.concatenate([[0.0], jaxis])).T)
                 for i in range(JOINT_NV[jt.type]):
@@ -191,13 +192,13 @@ class KinematicTree:
                         xpos = anc - frame[l, i] @ jt.pos
                 elif jt.type == HINGE:
                     axis[l, i] = r @ jt.axis
-                    half = 0.5 * qpos[:, jt.q:jt.q + 1]
+                    half = 0.5 * (qpos[:, jt.q:jt.q + 1] - jt.ref)
                     xquat = torch.cos(half) * xquat + torch.sin(half) * (xquat @ jt.axis_quat_r)
                     if jt.has_pos:
                         xpos = anc - quat_to_mat(xquat) @ jt.pos
                 elif jt.type == SLIDE:
                     axis[l, i] = r @ jt.axis
-                    xpos = xpos + axis[l, i] * qpos[:, jt.q:jt.q + 1]
+                    xpos = xpos + axis[l, i] * (qpos[:, jt.q:jt.q + 1] - jt.ref)
                 anchor[l, i] = anc
             xquat = _normalize(xquat)
             pos[l], quat[l], rot[l] = xpos, xquat, quat_to_mat(xquat)

@@ -20,7 +20,8 @@ import taichi as ti
 from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV
 from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
-from .layout import (CTRL_FORCE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
+from .layout import (CTRL_FORCE, DF_DAMPING, PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
+                     TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_START, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
                      JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
                      PF_SLOP, PF_TOL, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2,
@@ -38,11 +39,30 @@ SD_VEL, SD_PSEUDO = 2, 7
 
 
 @func
-def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
-                        ctrl_kv, s_mass, s_dof):
+def tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i):
+    """Fixed tendon t's length sum coef q at qpos[f, b]."""
+    length = 0.0
+    for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+        length += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
+    return length
+
+
+@func
+def tendon_rate(b, f, t, dofs_vel, ten_f, ten_i):
+    """Its rate of change sum coef v at dofs_vel[f, b]."""
+    rate = 0.0
+    for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+        rate += ten_f[k, 0] * dofs_vel[f, b, ten_i[k, 0]]
+    return rate
+
+
+@func
+def smooth_acceleration(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode, ctrl_force,
+                        ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_mass, s_dof):
     """qacc = M~^-1 (tau - c) into s_dof[b, :, 1] at (qpos[f, b], dofs_vel[f, b]); s_mass[b] is factorised.
 
-    hi is the implicit step (h for Euler: springs and PD read q + h v; 0 for RK4, where everything is explicit)."""
+    hi is the implicit step (h for Euler: PD laws read q + h v; 0 for RK4, where everything is explicit); joint
+    springs are explicit in both, as MuJoCo's."""
     n = dof_i.shape[0]
     for d in range(n):
         v = dofs_vel[f, b, d]
@@ -50,7 +70,7 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_
         qi = dof_i[d, DI_Q]
         if qi >= 0:
             q = qpos[f, b, qi]
-            tau -= dof_f[b, d, DF_STIFFNESS] * (q - dof_f[b, d, DF_SPRINGREF] + hi * v)
+            tau -= dof_f[b, d, DF_STIFFNESS] * (q - dof_f[b, d, DF_SPRINGREF])
         # the control: a command clamped to the force range; a PD law as it is (its gains are in the matrix), or
         # clamped where bias_and_mass found it saturated (s_dof[b, d, 5])
         force = control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
@@ -58,6 +78,19 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_
         if ctrl_mode[b, d] == CTRL_FORCE or s_dof[b, d, 5] != 0.0:
             force = ti.min(ti.max(force, dof_f[b, d, DF_FORCE_LO]), dof_f[b, d, DF_FORCE_HI])
         s_dof[b, d, 1] = tau + force + s_dof[b, d, 6]
+    # fixed tendons: a spring outside the slack interval and a damper along the tendon, explicit (as MuJoCo's)
+    for t in range(params_i[PP_TENDONS]):
+        length = tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i)
+        rate = tendon_rate(b, f, t, dofs_vel, ten_f, ten_i)
+        stretch = 0.0
+        if length > ten_f[t, TF_SPRING_HI]:
+            stretch = length - ten_f[t, TF_SPRING_HI]
+        elif length < ten_f[t, TF_SPRING_LO]:
+            stretch = length - ten_f[t, TF_SPRING_LO]
+        pull = -ten_f[t, TF_STIFFNESS] * stretch - ten_f[t, TF_DAMPING] * rate
+        if pull != 0.0:
+            for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+                s_dof[b, ten_i[k, 0], 1] += ten_f[k, 0] * pull
     factor_ldl(b, n, s_mass, dof_i)
     ldl_solve(b, 0, n, s_mass, dof_i, s_dof, 1, False, 0)
 
@@ -151,8 +184,60 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
 
 
 @func
-def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof,
-                      s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i):
+def limit_row(b, r, violation, params_f, h, s_row_i, s_row_f):
+    """The bookkeeping of a limit row r (joint or tendon) whose Jacobian is set: impulse >= 0 toward J v >= 0, and
+    the position pass's target for its violation."""
+    s_row_i[b, r, RI_KIND] = ROW_LIMIT
+    s_row_i[b, r, RI_CONTACT] = -1
+    s_row_i[b, r, RI_NORMAL] = r
+    s_row_f[b, r, RF_TARGET] = 0.0
+    s_row_f[b, r, RF_PTARGET] = ti.min(params_f[PF_BAUMGARTE] * ti.max(violation, 0.0) / h,
+                                       params_f[PF_MAX_CORRECTION])
+    s_row_f[b, r, RF_PLAMBDA] = 0.0
+    s_row_f[b, r, RF_LAMBDA] = 0.0
+    s_row_f[b, r, RF_MU] = 0.0
+
+
+@func
+def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i, s_J, s_row_f, s_row_i):
+    """Row r for fixed tendon t if its length is outside its range: J = +-coef on its dofs (the trees of its
+    first dof and of the first dof outside that tree; the build checks there is no third). 1 if a row was made."""
+    length = tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i)
+    lo = ten_f[t, TF_RANGE_LO]
+    hi = ten_f[t, TF_RANGE_HI]
+    made = 0
+    if length < lo or length > hi:
+        sign = 1.0 if length < lo else -1.0
+        start = ten_i[t, TI_START]
+        end = start + ten_i[t, TI_COUNT]
+        link = dof_i[ten_i[start, 0], DI_LINK]
+        tlo = link_i[link, LI_TREE_LO]
+        thi = link_i[link, LI_TREE_HI]
+        tlo2 = 0
+        thi2 = 0
+        for k in range(start, end):
+            d = ten_i[k, 0]
+            if (d < tlo or d >= thi) and thi2 == 0:
+                other = dof_i[d, DI_LINK]
+                tlo2 = link_i[other, LI_TREE_LO]
+                thi2 = link_i[other, LI_TREE_HI]
+        set_row_dofs(b, r, tlo, thi, tlo2, thi2, s_row_i)
+        for c in range(thi - tlo + s_row_i[b, r, RI_HI2] - s_row_i[b, r, RI_LO2]):
+            s_J[b, r, c] = 0.0
+        for k in range(start, end):
+            d = ten_i[k, 0]
+            shift = seg_shift(b, r, 0, s_row_i)
+            if d < tlo or d >= thi:
+                shift = seg_shift(b, r, 1, s_row_i)
+            s_J[b, r, d + shift] += sign * ten_f[k, 0]
+        limit_row(b, r, lo - length if length < lo else length - hi, params_f, h, s_row_i, s_row_f)
+        made = 1
+    return made
+
+
+@func
+def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
+                      s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i):
     """Build the rows, warm start from contact_impulse[f], run PGS, store the impulses in contact_impulse[fn];
     the final velocity is left in s_dof[b, :, 2]."""
     n = dof_i.shape[0]
@@ -216,16 +301,12 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                     for k in range(s_row_i[b, n_rows, RI_HI] - s_row_i[b, n_rows, RI_LO]):
                         s_J[b, n_rows, k] = 0.0
                     s_J[b, n_rows, d - s_row_i[b, n_rows, RI_LO]] = sign
-                    s_row_i[b, n_rows, RI_KIND] = ROW_LIMIT
-                    s_row_i[b, n_rows, RI_CONTACT] = -1
-                    s_row_i[b, n_rows, RI_NORMAL] = n_rows
-                    s_row_f[b, n_rows, RF_TARGET] = 0.0
-                    s_row_f[b, n_rows, RF_PTARGET] = ti.min(beta * ti.max(lo - q if q < lo else q - hi, 0.0) / h,
-                                                            max_correction)
-                    s_row_f[b, n_rows, RF_PLAMBDA] = 0.0
-                    s_row_f[b, n_rows, RF_LAMBDA] = 0.0
-                    s_row_f[b, n_rows, RF_MU] = 0.0
+                    limit_row(b, n_rows, lo - q if q < lo else q - hi, params_f, h, s_row_i, s_row_f)
                     n_rows += 1
+        for t in range(params_i[PP_TENDONS]):
+            if ten_f[t, TF_LIMITED] != 0.0 and n_rows < max_rows:
+                n_rows += tendon_limit_row(b, f, n_rows, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i, s_J,
+                                           s_row_f, s_row_i)
     # W = M~^-1 J^T, the inverse effective masses, and the warm start v = v_free + W lambda
     for r in range(n_rows):
         for seg in ti.static(range(2)):

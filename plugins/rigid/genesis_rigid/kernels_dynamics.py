@@ -4,14 +4,17 @@ forces (Coriolis, centrifugal, gravity), and a factorisation and solve that foll
 M qacc = tau - c(q, qdot): with spatial inertias about the world origin, the bias c is RNE with qacc = 0 and the
 base accelerating at -g (Featherstone, Rigid Body Dynamics Algorithms, 5.3); M by CRBA (6.2). The factorised
 matrix is M + diag(armature + h (damping + kv) + h^2 kp): damping and PD gains are integrated implicitly, as in
-MuJoCo's Euler integrator, which keeps stiff position servos stable at large steps.
+MuJoCo's Euler integrator, which keeps stiff position servos stable at large steps; joint springs are explicit, as
+MuJoCo's.
 """
 
 import taichi as ti
 
-from .kernels_math import func, force_cross, inertia_apply, spatial
+from .kernels_math import func, force_cross, inertia_apply, quat_to_mat, spatial, v3e, v4e
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
-                     DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END, LI_DOF_START, LI_PARENT)
+                     DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
+                     LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END, LI_DOF_START,
+                     LI_PARENT)
 
 
 @func
@@ -50,6 +53,29 @@ def link_inertia_world(b, l, link_f, s_R, s_com):
 
 
 @func
+def fluid_wrench(b, l, link_f, s_R, s_com, cvel):
+    """MuJoCo's inertia-box fluid model (mj_inertiaBoxFluidModel) for link l: the force and the torque (world axes,
+    at the centre of mass) of a medium of the link's density, viscosity and wind on its equivalent box, from the
+    velocity of its centre of mass and its angular velocity in the inertia's principal axes."""
+    density = link_f[b, l, LF_FLUID_DENSITY]
+    viscosity = link_f[b, l, LF_FLUID_VISCOSITY]
+    box = v3e(link_f, b, l, LF_FLUID_BOX)
+    rot = s_R[b, l] @ quat_to_mat(v4e(link_f, b, l, LF_FLUID_IQUAT))
+    omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
+    lin = ti.Vector([cvel[3], cvel[4], cvel[5]]) + omega.cross(s_com[b, l]) - v3e(link_f, b, l, LF_FLUID_WIND)
+    w = rot.transpose() @ omega
+    v = rot.transpose() @ lin
+    diam = (box[0] + box[1] + box[2]) / 3.0
+    torque = -ti.math.pi * diam * diam * diam * viscosity * w
+    force = -3.0 * ti.math.pi * diam * viscosity * v
+    b4 = box * box * box * box
+    force -= 0.5 * density * ti.Vector([box[1] * box[2], box[0] * box[2], box[0] * box[1]]) * ti.abs(v) * v
+    torque -= density / 64.0 * ti.Vector([box[0] * (b4[1] + b4[2]), box[1] * (b4[0] + b4[2]),
+                                          box[2] * (b4[0] + b4[1])]) * ti.abs(w) * w
+    return rot @ force, rot @ torque
+
+
+@func
 def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
                   ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
                   s_dof):
@@ -77,6 +103,10 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
         if comp != 0.0:
             lift = -comp * m * gravity
             s_cfrc[b, l] -= spatial(s_com[b, l].cross(lift), lift)
+        # the fluid's force and torque at the centre of mass (explicit, as MuJoCo's)
+        if link_f[b, l, LF_FLUID_DENSITY] + link_f[b, l, LF_FLUID_VISCOSITY] > 0.0 and m > 1e-15:
+            fl, tq = fluid_wrench(b, l, link_f, s_R, s_com, cvel)
+            s_cfrc[b, l] -= spatial(tq + s_com[b, l].cross(fl), fl)
     # backward pass: subtree forces and composite inertias
     for i in range(n_links):
         l = n_links - 1 - i
@@ -119,8 +149,6 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
             else:
                 gain_v += kv
                 gain_p = kp
-        if dof_i[d, DI_Q] >= 0:
-            gain_p += dof_f[b, d, DF_STIFFNESS]
         s_mass[b, d, d] += dof_f[b, d, DF_ARMATURE] + h * gain_v + h * h * gain_p
 
 

@@ -1,7 +1,8 @@
 """Forward kinematics and dof motion subspaces, for one environment b (called inside the per-env loop).
 
 Follows MuJoCo's mj_kinematics / mj_comVel: a body's frame is its parent's composed with its offset, then each
-of its joints in order rotates (hinge, ball) about the joint anchor or translates (slide) along the axis; a free
+of its joints in order rotates (hinge, ball) about the joint anchor or translates (slide) along the axis (hinge
+and slide by q - ref: at q = ref the body is where the file placed it); a free
 joint sets the pose from qpos. Free-joint translations are world-axis dofs, ball and free rotations are
 body-axis dofs.
 """
@@ -9,7 +10,7 @@ body-axis dofs.
 import taichi as ti
 
 from .kernels_math import func, axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat, spatial, v3, v3e, v4e
-from .layout import (JF_AXIS, JF_POS, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_JOINT_END,
+from .layout import (JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_JOINT_END,
                      LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, SLIDE
 
@@ -45,10 +46,10 @@ def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_
                 xquat = quat_mul(xquat, q)
                 xpos = anchor - quat_to_mat(xquat) @ jpos
             elif jtype == HINGE:
-                xquat = quat_mul(xquat, axis_angle_quat(jaxis, qpos[f, b, qs]))
+                xquat = quat_mul(xquat, axis_angle_quat(jaxis, qpos[f, b, qs] - joint_f[j, JF_REF]))
                 xpos = anchor - quat_to_mat(xquat) @ jpos
             elif jtype == SLIDE:
-                xpos = xpos + s_jaxis[b, j] * qpos[f, b, qs]
+                xpos = xpos + s_jaxis[b, j] * (qpos[f, b, qs] - joint_f[j, JF_REF])
             s_janchor[b, j] = anchor
         xquat = quat_normalize(xquat)
         links_pos[f, b, l] = xpos

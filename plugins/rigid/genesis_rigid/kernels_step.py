@@ -89,8 +89,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             ext_impulse: nd(ndim=4), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
             ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2),
-            joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2),
-            s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(ndim=3), s_lquat: nd(ndim=3), s_R: nd(ndim=2),
+            joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2),
+            ten_i: nd(ndim=2), s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(ndim=3), s_lquat: nd(ndim=3), s_R: nd(ndim=2),
             s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
             s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
             s_crb_io: nd(ndim=2),
@@ -124,8 +124,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
                           ctrl_vel, ctrl_kp, ctrl_kv, hi, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
                           s_mass, s_dof)
-            smooth_acceleration(b, 0, hi, s_qs, s_vs, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel,
-                                ctrl_kp, ctrl_kv, s_mass, s_dof)
+            smooth_acceleration(b, 0, hi, s_qs, s_vs, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode, ctrl_force,
+                                ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_mass, s_dof)
             if k < 4 and rk4:
                 weight = (1.0 if k == 0 or k == 3 else 2.0) / 6.0
                 for d in range(n_v):
@@ -145,8 +145,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             acc = s_dof[b, d, 4] if rk4 else s_dof[b, d, 1]
             s_dof[b, d, 2] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
             s_dof[b, d, 5] = s_dof[b, d, 2]
-        solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, contact_impulse, s_cdof,
-                          s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
+        solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
+                          s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
         for d in range(n_v):
             v = s_dof[b, d, 2]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h

@@ -1,14 +1,18 @@
 """Column layout of the packed model arrays handed to the kernels (one array per kind keeps the kernels' argument
 lists short). Each constant names the first column of a quantity in the array of that kind."""
 
-# link_f [B, L, 21] (per environment: the inertial columns follow the state's links_* parameters): body frame
-# relative to the parent, inertial properties in the body frame, the share of its weight gravity compensation holds
-LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_GRAVCOMP, LF_N = 0, 3, 7, 8, 11, 20, 21
+# link_f [B, L, 33] (per environment: the inertial columns follow the state's links_* parameters): body frame
+# relative to the parent, inertial properties in the body frame, the share of its weight gravity compensation holds;
+# the fluid around it (MuJoCo's inertia-box model: density, viscosity, wind velocity, the equivalent box's full
+# sizes and the rotation from the link frame to the inertia's principal axes, from the model's inertia)
+LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_GRAVCOMP = 0, 3, 7, 8, 11, 20
+LF_FLUID_DENSITY, LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_FLUID_BOX, LF_FLUID_IQUAT, LF_N = 21, 22, 23, 26, 29, 33
 # link_i [L, 8]: parent link (-1: the world), its joints and dofs (ranges), the last dof moving it (-1: none), and
 # the dofs of its kinematic tree (a range; empty for a tree without dofs; all dofs if a tree's are not contiguous)
 LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_DOF_START, LI_DOF_END, LI_LAST_DOF, LI_TREE_LO, LI_TREE_HI, LI_N = range(9)
-# joint_f [J, 6]: anchor and axis in the body frame
-JF_POS, JF_AXIS, JF_N = 0, 3, 6
+# joint_f [J, 7]: anchor and axis in the body frame, the reference position (hinge and slide joints move their body
+# by q - ref)
+JF_POS, JF_AXIS, JF_REF, JF_N = 0, 3, 6, 7
 # joint_i [J, 3]
 JI_TYPE, JI_Q_START, JI_DOF_START, JI_N = 0, 1, 2, 3
 # dof_f [D, 8]
@@ -31,13 +35,19 @@ PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
 # params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity,
 # regularisation, constraint-solver tolerance (largest impulse change of a sweep that ends the iterations)
 PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_MAX_CORRECTION, PF_REG, PF_TOL, PF_N = 0, 3, 4, 5, 6, 7, 8, 9
-# params_i: constraint-solver iterations, max contacts per env (the pool's size), collision on, joint limits on, RK4 integrator
-PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_N = range(6)
+# params_i: constraint-solver iterations, max contacts per env (the pool's size), collision on, joint limits on, RK4
+# integrator, number of fixed tendons
+PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_TENDONS, PP_N = range(7)
+# fixed tendons, T of them with K joint entries in all: ten_f [T + K, 7], ten_i [T + K, 2]. Row t < T of ten_f:
+# stiffness, damping, the spring's slack interval (lo, hi), the limit (lo, hi), limited flag; of ten_i: its first
+# entry row and entry count. Entry row T + k: ten_f (coefficient, 0...), ten_i (dof, 0). L = sum coef q[dof].
+TF_STIFFNESS, TF_DAMPING, TF_SPRING_LO, TF_SPRING_HI, TF_RANGE_LO, TF_RANGE_HI, TF_LIMITED, TF_N = range(8)
+TI_START, TI_COUNT, TI_N = 0, 1, 2
 
 # control modes of dofs_ctrl_mode
 CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY = 0, 1, 2
 # constraint row kinds
-ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3
+ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3  # (a tendon's limit row is a ROW_LIMIT)
 # s_row_i columns: kind, contact pool entry (-1 for limits), the row of the normal a friction row is bounded by, and the
 # row's dofs as two ranges (the trees of the two links; the second is empty when they share one)
 RI_KIND, RI_CONTACT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_N = range(8)

@@ -1,10 +1,18 @@
-"""MJCF loader: body tree, default classes (with childclass), includes, joints (hinge/slide/ball/free),
-geoms (plane/sphere/capsule/cylinder/box/mesh, fromto; mesh assets from OBJ/STL files, with `scale`), inertials
-(diag/full) or inertia from geoms and density (meshes by their convex hull), ranges, damping, armature, stiffness,
-motor/position/velocity/general actuators, contype/conaffinity.
+"""MJCF loader: body tree, default classes (with childclass), includes, joints (hinge/slide/ball/free, with
+`ref` and `springref`), geoms (plane/sphere/capsule/cylinder/box/ellipsoid/mesh, fromto; mesh assets from OBJ/STL
+files, with `scale`), inertials (diag/full) or inertia from geoms and density (meshes by their convex hull), the
+compiler's `settotalmass`, `boundmass` and `boundinertia`, ranges, damping, armature, stiffness, fixed tendons
+(stiffness, damping, springlength, range), motor/position/velocity/general actuators on joints and on fixed
+tendons, contype/conaffinity, and the `<option>` entries density, viscosity and wind (MuJoCo's inertia-box fluid
+model). The step, gravity and solver come from the scene's options, not from `<option>`.
 
 Follows MuJoCo's defaults: angles in degrees unless `<compiler angle="radian">`, `autolimits` on, geom density
 1000, joint type hinge with axis (0, 0, 1), geom type sphere.
+
+An ellipsoid's mass and inertia are the ellipsoid's; it collides as a 64-vertex polyhedron (ELLIPSOID_VERTICES
+directions on the unit sphere, scaled by the semi-axes and by ELLIPSOID_SCALE, which puts the vertices as far
+outside the surface as the faces' centres are inside it: about 2% of the semi-axis). A tendon actuator drives
+each joint of its tendon with the actuator's gains and force range, as Genesis World does.
 """
 
 from __future__ import annotations
@@ -16,16 +24,34 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
-                    GeomDesc, JointDesc, RobotDesc, inertia_from_geoms)
+                    FluidDesc, GeomDesc, JointDesc, RobotDesc, TendonDesc, inertia_from_geoms)
 from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
 
-GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH}
+GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH,
+              "ellipsoid": MESH}
 JOINT_TYPES = {"free": FREE, "ball": BALL, "slide": SLIDE, "hinge": HINGE}
 ACTUATOR_TAGS = ("motor", "position", "velocity", "general")
 
 
 class MJCFError(ValueError):
     pass
+
+
+def _ellipsoid_directions(n=64):
+    """n nearly uniform unit vectors (a Fibonacci lattice) and the scale that centres the polyhedron they span on
+    the sphere: vertices at 1 + e, the nearest face at 1 - e."""
+    from .hull import hull_of_points
+
+    k = np.arange(n) + 0.5
+    z = 1 - 2 * k / n
+    phi = np.pi * (1 + 5 ** 0.5) * k
+    r = np.sqrt(1 - z * z)
+    dirs = np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
+    inner = float(hull_of_points(dirs, n).face_offsets.min())
+    return dirs, 2 / (1 + inner)
+
+
+ELLIPSOID_VERTICES, ELLIPSOID_SCALE = _ellipsoid_directions()
 
 
 def _floats(s, n=None, what=""):
@@ -94,6 +120,9 @@ class _Loader:
         self.eulerseq = comp.get("eulerseq", "xyz")
         self.autolimits = comp.get("autolimits", "true") == "true"
         self.inertiafromgeom = comp.get("inertiafromgeom", "auto")
+        self.settotalmass = float(comp.get("settotalmass", -1))
+        self.boundmass = float(comp.get("boundmass", 0))
+        self.boundinertia = float(comp.get("boundinertia", 0))
         base = os.path.dirname(self.path)
         self.meshdir = os.path.join(base, comp.get("meshdir", comp.get("assetdir", "")))
         self.defaults = _Defaults(self.root)
@@ -141,16 +170,70 @@ class _Loader:
         static = [self.geom(g, "main") for w in worlds for g in w.findall("geom")]
         if static:  # last, so that the first body is the model's base
             self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static))
+        if self.settotalmass > 0:  # after the bounds, over every body but the world (MuJoCo's mj_setTotalmass)
+            total = sum(b.mass for b in self.bodies)  # (the static geoms' world body has none)
+            scale = max(1e-15, self.settotalmass / max(1e-15, total))
+            for b in self.bodies:
+                b.mass *= scale
+                b.inertia = b.inertia * scale
+        tendons = [self.tendon(t) for ts in self.root.findall("tendon") for t in ts.findall("fixed")]
+        for ts in self.root.findall("tendon"):
+            for t in ts:
+                if t.tag != "fixed":
+                    raise MJCFError(f"<tendon><{t.tag} name={t.get('name')!r}>: only fixed tendons are modelled")
+        by_name = {t.name: t for t in tendons}
         actuators = []
         for act in self.root.findall("actuator"):
             for a in act:
                 if a.tag in ACTUATOR_TAGS:
-                    desc = self.actuator(a)
-                    if desc is not None:
-                        actuators.append(desc)
-        robot = RobotDesc(self.root.get("model", os.path.basename(self.path)), self.bodies, actuators)
+                    actuators.extend(self.actuator(a, by_name))
+        robot = RobotDesc(self.root.get("model", os.path.basename(self.path)), self.bodies, actuators, tendons,
+                          self.fluid())
         robot.validate()
         return robot
+
+    def fluid(self):
+        """The <option> fluid (density, viscosity, wind), or None when it exerts no force."""
+        opt = {}
+        for o in self.root.findall("option"):
+            opt.update(o.attrib)
+        density, viscosity = float(opt.get("density", 0)), float(opt.get("viscosity", 0))
+        if density < 0 or viscosity < 0:
+            raise MJCFError(f"<option density={density} viscosity={viscosity}>: expected numbers >= 0")
+        if density == 0 and viscosity == 0:
+            return None
+        return FluidDesc(density, viscosity, _floats(opt.get("wind", "0 0 0"), 3, "option wind"))
+
+    def tendon(self, elem):
+        a = self.defaults.get(elem, "main")
+        name = a.get("name", f"tendon{len(self.bodies)}")
+        joints = []
+        for j in elem:
+            if j.tag != "joint":
+                continue
+            if j.get("joint") not in self.joint_names:
+                raise MJCFError(f"tendon {name!r}: unknown joint {j.get('joint')!r}")
+            joints.append((j.get("joint"), float(j.get("coef", 1.0))))
+        if not joints:
+            raise MJCFError(f"tendon {name!r}: a fixed tendon needs at least one <joint>")
+        limited = a.get("limited", "auto")
+        rng = None
+        if "range" in a and (limited == "true" or (limited == "auto" and self.autolimits)):
+            lo, hi = _floats(a["range"], 2, f"tendon {name} range")
+            if lo > hi:
+                raise MJCFError(f"tendon {name!r}: range {lo} > {hi}")
+            rng = (lo, hi)
+        spring = None
+        if "springlength" in a:
+            v = _floats(a["springlength"], what=f"tendon {name} springlength")
+            if len(v) not in (1, 2):
+                raise MJCFError(f"tendon {name!r}: springlength takes one or two numbers")
+            if not (len(v) == 1 and v[0] == -1) and not (len(v) == 2 and v[0] == -1 and v[1] == -1):
+                spring = (float(v[0]), float(v[-1]))
+        stiffness, damping = float(a.get("stiffness", 0)), float(a.get("damping", 0))
+        if stiffness < 0 or damping < 0:
+            raise MJCFError(f"tendon {name!r}: stiffness and damping must be >= 0")
+        return TendonDesc(name, joints, stiffness, damping, spring, rng)
 
     def body(self, elem, parent, cls):
         cls = elem.get("childclass", cls)
@@ -181,6 +264,10 @@ class _Loader:
                 body.inertia = r @ np.diag(_floats(ia.get("diaginertia", "0 0 0"), 3, what)) @ r.T
         elif self.inertiafromgeom != "false":
             body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: g._density)
+        if self.boundmass > 0 or self.boundinertia > 0:  # the compiler's floors on mass and principal inertias
+            body.mass = max(body.mass, self.boundmass)
+            w, v = np.linalg.eigh((body.inertia + body.inertia.T) / 2)
+            body.inertia = (v * np.maximum(w, self.boundinertia)) @ v.T
         for child in elem.findall("body"):
             self.body(child, index, cls)
 
@@ -199,10 +286,14 @@ class _Loader:
         if "range" in a and (limited == "true" or (limited == "auto" and self.autolimits)):
             lo, hi = _floats(a["range"], 2, f"joint {name} range")
             rng = (self.angle(lo), self.angle(hi)) if jtype == HINGE else (lo, hi)
-        springref = float(a.get("springref", 0.0))
+        springref, ref = float(a.get("springref", 0.0)), float(a.get("ref", 0.0))
+        if jtype == HINGE:
+            springref, ref = self.angle(springref), self.angle(ref)
+        if jtype not in (HINGE, SLIDE):
+            ref = springref = 0.0
         return JointDesc(name, jtype, _floats(a.get("pos", "0 0 0"), 3, name), axis / np.linalg.norm(axis), rng,
                          float(a.get("damping", 0.0)), float(a.get("armature", 0.0)), float(a.get("stiffness", 0.0)),
-                         self.angle(springref) if jtype == HINGE else springref)
+                         springref, ref)
 
     def geom(self, elem, cls):
         a = self.defaults.get(elem, cls)
@@ -215,30 +306,45 @@ class _Loader:
         size[: len(given)] = given
         pos = _floats(a.get("pos", "0 0 0"), 3, f"geom {name}")
         quat = self.orientation(a, f"geom {name}")
-        if "fromto" in a and gtype in (CAPSULE, CYLINDER, BOX):
+        if "fromto" in a and a.get("type") in ("capsule", "cylinder", "box", "ellipsoid"):
             ft = _floats(a["fromto"], 6, f"geom {name} fromto")
             p0, p1 = ft[:3], ft[3:]
+            if np.linalg.norm(p1 - p0) < 1e-12:
+                raise MJCFError(f"geom {name!r}: fromto points too close")
             pos = (p0 + p1) / 2
-            quat = frame_from_z(p1 - p0) if np.linalg.norm(p1 - p0) > 1e-12 else quat
-            if gtype == BOX:
-                size[2] = np.linalg.norm(p1 - p0) / 2
+            quat = frame_from_z(p1 - p0)
+            if a.get("type") in ("box", "ellipsoid"):  # (MuJoCo: both half-sizes across the axis are size[0])
+                size[1:] = size[0], np.linalg.norm(p1 - p0) / 2
             else:
                 size[1] = np.linalg.norm(p1 - p0) / 2
-        mesh, scale = None, np.ones(3)
-        if gtype == MESH:
+        mesh, scale, vertices, ellipsoid = None, np.ones(3), None, None
+        if a.get("type") == "ellipsoid":
+            if np.any(size <= 0):
+                raise MJCFError(f"geom {name!r}: an ellipsoid needs three semi-axes > 0, got size {a.get('size')!r}")
+            ellipsoid = size.copy()
+            vertices = ELLIPSOID_VERTICES * ELLIPSOID_SCALE * ellipsoid
+        elif gtype == MESH:
             if a.get("mesh") not in self.meshes:
                 raise MJCFError(f"geom {name!r}: unknown mesh {a.get('mesh')!r}")
             mesh, scale = self.meshes[a.get("mesh")]
         g = GeomDesc(name, gtype, size, pos, quat, float(_floats(a.get("friction", "1"))[0]),
-                     int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh, scale)
+                     int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh, scale, vertices, ellipsoid)
         g._density = (float(a.get("density", 1000.0)), float(a["mass"]) if "mass" in a else None)
         return g
 
-    def actuator(self, elem):
+    def actuator(self, elem, tendons):
+        """The actuator's ActuatorDescs: one for a joint, one per joint of a fixed tendon, none for the site and
+        body transmissions (not modelled)."""
         a = self.defaults.get(elem, "main")
-        joint = a.get("joint")
-        if joint is None:
-            return None  # tendon, site and body transmissions are not modelled
+        if a.get("joint") is not None:
+            return [self._actuator(elem, a, a["joint"])]
+        if a.get("tendon") is not None:
+            if a["tendon"] not in tendons:
+                raise MJCFError(f"actuator {a.get('name')!r}: unknown tendon {a['tendon']!r}")
+            return [self._actuator(elem, a, joint) for joint, _ in tendons[a["tendon"]].joints]
+        return []
+
+    def _actuator(self, elem, a, joint):
         fr = _floats(a["forcerange"], 2) if "forcerange" in a else None
         if elem.tag == "position":
             return ActuatorDesc(joint, kp=float(a.get("kp", 1.0)), kv=float(a.get("kv", 0.0)), forcerange=fr)

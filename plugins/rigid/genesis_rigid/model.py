@@ -26,6 +26,7 @@ class JointDesc:
     armature: float = 0.0  # kg m^2 or kg, added to the mass matrix diagonal
     stiffness: float = 0.0  # passive spring toward springref
     springref: float = 0.0
+    ref: float = 0.0  # hinge/slide: the position at which the body is as the file places it (MuJoCo's joint ref)
 
 
 @dataclass
@@ -41,6 +42,7 @@ class GeomDesc:
     mesh_file: str | None = None
     mesh_scale: np.ndarray = field(default_factory=lambda: np.ones(3))  # per-axis scale of the mesh vertices
     vertices: np.ndarray | None = None  # a convex part of a decomposed mesh (geom frame, scaled), instead of a file
+    ellipsoid: np.ndarray | None = None  # an ellipsoid's semi-axes: a MESH geom whose vertices sample its surface
 
     def hull(self):
         """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""
@@ -77,10 +79,33 @@ class ActuatorDesc:
 
 
 @dataclass
+class TendonDesc:
+    """A fixed tendon: length L = sum coef_k q_k over hinge/slide joints, a passive spring-damper along it and an
+    optional limit lo <= L <= hi (MuJoCo's <tendon><fixed>)."""
+    name: str
+    joints: list  # [(joint name, coefficient)]
+    stiffness: float = 0.0
+    damping: float = 0.0
+    springlength: tuple | None = None  # (lo, hi): no spring force between them; None: the length at springref
+    range: tuple | None = None
+
+
+@dataclass
+class FluidDesc:
+    """MuJoCo's inertia-box fluid model (<option density viscosity wind>): quadratic drag and viscous
+    resistance of each body's equivalent box, in a medium moving at `wind`."""
+    density: float = 0.0
+    viscosity: float = 0.0
+    wind: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+
+@dataclass
 class RobotDesc:
     name: str
     bodies: list
     actuators: list = field(default_factory=list)
+    tendons: list = field(default_factory=list)
+    fluid: FluidDesc | None = None
 
     def validate(self):
         for i, b in enumerate(self.bodies):
@@ -115,6 +140,10 @@ def geom_volume_inertia(g: GeomDesc):
         a, b, c = 2 * g.size
         v = a * b * c
         return v, centre, np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 12
+    if g.type == MESH and g.ellipsoid is not None:  # the ellipsoid itself, not its polyhedron
+        a, b, c = g.ellipsoid
+        v = 4 / 3 * np.pi * a * b * c
+        return v, centre, np.diag([b * b + c * c, a * a + c * c, a * a + b * b]) * v / 5
     if g.type == MESH:
         return g.hull().mass_properties()
     return 0.0, centre, np.zeros((3, 3))

@@ -22,15 +22,18 @@ from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
                      DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
                      GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
-                     JF_N, JF_POS, JI_N, LF_COM, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
+                     JF_N, JF_POS, JF_REF, JI_N, LF_COM, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
+                     LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
                      LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_GEOM_A, PI_GEOM_B, PI_N,
-                     PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, RI_N)
+                     PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, PP_TENDONS, RI_N, TF_DAMPING,
+                     TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_N,
+                     TI_START)
 from .material import Rigid
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
 from .options import RigidOptions
 from .robots import describe
-from genesis_core.rotations import quat_to_mat
+from genesis_core.rotations import mat_to_quat, quat_to_mat
 
 # contact slots a pair of geom types owns (types ordered so that the first <= the second)
 PAIR_SLOTS = {
@@ -153,7 +156,7 @@ class RigidSolver(gs.SolverBase):
             raise gs.OptionError(f"RigidOptions(integrator={self.options.integrator!r}) is not available with "
                                  "SimOptions(requires_grad=True): the differentiable substep is semi-implicit Euler; "
                                  "use integrator='euler'.")
-        links, joints, dofs, geoms = [], [], [], []
+        links, joints, dofs, geoms, tendons = [], [], [], [], []
         qpos0, kp0, kv0 = [], [], []
         link_names = []
         n_q = 0
@@ -172,7 +175,7 @@ class RigidSolver(gs.SolverBase):
                     ji = len(joints)
                     joint_names[jd.name] = ji
                     joints.append(dict(type=jd.type, q=n_q, dof=len(dofs), pos=jd.pos, axis=jd.axis, name=jd.name,
-                                       link=li))
+                                       link=li, ref=jd.ref))
                     nv = JOINT_NV[jd.type]
                     for k in range(nv):
                         one_to_one = jd.type in (HINGE, SLIDE)
@@ -186,7 +189,7 @@ class RigidSolver(gs.SolverBase):
                     # a base fixed to the world is placed at the morph's pose
                     pos, quat = e.place(pos, quat)
                 links.append(dict(parent=parent, pos=pos, quat=quat, mass=body.mass, com=body.com,
-                                  gravcomp=e.material.gravity_compensation,
+                                  gravcomp=e.material.gravity_compensation, fluid=robot.fluid,
                                   inertia=body.inertia, joints=(j_start, len(joints)), dofs=(d_start, len(dofs))))
                 link_names.append(body.name)
                 for g in body.geoms:
@@ -203,8 +206,23 @@ class RigidSolver(gs.SolverBase):
                     kp0[d], kv0[d] = act.kp, act.kv
                     if act.forcerange is not None:
                         dofs[d]["force"] = tuple(act.forcerange)
+            for td in robot.tendons:
+                entries = []
+                for name, coef in td.joints:
+                    jt = joints[joint_names[name]]
+                    if jt["type"] not in (HINGE, SLIDE):
+                        raise gs.OptionError(f"{e.name}: tendon {td.name!r} runs over joint {name!r}, which is not a "
+                                             "hinge or a slide joint (a fixed tendon's length is sum coef q).")
+                    entries.append((jt["dof"], coef))
+                spring = td.springlength
+                if spring is None:  # the length at the springs' reference positions (MuJoCo's qpos_spring)
+                    length = sum(c * dofs[d]["springref"] for d, c in entries)
+                    spring = (length, length)
+                tendons.append(dict(name=td.name, entries=entries, stiffness=td.stiffness, damping=td.damping,
+                                    spring=spring, range=td.range))
             e._setup(link0, len(links), dof0, len(dofs), q0, n_q, link_names[link0:], joints[joint0:], joint0)
         self._links, self._joints, self._dofs, self._geoms = links, joints, dofs, geoms
+        self._tendons = tendons
         self._qpos0 = np.array(qpos0, dtype=np.float64)
         self._kp0, self._kv0 = np.array(kp0), np.array(kv0)
         self._compile_arrays()
@@ -215,7 +233,7 @@ class RigidSolver(gs.SolverBase):
             return list(pos) + list(quat)
         if jd.type == BALL:
             return [1.0, 0.0, 0.0, 0.0]
-        return [0.0]
+        return [jd.ref]  # (MuJoCo's qpos0: the body where the file places it)
 
     def _tree_dof_ranges(self):
         """[L, 2]: the dofs of each link's kinematic tree (the links under its topmost ancestor), a range. A
@@ -246,6 +264,18 @@ class RigidSolver(gs.SolverBase):
             link_f[l, LF_COM:LF_COM + 3] = k["com"]
             link_f[l, LF_INERTIA:LF_INERTIA + 9] = np.asarray(k["inertia"]).reshape(9)
             link_f[l, LF_GRAVCOMP] = k["gravcomp"]
+            link_f[l, LF_FLUID_IQUAT] = 1.0
+            if k["fluid"] is not None and k["mass"] > 0:
+                # the equivalent box of the principal inertias (MuJoCo's mj_inertiaBoxFluidModel)
+                w, axes = np.linalg.eigh(np.asarray(k["inertia"], dtype=np.float64))
+                if np.linalg.det(axes) < 0:
+                    axes[:, 2] *= -1
+                link_f[l, LF_FLUID_DENSITY] = k["fluid"].density
+                link_f[l, LF_FLUID_VISCOSITY] = k["fluid"].viscosity
+                link_f[l, LF_FLUID_WIND:LF_FLUID_WIND + 3] = k["fluid"].wind
+                link_f[l, LF_FLUID_BOX:LF_FLUID_BOX + 3] = [
+                    np.sqrt(max(1e-15, w[(i + 1) % 3] + w[(i + 2) % 3] - w[i]) / k["mass"] * 6.0) for i in range(3)]
+                link_f[l, LF_FLUID_IQUAT:LF_FLUID_IQUAT + 4] = mat_to_quat(axes)
             link_i[l, LI_PARENT] = k["parent"]
             link_i[l, LI_JOINT_START], link_i[l, LI_JOINT_END] = k["joints"]
             link_i[l, LI_DOF_START], link_i[l, LI_DOF_END] = k["dofs"]
@@ -262,6 +292,7 @@ class RigidSolver(gs.SolverBase):
         for j, jt in enumerate(joints):
             joint_f[j, JF_POS:JF_POS + 3] = jt["pos"]
             joint_f[j, JF_AXIS:JF_AXIS + 3] = jt["axis"]
+            joint_f[j, JF_REF] = jt["ref"]
             joint_i[j] = (jt["type"], jt["q"], jt["dof"])
         dof_f = np.zeros((D, DF_N))
         dof_i = np.zeros((D, DI_N), dtype=np.int32)
@@ -277,6 +308,7 @@ class RigidSolver(gs.SolverBase):
             start = links[link]["dofs"][0]
             parent = d - 1 if d > start else (last_dof[links[link]["parent"]] if links[link]["parent"] >= 0 else -1)
             dof_i[d] = (parent, link, int(df["range"] is not None), df["q"])
+        ten_f, ten_i = self._tendon_arrays(trees)
         pairs = self._collision_pairs(last_dof)
         colliding = {g for pair in pairs for g in pair}
         geom_f = np.zeros((max(G, 1), GF_N))
@@ -366,6 +398,7 @@ class RigidSolver(gs.SolverBase):
         params_i[PP_COLLISION] = int(self.collision)
         params_i[PP_LIMITS] = int(opts.enable_joint_limit)
         params_i[PP_RK4] = int(opts.integrator == "rk4")
+        params_i[PP_TENDONS] = len(self._tendons)
         fl, dev = self.float_dtype, self.device
 
         def t(a, dtype=None):
@@ -375,19 +408,44 @@ class RigidSolver(gs.SolverBase):
             return self._taichi_array(a.shape, "i" if a.dtype.kind == "i" else "f", values=a)
 
         self._arrays_np = dict(link_f=link_f, link_i=link_i, joint_f=joint_f, joint_i=joint_i, dof_f=dof_f,
-                               dof_i=dof_i, geom_f=geom_f, geom_i=geom_i, pair_i=pair_i)
+                               dof_i=dof_i, geom_f=geom_f, geom_i=geom_i, pair_i=pair_i, ten_f=ten_f, ten_i=ten_i)
         self.model = dict(params_f=nd(params_f), params_i=nd(params_i), link_f=nd(link_f), link_i=nd(link_i),
                           joint_f=nd(joint_f), joint_i=nd(joint_i), dof_f=nd(dof_f), dof_i=nd(dof_i),
                           geom_f=nd(geom_f), geom_i=nd(geom_i), geom_rbound=nd(rbound), hull_f=nd(hull_f),
                           hull_i=nd(hull_i), pair_i=nd(pair_i), pair_lut=nd(pair_lut),
-                          plane_pairs=nd(np.array(plane_pairs, dtype=np.int32)))
+                          plane_pairs=nd(np.array(plane_pairs, dtype=np.int32)), ten_f=nd(ten_f), ten_i=nd(ten_i))
         self.n_links, self.n_joints, self.n_dofs, self.n_qs, self.n_geoms = L, J, D, len(self._qpos0), G
-        self.n_limited = int(sum(df["range"] is not None for df in dofs))
+        self.n_limited = int(sum(df["range"] is not None for df in dofs)
+                             + sum(td["range"] is not None for td in self._tendons))
         # what collider_view needs without reading the Taichi arrays back
         self._geom_f_np, self._last_dof = geom_f, last_dof
         self._geom_type_np = np.array([g["type"] for g in geoms] or [-1], dtype=np.int32)  # -1: a padding row
         self._geom_link_np = [g["link"] for g in geoms] or [0]
         self.dof_q = torch.tensor([df["q"] for df in dofs], dtype=torch.long, device=dev)
+
+    def _tendon_arrays(self, trees):
+        """ten_f, ten_i (layout): the fixed tendons' parameters and joint entries. A tendon's limit row holds the
+        dofs of at most two kinematic trees, as a contact's."""
+        T = len(self._tendons)
+        K = sum(len(td["entries"]) for td in self._tendons)
+        ten_f = np.zeros((max(T + K, 1), TF_N))
+        ten_i = np.zeros((max(T + K, 1), TI_N), dtype=np.int32)
+        row = T
+        for t, td in enumerate(self._tendons):
+            tree_set = {tuple(trees[self._dofs[d]["link"]]) for d, _ in td["entries"]}
+            if td["range"] is not None and len(tree_set) > 2:
+                raise gs.OptionError(f"{self.name}: the limited tendon {td['name']!r} runs over joints of "
+                                     f"{len(tree_set)} kinematic trees; a tendon limit can couple at most two.")
+            ten_f[t, TF_STIFFNESS], ten_f[t, TF_DAMPING] = td["stiffness"], td["damping"]
+            ten_f[t, TF_SPRING_LO], ten_f[t, TF_SPRING_HI] = td["spring"]
+            if td["range"] is not None:
+                ten_f[t, TF_RANGE_LO], ten_f[t, TF_RANGE_HI] = td["range"]
+                ten_f[t, TF_LIMITED] = 1.0
+            ten_i[t, TI_START], ten_i[t, TI_COUNT] = row, len(td["entries"])
+            for d, coef in td["entries"]:
+                ten_i[row, 0], ten_f[row, 0] = d, coef
+                row += 1
+        return ten_f, ten_i
 
     def _collision_pairs(self, last_dof):
         """Candidate geom pairs: MuJoCo's contype/conaffinity rule, not on one link or on links welded together
@@ -698,7 +756,8 @@ class RigidSolver(gs.SolverBase):
             self._kernel(kernels_step.substep), f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos,
             st.links_quat, st.contact_impulse, self._ext_impulse(f), st.dofs_ctrl_mode, st.dofs_ctrl_force,
             st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"],
-            m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"], m["dof_i"], s["s_qs"], s["s_vs"], s["s_lpos"],
+            m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], s["s_qs"],
+            s["s_vs"], s["s_lpos"],
             s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"],
             s["s_cvel"], s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"],
             s["s_dof"], s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"], s["s_row_i"])

@@ -1,0 +1,294 @@
+"""MJCF features against MuJoCo: small models written for each feature, both engines stepping the same model
+contact-free with the Euler integrator at the same step, joint positions within 1e-3 over 0.5 s. Each test also
+checks that the feature changes the motion (the same model without it moves elsewhere), so a loader that skipped
+it would fail."""
+
+import numpy as np
+import pytest
+
+import genesis_core as gs
+
+mujoco = pytest.importorskip("mujoco")
+
+DT, STEPS = 1e-3, 500
+
+
+def mujoco_run(xml, qpos0=None, qvel0=None, ctrl=None, contact=False):
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    model.opt.timestep = DT
+    model.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    if not contact:
+        model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    if qpos0 is not None:
+        data.qpos[:] = qpos0
+    if qvel0 is not None:
+        data.qvel[:] = qvel0
+    if ctrl is not None:
+        data.ctrl[:] = ctrl
+    out = []
+    for _ in range(STEPS):
+        mujoco.mj_step(model, data)
+        out.append(data.qpos.copy())
+    return np.array(out), model
+
+
+def our_run(tmp_path, xml, qpos0=None, qvel0=None, control=None, collision=False, name="model.xml"):
+    path = tmp_path / name
+    path.write_text(xml)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT),
+                     rigid_options=gs.options.RigidOptions(enable_collision=collision))
+    robot = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build()
+    if qpos0 is not None:
+        robot.set_qpos(qpos0)
+    if qvel0 is not None:
+        robot.set_dofs_velocity(qvel0)
+    if control is not None:
+        control(robot)
+    out = []
+    for _ in range(STEPS):
+        scene.step()
+        out.append(robot.get_qpos().numpy().copy())
+    return np.array(out), robot
+
+
+def compare(tmp_path, xml, plain_xml, **kw):
+    """Our run of xml within 1e-3 of MuJoCo's; MuJoCo's run of plain_xml (the feature removed) more than 1e-2 away."""
+    ours, robot = our_run(tmp_path, xml, **{k: v for k, v in kw.items() if k in ("qpos0", "qvel0", "control")})
+    ref, model = mujoco_run(xml, **{k: v for k, v in kw.items() if k in ("qpos0", "qvel0", "ctrl")})
+    plain, _ = mujoco_run(plain_xml, **{k: v for k, v in kw.items() if k in ("qpos0", "qvel0", "ctrl")})
+    err = np.abs(ours - ref).max()
+    assert err < 1e-3, err
+    assert np.abs(plain - ref).max() > 1e-2  # the feature matters in this model
+    return ours, ref, robot, model
+
+
+REF = """<mujoco>
+  <worldbody>
+    <body name="arm" pos="0 0 1">
+      <joint name="h" type="hinge" axis="0 1 0" ref="{href}" stiffness="3" springref="20"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.04"/>
+      <body name="slider" pos="0.4 0 0">
+        <joint name="s" type="slide" axis="1 0 0" ref="{sref}" stiffness="40"/>
+        <geom type="box" size="0.05 0.05 0.05"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_joint_ref_matches_mujoco(tmp_path):
+    """Joint ref: at q = ref the body is where the file places it (the kinematics use q - ref), qpos0 = ref, and
+    the springs pull toward springref (a position, not an offset from ref)."""
+    xml = REF.format(href=25, sref=0.1)
+    ours, ref, robot, model = compare(tmp_path, xml, REF.format(href=0, sref=0))
+    assert np.allclose(model.qpos0, [np.deg2rad(25), 0.1])
+    # at qpos0 the link is where the file puts it (before any step)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT))
+    (tmp_path / "ref.xml").write_text(xml)
+    entity = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "ref.xml")))
+    scene.build()
+    assert np.allclose(entity.get_qpos().numpy(), [np.deg2rad(25), 0.1])
+    slider = entity.get_link("slider")
+    assert np.allclose(slider.get_pos().numpy(), [0.4, 0, 1], atol=1e-12)
+
+
+MASSES = """<mujoco>
+  <compiler {compiler}/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 1 0" damping="0.02"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="1 0 0" damping="0.01"/>
+        <inertial pos="0 0.1 0" mass="0.001" diaginertia="1e-6 1e-6 1e-6"/>
+        <body name="c" pos="0 0.2 0">
+          <joint name="j3" type="hinge" axis="0 0 1"/>
+          <geom type="box" size="0.1 0.02 0.02" density="300"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("compiler", ['settotalmass="7"', 'boundmass="0.5" boundinertia="0.01"',
+                                      'boundmass="0.2" boundinertia="0.002" settotalmass="3"'])
+def test_compiler_mass_settings_match_mujoco(tmp_path, compiler):
+    """settotalmass scales every body's mass and inertia to the total; boundmass and boundinertia floor each
+    body's mass and principal inertias (before the total is set, as MuJoCo's compiler does). Joint damping makes
+    the motion depend on the mass scale."""
+    qpos0 = [0.3, 0.8, 0.5]
+    qvel0 = [0.0, 0.0, 3.0]
+    _, _, robot, model = compare(tmp_path, MASSES.format(compiler=compiler), MASSES.format(compiler=""),
+                                 qpos0=qpos0, qvel0=qvel0)
+    ours = np.array([link.get_mass() for link in robot.links])
+    assert np.allclose(ours, model.body_mass[1:], rtol=1e-9)
+
+
+ELLIPSOID = """<mujoco>
+  <worldbody>
+    <body name="e" pos="0 0 1">
+      <freejoint/>
+      <geom type="{kind}" size="{size}" pos="0.05 0 0" euler="20 0 30"/>
+      <geom type="sphere" size="0.04" pos="-0.2 0.1 0" density="3000"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_ellipsoid_inertia_matches_mujoco(tmp_path):
+    """An ellipsoid's volume and inertia, beside a sphere on the same body (a free body tumbling about an unstable
+    axis mixes them all); one given by fromto (the half-sizes across its axis are both size[0])."""
+    qvel0 = [0.1, 0, 0.5, 2.0, 0.3, 5.0]
+    xml = ELLIPSOID.format(kind="ellipsoid", size="0.2 0.1 0.05")
+    _, _, robot, model = compare(tmp_path, xml, ELLIPSOID.format(kind="box", size="0.2 0.1 0.05"), qvel0=qvel0)
+    sphere = 4 / 3 * np.pi * 0.04 ** 3 * 3000
+    assert robot.links[0].get_mass() == pytest.approx(4 / 3 * np.pi * 0.2 * 0.1 * 0.05 * 1000 + sphere, rel=1e-9)
+    assert robot.links[0].get_mass() == pytest.approx(model.body_mass[1], rel=1e-9)
+    fromto = ELLIPSOID.replace('size="{size}" pos="0.05 0 0" euler="20 0 30"', 'size="0.05" fromto="0 0 0 0.3 0.1 0"')
+    _, _, robot, model = compare(tmp_path, fromto.format(kind="ellipsoid"), fromto.format(kind="capsule"),
+                                 qvel0=qvel0)
+    assert robot.links[0].get_mass() == pytest.approx(model.body_mass[1], rel=1e-9)
+
+
+def test_ellipsoid_rests_on_the_plane_at_its_semi_axis(tmp_path):
+    """Contacts: an ellipsoid dropped on the plane comes to rest with its centre at its vertical semi-axis (to
+    the polyhedron's tolerance, 3% of the semi-axis) and level; a flat one on top of it stays there (stable: the
+    height of its centre, 0.05, is below R1 R2 / (R1 + R2) = 0.3 for the radii of curvature at the contact)."""
+    xml = """<mujoco><worldbody><geom type="plane" size="5 5 0.1"/>
+      <body name="low" pos="0 0 0.3"><freejoint/><geom type="ellipsoid" size="0.3 0.2 0.1"/></body>
+      <body name="high" pos="0 0 0.4"><freejoint/><geom type="ellipsoid" size="0.15 0.15 0.05"/></body>
+    </worldbody></mujoco>"""
+    (tmp_path / "drop.xml").write_text(xml)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3))
+    entity = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "drop.xml")))
+    scene.build()
+    for _ in range(1000):
+        scene.step()
+    low, high = entity.get_link("low"), entity.get_link("high")
+    assert low.get_pos().numpy()[2] == pytest.approx(0.1, abs=3e-3)
+    assert high.get_pos().numpy()[2] == pytest.approx(0.2 + 0.05, abs=6e-3)
+    assert np.abs(high.get_pos().numpy()[:2]).max() < 0.05
+    assert np.abs(entity.get_dofs_velocity().numpy()).max() < 0.05
+
+
+TENDON = """<mujoco>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 1 0" damping="0.05"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      </body>
+    </body>
+    <body name="c" pos="1 0 1">
+      <joint name="j3" type="slide" axis="0 0 1"/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t" {attrs}>
+      <joint joint="j1" coef="0.7"/>
+      <joint joint="j2" coef="-1.3"/>
+      <joint joint="j3" coef="2"/>
+    </fixed>
+  </tendon>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("attrs", ['stiffness="8" damping="0.3"', 'stiffness="8" springlength="0.2"',
+                                   'stiffness="5" springlength="-0.1 0.3" damping="0.1"'])
+def test_fixed_tendon_spring_damper_matches_mujoco(tmp_path, attrs):
+    """A fixed tendon over joints of two trees: L = sum coef q, a spring outside the slack interval (or toward
+    the length at the springs' reference) and a damper on dL/dt."""
+    qpos0 = [0.4, -0.6, 0.1]
+    compare(tmp_path, TENDON.format(attrs=attrs), TENDON.format(attrs=""), qpos0=qpos0)
+
+
+def test_fixed_tendon_limit_holds_the_length_in_range(tmp_path):
+    """A limited tendon over two kinematic trees: the length stays within its range while gravity pulls it out
+    (to the one-step overshoot the position pass undoes), then rests against the limit; without the limit it
+    leaves the range."""
+    (tmp_path / "lim.xml").write_text(TENDON.format(attrs='range="-0.5 0.5"'))
+    (tmp_path / "free.xml").write_text(TENDON.format(attrs=''))
+    lengths = {}
+    for name in ("lim", "free"):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3),
+                         rigid_options=gs.options.RigidOptions(enable_collision=False))
+        e = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / f"{name}.xml")))
+        scene.build(n_envs=2)
+        e.set_qpos(np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0]]))
+        out = []
+        for _ in range(400):
+            scene.step()
+            q = e.get_qpos().numpy()
+            out.append(0.7 * q[:, 0] - 1.3 * q[:, 1] + 2 * q[:, 2])
+        lengths[name] = np.array(out)
+    # the step that crosses the limit overshoots by about |dL/dt| h (~6e-3 here); the position pass takes it back
+    assert lengths["lim"].min() > -0.5 - 1e-2 and lengths["lim"].max() < 0.5 + 1e-2
+    assert lengths["lim"].max() > 0.49  # both ends of the range were reached
+    assert np.abs(lengths["lim"][-50:] + 0.5).max() < 1e-3  # and it rests against the lower one
+    assert lengths["free"].min() < -1.0
+
+
+PANDA_LIKE = """<mujoco>
+  <worldbody>
+    <body name="hand" pos="0 0 1">
+      <body name="f1"><joint name="finger1" type="slide" axis="0 1 0" range="0 0.04"/>
+        <geom type="box" size="0.01 0.01 0.02" mass="0.1"/></body>
+      <body name="f2"><joint name="finger2" type="slide" axis="0 -1 0" range="0 0.04"/>
+        <geom type="box" size="0.01 0.01 0.02" mass="0.1"/></body>
+    </body>
+  </worldbody>
+  <tendon><fixed name="split"><joint joint="finger1" coef="0.5"/><joint joint="finger2" coef="0.5"/></fixed></tendon>
+  <actuator>
+    <general tendon="split" forcerange="-100 100" ctrlrange="0 255" gainprm="0.01568627451 0 0"
+             biasprm="0 -100 -10"/>
+  </actuator>
+</mujoco>"""
+
+
+def test_tendon_actuator_drives_each_joint_of_its_tendon(tmp_path):
+    """A tendon actuator (the panda's fingers): each joint of the tendon gets the actuator's gains and force
+    range, as Genesis World maps it; position control of the fingers then reaches the target."""
+    path = tmp_path / "hand.xml"
+    path.write_text(PANDA_LIKE)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, gravity=(0, 0, 0)))
+    hand = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build()
+    assert np.allclose(hand.get_dofs_kp().numpy(), [100, 100])
+    assert np.allclose(hand.get_dofs_kv().numpy(), [10, 10])
+    lo, hi = hand.get_dofs_force_range()
+    assert np.allclose(lo.numpy(), -100) and np.allclose(hi.numpy(), 100)
+    hand.control_dofs_position([0.03, 0.03])
+    for _ in range(300):
+        scene.step()
+    assert np.allclose(hand.get_dofs_position().numpy(), [0.03, 0.03], atol=1e-4)
+
+
+FLUID = """<mujoco>
+  <option {option}/>
+  <worldbody>
+    <body name="plate" pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size="0.3 0.2 0.02" euler="10 20 0" density="200"/>
+      <geom type="sphere" size="0.05" pos="0.2 0 0"/>
+    </body>
+    <body name="arm" pos="1 0 1">
+      <joint name="h" type="hinge" axis="0 1 0"/>
+      <geom type="box" fromto="0 0 0 0.4 0 0" size="0.1 0.01"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("option", ['density="5" viscosity="0.05"', 'density="1000"',
+                                    'viscosity="1.5"', 'density="50" wind="3 -1 0.5"'])
+def test_fluid_forces_match_mujoco(tmp_path, option):
+    """MuJoCo's inertia-box fluid model: quadratic drag on the equivalent box of each body's principal inertias,
+    viscous resistance of its equivalent sphere, in a wind; a tumbling plate and a swinging arm."""
+    qvel0 = [0.5, 0.2, 1.0, 3.0, -2.0, 4.0, 2.0]
+    ours, ref, _, _ = compare(tmp_path, FLUID.format(option=option), FLUID.format(option=""), qvel0=qvel0)
