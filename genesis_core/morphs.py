@@ -101,13 +101,27 @@ class TetOptions:
     force_retet: bool = attrs.field(default=False, validator=v.is_bool)
 
 
+def _bitmask(inst, attr, value):
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 0xFFFFFFFF:
+        v._fail(inst, attr, value, "an int bitmask in [0, 0xFFFFFFFF]")
+
+
+@attrs.define(frozen=True, kw_only=True, slots=False)
+class CollisionFilter:
+    """MuJoCo's contact filter, as Genesis World's morphs carry it: two geoms can touch when the contype of one
+    and the conaffinity of the other share a bit (rigid solver; robot files set theirs per geom)."""
+
+    contype: int = attrs.field(default=0xFFFF, validator=_bitmask)
+    conaffinity: int = attrs.field(default=0xFFFF, validator=_bitmask)
+
+
 @attrs.define(frozen=True, kw_only=True)
-class Primitive(Morph, TetOptions):
+class Primitive(Morph, TetOptions, CollisionFilter):
     fixed: bool = attrs.field(default=False, validator=v.is_bool)
 
 
 @attrs.define(frozen=True, kw_only=True)
-class Plane(Morph):
+class Plane(Morph, CollisionFilter):
     """An infinite static plane through `pos` with outward `normal`."""
 
     normal: tuple = attrs.field(default=(0.0, 0.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3))
@@ -237,7 +251,7 @@ def _plain_options(inst, attr, value):
 
 
 @attrs.define(frozen=True, kw_only=True)
-class Mesh(FileMorph, TetOptions):
+class Mesh(FileMorph, TetOptions, CollisionFilter):
     """A triangle mesh from an OBJ/STL file.
 
     convexify: collide as convex pieces (the only collision the rigid solver has; False is refused there).

@@ -23,10 +23,12 @@ derivative almost everywhere). The model (masses, geometry, friction) is constan
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 import torch
 
+import genesis_core as gs
 from genesis_core.rotations import quat_to_mat  # torch tensors, batched
 
 from .kernels_collision import CF_DEPTH, CF_NORMAL, CF_POS, CI_ACTIVE, CI_FEATURE, CI_PREV, CI_SLOT
@@ -35,8 +37,10 @@ from .kernels_grad import ROW_FRICTION, ROW_LIMIT, ROW_NONE, ROW_NORMAL, pgs
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
                      DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q,
                      GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, JF_AXIS, JF_POS, JF_REF,
-                     JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_POS, LF_QUAT, LI_DOF_END, LI_DOF_START,
-                     LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_PARENT)
+                     JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
+                     LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_POS, LF_QUAT, LI_DOF_END,
+                     LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_PARENT, TF_DAMPING, TF_LIMITED,
+                     TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_START)
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE
 
 # the fields a substep reads (frame f, or frameless) and writes (frame fn) in differentiable mode
@@ -226,6 +230,24 @@ class DifferentiableStep:
                 moves[l, d] = 1.0
                 d = int(dof_i[d, DI_PARENT])
         self.anc, self.moves = t(anc), t(moves[:self.L])
+        # fixed tendons (kernels_constraint.smooth_acceleration): C [T, D] with L = C q; their limits have no
+        # differentiable rows
+        ten_f, ten_i = a["ten_f"], a["ten_i"]
+        T = len(solver._tendons)
+        if any(ten_f[k, TF_LIMITED] != 0 for k in range(T)):
+            raise gs.OptionError(f"{solver.name}: a limited tendon is not available with SimOptions(requires_grad=True) "
+                                 "(a tendon limit has no differentiable constraint row yet); remove its range.")
+        coef = np.zeros((T, D))
+        for k in range(T):
+            for r in range(int(ten_i[k, TI_START]), int(ten_i[k, TI_START] + ten_i[k, TI_COUNT])):
+                coef[k, int(ten_i[r, 0])] += ten_f[r, 0]
+        self.tendon_coef = t(coef) if T else None
+        self.tendon_params = t(ten_f[:T, [TF_STIFFNESS, TF_DAMPING, TF_SPRING_LO, TF_SPRING_HI]]) if T else None
+        # the fluid around each link (kernels_dynamics.fluid_wrench)
+        self.link_fluid = [None if link_f[l, LF_FLUID_DENSITY] + link_f[l, LF_FLUID_VISCOSITY] <= 0 else dict(
+            density=float(link_f[l, LF_FLUID_DENSITY]), viscosity=float(link_f[l, LF_FLUID_VISCOSITY]),
+            wind=t(link_f[l, LF_FLUID_WIND:LF_FLUID_WIND + 3]), box=t(link_f[l, LF_FLUID_BOX:LF_FLUID_BOX + 3]),
+            irot=quat_to_mat(t(link_f[l, LF_FLUID_IQUAT:LF_FLUID_IQUAT + 4]))) for l in range(self.L)]
         limited = [d for d in range(D) if dof_i[d, DI_LIMITED] != 0]
         self.limited = torch.as_tensor(limited, dtype=torch.long, device=dev)
         self.limit_q = self.dof_q[self.limited] if limited else self.limited
@@ -440,6 +462,9 @@ class DifferentiableStep:
             if self.link_gravcomp[l] != 0.0:  # kernels_dynamics.bias_and_mass: gravity compensation
                 lift = (-self.link_gravcomp[l] * m * self.gravity).expand_as(c)
                 cfrc[l] = cfrc[l] - torch.cat([torch.cross(c, lift, dim=-1), lift], -1)
+            if self.link_fluid[l] is not None:
+                fl, tq = self._fluid_wrench(self.link_fluid[l], r, c, cvel[l])
+                cfrc[l] = cfrc[l] - torch.cat([tq + torch.cross(c, fl, dim=-1), fl], -1)
         for l in reversed(range(self.L)):
             parent = self.link_parent[l]
             if parent >= 0:
@@ -475,6 +500,11 @@ class DifferentiableStep:
         mass = mass + torch.diag_embed(self.armature + h * gain_v + h * h * gain_p)
         # generalized forces
         tau = -bias - self.damping * vel - self.stiffness * (q - self.springref) + force
+        if self.tendon_coef is not None:  # fixed tendons: spring outside the slack interval, damper
+            k, b, lo, hi = self.tendon_params.unbind(-1)
+            length, rate = q @ self.tendon_coef.T, vel @ self.tendon_coef.T
+            stretch = torch.where(length > hi, length - hi, torch.where(length < lo, length - lo, torch.zeros_like(length)))
+            tau = tau + (-k * stretch - b * rate) @ self.tendon_coef
         if ext_impulse is not None:
             # coupling impulses (linear, angular about the com) as spatial forces at the origin, through J^T / h
             lin, ang = ext_impulse[..., :3], ext_impulse[..., 3:]
@@ -484,6 +514,24 @@ class DifferentiableStep:
         chol = torch.linalg.cholesky_ex(mass)[0]  # as the kernels: no exception mid-run
         acc = torch.cholesky_solve(tau.unsqueeze(-1), chol).squeeze(-1)
         return chol, vel + h * acc
+
+    @staticmethod
+    def _fluid_wrench(fluid, rot, com, cvel):
+        """kernels_dynamics.fluid_wrench: force and torque [B, 3] (world, at the centre of mass) of the fluid."""
+        r = rot @ fluid["irot"]
+        omega = cvel[:, :3]
+        lin = cvel[:, 3:] + torch.cross(omega, com, dim=-1) - fluid["wind"]
+        w, v = mv(r.transpose(-1, -2), omega), mv(r.transpose(-1, -2), lin)
+        box = fluid["box"]
+        diam = box.sum() / 3.0
+        torque = -math.pi * diam ** 3 * fluid["viscosity"] * w
+        force = -3.0 * math.pi * diam * fluid["viscosity"] * v
+        b4 = box ** 4
+        area = torch.stack([box[1] * box[2], box[0] * box[2], box[0] * box[1]])
+        force = force - 0.5 * fluid["density"] * area * v.abs() * v
+        moment = torch.stack([box[0] * (b4[1] + b4[2]), box[1] * (b4[0] + b4[2]), box[2] * (b4[0] + b4[1])])
+        torque = torque - fluid["density"] / 64.0 * moment * w.abs() * w
+        return mv(r, force), mv(r, torque)
 
     def geom_poses(self, kin):
         """World centres [B, G, 3] and rotations [B, G, 3, 3] of the geoms (kernels_collision.geom_pose)."""

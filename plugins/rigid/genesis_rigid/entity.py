@@ -436,6 +436,14 @@ class RigidEntity(gs.Entity):
 
         return ik.get_jacobian(self, link, local_point=local_point)
 
+    def get_dofs_invweight(self, dofs_idx_local=None, envs_idx=None):
+        """Genesis World's dof inverse weights `([n_envs,] n)`: the diagonal of the inverse mass matrix at the
+        model's initial configuration, with each environment's inertial parameters and armature
+        (genesis_rigid.ik.get_dofs_invweight)."""
+        from . import ik
+
+        return ik.get_dofs_invweight(self, dofs_idx_local, envs_idx)
+
     def inverse_kinematics(self, link, pos=None, quat=None, *args, **kwargs):
         """qpos `([n_envs,] n_qs)` that puts `link` at `pos` / `quat`, by batched damped least squares within the
         joint limits, with restarts; the scene's state is left as it is (genesis_rigid.ik.inverse_kinematics:

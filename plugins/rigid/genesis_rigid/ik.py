@@ -41,7 +41,7 @@ from genesis_core.state import to_index, to_tensor
 from genesis_core.utils.geom import inv_quat as quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 
 from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE,
-                     LF_POS, LF_QUAT, LI_JOINT_END, LI_JOINT_START, LI_PARENT)
+                     LF_COM, LF_INERTIA, LF_MASS, LF_POS, LF_QUAT, LI_JOINT_END, LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, JOINT_NV, SLIDE
 
 # once few environments are left unconverged, IK runs about this many restarts side by side
@@ -86,7 +86,7 @@ def _spd_solve(A, b):
 # -- the kinematic tree of an entity --------------------------------------------------------------------------------
 
 class _Joint:
-    __slots__ = ("type", "q", "dof", "pos", "axis", "has_pos", "axis_quat_r")
+    __slots__ = ("type", "q", "dof", "pos", "axis", "has_pos", "axis_quat_r", "ref")
 
 
 class _Link:
@@ -356,6 +356,51 @@ def get_jacobian(entity, link, local_point=None):
         point = point + (kin["rot"][l] @ lp.unsqueeze(-1)).squeeze(-1)
     J = tree.jacobian(kin, l, point)
     return J if batched else J[0]
+
+
+def mass_matrix(entity, qpos, envs_idx=None):
+    """The joint-space mass matrix `[B, n_dofs, n_dofs]` of the entity at qpos `[B, n_qs]`, from the links'
+    Jacobians (sum of m Jv^T Jv + Jw^T I Jw at each centre of mass) with each environment's inertial parameters
+    (the state's links_* fields) and armature on the diagonal."""
+    tree = kinematic_tree(entity)
+    solver = entity.solver
+    solver._sync_link_params()
+    envs, B, _ = _envs(entity, envs_idx)
+    link_f = torch.as_tensor(solver.model["link_f"].to_numpy(), dtype=tree.dtype, device=gs.device)
+    link_f = link_f[:, entity.link_start:entity.link_end]
+    if envs is not None:
+        link_f = link_f[envs.to(link_f.device)]
+    kin = tree.fk(qpos)
+    M = qpos.new_zeros((B, tree.n_dofs, tree.n_dofs))
+    for l in range(tree.n_links):
+        m = link_f[:, l, LF_MASS]
+        rot = kin["rot"][l]
+        com = kin["pos"][l] + (rot @ link_f[:, l, LF_COM:LF_COM + 3].unsqueeze(-1)).squeeze(-1)
+        J = tree.jacobian(kin, l, com)
+        jv, jw = J[:, :3], J[:, 3:]
+        inertia = rot @ link_f[:, l, LF_INERTIA:LF_INERTIA + 9].reshape(B, 3, 3) @ rot.transpose(-1, -2)
+        M = M + m[:, None, None] * jv.transpose(1, 2) @ jv + jw.transpose(1, 2) @ inertia @ jw
+    armature = entity.get_dofs_armature(envs_idx=envs_idx).to(M.dtype).reshape(B, tree.n_dofs)
+    return M + torch.diag_embed(armature)
+
+
+def get_dofs_invweight(entity, dofs_idx_local=None, envs_idx=None):
+    """Genesis World's dof inverse weights `([n_envs,] n)`: the diagonal of the inverse mass matrix at the model's
+    initial configuration, with each environment's current inertial parameters and armature; averaged over the
+    translations and over the rotations of a free joint, and over a ball joint's three dofs."""
+    tree = kinematic_tree(entity)
+    envs, B, batched = _envs(entity, envs_idx)
+    if entity.n_dofs == 0:
+        return torch.zeros((B, 0) if batched else (0,), dtype=tree.dtype, device=gs.device)
+    q0 = torch.as_tensor(entity.solver._qpos0[entity.q_start:entity.q_end], dtype=tree.dtype, device=gs.device)
+    diag = torch.diagonal(torch.linalg.inv(mass_matrix(entity, q0.expand(B, -1), envs_idx)), dim1=1, dim2=2).clone()
+    for k in tree.links:
+        for jt in k.joints:
+            groups = {FREE: ((0, 3), (3, 6)), BALL: ((0, 3),)}.get(jt.type, ())
+            for a, b in groups:
+                diag[:, jt.dof + a:jt.dof + b] = diag[:, jt.dof + a:jt.dof + b].mean(-1, keepdim=True)
+    out = diag[:, entity._local(dofs_idx_local, entity.n_dofs, "dofs_idx_local").to(diag.device)]
+    return out if batched else out[0]
 
 
 def inverse_kinematics(entity, link, pos=None, quat=None, local_point=None, init_qpos=None, respect_joint_limit=True,

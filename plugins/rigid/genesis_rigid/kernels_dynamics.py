@@ -12,7 +12,7 @@ import taichi as ti
 
 from .kernels_math import func, force_cross, inertia_apply, quat_to_mat, spatial, v3e, v4e
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
-                     DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
+                     DI_LINK, DI_PARENT, DI_Q, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END, LI_DOF_START,
                      LI_PARENT)
 

@@ -4,8 +4,8 @@ from genesis_core import validators as v
 from genesis_core.options import Options
 
 
-# Genesis World's integrators (gs.integrator.*): its implicit ones are this solver's "euler" (damping, springs and PD
-# gains implicit)
+# Genesis World's integrators (gs.integrator.*): its implicit ones are this solver's "euler" (damping and PD gains
+# implicit)
 _INTEGRATORS = {"Euler": "euler", "implicitfast": "euler", "approximate_implicitfast": "euler", "RK4": "rk4"}
 
 
@@ -13,7 +13,7 @@ _INTEGRATORS = {"Euler": "euler", "implicitfast": "euler", "approximate_implicit
 class RigidOptions(Options):
     """Options of the rigid solver.
 
-    integrator: "euler" (semi-implicit Euler; joint damping, springs and PD gains implicit, as MuJoCo's Euler) or
+    integrator: "euler" (semi-implicit Euler; joint damping and PD gains implicit, springs explicit, as MuJoCo's) or
     "rk4" (classic Runge-Kutta on the smooth dynamics, all forces explicit, four times the dynamics per substep;
     contacts and limits act once per substep at its start).
     iterations: projected Gauss-Seidel sweeps per substep, at most; tolerance: the sweeps stop early once a sweep
@@ -31,7 +31,8 @@ class RigidOptions(Options):
     scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (the contact pool's size
     when max_contacts is None); constraint_solver (any of Genesis World's; the constraints are solved by projected
     Gauss-Seidel whatever it names); batch_dofs_info, batch_links_info, batch_joints_info (the dof and link
-    parameters are per environment whatever they say: the setters take envs_idx).
+    parameters are per environment whatever they say: the setters take envs_idx). Genesis World's options that
+    mean nothing here (GENESIS_ONLY) raise an OptionError naming what to use instead.
     """
 
     integrator: str = attrs.field(default="euler", converter=lambda x: _INTEGRATORS.get(x, x),
@@ -56,3 +57,46 @@ class RigidOptions(Options):
     batch_dofs_info: bool = attrs.field(default=False, validator=v.is_bool)
     batch_links_info: bool = attrs.field(default=False, validator=v.is_bool)
     batch_joints_info: bool = attrs.field(default=False, validator=v.is_bool)
+
+
+# Genesis World's RigidOptions fields without a counterpart here, and what to use instead
+GENESIS_ONLY = {
+    "ls_iterations": "the constraints are solved by projected Gauss-Seidel, without a line search: set iterations",
+    "ls_tolerance": "the constraints are solved by projected Gauss-Seidel, without a line search: set tolerance",
+    "noslip_iterations": "friction is solved with the contacts (a friction pyramid); there is no separate no-slip "
+                         "pass",
+    "use_contact_island": "each environment's constraints are solved as one system (the kinematic trees already "
+                          "split the rows); there is nothing to switch",
+    "use_hibernation": "bodies never sleep here",
+    "hibernation_thresh_vel": "bodies never sleep here",
+    "hibernation_thresh_acc": "bodies never sleep here",
+    "enable_multi_contact": "pairs always keep several contact points (boxes on a plane keep four)",
+    "enable_mujoco_compatibility": "the dynamics follow MuJoCo's equations whatever it says",
+    "contact_resolve_time": "penetrations are undone by the position pass: set baumgarte and "
+                            "max_correction_velocity",
+    "constraint_timeconst": "penetrations are undone by the position pass: set baumgarte and "
+                            "max_correction_velocity",
+    "use_gjk_collision": "the narrowphase is fixed (analytic primitives, convex hulls by support mapping and "
+                         "clipping)",
+    "box_box_detection": "box pairs always go through the convex-hull narrowphase",
+    "max_dynamic_constraints": "the constraint rows follow the contact pool: set max_contacts",
+    "sparse_solve": "the mass matrix is always factorised along the kinematic tree (sparse)",
+    "IK_max_targets": "inverse kinematics takes any number of targets",
+    "enable_neutral_collision": "set enable_collision / enable_self_collision / enable_adjacent_collision",
+}
+
+_attrs_init = RigidOptions.__init__
+
+
+def _init(self, **kwargs):
+    for name in kwargs:
+        if name in GENESIS_ONLY:
+            from genesis_core.errors import OptionError
+
+            raise OptionError(f"RigidOptions({name}=...) is a Genesis World option with no counterpart here: "
+                              f"{GENESIS_ONLY[name]}.")
+    _attrs_init(self, **kwargs)
+
+
+_init.__doc__ = _attrs_init.__doc__
+RigidOptions.__init__ = _init

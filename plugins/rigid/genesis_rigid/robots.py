@@ -58,17 +58,25 @@ def _mesh(morph, material):
     return RobotDesc("mesh", [body])
 
 
+def _filter(robot, morph):
+    """The morph's contype/conaffinity on each of its geoms (primitives and meshes)."""
+    for body in robot.bodies:
+        for g in body.geoms:
+            g.contype, g.conaffinity = morph.contype, morph.conaffinity
+    return robot
+
+
 def describe(morph, material) -> RobotDesc:
     """The robot description of a morph; a bad file raises gs.OptionError naming it."""
     if isinstance(morph, (gs.morphs.Plane, gs.morphs.Box, gs.morphs.Sphere, gs.morphs.Capsule, gs.morphs.Cylinder)):
-        return _primitive(morph, material)
+        return _filter(_primitive(morph, material), morph)
     try:
         if isinstance(morph, gs.morphs.URDF):
             robot = load_urdf(morph.file, fixed=morph.fixed, density=material.rho)
         elif isinstance(morph, gs.morphs.MJCF):
             robot = load_mjcf(morph.file)
         elif isinstance(morph, gs.morphs.Mesh):
-            return _mesh(morph, material)
+            return _filter(_mesh(morph, material), morph)
         else:
             raise gs.OptionError(f"the rigid solver does not simulate {type(morph).__name__} morphs.")
         if morph.scale != 1.0:
@@ -94,3 +102,8 @@ def _scale(robot, s):
             g.pos = g.pos * s
             g.size = g.size * s
             g.mesh_scale = g.mesh_scale * s
+            if g.vertices is not None:  # (an ellipsoid's polyhedron, or a convex part)
+                g.vertices = g.vertices * s
+                g._part_hull = None
+            if g.ellipsoid is not None:
+                g.ellipsoid = g.ellipsoid * s

@@ -925,6 +925,22 @@ class RigidSolver(gs.SolverBase):
         the same about any point: ref is accepted for Genesis World's scripts)."""
         self._apply_wrench(torque, links_idx, envs_idx, ref, local, torque=True)
 
+    @property
+    def links_info(self):
+        """Genesis World's links_info names, read-only (genesis_rigid.info): inertial_mass, inertial_pos,
+        inertial_i."""
+        from .info import links_info
+
+        return links_info(self)
+
+    @property
+    def dofs_info(self):
+        """Genesis World's dofs_info names, read-only (genesis_rigid.info): damping, armature, stiffness, kp, kv,
+        force_range, limit."""
+        from .info import dofs_info
+
+        return dofs_info(self)
+
     def get_error_envs_mask(self):
         """Genesis World's: a bool tensor [n_envs], True for the environments the last step left non-finite
         (scene.invalid_envs)."""

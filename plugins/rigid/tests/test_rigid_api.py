@@ -367,3 +367,49 @@ def test_parameter_rules_hold_on_the_way_in():
         scene.reset(bad, envs_idx=[0])
     assert p.get_links_mass_shift().abs().max() == 0
     scene.step()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_links_info_and_dofs_info_read_the_parameters_in_genesis_layout(batched):
+    """scene.rigid_solver.links_info / dofs_info: Genesis World's field names over the state's per-environment
+    parameters, [n] (the first environment) or [n, n_envs] with batch_*_info; read-only copies."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3),
+                     rigid_options=gs.options.RigidOptions(batch_links_info=batched, batch_dofs_info=batched))
+    arm = scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
+    scene.build(n_envs=2)
+    arm.set_links_inertial_mass([[5.0]], links_idx_local=[1], envs_idx=[1])
+    arm.set_dofs_damping([[0.3, 0.4, 0.5]], envs_idx=[1])
+    solver = scene.rigid_solver
+    mass = solver.links_info.inertial_mass.to_numpy()
+    damping = solver.dofs_info.damping.to_numpy()
+    if batched:
+        assert mass.shape == (arm.n_links, 2) and damping.shape == (arm.n_dofs, 2)
+        assert mass[1, 1] == 5.0 and mass[1, 0] == float(arm.get_links_inertial_mass([1])[0, 0])
+        assert np.allclose(damping[:, 1], [0.3, 0.4, 0.5])
+    else:
+        assert mass.shape == (arm.n_links,) and damping.shape == (arm.n_dofs,)
+        assert np.allclose(mass, arm.get_links_inertial_mass()[0].numpy())
+    lo, hi = (x.numpy() for x in arm.get_dofs_force_range())
+    force_range = solver.dofs_info.force_range.to_numpy()
+    assert np.allclose(force_range[..., 0], (lo.T if batched else lo[0])) and force_range.shape[-1] == 2
+    mass[...] = -1  # a copy
+    assert solver.links_info.inertial_mass.to_numpy().min() >= 0
+    assert solver.links_info.inertial_pos.to_numpy().shape[-1] == 3
+    assert solver.links_info.inertial_i.to_numpy().shape[-2:] == (3, 3)
+    assert np.all(np.isfinite(solver.dofs_info.limit.to_numpy()[..., 0]) | (solver.dofs_info.limit.to_numpy()[..., 0] == -np.inf))
+    with pytest.raises(AttributeError, match="inertial_mass"):
+        solver.links_info.no_such_field
+
+
+def test_genesis_options_without_a_counterpart_name_the_replacement():
+    """Genesis World's RigidOptions fields that mean nothing here raise an OptionError that says what to use;
+    those that mean something are accepted."""
+    with pytest.raises(gs.OptionError, match="ls_iterations.*set iterations"):
+        gs.options.RigidOptions(ls_iterations=50)
+    with pytest.raises(gs.OptionError, match="contact_resolve_time.*baumgarte"):
+        gs.options.RigidOptions(contact_resolve_time=0.02)
+    opts = gs.options.RigidOptions(dt=0.01, max_collision_pairs=20, constraint_solver=gs.constraint_solver.Newton,
+                                   tolerance=1e-5, batch_dofs_info=True)
+    assert opts.max_collision_pairs == 20 and opts.tolerance == 1e-5
+    with pytest.raises(TypeError):
+        gs.options.RigidOptions(no_such_option=1)

@@ -334,3 +334,61 @@ def test_rk4_is_refused_in_differentiable_mode():
     scene.add_entity(gs.morphs.MJCF(file=assets.path("pendulum.xml")))
     with pytest.raises(gs.OptionError, match="integrator='euler'"):
         scene.build()
+
+
+MJCF_FEATURES = """<mujoco>
+  <option density="400" viscosity="0.3" wind="1 0 -0.5"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 1 0" ref="15" damping="0.05"/>
+      <geom type="ellipsoid" size="0.15 0.05 0.03" pos="0.15 0 0"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="j2" type="slide" axis="1 0 0" ref="0.05"/>
+        <geom type="box" size="0.04 0.04 0.04"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon><fixed name="t" stiffness="6" damping="0.2" springlength="-0.1 0.1">
+    <joint joint="j1" coef="1"/><joint joint="j2" coef="-3"/></fixed></tendon>
+</mujoco>"""
+
+
+def test_mjcf_ref_tendon_and_fluid_gradients(tmp_path):
+    """Joint ref, a fixed tendon's spring-damper and the fluid forces in differentiable mode: the forward is the
+    fast path's, and the gradient of the final state w.r.t. the initial velocities matches finite differences."""
+    path = tmp_path / "features.xml"
+    path.write_text(MJCF_FEATURES)
+    n = 30
+    weights = torch.tensor([1.0, -2.0, 0.5, 0.3], dtype=F64)
+
+    def build(scene):
+        return scene.add_entity(gs.morphs.MJCF(file=str(path)))
+
+    (scene, arm), (ref, ref_arm) = scene_pair(build, dt=5e-3)
+
+    def rollout(scene, arm, v0):
+        arm.set_dofs_velocity(v0)
+        for _ in range(n):
+            scene.step()
+        return (torch.cat([arm.get_dofs_position(), arm.get_dofs_velocity()]) * weights).sum()
+
+    v00 = torch.tensor([1.5, -0.4], dtype=F64)
+    v0 = v00.clone().requires_grad_(True)
+    loss = rollout(scene, arm, v0)
+    loss.backward()
+
+    def f(v0=v00):
+        ref.reset()
+        return float(rollout(ref, ref_arm, v0))
+
+    assert abs(f() - float(loss.detach())) < 1e-9
+    assert_close_rel(v0.grad, central_differences(f, v00))
+
+
+def test_a_limited_tendon_is_refused_in_differentiable_mode(tmp_path):
+    path = tmp_path / "limited.xml"
+    path.write_text(MJCF_FEATURES.replace('springlength="-0.1 0.1"', 'range="-0.2 0.2"'))
+    scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True))
+    scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    with pytest.raises(gs.OptionError, match="limited tendon"):
+        scene.build()

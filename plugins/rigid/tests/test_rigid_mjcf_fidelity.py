@@ -292,3 +292,57 @@ def test_fluid_forces_match_mujoco(tmp_path, option):
     viscous resistance of its equivalent sphere, in a wind; a tumbling plate and a swinging arm."""
     qvel0 = [0.5, 0.2, 1.0, 3.0, -2.0, 4.0, 2.0]
     ours, ref, _, _ = compare(tmp_path, FLUID.format(option=option), FLUID.format(option=""), qvel0=qvel0)
+
+
+def test_contype_and_conaffinity_on_morphs():
+    """Genesis World's morph filters: a sphere with contype = conaffinity = 0 falls through the plane; spheres
+    whose bitmasks share no bit pass through each other and both land on the plane (0xFFFF by default)."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=5e-3))
+    scene.add_entity(gs.morphs.Plane())
+    ghost = scene.add_entity(gs.morphs.Sphere(radius=0.1, pos=(1, 0, 0.5), contype=0, conaffinity=0))
+    low = scene.add_entity(gs.morphs.Sphere(radius=0.1, pos=(0, 0, 0.3), contype=2, conaffinity=2))
+    high = scene.add_entity(gs.morphs.Sphere(radius=0.1, pos=(0, 0, 0.6), contype=4, conaffinity=4))
+    stacked = scene.add_entity(gs.morphs.Sphere(radius=0.1, pos=(3, 0, 0.6), contype=4, conaffinity=2))
+    below = scene.add_entity(gs.morphs.Sphere(radius=0.1, pos=(3, 0, 0.3), contype=2, conaffinity=2))
+    scene.build()
+    for _ in range(300):
+        scene.step()
+    assert float(ghost.get_pos()[2]) < -0.5
+    assert float(low.get_pos()[2]) == pytest.approx(0.1, abs=2e-3)
+    assert float(high.get_pos()[2]) == pytest.approx(0.1, abs=2e-3)  # through `low`, onto the plane
+    assert float(below.get_pos()[2]) == pytest.approx(0.1, abs=2e-3)
+    assert float(stacked.get_pos()[2]) == pytest.approx(0.3, abs=3e-3)  # 4 & 2 = 0 but 2 & 2 != 0: they touch
+    with pytest.raises(gs.OptionError, match="contype"):
+        gs.morphs.Box(contype=-1)
+
+
+INVWEIGHT = """<mujoco>
+  <worldbody>
+    <body name="base" pos="0 0 1"><freejoint/>
+      <geom type="box" size="0.2 0.1 0.05"/>
+      <body name="arm" pos="0.2 0 0"><joint name="h" type="hinge" axis="0 1 0" armature="0.01" ref="10"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="wrist" pos="0.3 0 0"><joint name="b" type="ball"/>
+          <geom type="ellipsoid" size="0.05 0.04 0.03" pos="0.05 0 0"/>
+          <body name="tip" pos="0.1 0 0"><joint name="s" type="slide" axis="1 0 0"/>
+            <geom type="sphere" size="0.02"/></body></body></body></body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_dofs_invweight_matches_mujoco(tmp_path):
+    """get_dofs_invweight: the inverse mass matrix's diagonal at qpos0 (averaged over a free joint's translations
+    and rotations and a ball joint's dofs), as MuJoCo's dof_invweight0; per environment after set_mass."""
+    path = tmp_path / "inv.xml"
+    path.write_text(INVWEIGHT)
+    model = mujoco.MjModel.from_xml_path(str(path))
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT))
+    robot = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build(n_envs=2)
+    inv = robot.get_dofs_invweight()
+    assert inv.shape == (2, robot.n_dofs)
+    assert np.allclose(inv.numpy(), model.dof_invweight0[None], rtol=1e-9)
+    robot.set_links_inertial_mass([[2 * m for m in model.body_mass[1:]]], envs_idx=[1])
+    inv = robot.get_dofs_invweight(dofs_idx_local=[0, 6], envs_idx=[0, 1])
+    assert np.allclose(inv[0].numpy(), model.dof_invweight0[[0, 6]], rtol=1e-9)
+    assert inv[1, 0] == pytest.approx(model.dof_invweight0[0] / 2, rel=1e-9)  # twice the mass
