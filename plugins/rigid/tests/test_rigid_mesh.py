@@ -201,9 +201,10 @@ def test_mesh_contacts_with_boxes_spheres_capsules_and_meshes(meshes):
 
 def test_mesh_collision_filters(meshes):
     """MuJoCo's contype/conaffinity rule holds for meshes: a cube whose contype and conaffinity (2) share no bit
-    with the floor's (1) falls through it, one with both 0 is in no pair; a plain cube lands."""
+    with the floor's (1, set on the morph; its default 0xFFFF would touch it) falls through it, one with both 0 is
+    in no pair; a plain cube lands."""
     scene, (_, ghosts, lander) = build([
-        gs.morphs.Plane(),
+        gs.morphs.Plane(contype=1, conaffinity=1),
         meshes("ghosts.xml", '<body pos="0 0 0.1"><freejoint/><geom type="mesh" mesh="cube" contype="2" '
                              'conaffinity="2"/></body><body pos="1 0 0.1"><freejoint/><geom type="mesh" mesh="cube" '
                              'contype="0" conaffinity="0"/></body>'),
