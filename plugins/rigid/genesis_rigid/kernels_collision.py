@@ -28,7 +28,7 @@ deterministic.
 import taichi as ti
 
 from .kernels_math import func, quat_to_mat, v3, v4
-from .layout import (GF_BCENTRE, GF_FRICTION, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A,
+from .layout import (GF_BCENTRE, GF_FRICTION, GF_GAP, GF_MARGIN, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A,
                      PI_GEOM_B, PI_SLOT)
 from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 
@@ -174,27 +174,30 @@ def closest_between_segments(p0, p1, q0, q1):
 
 
 @func
-def sphere_sphere(b, slot, key, ca, ra, cb, rb, mu, la, lb, s_con_f, s_con_i):
+def sphere_sphere(b, slot, key, ca, ra, cb, rb, mu, la, lb, reach, shift, s_con_f, s_con_i):
+    """Two spheres. Every detector reports a pair closer than `reach` (the pair's margin + gap; 0: touching), with
+    depth = penetration + shift (the pair's margin: the constraint holds them that far apart; a contact in the gap
+    beyond it is reported and exerts no force unless it closes the distance)."""
     d = cb - ca
     dist = d.norm()
     pen = ra + rb - dist
-    if pen > 0:
+    if pen > -reach:
         n = ti.Vector([0.0, 0.0, 1.0])
         if dist > 1e-12:
             n = d / dist
-        emit(b, slot, key, ca + n * (ra - 0.5 * pen), n, pen, mu, la, lb, s_con_f, s_con_i)
+        emit(b, slot, key, ca + n * (ra - 0.5 * pen), n, pen + shift, mu, la, lb, s_con_f, s_con_i)
 
 
 @func
-def plane_point(b, slot, key, p, n, x, radius, mu, la, lb, s_con_f, s_con_i):
+def plane_point(b, slot, key, p, n, x, radius, mu, la, lb, reach, shift, s_con_f, s_con_i):
     """A sphere of `radius` at x (0: a point) against the plane through p with normal n."""
     dist = n.dot(x - p) - radius
-    if dist < 0:
-        emit(b, slot, key, x - n * (radius + 0.5 * dist), n, -dist, mu, la, lb, s_con_f, s_con_i)
+    if dist < reach:
+        emit(b, slot, key, x - n * (radius + 0.5 * dist), n, shift - dist, mu, la, lb, s_con_f, s_con_i)
 
 
 @func
-def sphere_box(b, slot, key, c, r, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
+def sphere_box(b, slot, key, c, r, cb, rot_b, hb, mu, la, lb, reach, shift, s_con_f, s_con_i):
     """Sphere (geom a) against box (geom b); the normal points from the sphere into the box."""
     local = rot_b.transpose() @ (c - cb)
     clamped = ti.min(ti.max(local, -hb), hb)
@@ -210,15 +213,16 @@ def sphere_box(b, slot, key, c, r, cb, rot_b, hb, mu, la, lb, s_con_f, s_con_i):
         out_local[axis] = 1.0 if local[axis] >= 0 else -1.0
         out = rot_b @ out_local
         surface = c + out * slack
-        emit(b, slot, key, surface - out * (0.5 * (slack + r)), -out, slack + r, mu, la, lb, s_con_f, s_con_i)
+        emit(b, slot, key, surface - out * (0.5 * (slack + r)), -out, slack + r + shift, mu, la, lb, s_con_f,
+             s_con_i)
     else:
         d = local - clamped
         dist = d.norm()
-        if dist < r:
+        if dist < r + reach:
             out = rot_b @ (d / ti.max(dist, 1e-30))
             surface = cb + rot_b @ clamped
             deepest = c - out * r
-            emit(b, slot, key, 0.5 * (surface + deepest), -out, r - dist, mu, la, lb, s_con_f, s_con_i)
+            emit(b, slot, key, 0.5 * (surface + deepest), -out, r - dist + shift, mu, la, lb, s_con_f, s_con_i)
 
 
 @func
@@ -329,18 +333,23 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
         sa = v3(geom_f, ga, GF_SIZE)
         sb = v3(geom_f, gb, GF_SIZE)
         mu = ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION])
+        shift = geom_f[ga, GF_MARGIN] + geom_f[gb, GF_MARGIN]  # (MuJoCo's pair margin and gap: the sums)
+        reach = shift + geom_f[ga, GF_GAP] + geom_f[gb, GF_GAP]
         za = ti.Vector([rot_a[0, 2], rot_a[1, 2], rot_a[2, 2]])
         zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
         if ta == PLANE:
             if tb == SPHERE:
-                plane_point(b, slot, key0, ca, za, cb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                plane_point(b, slot, key0, ca, za, cb, sb[0], mu, la, lb, reach, shift, s_con_f, s_con_i)
             elif tb == CAPSULE:
-                plane_point(b, slot, key0, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
-                plane_point(b, slot + 1, key0 + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, s_con_f, s_con_i)
+                plane_point(b, slot, key0, ca, za, cb + zb * sb[1], sb[0], mu, la, lb, reach, shift, s_con_f,
+                            s_con_i)
+                plane_point(b, slot + 1, key0 + 1, ca, za, cb - zb * sb[1], sb[0], mu, la, lb, reach, shift, s_con_f,
+                            s_con_i)
             elif tb == BOX:
                 for k in range(8):
                     corner = cb + rot_b @ (corner_sign(k) * sb)
-                    plane_point(b, slot + k, key0 + k, ca, za, corner, 0.0, mu, la, lb, s_con_f, s_con_i)
+                    plane_point(b, slot + k, key0 + k, ca, za, corner, 0.0, mu, la, lb, reach, shift, s_con_f,
+                                s_con_i)
             elif tb == CYLINDER:
                 u = -za - zb * zb.dot(-za)
                 if u.norm() < 1e-9:
@@ -352,18 +361,20 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
                     centre = cb + zb * (sb[1] if k < 4 else -sb[1])
                     j = k % 4
                     rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
-                    plane_point(b, slot + k, key0 + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, s_con_f, s_con_i)
+                    plane_point(b, slot + k, key0 + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, reach, shift,
+                                s_con_f, s_con_i)
         else:
             # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
             ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
             hb = 0.0 if tb == SPHERE or tb == BOX else sb[1]
             if tb != BOX:
                 pa, pb = closest_between_segments(ca - za * ha, ca + za * ha, cb - zb * hb, cb + zb * hb)
-                sphere_sphere(b, slot, key0, pa, sa[0], pb, sb[0], mu, la, lb, s_con_f, s_con_i)
+                sphere_sphere(b, slot, key0, pa, sa[0], pb, sb[0], mu, la, lb, reach, shift, s_con_f, s_con_i)
             else:
                 # a segment (geom a) against a box (geom b): both ends and the point closest to the box centre
                 n_spheres = 1 if ta == SPHERE else 3
                 for k in range(n_spheres):
                     x = closest_on_segment(ca - za * ha, ca + za * ha, cb)
                     x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
-                    sphere_box(b, slot + k, key0 + k, x, sa[0], cb, rot_b, sb, mu, la, lb, s_con_f, s_con_i)
+                    sphere_box(b, slot + k, key0 + k, x, sa[0], cb, rot_b, sb, mu, la, lb, reach, shift, s_con_f,
+                               s_con_i)

@@ -3,7 +3,8 @@
 Rows: per active contact a normal row (lambda >= 0) and two friction rows (|lambda_t| <= mu lambda_n, a friction
 pyramid), and a row per violated joint limit (lambda >= 0). With W = M~^-1 J^T, the velocity after the impulses
 is v = v_free + W lambda; a row's target is J v >= 0 for normals and limits (-e v_n, v_n the closing speed before
-the impulses, for a contact of restitution e), 0 for friction.
+the impulses, for a contact of restitution e; depth / h for a contact farther apart than its pair's margin, which
+may close that distance this substep), 0 for friction.
 
 Penetrations and limit violations are undone by a second pass (split impulse, as in Box2D and Bullet): impulses
 mu >= 0 on the normal and limit rows toward J u >= min(beta max(depth - slop, 0) / h, v_max) give a
@@ -279,7 +280,10 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                 s_row_f[b, r, RF_PLAMBDA] = 0.0
                 if k == 0:
                     approach = row_dot(b, r, s_row_i, s_J, s_dof, SD_VEL, False)  # before the impulses (< 0: closing)
-                    if approach < -BOUNCE_THRESHOLD:
+                    depth = s_con_f[b, s, CF_DEPTH]
+                    if depth < 0.0:  # short of the pair's target distance (a margin): it may close that much
+                        s_row_f[b, r, RF_TARGET] = depth / h
+                    elif approach < -BOUNCE_THRESHOLD:
                         s_row_f[b, r, RF_TARGET] = -s_con_f[b, s, CF_REST] * approach
                     s_row_f[b, r, RF_PTARGET] = ti.min(beta * ti.max(s_con_f[b, s, CF_DEPTH] - slop, 0.0) / h,
                                                        max_correction)

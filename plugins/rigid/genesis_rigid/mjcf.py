@@ -1,10 +1,10 @@
 """MJCF loader: body tree, default classes (with childclass), includes, joints (hinge/slide/ball/free, with
 `ref` and `springref`), geoms (plane/sphere/capsule/cylinder/box/ellipsoid/mesh, fromto; mesh assets from OBJ/STL
-files, with `scale`), inertials (diag/full) or inertia from geoms and density (meshes by their convex hull), the
-compiler's `settotalmass`, `boundmass` and `boundinertia`, ranges, damping, armature, stiffness, fixed tendons
-(stiffness, damping, springlength, range), motor/position/velocity/general actuators on joints and on fixed
-tendons, contype/conaffinity, and the `<option>` entries density, viscosity and wind (MuJoCo's inertia-box fluid
-model). The step, gravity and solver come from the scene's options, not from `<option>`.
+files, with `scale`; `margin` and `gap`), inertials (diag/full) or inertia from geoms and density (meshes by their
+convex hull), the compiler's `settotalmass`, `boundmass` and `boundinertia`, ranges, damping, armature, stiffness,
+fixed tendons (stiffness, damping, springlength, range), motor/position/velocity/general actuators on joints and on
+fixed tendons, contype/conaffinity, and the `<option>` entries density, viscosity and wind (MuJoCo's inertia-box
+fluid model). The step, gravity and solver come from the scene's options, not from `<option>`.
 
 Follows MuJoCo's defaults: angles in degrees unless `<compiler angle="radian">`, `autolimits` on, geom density
 1000, joint type hinge with axis (0, 0, 1), geom type sphere.
@@ -329,6 +329,9 @@ class _Loader:
             mesh, scale = self.meshes[a.get("mesh")]
         g = GeomDesc(name, gtype, size, pos, quat, float(_floats(a.get("friction", "1"))[0]),
                      int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh, scale, vertices, ellipsoid)
+        g.margin, g.gap = float(a.get("margin", 0.0)), float(a.get("gap", 0.0))
+        if g.margin < 0 or g.gap < 0:
+            raise MJCFError(f"geom {name!r}: margin and gap must be >= 0")
         g._density = (float(a.get("density", 1000.0)), float(a["mass"]) if "mass" in a else None)
         return g
 

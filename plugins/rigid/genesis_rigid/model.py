@@ -43,6 +43,8 @@ class GeomDesc:
     mesh_scale: np.ndarray = field(default_factory=lambda: np.ones(3))  # per-axis scale of the mesh vertices
     vertices: np.ndarray | None = None  # a convex part of a decomposed mesh (geom frame, scaled), instead of a file
     ellipsoid: np.ndarray | None = None  # an ellipsoid's semi-axes: a MESH geom whose vertices sample its surface
+    margin: float = 0.0  # MuJoCo's contact margin (m): a pair (the sum of its geoms') is held this far apart
+    gap: float = 0.0  # and its contacts are reported from margin + gap on
 
     def hull(self):
         """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""

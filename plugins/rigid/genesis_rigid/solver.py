@@ -20,7 +20,7 @@ from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_L
 from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
-                     DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_N, GF_POS,
+                     DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_GAP, GF_MARGIN, GF_N, GF_POS,
                      GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
                      JF_N, JF_POS, JF_REF, JI_N, LF_COM, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
@@ -323,6 +323,7 @@ class RigidSolver(gs.SolverBase):
             geom_f[g, GF_FRICTION] = gm["friction"]
             geom_f[g, GF_RESTITUTION] = gm["restitution"]
             geom_f[g, GF_BCENTRE:GF_BCENTRE + 3] = gm["pos"]
+            geom_f[g, GF_MARGIN], geom_f[g, GF_GAP] = gm["desc"].margin, gm["desc"].gap
             geom_i[g, GI_TYPE], geom_i[g, GI_LINK] = gm["type"], gm["link"]
             s = np.asarray(gm["size"])
             rbound[g] = {SPHERE: s[0], CAPSULE: s[0] + s[1], BOX: np.linalg.norm(s),
@@ -341,6 +342,20 @@ class RigidSolver(gs.SolverBase):
                     hull_rows.append([*n, d])
                 geom_i[g, GI_VERT:GI_VERT + 2] = v0, len(hull.vertices)
                 geom_i[g, GI_FACE:GI_FACE + 2] = f0, len(hull.face_loops)
+        # the broadphase looks as far as a pair's margins and gaps (planes are tested against the other geom's bound)
+        reach = geom_f[:, GF_MARGIN] + geom_f[:, GF_GAP]
+        rbound += reach + reach.max()
+        for ga, gb in pairs:  # margins are modelled between primitives (kernels_collision), not by the hull kernel
+            hull_pair = geoms[gb]["type"] == MESH or geoms[ga]["type"] == geoms[gb]["type"] == BOX
+            if hull_pair and max(geom_f[ga, GF_MARGIN], geom_f[gb, GF_MARGIN], geom_f[ga, GF_GAP],
+                                 geom_f[gb, GF_GAP]) > 0:
+                names = [geoms[g]["desc"].name or f"geom {g}" for g in (ga, gb)]
+                raise gs.OptionError(f"{self.name}: {names[0]!r} and {names[1]!r} collide through the convex-hull "
+                                     "narrowphase (a mesh, an ellipsoid, or two boxes), which has no contact margin; "
+                                     "set their margin and gap to 0.")
+        if self.sim_options.requires_grad and (geom_f[:, GF_MARGIN].any() or geom_f[:, GF_GAP].any()):
+            raise gs.OptionError(f"{self.name}: contact margins and gaps are not available with "
+                                 "SimOptions(requires_grad=True); set the geoms' margin and gap to 0.")
         hull_f = np.array(hull_rows, dtype=np.float64).reshape(-1, HF_N) if hull_rows else np.zeros((1, HF_N))
         hull_i = np.zeros((len(hull_f) + sum(len(l) for l in face_loops.values()), HI_N), dtype=np.int32)
         row = len(hull_f)
