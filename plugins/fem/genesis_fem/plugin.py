@@ -31,6 +31,9 @@ def register_couplings(register):
 
     register(ANY_COLLIDER, "FEMSolver", ParticleColliderCoupling)
     register("MPMSolver", "FEMSolver", MPMGridCoupling)  # FEMSolver.exchange_with_mpm
+    from genesis_core.particles.pair_exchange import ParticlePairCoupling
+
+    register("SPHSolver", "FEMSolver", ParticlePairCoupling)  # both solvers' exchange_view
 
 
 @gs.hookimpl

@@ -347,6 +347,37 @@ class FEMSolver(ParticleSolver):
         """contact_active = active and on the surface, at frame fn: the vertices the couplings take."""
         torch.mul(self.state.at("active", fn), self.on_surface, out=self.contact_active)
 
+    def exchange_view(self, f):
+        """Frame f + 1 after this substep's FEM step, against another solver's particles (`pair_exchange`, the SPH
+        liquid): the surface's vertices, each of radius half the mean length of its surface edges (so that no
+        particle slips between them), inverse mass 1 / its lumped mass, 0 if held by a hard constraint; the velocity
+        change is applied at once and the positions move with it."""
+        from genesis_core.particles.pair_exchange import ExchangeView
+
+        fn = self.frames.next(f)
+        st = self.state
+        self._contact_mask(fn)
+        if self.__dict__.get("_exchange") is None:
+            radius = np.zeros(self.n_particles)
+            for e in self.entities:
+                tri = e._faces
+                edges = np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]])
+                length = np.linalg.norm(e._points[edges[:, 0]] - e._points[edges[:, 1]], axis=1)
+                total, count = np.zeros(len(e._points)), np.zeros(len(e._points))
+                np.add.at(total, edges.ravel(), np.repeat(length, 2))
+                np.add.at(count, edges.ravel(), 1.0)
+                radius[e.particle_start:e.particle_start + len(e._points)] = 0.5 * total / np.maximum(count, 1.0)
+            self._exchange = (torch.as_tensor(radius, dtype=self.float_dtype, device=self.device),
+                              torch.zeros((self.batch, self.n_particles), dtype=self.float_dtype, device=self.device))
+        radius, inv_mass = self._exchange
+        with torch.no_grad():  # held vertices do not move: infinite mass
+            torch.where(st.cons == K.HARD, torch.zeros_like(inv_mass), 1.0 / self.p_mass, out=inv_mass)
+        views = self.__dict__.setdefault("_exchange_views", {})  # the same views every time: the launches bind once
+        if fn not in views:
+            views[fn] = ExchangeView(pos=st.at("pos", fn), vel=st.at("vel", fn), inv_mass=inv_mass, radius=radius,
+                                     active=self.contact_active)
+        return views[fn]
+
     def exchange_with_mpm(self, f, grid):
         """Called by the MPM coupling (`grid_exchange.MPMGridCoupling`) at coupling time of substep f with the MPM
         solver's `grid_view(f)`: the surface's vertices (their frame f positions, their frame f + 1 velocities after this substep's FEM step)
