@@ -130,12 +130,15 @@ class FEMEntity(ElasticParams, ParticleEntity):
                                stiffness=0.0, envs_idx=None):
         """Hold vertices at targets: hard (the default: position set to the target, velocity zero, every substep)
         or soft (a spring of `stiffness` N/m toward the target with critical damping 2 sqrt(stiffness m)).
-        target_poss: `([n_envs,] n, 3)`, or `(3,)`; None: where the vertices are now. link: not supported here
-        (raises)."""
+        target_poss: `([n_envs,] n, 3)`, or `(3,)`; None: where the vertices are now. link: a RigidLink (or the
+        rigid solver's link index) the targets follow from then on, keeping where they are relative to it now
+        (one-way: the link does not feel the vertices); None: fixed targets."""
+        link_idx = None
         if link is not None:
-            raise OptionError("set_vertex_constraints: attaching vertices to a rigid link is not supported by this "
-                              "FEM solver yet; update the targets each step with update_constraint_targets "
-                              "from the link's pose instead.")
+            link_idx = getattr(link, "idx", link)
+            if isinstance(link_idx, bool) or not isinstance(link_idx, (int, np.integer)):
+                raise OptionError(f"set_vertex_constraints: link must be a RigidLink or a link index, got {link!r}.")
+            link_idx = int(link_idx)
         if not isinstance(is_soft_constraint, (bool, np.bool_)):
             raise OptionError(f"set_vertex_constraints: is_soft_constraint must be a bool, got "
                               f"{is_soft_constraint!r}.")
@@ -153,11 +156,28 @@ class FEMEntity(ElasticParams, ParticleEntity):
                                            "set_vertex_constraints"), "set_vertex_constraints: target_poss")
         st.set_rows("cons_target", fr, target_poss, envs, (rows,), what="set_vertex_constraints(target_poss=...)")
         st.set_rows("cons_k", fr, float(stiffness), envs, (rows,), what="set_vertex_constraints")
+        local, link_value = torch.zeros(3, dtype=self.solver.float_dtype), -1
+        if link_idx is not None:  # the targets in the link's centre-of-mass frame, now
+            from genesis_core.utils.geom import inv_transform_by_quat
+
+            com, quat = self.solver.link_pose(link_idx)
+            if envs is not None:
+                com, quat = com[envs], quat[envs]
+            target = st.get_rows("cons_target", fr, envs, (rows,)).detach()
+            if not self.scene.n_envs:
+                target = target.unsqueeze(0)
+            local = inv_transform_by_quat(target - com[:, None, :], quat[:, None, :])
+            if not self.scene.n_envs:
+                local = local[0]
+            link_value = link_idx
+        st.set_rows("cons_local", fr, local, envs, (rows,), what="set_vertex_constraints(link=...)")
+        st.set_rows("cons_link", fr, link_value, envs, (rows,), what="set_vertex_constraints(link=...)")
         st.set_rows("cons", fr, K.SOFT if is_soft_constraint else K.HARD, envs, (rows,),
                     what="set_vertex_constraints")
 
     def update_constraint_targets(self, verts_idx_local, target_poss, envs_idx=None):
-        """New targets `([n_envs,] n, 3)` for constrained vertices (the kind and stiffness stay)."""
+        """New targets `([n_envs,] n, 3)` for constrained vertices (the kind and stiffness stay; a vertex that
+        followed a link keeps the new target instead)."""
         rows = self._rows(verts_idx_local, "update_constraint_targets")
         envs = self._envs_idx(envs_idx)
         st, fr = self.solver.state, self.solver.frame
@@ -168,9 +188,12 @@ class FEMEntity(ElasticParams, ParticleEntity):
         self.solver.check_inside(to_tensor(target_poss, self.solver.float_dtype, self.solver.device,
                                            "update_constraint_targets"), "update_constraint_targets: target_poss")
         st.set_rows("cons_target", fr, target_poss, envs, (rows,), what="update_constraint_targets")
+        st.set_rows("cons_link", fr, -1, envs, (rows,), what="update_constraint_targets")
 
     def remove_vertex_constraints(self, verts_idx_local=None, envs_idx=None):
         """Free the vertices (None: all of the entity's) in the environments envs_idx (None: all)."""
         rows = self._rows(verts_idx_local, "remove_vertex_constraints")
         self.solver.state.set_rows("cons", self.solver.frame, K.FREE, self._envs_idx(envs_idx), (rows,),
+                                   what="remove_vertex_constraints")
+        self.solver.state.set_rows("cons_link", self.solver.frame, -1, self._envs_idx(envs_idx), (rows,),
                                    what="remove_vertex_constraints")

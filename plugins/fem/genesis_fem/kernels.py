@@ -16,8 +16,6 @@ eigensystems for isotropic distortion energies": three scaling modes and a twist
 axes), with its eigenvalues clamped at zero so that every Newton system is positive definite.
 """
 
-import math
-
 import taichi as ti
 
 

@@ -28,11 +28,13 @@ def register_couplings(register):
     from genesis_core.particles.coupling import ParticleColliderCoupling
 
     from genesis_core.particles.grid_exchange import MPMGridCoupling
-
-    register(ANY_COLLIDER, "FEMSolver", ParticleColliderCoupling)
-    register("MPMSolver", "FEMSolver", MPMGridCoupling)  # FEMSolver.exchange_with_mpm
     from genesis_core.particles.pair_exchange import ParticlePairCoupling
 
+    from .coupling import RigidFEMCoupling
+
+    register(ANY_COLLIDER, "FEMSolver", ParticleColliderCoupling)
+    register("RigidSolver", "FEMSolver", RigidFEMCoupling)  # contacts, and the links vertices follow
+    register("MPMSolver", "FEMSolver", MPMGridCoupling)  # FEMSolver.exchange_with_mpm
     register("SPHSolver", "FEMSolver", ParticlePairCoupling)  # both solvers' exchange_view
 
 

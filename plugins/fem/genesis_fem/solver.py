@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 import genesis_core as gs
-from genesis_core.errors import GenesisError
+from genesis_core.errors import GenesisError, OptionError
 from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleView
 from genesis_core.particles.solver import ParticleSolver
@@ -65,6 +65,10 @@ class FEMSolver(ParticleSolver):
                      doc="vertex constraint target, m"),
         gs.FieldSpec("cons_k", ("n_particles",), frames=False, bounds=(0, None),
                      doc="soft vertex constraint stiffness, N/m"),
+        gs.FieldSpec("cons_link", ("n_particles",), dtype="int", frames=False, bounds=(-1, None),
+                     doc="the rigid link (solver index) a constrained vertex follows, -1 none"),
+        gs.FieldSpec("cons_local", ("n_particles", 3), frames=False,
+                     doc="a link-following vertex's target in the link's centre-of-mass frame, m"),
     )
     del _pos, _vel, _active
 
@@ -218,6 +222,7 @@ class FEMSolver(ParticleSolver):
     def init_state(self, f):
         super().init_state(f)
         st = self.state
+        st.at("cons_link", f)[:] = -1
         for i, e in enumerate(self.entities):
             st.at("E", f)[:, i] = e.material.E
             st.at("nu", f)[:, i] = e.material.nu
@@ -225,8 +230,51 @@ class FEMSolver(ParticleSolver):
 
     # -- the substep -----------------------------------------------------------------------------------------------
 
+    _link_source = None  # the rigid solver's coupling (RigidFEMCoupling), when there is one
+    _linked = (None, False)  # (version of cons_link, whether a vertex follows a link)
+
+    def add_link_source(self, coupling):
+        """Called at build by `RigidFEMCoupling`: the collider whose links constrained vertices can follow."""
+        self._link_source = coupling
+
+    def link_pose(self, link: int, f=None):
+        """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of rigid link `link` (the rigid solver's index)
+        at frame f's substep end (default: the current frame), from the rigid solver's collider view."""
+        if self._link_source is None:
+            raise OptionError("set_vertex_constraints(link=...): the scene has no rigid bodies to follow (the rigid "
+                              "plugin, genesis-rigid, and a rigid entity are needed).")
+        view = self._link_source.collider.collider_view(self.frames.prev(self.frame) if f is None else f)
+        n = 0 if view.body_quat is None else min(view.body_quat.shape[1], view.body_com.shape[1])
+        if not 0 <= link < n:
+            raise OptionError(f"set_vertex_constraints: link {link} is not a link of the rigid solver (0 <= link < "
+                              f"{n}).")
+        return view.body_com[:, link].detach(), view.body_quat[:, link].detach()
+
+    def _follow_links(self, f):
+        """The targets of the vertices that follow a link: the link's pose at the end of this substep (the rigid
+        solver's collider view of substep f) applied to their local points. One-way: the link does not feel them."""
+        st = self.state
+        t = st.tensors["cons_link"]
+        if self._linked[0] != (id(t), t._version):
+            self._linked = ((id(t), t._version), bool((t >= 0).any()))
+        if not self._linked[1] or self._link_source is None:
+            return
+        from genesis_core.utils.geom import transform_by_quat
+
+        view = self._link_source.collider.collider_view(f)
+        link = st.cons_link.long()
+        follow = (link >= 0) & (st.cons != K.FREE)
+        safe = link.clamp(min=0)
+        rows = torch.arange(self.batch, device=self.device)[:, None]
+        com = view.body_com.detach()[rows, safe]
+        quat = view.body_quat.detach()[rows, safe]
+        with torch.no_grad():
+            target = com + transform_by_quat(st.cons_local, quat)
+            st.cons_target.copy_(torch.where(follow[..., None], target, st.cons_target))
+
     def substep_pre_coupling(self, f):
         fn = self.frames.next(f)
+        self._follow_links(f)
         if self.implicit:
             self._implicit(f, fn)
         else:

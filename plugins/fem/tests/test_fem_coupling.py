@@ -56,3 +56,55 @@ def test_fem_cube_rests_on_a_rigid_box_and_the_box_feels_it():
     com_vel = (cube.get_particles_vel() * scene.fem_solver.p_mass.double()[:, None]).sum(0) / cube.get_mass()
     assert float(com_vel.norm()) < 0.01
     assert abs(float(box.get_pos()[2]) - 0.05) < 2e-3  # the box still stands where it was
+
+
+@pytest.mark.parametrize("n_envs", [0, 2])
+def test_vertices_follow_a_rigid_link(n_envs):
+    """set_vertex_constraints(link=...): a soft cube's top vertices keep their place relative to a spinning,
+    drifting rigid box (gravity off), to round-off, every step; the box is not affected (one-way: its
+    angular momentum stays its own); remove_vertex_constraints lets them go."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=2, gravity=(0, 0, 0)),
+                     fem_options=gs.options.FEMOptions(damping=0.0))
+    box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.5), size=(0.1, 0.1, 0.1)))
+    cube = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.4), size=(0.08, 0.08, 0.08), maxvolume=2e-5),
+                            material=gs.materials.FEM.Elastic(E=2e4, nu=0.3))
+    scene.build(n_envs=n_envs)
+    x0 = cube.get_state().pos.reshape(-1, 3)[: cube.n_vertices] if n_envs == 0 else cube.get_state().pos[0]
+    top = torch.nonzero(x0[:, 2] > x0[:, 2].max() - 1e-9).flatten()
+    assert len(top) >= 4
+    link = box.links[0]
+    cube.set_vertex_constraints(top, link=link)
+    v = torch.tensor([0.3, -0.2, 0.1, 1.0, 2.0, 3.0], dtype=torch.float64)
+    box.set_dofs_velocity(v if n_envs == 0 else v.expand(n_envs, 6))
+    x_top0 = x0[top] if n_envs == 0 else cube.get_state().pos[:, top]
+    com0, quat0 = box.get_pos(), box.get_quat()
+
+    def local(x, com, quat):
+        return gs.utils.geom.inv_transform_by_quat(x - com[..., None, :], quat[..., None, :])
+
+    ref = local(x_top0, com0, quat0)
+    for _ in range(40):
+        scene.step()
+        pos = cube.get_state().pos
+        x_top = pos[..., top, :] if n_envs else pos.reshape(-1, 3)[top]
+        assert torch.allclose(local(x_top, box.get_pos(), box.get_quat()), ref, atol=1e-12)
+    # the box moved and turned as a free box does (its linear velocity unchanged)
+    assert torch.allclose(box.get_vel(), v[:3].expand_as(box.get_vel()), atol=1e-12)
+    assert float((box.get_pos() - com0).norm()) > 0.01
+    cube.remove_vertex_constraints()
+    for _ in range(5):
+        scene.step()
+    pos = cube.get_state().pos
+    x_top = pos[..., top, :] if n_envs else pos.reshape(-1, 3)[top]
+    assert (local(x_top, box.get_pos(), box.get_quat()) - ref).abs().max() > 1e-4  # they no longer follow
+
+
+def test_following_a_link_needs_a_rigid_scene_and_a_link():
+    scene = gs.Scene(fem_options=gs.options.FEMOptions())
+    cube = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.4), size=(0.08, 0.08, 0.08), maxvolume=2e-5),
+                            material=gs.materials.FEM.Elastic())
+    scene.build()
+    with pytest.raises(gs.OptionError, match="no rigid bodies"):
+        cube.set_vertex_constraints([0], link=0)
+    with pytest.raises(gs.OptionError, match="RigidLink or a link index"):
+        cube.set_vertex_constraints([0], link="hand")

@@ -2,8 +2,6 @@
 Hessian = dP/dF where its projection does not act, the projected Hessian positive semi-definite everywhere,
 rest stability, frame indifference, the shared small-strain response, and Neo-Hookean uniaxial tension."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
