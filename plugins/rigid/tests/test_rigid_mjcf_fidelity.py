@@ -1,7 +1,8 @@
 """MJCF features against MuJoCo: small models written for each feature, both engines stepping the same model
-contact-free with the Euler integrator at the same step, joint positions within 1e-3 over 0.5 s. Each test also
-checks that the feature changes the motion (the same model without it moves elsewhere), so a loader that skipped
-it would fail."""
+contact-free with the Euler integrator at the same step, joint positions within 1e-9 over 0.5 s (measured:
+~1e-14). Each test also checks that the feature changes the motion (the same model without it moves elsewhere),
+so a loader that skipped it would fail. Contact features (margins, ellipsoid contacts) are checked on rest
+heights; tendon limits by the length they keep."""
 
 import numpy as np
 import pytest
@@ -54,12 +55,13 @@ def our_run(tmp_path, xml, qpos0=None, qvel0=None, control=None, collision=False
 
 
 def compare(tmp_path, xml, plain_xml, **kw):
-    """Our run of xml within 1e-3 of MuJoCo's; MuJoCo's run of plain_xml (the feature removed) more than 1e-2 away."""
+    """Our run of xml within 1e-9 of MuJoCo's (the issue asks 1e-3; the same equations and integrator agree to
+    ~1e-14 in float64); MuJoCo's run of plain_xml (the feature removed) more than 1e-2 away."""
     ours, robot = our_run(tmp_path, xml, **{k: v for k, v in kw.items() if k in ("qpos0", "qvel0", "control")})
     ref, model = mujoco_run(xml, **{k: v for k, v in kw.items() if k in ("qpos0", "qvel0", "ctrl")})
     plain, _ = mujoco_run(plain_xml, **{k: v for k, v in kw.items() if k in ("qpos0", "qvel0", "ctrl")})
     err = np.abs(ours - ref).max()
-    assert err < 1e-3, err
+    assert err < 1e-9, err
     assert np.abs(plain - ref).max() > 1e-2  # the feature matters in this model
     return ours, ref, robot, model
 
