@@ -86,6 +86,16 @@ def surface_faces(tets) -> np.ndarray:
     return faces[counts[inverse.ravel()] == 1]
 
 
+def mean_edge_lengths(verts, edges) -> np.ndarray:
+    """[n_verts]: the mean length of the edges [E, 2] meeting at each vertex (0 for a vertex on none)."""
+    verts, edges = np.asarray(verts, dtype=np.float64), np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    length = np.linalg.norm(verts[edges[:, 0]] - verts[edges[:, 1]], axis=1)
+    total, count = np.zeros(len(verts)), np.zeros(len(verts))
+    np.add.at(total, edges.ravel(), np.repeat(length, 2))
+    np.add.at(count, edges.ravel(), 1.0)
+    return total / np.maximum(count, 1.0)
+
+
 def tet_volumes(verts, tets) -> np.ndarray:
     """Signed volumes, float64 (m,): det([x1 - x0, x2 - x0, x3 - x0]) / 6 (positive for a right-handed tet)."""
     x = np.asarray(verts, dtype=np.float64)[np.asarray(tets)]

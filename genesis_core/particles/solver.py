@@ -85,6 +85,27 @@ class ParticleSolver(SolverBase):
         entity._points = points
         return entity
 
+    # -- rigid links particles follow (PBD attachments, FEM vertex constraints) ----------------------------------------
+
+    _link_source = None  # the rigid solver's coupling that hands over its collider view, when there is one
+
+    def add_link_source(self, coupling):
+        """Called at build by a rigid coupling (RigidPBDCoupling, RigidFEMCoupling): the collider whose links
+        particles can follow (`coupling.collider.collider_view(f)`: body_com, body_quat)."""
+        self._link_source = coupling
+
+    def link_pose(self, link: int, what: str):
+        """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of rigid link `link` (the rigid solver's index)
+        at the current frame, from the rigid solver's collider view; `what` names the call in errors."""
+        if self._link_source is None:
+            raise OptionError(f"{what}: the scene has no rigid bodies to attach particles to (the rigid plugin, "
+                              "genesis-rigid, and a rigid entity are needed).")
+        view = self._link_source.collider.collider_view(self.frames.prev(self.frame))
+        n = 0 if view.body_quat is None else min(view.body_quat.shape[1], view.body_com.shape[1])
+        if not 0 <= link < n:
+            raise OptionError(f"{what}: link_idx={link} is not a link of the rigid solver (0 <= link_idx < {n}).")
+        return view.body_com[:, link].detach().clone(), view.body_quat[:, link].detach().clone()
+
     def inside_bounds(self):
         """(lo, hi), metres: where a particle may start or be set (default: the domain's bounds)."""
         return self.lower, self.upper

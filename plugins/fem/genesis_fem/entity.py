@@ -160,7 +160,7 @@ class FEMEntity(ElasticParams, ParticleEntity):
         if link_idx is not None:  # the targets in the link's centre-of-mass frame, now
             from genesis_core.utils.geom import inv_transform_by_quat
 
-            com, quat = self.solver.link_pose(link_idx)
+            com, quat = self.solver.link_pose(link_idx, "set_vertex_constraints(link=...)")
             if envs is not None:
                 com, quat = com[envs], quat[envs]
             target = st.get_rows("cons_target", fr, envs, (rows,)).detach()

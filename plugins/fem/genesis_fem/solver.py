@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 import genesis_core as gs
-from genesis_core.errors import GenesisError, OptionError
+from genesis_core.errors import GenesisError
 from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleView
 from genesis_core.particles.solver import ParticleSolver
@@ -230,25 +230,7 @@ class FEMSolver(ParticleSolver):
 
     # -- the substep -----------------------------------------------------------------------------------------------
 
-    _link_source = None  # the rigid solver's coupling (RigidFEMCoupling), when there is one
     _linked = (None, False)  # (version of cons_link, whether a vertex follows a link)
-
-    def add_link_source(self, coupling):
-        """Called at build by `RigidFEMCoupling`: the collider whose links constrained vertices can follow."""
-        self._link_source = coupling
-
-    def link_pose(self, link: int, f=None):
-        """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of rigid link `link` (the rigid solver's index)
-        at frame f's substep end (default: the current frame), from the rigid solver's collider view."""
-        if self._link_source is None:
-            raise OptionError("set_vertex_constraints(link=...): the scene has no rigid bodies to follow (the rigid "
-                              "plugin, genesis-rigid, and a rigid entity are needed).")
-        view = self._link_source.collider.collider_view(self.frames.prev(self.frame) if f is None else f)
-        n = 0 if view.body_quat is None else min(view.body_quat.shape[1], view.body_com.shape[1])
-        if not 0 <= link < n:
-            raise OptionError(f"set_vertex_constraints: link {link} is not a link of the rigid solver (0 <= link < "
-                              f"{n}).")
-        return view.body_com[:, link].detach(), view.body_quat[:, link].detach()
 
     def _follow_links(self, f):
         """The targets of the vertices that follow a link: the link's pose at the end of this substep (the rigid
@@ -406,15 +388,13 @@ class FEMSolver(ParticleSolver):
         st = self.state
         self._contact_mask(fn)
         if self.__dict__.get("_exchange") is None:
+            from genesis_core.meshing import mean_edge_lengths
+
             radius = np.zeros(self.n_particles)
             for e in self.entities:
                 tri = e._faces
                 edges = np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]])
-                length = np.linalg.norm(e._points[edges[:, 0]] - e._points[edges[:, 1]], axis=1)
-                total, count = np.zeros(len(e._points)), np.zeros(len(e._points))
-                np.add.at(total, edges.ravel(), np.repeat(length, 2))
-                np.add.at(count, edges.ravel(), 1.0)
-                radius[e.particle_start:e.particle_start + len(e._points)] = 0.5 * total / np.maximum(count, 1.0)
+                radius[e.particle_start:e.particle_start + len(e._points)] = 0.5 * mean_edge_lengths(e._points, edges)
             self._exchange = (torch.as_tensor(radius, dtype=self.float_dtype, device=self.device),
                               torch.zeros((self.batch, self.n_particles), dtype=self.float_dtype, device=self.device))
         radius, inv_mass = self._exchange

@@ -96,7 +96,7 @@ class PBDEntity(ParticleEntity):
         if isinstance(link_idx, bool) or not isinstance(link_idx, (int, np.integer)):
             raise OptionError(f"fix_particles_to_link: link_idx must be an int, got {link_idx!r}.")
         envs = self._envs_idx(envs_idx)
-        com, quat = self.solver.link_pose(int(link_idx))
+        com, quat = self.solver.link_pose(int(link_idx), "fix_particles_to_link")
         if envs is not None:
             com, quat = com[envs], quat[envs]
         x = self._read("pos", envs_idx, particles_idx_local, "fix_particles_to_link").detach()

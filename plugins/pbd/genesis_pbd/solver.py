@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import genesis_core as gs
-from genesis_core.errors import GenesisError, OptionError
+from genesis_core.errors import GenesisError
 from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleView
 from genesis_core.particles.neighbours import NeighbourGrid
@@ -67,27 +67,9 @@ class PBDSolver(ParticleSolver):
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)
         self.requires_grad = bool(sim_options.requires_grad)
-        self._link_source = None  # the rigid solver's coupling (RigidPBDCoupling), when there is one
 
     def default_particle_size(self):
         return self.options.particle_size
-
-    def add_link_source(self, coupling):
-        """Called at build by `RigidPBDCoupling`: the collider whose links particles can be attached to."""
-        self._link_source = coupling
-
-    def link_pose(self, link: int):
-        """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of a rigid link at the current frame, from the
-        rigid solver's collider view."""
-        if self._link_source is None:
-            raise OptionError("fix_particles_to_link: the scene has no rigid bodies to attach particles to (the "
-                              "rigid plugin, genesis-rigid, and a rigid entity are needed).")
-        view = self._link_source.collider.collider_view(self.frames.prev(self.frame))
-        n = 0 if view.body_quat is None else min(view.body_quat.shape[1], view.body_com.shape[1])
-        if not 0 <= link < n:
-            raise OptionError(f"fix_particles_to_link: link_idx={link} is not a link of the rigid solver "
-                              f"(0 <= link_idx < {n}).")
-        return view.body_com[:, link].detach().clone(), view.body_quat[:, link].detach().clone()
 
     # -- entities --------------------------------------------------------------------------------------------------
 
@@ -478,12 +460,9 @@ def _radii(entity, r0):
     length of its edges, so that no gap between a cloth's particles lets another particle through."""
     r = np.full(entity.n_particles, r0)
     if entity.material.kind == CLOTH and len(entity._faces):
-        e = entity._edges
-        length = np.linalg.norm(entity._points[e[:, 0]] - entity._points[e[:, 1]], axis=1)
-        total, count = np.zeros(len(r)), np.zeros(len(r))
-        np.add.at(total, e.ravel(), np.repeat(length, 2))
-        np.add.at(count, e.ravel(), 1.0)
-        r = np.maximum(r, 0.5 * total / np.maximum(count, 1.0))
+        from genesis_core.meshing import mean_edge_lengths
+
+        r = np.maximum(r, 0.5 * mean_edge_lengths(entity._points, entity._edges))
     return r
 
 
