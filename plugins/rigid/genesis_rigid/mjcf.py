@@ -176,7 +176,8 @@ class _Loader:
             for b in self.bodies:
                 b.mass *= scale
                 b.inertia = b.inertia * scale
-        tendons = [self.tendon(t) for ts in self.root.findall("tendon") for t in ts.findall("fixed")]
+        fixed = [t for ts in self.root.findall("tendon") for t in ts.findall("fixed")]
+        tendons = [self.tendon(t, i) for i, t in enumerate(fixed)]
         for ts in self.root.findall("tendon"):
             for t in ts:
                 if t.tag != "fixed":
@@ -204,9 +205,9 @@ class _Loader:
             return None
         return FluidDesc(density, viscosity, _floats(opt.get("wind", "0 0 0"), 3, "option wind"))
 
-    def tendon(self, elem):
+    def tendon(self, elem, index):
         a = self.defaults.get(elem, "main")
-        name = a.get("name", f"tendon{len(self.bodies)}")
+        name = a.get("name", f"tendon{index}")
         joints = []
         for j in elem:
             if j.tag != "joint":

@@ -346,8 +346,7 @@ class RigidSolver(gs.SolverBase):
         reach = geom_f[:, GF_MARGIN] + geom_f[:, GF_GAP]
         rbound += reach + reach.max()
         for ga, gb in pairs:  # margins are modelled between primitives (kernels_collision), not by the hull kernel
-            hull_pair = geoms[gb]["type"] == MESH or geoms[ga]["type"] == geoms[gb]["type"] == BOX
-            if hull_pair and max(geom_f[ga, GF_MARGIN], geom_f[gb, GF_MARGIN], geom_f[ga, GF_GAP],
+            if self._hull_pair(ga, gb) and max(geom_f[ga, GF_MARGIN], geom_f[gb, GF_MARGIN], geom_f[ga, GF_GAP],
                                  geom_f[gb, GF_GAP]) > 0:
                 names = [geoms[g]["desc"].name or f"geom {g}" for g in (ga, gb)]
                 raise gs.OptionError(f"{self.name}: {names[0]!r} and {names[1]!r} collide through the convex-hull "
@@ -391,8 +390,7 @@ class RigidSolver(gs.SolverBase):
                                  "RigidOptions(enable_self_collision=False).")
         self.collision = bool(self.options.enable_collision and pairs)
         # pairs the mesh kernel handles: with a mesh, or two boxes
-        self.n_mesh_pairs = sum(geoms[gb]["type"] == MESH or geoms[ga]["type"] == geoms[gb]["type"] == BOX
-                                for ga, gb in pairs)
+        self.n_mesh_pairs = sum(self._hull_pair(ga, gb) for ga, gb in pairs)
         opts, sim = self.options, self.sim_options
         params_f = np.zeros(PF_N)
         params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity
@@ -437,6 +435,12 @@ class RigidSolver(gs.SolverBase):
         self._geom_type_np = np.array([g["type"] for g in geoms] or [-1], dtype=np.int32)  # -1: a padding row
         self._geom_link_np = [g["link"] for g in geoms] or [0]
         self.dof_q = torch.tensor([df["q"] for df in dofs], dtype=torch.long, device=dev)
+
+    def _hull_pair(self, ga, gb):
+        """Whether the pair (ordered as _collision_pairs orders it) goes through the convex-hull narrowphase
+        (collide_meshes): a mesh (or ellipsoid), or two boxes."""
+        ta, tb = self._geoms[ga]["type"], self._geoms[gb]["type"]
+        return tb == MESH or ta == tb == BOX
 
     def _tendon_arrays(self, trees):
         """ten_f, ten_i (layout): the fixed tendons' parameters and joint entries. A tendon's limit row holds the
