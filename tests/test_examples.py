@@ -95,6 +95,22 @@ def test_fem_worm_example_crawls_only_when_its_muscles_work():
     assert abs(still) < 5e-4 and flat < 1e-3
 
 
+def test_fem_grasp_example_lifts_the_soft_cube_by_friction_only(shared_assets):
+    """Genesis World's grasp_soft_cube with an FEM cube, two environments: in the first the fingers close with 1 N
+    each and the cube rises with the hand (10 cm commanded; it settles into the grip by a few millimetres as its
+    weight comes on the pads: measured 4.6 mm, then holds); in the second they push open and the cube stays on the
+    floor, so nothing but the grip lifts it."""
+    module = load("fem_grasp_soft_cube")
+    panda = f"{shared_assets}/mjcf/franka_emika_panda/panda.xml"
+    closed, lifted, end, hand0, hand1 = module.main(panda, grip=(-1.0, 1.0), n_envs=2)
+    rose, hand_rose = end - closed, hand1 - hand0
+    assert float(hand_rose.min()) > 0.095
+    assert float(rose[0]) > 0.09, "the cube did not rise with the hand"
+    assert abs(float(rose[0] - hand_rose[0])) < 0.01, "the cube slipped in the grip"
+    assert float(end[0] - lifted[0]) > -1e-3, "the cube slides down while held"
+    assert abs(float(rose[1])) < 1e-3, "the open hand moved the cube"
+
+
 def test_sand_pile_example_settles_into_a_pile():
     top0, profile, speed = load("sand_pile").main(steps=500, grid_density=48)
     heights = [z for _, z in profile]

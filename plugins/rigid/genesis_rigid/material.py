@@ -11,7 +11,13 @@ class Rigid(Material):
     restitution: normal velocity ratio after/before an impact (0: plastic; contacts closing slower than 5 cm/s
     never bounce). A contact takes the larger friction and restitution of its two geoms. gravity_compensation: the
     share of each link's weight a force at its centre of mass holds up (0: none, 1: the entity floats; Genesis
-    World's option)."""
+    World's option).
+
+    Coupling with the particle solvers (MPM, SPH, PBD, FEM), Genesis World's names: coup_friction: the Coulomb
+    coefficient of this entity's geoms against particles and grid nodes (None: each geom's own friction, as above;
+    Genesis World's default is 0.1). coup_softness, coup_restitution, sdf_cell_size, sdf_min_res, sdf_max_res:
+    accepted and validated, unused (contacts with particles are exact signed distances to the geoms here, with the
+    particle solver's restitution). needs_coup: only True (every geom is a collider for the particle solvers)."""
 
     solver = "RigidSolver"
 
@@ -19,3 +25,16 @@ class Rigid(Material):
     friction: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.non_negative))
     restitution: float = attrs.field(default=0.0, validator=v.unit_interval)
     gravity_compensation: float = attrs.field(default=0.0, validator=v.non_negative)
+    coup_friction: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.non_negative))
+    coup_softness: float = attrs.field(default=0.002, validator=v.non_negative)
+    coup_restitution: float = attrs.field(default=0.0, validator=v.unit_interval)
+    sdf_cell_size: float = attrs.field(default=0.005, validator=v.positive)
+    sdf_min_res: int = attrs.field(default=32, validator=v.positive)
+    sdf_max_res: int = attrs.field(default=128, validator=v.positive)
+    needs_coup: bool = attrs.field(default=True)
+
+    @needs_coup.validator
+    def _needs_coup(self, attribute, value):
+        if value is not True:
+            raise ValueError("needs_coup: only True is supported (every rigid geom is a collider for the particle "
+                             "solvers)")

@@ -194,7 +194,9 @@ class RigidSolver(gs.SolverBase):
                 link_names.append(body.name)
                 for g in body.geoms:
                     friction = e.material.friction if e.material.friction is not None else g.friction
+                    coup = e.material.coup_friction if e.material.coup_friction is not None else friction
                     geoms.append(dict(type=g.type, link=li, pos=g.pos, quat=g.quat, size=g.size, friction=friction,
+                                      coup_friction=coup,
                                       restitution=e.material.restitution,
                                       contype=g.contype, conaffinity=g.conaffinity, entity=e.idx, desc=g))
             for k in range(dof0, len(dofs)):
@@ -907,7 +909,8 @@ class RigidSolver(gs.SolverBase):
                                             dtype=fl, device=dev).contiguous(),
                 geom_type=torch.as_tensor(self._geom_type_np, dtype=torch.int32, device=dev),
                 geom_size=torch.as_tensor(geom_f[:, GF_SIZE:GF_SIZE + 3], dtype=fl, device=dev).contiguous(),
-                geom_friction=torch.as_tensor(geom_f[:, GF_FRICTION], dtype=fl, device=dev).contiguous(),
+                geom_friction=torch.as_tensor([gm["coup_friction"] for gm in self._geoms] or [0.0], dtype=fl,
+                                              device=dev)[:G].contiguous(),
                 geom_body=torch.as_tensor(body, dtype=torch.int32, device=dev),
                 geom_pos=zeros(B, G, 3), geom_quat=zeros(B, G, 4), body_com=zeros(B, L, 3),
                 body_lin_vel=zeros(B, L, 3), body_ang_vel=zeros(B, L, 3),
