@@ -195,6 +195,45 @@ def test_pellets_rest_on_a_plane_and_on_a_fixed_box_without_sinking(restitution)
         assert float(pellet.get_particles_pos()[0, 0]) == pytest.approx(pellet.morph.pos[0], abs=1e-12)
 
 
+def test_a_static_world_skips_its_substeps_with_the_same_result(monkeypatch):
+    """A rigid world without dofs (a plane and a fixed box) writes the same frame every substep: once its frames
+    hold it, the rigid solver skips its kernels (and the collider view its geometry) until something it reads
+    changes. Pellets falling on it move bitwise as with the full substeps, and so after a reset to an earlier state
+    (which must bring the full substeps back)."""
+    from genesis_rigid.solver import RigidSolver
+
+    def run(full):
+        if full:
+            monkeypatch.setattr(RigidSolver, "_static_world", lambda self, f: False)
+        scene = pellet_scene(gravity=(0, 0, -9.81), restitution=0.5, dt=2e-3, substeps=2)
+        scene.add_entity(gs.morphs.Plane())
+        scene.add_entity(gs.morphs.Box(pos=(0.3, 0, 0.1), size=(0.2, 0.2, 0.2), fixed=True))
+        heap = scene.add_entity(gs.morphs.Box(pos=(0.25, 0.0, 0.3), size=(4 * SIZE,) * 3),
+                                material=gs.materials.Pellet())
+        scene.build(n_envs=2)
+        heap.set_velocity(THROWS[:2])
+        states = []
+        for k in range(60):
+            scene.step()
+            if k == 20:
+                early = scene.get_state()
+        states.append(flat_state(scene.get_state()))
+        scene.reset(state=early)
+        for k in range(39):
+            scene.step()
+        states.append(flat_state(scene.get_state()))
+        skipped = scene.rigid_solver._static[1] >= scene.rigid_solver.frames.n_frames
+        monkeypatch.undo()
+        return states, skipped
+
+    fast, skipped = run(full=False)
+    full, _ = run(full=True)
+    assert skipped, "the static world never skipped a substep"
+    for a, b in zip(fast, full):
+        assert_states_equal(b, a, n_envs=2)
+    assert_states_equal(fast[0], fast[1], n_envs=2)  # the reset run retraces the first
+
+
 # -- determinism and environments ----------------------------------------------------------------------------------
 
 

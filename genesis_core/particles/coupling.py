@@ -76,6 +76,10 @@ class ParticleView:
 # MAX_CHUNKS over the batch
 MAX_CHUNKS = 8
 MIN_CHUNK = 32
+# below this many particle-environments the kernels' serial copies run (`kernels_for`): the thread pool's wake-up
+# (about 70 us a launch on a 2-core CPU) costs more than the work; the chunks, hence the sums, are the same
+SERIAL_BELOW = 50_000
+SERIAL = False
 
 
 def n_chunks(n_particles: int, batch: int) -> int:
@@ -213,6 +217,7 @@ class ParticleColliderCoupling:
         mass_rows, impulse_rows, share = self._scratch(batch, n_particles, max(n_bodies, 1), dtype, device)
         launch = self._launchers.setdefault(f, Launcher())
         radius = float(part.radius)
+        contact_mass, respond_and_project = kernels_for(batch * n_particles)
         launch(contact_mass, part.pos, part.vel, part.mass, part.active, radius, view.geom_type, view.geom_size,
                view.geom_body, geom_hull, hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel,
                view.body_ang_vel, inv_mass, inv_inertia, mass_rows)
@@ -243,6 +248,8 @@ def contact_mass(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), mass: nd(
                  body_inv_inertia: nd(dtype=M3, ndim=2), chunk_mass: nd(ndim=3)):
     """chunk_mass [K, B, L] receives each chunk's sum of m w over its active particles touching each body
     (d - radius < 0) and moving into it, w the body's inverse effective mass at the contact point."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
     n_chunks = chunk_mass.shape[0]
     n_bodies = ti.min(ti.min(chunk_mass.shape[2], body_inv_mass.shape[0]),
                       ti.min(ti.min(body_com.shape[1], body_inv_inertia.shape[1]),
@@ -282,6 +289,8 @@ def respond_and_project(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), ma
     """The contacts of the active particles, geom after geom: velocity response (body_share [B, L], 1 / (1 + sum
     m w) from contact_mass), the impulse into chunk_impulse [K, B, L, 6] (linear, angular about the body's centre
     of mass), and the position projection to d - radius = 0."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
     n_chunks = chunk_impulse.shape[0]
     n_bodies = ti.min(ti.min(chunk_impulse.shape[2], body_share.shape[1]),
                       ti.min(body_com.shape[1], ti.min(body_lin_vel.shape[1], body_ang_vel.shape[1])))
@@ -313,3 +322,17 @@ def respond_and_project(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), ma
                         x = x + (radius - d) * nrm
                 pos[b, i] = x
                 vel[b, i] = v
+
+
+_serial = None
+
+
+def kernels_for(n: int):
+    """(contact_mass, respond_and_project) for n particle-environments: their serial copies below SERIAL_BELOW."""
+    global _serial
+    if n >= SERIAL_BELOW:
+        return contact_mass, respond_and_project
+    if _serial is None:
+        from ..launch import serial_variant
+        _serial = (serial_variant(contact_mass), serial_variant(respond_and_project))
+    return _serial

@@ -163,10 +163,11 @@ class ParticleSolver(SolverBase):
                       for x in self.domain_bounds())
             extent = float(np.max(np.asarray(self.domain_bounds()[1]) - np.asarray(self.domain_bounds()[0])))
             vmax = 1000.0 * extent / self.sim_options.substep_dt  # a thousand domains a substep: blown up
-            self._walls = (Launcher(), lo, hi, vmax)
-        launch, lo, hi, vmax = self._walls
+            kernel = walls.kernel_for(self.batch * self.n_particles)
+            self._walls = (Launcher(), kernel, lo, hi, vmax)
+        launch, kernel, lo, hi, vmax = self._walls
         st = self.state
-        launch(walls.keep_inside, fn, lo, hi, vmax, st.pos, st.vel, st.active)
+        launch(kernel, fn, lo, hi, vmax, st.pos, st.vel, st.active)
 
     def init_state(self, f):
         st = self.state

@@ -294,8 +294,11 @@ def element_energy(model: ti.template(), e, b, f, pos: ti.template(), el2v: ti.t
     mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
     F = element_F(pos, f, b, el2v, Dm_inv, e)
     psi, P = energy_stress(F, model, mu, lam)
-    psi_m, P_m = muscle_energy_stress(F, k_a, m)
-    return psi + psi_m, P + P_m
+    if e_k[e] != 0.0:  # a muscle's element (the others' fibre term is exactly zero: skipped)
+        psi_m, P_m = muscle_energy_stress(F, k_a, m)
+        psi += psi_m
+        P += P_m
+    return psi, P
 
 
 # -- the explicit substep ------------------------------------------------------------------------------------------
@@ -319,15 +322,6 @@ def _element_forces(model):
 element_forces = per_model(_element_forces)
 
 
-@ti.kernel
-def gather(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, ndim=2)):
-    """out[b, i] = the sum of ef [B, 4 E] over vertex i's incident (element, corner) rows, in their fixed order."""
-    ti.loop_config(serialize=SERIAL)
-    for b, i in ti.ndrange(out.shape[0], out.shape[1]):
-        acc = ti.Vector([0.0, 0.0, 0.0])
-        for j in range(v_start[i], v_start[i + 1]):
-            acc += ef[b, v_inc[j]]
-        out[b, i] = acc
 
 
 @ti.kernel
@@ -340,32 +334,56 @@ def gather_ad(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), 
             out[b, i] += ef[b, v_inc[j]]
 
 
+@ti.func
+def vertex_update(f, fn, b, i, fe, prm: ti.template(), pos: ti.template(), vel: ti.template(), active: ti.template(),
+                  mass: ti.template(), force: ti.template(), cons: ti.template(), cons_target: ti.template(),
+                  cons_k: ti.template()):
+    """Symplectic Euler for vertex i of environment b under the elastic force fe: v' = (v + dt f / m)
+    exp(-damping dt) + dt g, x' = x + dt v'; then the floor (no restitution, no friction) and the hard constraints
+    (x' = target, v' = 0)."""
+    x0 = pos[f, b, i]
+    v0 = vel[f, b, i]
+    dt = prm[P_DT]
+    g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
+    m = mass[i]
+    k = ti.select(cons[b, i] == SOFT, cons_k[b, i], 0.0)
+    fs = fe + force[b, i] - k * (x0 - cons_target[b, i]) - 2.0 * ti.sqrt(k * m) * v0
+    v1 = (v0 + dt * fs / m) * ti.exp(-dt * prm[P_DAMP]) + dt * g
+    x1 = x0 + dt * v1
+    on_floor = prm[P_FLOOR_ON] > 0.0 and x1[2] < prm[P_FLOOR]
+    x2 = ti.Vector([x1[0], x1[1], ti.select(on_floor, prm[P_FLOOR], x1[2])])
+    v2 = ti.Vector([v1[0], v1[1], ti.select(on_floor, ti.max(v1[2], 0.0), v1[2])])
+    hard = cons[b, i] == HARD
+    x3 = ti.select(hard, cons_target[b, i], x2)
+    v3 = ti.select(hard, ti.Vector([0.0, 0.0, 0.0]), v2)
+    moving = active[b, i] != 0
+    pos[fn, b, i] = ti.select(moving, x3, x0)
+    vel[fn, b, i] = ti.select(moving, v3, v0)
+
+
 @ti.kernel
 def explicit_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
                     active: nd(ndim=2), mass: nd(ndim=1), vforce: nd(dtype=V3, ndim=2), force: nd(dtype=V3, ndim=2),
                     cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2)):
-    """Symplectic Euler: v' = (v + dt f / m) exp(-damping dt) + dt g, x' = x + dt v'; then the floor (no
-    restitution, no friction) and the hard constraints (x' = target, v' = 0)."""
+    """The update of differentiable mode, under the gathered forces vforce (`gather_ad`)."""
     ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
-        x0 = pos[f, b, i]
-        v0 = vel[f, b, i]
-        dt = prm[P_DT]
-        g = ti.Vector([prm[P_GX], prm[P_GY], prm[P_GZ]])
-        m = mass[i]
-        k = ti.select(cons[b, i] == SOFT, cons_k[b, i], 0.0)
-        fs = vforce[b, i] + force[b, i] - k * (x0 - cons_target[b, i]) - 2.0 * ti.sqrt(k * m) * v0
-        v1 = (v0 + dt * fs / m) * ti.exp(-dt * prm[P_DAMP]) + dt * g
-        x1 = x0 + dt * v1
-        on_floor = prm[P_FLOOR_ON] > 0.0 and x1[2] < prm[P_FLOOR]
-        x2 = ti.Vector([x1[0], x1[1], ti.select(on_floor, prm[P_FLOOR], x1[2])])
-        v2 = ti.Vector([v1[0], v1[1], ti.select(on_floor, ti.max(v1[2], 0.0), v1[2])])
-        hard = cons[b, i] == HARD
-        x3 = ti.select(hard, cons_target[b, i], x2)
-        v3 = ti.select(hard, ti.Vector([0.0, 0.0, 0.0]), v2)
-        moving = active[b, i] != 0
-        pos[fn, b, i] = ti.select(moving, x3, x0)
-        vel[fn, b, i] = ti.select(moving, v3, v0)
+        vertex_update(f, fn, b, i, vforce[b, i], prm, pos, vel, active, mass, force, cons, cons_target, cons_k)
+
+
+@ti.kernel
+def gather_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+                  active: nd(ndim=2), mass: nd(ndim=1), v_start: nd(ndim=1), v_inc: nd(ndim=1),
+                  ef: nd(dtype=V3, ndim=2), force: nd(dtype=V3, ndim=2), cons: nd(ndim=2),
+                  cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2)):
+    """The plain update in one pass: each vertex's elastic force is the sum of ef [B, 4 E] over its incident
+    (element, corner) rows in their fixed order (the same sums as `gather_ad`), then `vertex_update`."""
+    ti.loop_config(serialize=SERIAL)
+    for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
+        acc = ti.Vector([0.0, 0.0, 0.0])
+        for j in range(v_start[i], v_start[i + 1]):
+            acc += ef[b, v_inc[j]]
+        vertex_update(f, fn, b, i, acc, prm, pos, vel, active, mass, force, cons, cons_target, cons_k)
 
 
 # -- the implicit substep ------------------------------------------------------------------------------------------

@@ -271,10 +271,11 @@ class FEMSolver(ParticleSolver):
             with torch.no_grad():
                 self.vforce.zero_()
             launch(self.kern.gather_ad, self.v_start, self.v_inc, self.ef, self.vforce)
+            launch(self.kern.explicit_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass,
+                   self.vforce, st.force, st.cons, st.cons_target, st.cons_k)
         else:
-            launch(self.kern.gather, self.v_start, self.v_inc, self.ef, self.vforce)
-        launch(self.kern.explicit_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
-               st.force, st.cons, st.cons_target, st.cons_k)
+            launch(self.kern.gather_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.v_start,
+                   self.v_inc, self.ef, st.force, st.cons, st.cons_target, st.cons_k)
 
     def _implicit(self, f, fn):
         st, launch, o = self.state, self._launch, self.options
