@@ -6,8 +6,10 @@ F = Ds Dm^-1 its deformation gradient, W = |det Dm| / 6 its rest volume. Its ela
 force on v1..v3 is the columns of -W P Dm^-T (P = dpsi/dF, the first Piola-Kirchhoff stress) and v0 takes minus
 their sum. Arrays: pos, vel [frames, B, V, 3] (environment b, vertex i); per element [B, E, ...].
 
-Forces are computed per element into `ef` [B, 4 E] (row 4 e + corner) and gathered per vertex over its incident
-elements in a fixed order (CSR `v_start`, `v_inc`): no atomics, so results are bitwise repeatable and independent of the thread
+Forces are computed per element into `ef` [B, 4 E] and gathered per vertex over its incident elements in a fixed
+order: the (element, corner) pair 4 e + k writes row `slot[4 e + k]`, and the rows are laid out vertex by vertex
+(vertex i's are v_start[i] .. v_start[i + 1] - 1, in element order), so each gather reads contiguous rows: no
+atomics, so results are bitwise repeatable and independent of the thread
 schedule and of other environments; the same kernels serve differentiable mode (their reverse is Taichi's).
 
 Every model is one function, `energy_stress`, that returns psi and P together; the implicit solver's Hessian
@@ -270,13 +272,14 @@ def element_dF(x: ti.template(), b, el2v: ti.template(), Dm_inv: ti.template(), 
 
 
 @ti.func
-def store_forces(out: ti.template(), b, e, H):
-    """H = -W P Dm^-T: columns are the forces on v1..v3; v0 takes minus their sum. out [B, 4 E]: row 4 e + corner."""
+def store_forces(out: ti.template(), slot: ti.template(), b, e, H):
+    """H = -W P Dm^-T: columns are the forces on v1..v3; v0 takes minus their sum. out [B, 4 E]: corner k of
+    element e in row slot[4 e + k]."""
     f1, f2, f3 = H[:, 0], H[:, 1], H[:, 2]
-    out[b, 4 * e] = -(f1 + f2 + f3)
-    out[b, 4 * e + 1] = f1
-    out[b, 4 * e + 2] = f2
-    out[b, 4 * e + 3] = f3
+    out[b, slot[4 * e]] = -(f1 + f2 + f3)
+    out[b, slot[4 * e + 1]] = f1
+    out[b, slot[4 * e + 2]] = f2
+    out[b, slot[4 * e + 3]] = f3
 
 
 @ti.func
@@ -291,11 +294,11 @@ def element_energy(model: ti.template(), e, b, f, pos: ti.template(), el2v: ti.t
                    e_info: ti.template(), e_k: ti.template(), mdir: ti.template(), E: ti.template(),
                    nu: ti.template(), actu: ti.template()):
     """(psi, P) of element e at frame f, the muscle's fibre term included."""
-    mu, lam, k_a, m = element_material(e, b, e_info, e_k, mdir, E, nu, actu)
+    mu, lam = lame(E[b, e_info[e, EI_ENTITY]], nu[b, e_info[e, EI_ENTITY]])
     F = element_F(pos, f, b, el2v, Dm_inv, e)
     psi, P = energy_stress(F, model, mu, lam)
     if e_k[e] != 0.0:  # a muscle's element (the others' fibre term is exactly zero: skipped)
-        psi_m, P_m = muscle_energy_stress(F, k_a, m)
+        psi_m, P_m = muscle_energy_stress(F, e_k[e] * actu[b, e], mdir[b, e])
         psi += psi_m
         P += P_m
     return psi, P
@@ -308,13 +311,14 @@ def _element_forces(model):
     def element_forces(e0: ti.i32, e1: ti.i32, f: ti.i32, pos: nd(dtype=V3, ndim=3), el2v: nd(ndim=2),
                        Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1),
                        mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2),
-                       ef: nd(dtype=V3, ndim=2)):
-        """ef[b, 4 e + corner] = the elastic (and muscle) forces of element e on its four vertices at frame f."""
+                       slot: nd(ndim=1), ef: nd(dtype=V3, ndim=2)):
+        """ef[b, slot[4 e + corner]] = the elastic (and muscle) forces of element e on its four vertices at frame
+        f."""
         ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(pos.shape[1], e1 - e0):
             e = e0 + j
             _psi, P = element_energy(model, e, b, f, pos, el2v, Dm_inv, e_info, e_k, mdir, E, nu, actu)
-            store_forces(ef, b, e, -vol[e] * P @ Dm_inv[e].transpose())
+            store_forces(ef, slot, b, e, -vol[e] * P @ Dm_inv[e].transpose())
 
     return element_forces
 
@@ -325,13 +329,13 @@ element_forces = per_model(_element_forces)
 
 
 @ti.kernel
-def gather_ad(v_start: nd(ndim=1), v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, ndim=2)):
+def gather_ad(v_start: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, ndim=2)):
     """gather for differentiable mode (out zeroed before): the same sums in the same order, accumulated in the
     output so that the reverse needs no stack of the running sum."""
     ti.loop_config(serialize=SERIAL)
     for b, i in ti.ndrange(out.shape[0], out.shape[1]):
         for j in range(v_start[i], v_start[i + 1]):
-            out[b, i] += ef[b, v_inc[j]]
+            out[b, i] += ef[b, j]
 
 
 @ti.func
@@ -373,7 +377,7 @@ def explicit_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
 
 @ti.kernel
 def gather_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
-                  active: nd(ndim=2), mass: nd(ndim=1), v_start: nd(ndim=1), v_inc: nd(ndim=1),
+                  active: nd(ndim=2), mass: nd(ndim=1), v_start: nd(ndim=1),
                   ef: nd(dtype=V3, ndim=2), force: nd(dtype=V3, ndim=2), cons: nd(ndim=2),
                   cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2)):
     """The plain update in one pass: each vertex's elastic force is the sum of ef [B, 4 E] over its incident
@@ -382,7 +386,7 @@ def gather_update(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim
     for b, i in ti.ndrange(pos.shape[1], pos.shape[2]):
         acc = ti.Vector([0.0, 0.0, 0.0])
         for j in range(v_start[i], v_start[i + 1]):
-            acc += ef[b, v_inc[j]]
+            acc += ef[b, j]
         vertex_update(f, fn, b, i, acc, prm, pos, vel, active, mass, force, cons, cons_target, cons_k)
 
 
@@ -438,7 +442,8 @@ def _newton_elements(model):
                         el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1), vol: nd(ndim=1), e_info: nd(ndim=2),
                         e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2),
                         E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), done: nd(ndim=1), hd: nd(ndim=3),
-                        ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2), eng: nd(ndim=2)):
+                        slot: nd(ndim=1), ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2),
+                        eng: nd(ndim=2)):
         """At the iterate x = pos[fn]: each element's Hessian data, its forces -dE_e/dx (elastic, muscle, stiffness
         damping) into ef, the diagonal 3x3 blocks of its Hessian into eblk, and its energy into eng."""
         ti.loop_config(serialize=SERIAL)
@@ -455,7 +460,7 @@ def _newton_elements(model):
                 dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
                 W = vol[e]
                 D = Dm_inv[e]
-                store_forces(ef, b, e, -W * (P + P_m + bd * dP) @ D.transpose())
+                store_forces(ef, slot, b, e, -W * (P + P_m + bd * dP) @ D.transpose())
                 eng[b, e] = W * (psi + psi_m + 0.5 * bd * (dF * dP).sum())
                 # diagonal blocks: corner a, direction c -> dF = e_c gr^T, gr the gradient of the corner's shape
                 # function (runtime loops: one copy of hessian_apply in the code, not twelve)
@@ -470,7 +475,7 @@ def _newton_elements(model):
                                         ti.select(c == 2, 1.0, 0.0)])
                         dPc = hessian_apply(ec.outer_product(gr), model, mu, lam, m, hd, b, e)
                         blk += ((1.0 + bd) * W * dPc @ gr).outer_product(ec)
-                    eblk[b, 4 * e + a] = blk
+                    eblk[b, slot[4 * e + a]] = blk
 
     return newton_elements
 
@@ -482,7 +487,7 @@ newton_elements = per_model(_newton_elements)
 def newton_vertices(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
                     mass: nd(ndim=1), cons: nd(ndim=2), cons_target: nd(dtype=V3, ndim=2), cons_k: nd(ndim=2),
                     force: nd(dtype=V3, ndim=2), xhat: nd(dtype=V3, ndim=2), v_start: nd(ndim=1),
-                    v_inc: nd(ndim=1), ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2), done: nd(ndim=1),
+                    ef: nd(dtype=V3, ndim=2), eblk: nd(dtype=M3, ndim=2), done: nd(ndim=1),
                     r: nd(dtype=V3, ndim=2), z: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
                     d: nd(dtype=V3, ndim=2), pinv: nd(dtype=M3, ndim=2), nr: nd(dtype=V3, ndim=2),
                     vdot: nd(ndim=2), veng: nd(ndim=2)):
@@ -507,8 +512,8 @@ def newton_vertices(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
                 fel = zero
                 blk = ti.Matrix.zero(float, 3, 3)
                 for j in range(v_start[i], v_start[i + 1]):
-                    fel += ef[b, v_inc[j]]
-                    blk += eblk[b, v_inc[j]]
+                    fel += ef[b, j]
+                    blk += eblk[b, j]
                 t = cons_target[b, i]
                 grad = (m / (dt * dt) * (x - xhat[b, i]) + (prm[P_ALPHA] * m + c) / dt * (x - xn) + k * (x - t)
                         - fel - force[b, i])
@@ -551,7 +556,7 @@ def _cg_elements(model):
     def cg_elements(e0: ti.i32, e1: ti.i32, prm: nd(ndim=1), el2v: nd(ndim=2), Dm_inv: nd(dtype=M3, ndim=1),
                     vol: nd(ndim=1), e_info: nd(ndim=2), e_k: nd(ndim=1), mdir: nd(dtype=V3, ndim=2), E: nd(ndim=2),
                     nu: nd(ndim=2), hd: nd(ndim=3),
-                    p: nd(dtype=V3, ndim=2), conv: nd(ndim=1), eq: nd(dtype=V3, ndim=2)):
+                    p: nd(dtype=V3, ndim=2), conv: nd(ndim=1), slot: nd(ndim=1), eq: nd(dtype=V3, ndim=2)):
         """eq[b, e, :] = minus the element's stiffness (with the stiffness damping's factor) applied to p."""
         ti.loop_config(serialize=SERIAL)
         for b, j in ti.ndrange(p.shape[0], e1 - e0):
@@ -561,7 +566,7 @@ def _cg_elements(model):
                 m = mdir[b, e]
                 dF = element_dF(p, b, el2v, Dm_inv, e)
                 dP = hessian_apply(dF, model, mu, lam, m, hd, b, e)
-                store_forces(eq, b, e, -(1.0 + prm[P_BETA] / prm[P_DT]) * vol[e] * dP @ Dm_inv[e].transpose())
+                store_forces(eq, slot, b, e, -(1.0 + prm[P_BETA] / prm[P_DT]) * vol[e] * dP @ Dm_inv[e].transpose())
 
     return cg_elements
 
@@ -571,7 +576,7 @@ cg_elements = per_model(_cg_elements)
 
 @ti.kernel
 def cg_q(prm: nd(ndim=1), active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2), cons_k: nd(ndim=2),
-         v_start: nd(ndim=1), v_inc: nd(ndim=1), eq: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
+         v_start: nd(ndim=1), eq: nd(dtype=V3, ndim=2), p: nd(dtype=V3, ndim=2),
          conv: nd(ndim=1), q: nd(dtype=V3, ndim=2), vdot: nd(ndim=2)):
     """q = H p; vdot = p.q per vertex."""
     ti.loop_config(serialize=SERIAL)
@@ -582,7 +587,7 @@ def cg_q(prm: nd(ndim=1), active: nd(ndim=2), mass: nd(ndim=1), cons: nd(ndim=2)
                 diag, _k, _c = vertex_coefficients(prm, mass, cons, cons_k, b, i)
                 qi = diag * p[b, i]
                 for j in range(v_start[i], v_start[i + 1]):
-                    qi -= eq[b, v_inc[j]]
+                    qi -= eq[b, j]
             q[b, i] = qi
             vdot[b, i] = p[b, i].dot(qi)
 

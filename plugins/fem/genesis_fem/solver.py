@@ -157,7 +157,11 @@ class FEMSolver(ParticleSolver):
         self.e_info = t(np.concatenate(info), torch.int32)
         self.e_k = t(np.concatenate(k_muscle))
         self.v_start = t(np.concatenate([[0], np.cumsum(counts)]), torch.int32)
-        self.v_inc = t(corner, torch.int32)  # entry = element * 4 + corner
+        # the per-corner rows (ef, eblk, eq) vertex by vertex: (element, corner) 4 e + k writes row slot[4 e + k],
+        # so vertex i sums the contiguous rows v_start[i] .. v_start[i + 1] - 1 (in element order)
+        slot = np.empty(len(corner), dtype=np.int32)
+        slot[corner] = np.arange(len(corner), dtype=np.int32)
+        self.e_slot = t(slot, torch.int32)
         surface = np.zeros(len(X), dtype=np.int32)
         for e in self.entities:
             surface[e._faces.ravel() + e.particle_start] = 1
@@ -266,16 +270,16 @@ class FEMSolver(ParticleSolver):
         st, launch = self.state, self._launch
         for model, e0, e1 in self.model_runs:
             launch(self.kern.element_forces[model], e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
-                   self.e_k, st.mdir, st.E, st.nu, st.actu, self.ef)
+                   self.e_k, st.mdir, st.E, st.nu, st.actu, self.e_slot, self.ef)
         if self.requires_grad:
             with torch.no_grad():
                 self.vforce.zero_()
-            launch(self.kern.gather_ad, self.v_start, self.v_inc, self.ef, self.vforce)
+            launch(self.kern.gather_ad, self.v_start, self.ef, self.vforce)
             launch(self.kern.explicit_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass,
                    self.vforce, st.force, st.cons, st.cons_target, st.cons_k)
         else:
             launch(self.kern.gather_update, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.v_start,
-                   self.v_inc, self.ef, st.force, st.cons, st.cons_target, st.cons_k)
+                   self.ef, st.force, st.cons, st.cons_target, st.cons_k)
 
     def _implicit(self, f, fn):
         st, launch, o = self.state, self._launch, self.options
@@ -288,9 +292,9 @@ class FEMSolver(ParticleSolver):
         for _newton in range(o.n_newton_iterations):
             for model, e0, e1 in self.model_runs:
                 launch(self.kern.newton_elements[model], e0, e1, f, fn, self.params_f, st.pos, self.el2v, self.Dm_inv,
-                       self.vol, *mat, self.done, self.hd, self.ef, self.eblk, self.eng)
+                       self.vol, *mat, self.done, self.hd, self.e_slot, self.ef, self.eblk, self.eng)
             launch(self.kern.newton_vertices, f, fn, self.params_f, st.pos, st.active, self.p_mass, *cons, st.force,
-                   self.xhat, self.v_start, self.v_inc, self.ef, self.eblk, self.done, self.r, self.zv, self.p,
+                   self.xhat, self.v_start, self.ef, self.eblk, self.done, self.r, self.zv, self.p,
                    self.d, self.pinv, self.nr, self.vdot, self.veng)
             self._cg()
             if o.n_linesearch_iterations:
@@ -310,8 +314,8 @@ class FEMSolver(ParticleSolver):
         for it in range(o.n_pcg_iterations):
             for model, e0, e1 in self.model_runs:
                 launch(self.kern.cg_elements[model], e0, e1, self.params_f, self.el2v, self.Dm_inv, self.vol,
-                       self.e_info, self.e_k, st.mdir, st.E, st.nu, self.hd, self.p, self.conv, self.eq)
-            launch(self.kern.cg_q, self.params_f, st.active, self.p_mass, st.cons, st.cons_k, self.v_start, self.v_inc,
+                       self.e_info, self.e_k, st.mdir, st.E, st.nu, self.hd, self.p, self.conv, self.e_slot, self.eq)
+            launch(self.kern.cg_q, self.params_f, st.active, self.p_mass, st.cons, st.cons_k, self.v_start,
                    self.eq, self.p, self.conv, self.q, self.vdot)
             launch(self.kern.cg_alpha, self.vdot, self.rz, self.conv, self.alpha)
             launch(self.kern.cg_update, self.alpha, self.conv, self.p, self.q, self.pinv, self.d, self.r, self.zv,
@@ -352,10 +356,10 @@ class FEMSolver(ParticleSolver):
             self.vforce.grad.zero_()
         launch(self.kern.explicit_update.grad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.vforce,
                st.force, st.cons, st.cons_target, st.cons_k)
-        launch(self.kern.gather_ad.grad, self.v_start, self.v_inc, self.ef, self.vforce)
+        launch(self.kern.gather_ad.grad, self.v_start, self.ef, self.vforce)
         for model, e0, e1 in reversed(self.model_runs):
             launch(self.kern.element_forces[model].grad, e0, e1, f, st.pos, self.el2v, self.Dm_inv, self.vol, self.e_info,
-                   self.e_k, st.mdir, st.E, st.nu, st.actu, self.ef)
+                   self.e_k, st.mdir, st.E, st.nu, st.actu, self.e_slot, self.ef)
 
     def substep_post_coupling_grad(self, f):
         pass  # keep_inside: the identity (it acts only on a vertex that left the domain)
@@ -374,9 +378,16 @@ class FEMSolver(ParticleSolver):
                                      active=self.contact_active, radius=0.0, restitution=0.0)
         return views[fn]
 
+    _mask_of = None  # (id, version) of the `active` tensor contact_active was computed from
+
     def _contact_mask(self, fn):
-        """contact_active = active and on the surface, at frame fn: the vertices the couplings take."""
-        torch.mul(self.state.at("active", fn), self.on_surface, out=self.contact_active)
+        """contact_active = active and on the surface, at frame fn: the vertices the couplings take (computed again
+        only when `active`, which has no frames, was written)."""
+        active = self.state.tensors["active"]
+        key = (id(active), active._version)
+        if key != self._mask_of:
+            torch.mul(self.state.at("active", fn), self.on_surface, out=self.contact_active)
+            self._mask_of = key
 
     def exchange_view(self, f):
         """Frame f + 1 after this substep's FEM step, against another solver's particles (`pair_exchange`, the SPH
