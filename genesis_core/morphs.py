@@ -269,9 +269,18 @@ class Mesh(FileMorph, TetOptions, CollisionFilter):
 
 @attrs.define(frozen=True, kw_only=True)
 class URDF(FileMorph):
-    """A URDF robot; its base is floating unless `fixed=True`."""
+    """A URDF robot; its base is floating unless `fixed=True`. merge_fixed_links (Genesis World's default, True):
+    a link on a fixed joint becomes part of its parent (same dynamics, fewer links), except the names in
+    links_to_keep."""
 
     fixed: bool = attrs.field(default=False, validator=v.is_bool)
+    merge_fixed_links: bool = attrs.field(default=True, validator=v.is_bool)
+    links_to_keep: tuple = attrs.field(default=(), converter=lambda x: (x,) if isinstance(x, str) else tuple(x))
+
+    @links_to_keep.validator
+    def _links_to_keep(self, attribute, value):
+        if not all(isinstance(n, str) for n in value):
+            raise ValueError(f"links_to_keep: expected link names (str), got {list(value)!r}.")
 
 
 @attrs.define(frozen=True, kw_only=True)

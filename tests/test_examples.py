@@ -98,7 +98,7 @@ def test_fem_worm_example_crawls_only_when_its_muscles_work():
 def test_fem_grasp_example_lifts_the_soft_cube_by_friction_only(shared_assets):
     """Genesis World's grasp_soft_cube with an FEM cube, two environments: in the first the fingers close with 1 N
     each and the cube rises with the hand (10 cm commanded; it settles into the grip by a few millimetres as its
-    weight comes on the pads: measured 4.6 mm, then holds); in the second they push open and the cube stays on the
+    weight comes on the pads: measured 5.0 mm, then holds); in the second they push open and the cube stays on the
     floor, so nothing but the grip lifts it."""
     module = load("fem_grasp_soft_cube")
     panda = f"{shared_assets}/mjcf/franka_emika_panda/panda.xml"

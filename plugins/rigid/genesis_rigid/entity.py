@@ -178,7 +178,13 @@ class RigidEntity(gs.Entity):
 
     def get_link(self, name=None, uid=None):
         """The link named `name` (Genesis World's `uid` is accepted as a name too)."""
-        return _named(self.links, name if name is not None else uid, "get_link", "link")
+        name = name if name is not None else uid
+        merged = getattr(getattr(self, "robot", None), "merged", {})
+        if name in merged and all(l.name != name for l in self.links):
+            raise gs.OptionError(f"get_link: link {name!r} was merged into {merged[name]!r} (it hangs on a fixed "
+                                 f"joint and the URDF morph merges such links, as Genesis World does); keep it with "
+                                 f"gs.morphs.URDF(..., links_to_keep=[{name!r}]) or merge_fixed_links=False.")
+        return _named(self.links, name, "get_link", "link")
 
     def get_joint(self, name=None, uid=None):
         """The joint named `name` (`uid` accepted as a name): its `dofs_idx_local`, `dof_idx_local`,

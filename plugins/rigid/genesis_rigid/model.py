@@ -108,6 +108,7 @@ class RobotDesc:
     actuators: list = field(default_factory=list)
     tendons: list = field(default_factory=list)
     fluid: FluidDesc | None = None
+    merged: dict = field(default_factory=dict)  # a merged fixed link's name -> the body that holds it
 
     def validate(self):
         for i, b in enumerate(self.bodies):
@@ -177,3 +178,46 @@ def inertia_from_geoms(geoms, density_of):
         d = c - com
         inertia += i + m * (np.dot(d, d) * np.eye(3) - np.outer(d, d))
     return mass, com, inertia
+
+
+def merge_fixed_links(robot: RobotDesc, links_to_keep=()) -> RobotDesc:
+    """Genesis World's `merge_fixed_links` of URDF morphs: every body attached to its parent by no joint (a URDF
+    fixed joint), except the root and those named in links_to_keep, becomes part of its parent: its mass, centre
+    of mass and inertia combine with the parent's (the parallel-axis theorem), its geoms move into the parent's
+    frame, and its children hang from the parent at the composed pose. The dynamics are the same; there are fewer
+    links. robot.merged maps each merged body's name to the body that holds it now."""
+    from genesis_core.rotations import quat_mul, quat_to_mat, rotate
+
+    keep = set(links_to_keep)
+    out, where = [], {}  # where[i]: (index in out of the body that holds body i, its pose there: pos, quat)
+    merged = {}
+    for i, b in enumerate(robot.bodies):
+        if b.parent >= 0 and not b.joints and b.name not in keep:
+            host, hp, hq = where[b.parent]
+            p, q = hp + rotate(hq, b.pos), quat_mul(hq, b.quat)
+            where[i] = (host, p, q)
+            h = out[host]
+            R = quat_to_mat(q)
+            mass = h.mass + b.mass
+            c_b = p + R @ b.com
+            com = (h.mass * h.com + b.mass * c_b) / mass if mass > 0 else h.com
+
+            def shifted(m, d):
+                return m * (float(d @ d) * np.eye(3) - np.outer(d, d))
+
+            h.inertia = (h.inertia + shifted(h.mass, h.com - com) + R @ b.inertia @ R.T
+                         + shifted(b.mass, c_b - com))
+            h.mass, h.com = mass, com
+            for g in b.geoms:
+                g.pos, g.quat = p + rotate(q, g.pos), quat_mul(q, g.quat)
+                h.geoms.append(g)
+            merged[b.name] = h.name
+        else:
+            if b.parent >= 0:
+                host, hp, hq = where[b.parent]
+                b.pos, b.quat, b.parent = hp + rotate(hq, b.pos), quat_mul(hq, b.quat), host
+            where[i] = (len(out), np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]))
+            out.append(b)
+    robot.bodies = out
+    robot.merged.update(merged)
+    return robot

@@ -9,7 +9,7 @@ from .decompose import convex_parts
 from .mjcf import MJCFError, load_mjcf
 from .hull import HullError
 from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
-from .model import inertia_from_geoms
+from .model import inertia_from_geoms, merge_fixed_links
 from genesis_core.rotations import frame_from_z
 from .urdf import URDFError, load_urdf
 
@@ -73,6 +73,13 @@ def describe(morph, material) -> RobotDesc:
     try:
         if isinstance(morph, gs.morphs.URDF):
             robot = load_urdf(morph.file, fixed=morph.fixed, density=material.rho)
+            names = {b.name for b in robot.bodies}
+            unknown = [n for n in morph.links_to_keep if n not in names]
+            if unknown:
+                raise gs.OptionError(f"URDF(file={morph.file!r}): links_to_keep names no link of the file: {unknown}; "
+                                     f"its links: {sorted(names)}.")
+            if morph.merge_fixed_links:
+                merge_fixed_links(robot, morph.links_to_keep)
         elif isinstance(morph, gs.morphs.MJCF):
             robot = load_mjcf(morph.file)
         elif isinstance(morph, gs.morphs.Mesh):

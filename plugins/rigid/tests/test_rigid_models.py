@@ -211,3 +211,59 @@ def test_the_taichi_arrays_of_a_dropped_scene_are_freed(monkeypatch):
     del scene, _
     gc.collect()
     assert len(freed) == vectors
+
+
+TWO_FIXED = """<robot name="arm">
+  <link name="base"><inertial><mass value="2"/><inertia ixx="0.01" iyy="0.01" izz="0.01"/></inertial></link>
+  <link name="mount"><inertial><origin xyz="0.02 0 0.01"/><mass value="0.5"/>
+    <inertia ixx="0.002" iyy="0.001" izz="0.003" ixy="0.0002"/></inertial></link>
+  <link name="arm"><inertial><origin xyz="0.2 0 0"/><mass value="1.2"/>
+    <inertia ixx="0.001" iyy="0.02" izz="0.02"/></inertial>
+    <collision><origin xyz="0.2 0 0"/><geometry><box size="0.4 0.04 0.04"/></geometry></collision></link>
+  <link name="tip"><inertial><origin xyz="0.03 0.01 0" rpy="0.3 0 0.2"/><mass value="0.7"/>
+    <inertia ixx="0.004" iyy="0.002" izz="0.001"/></inertial>
+    <collision><geometry><sphere radius="0.05"/></geometry></collision></link>
+  <link name="marker"/>
+  <joint name="to_mount" type="fixed"><parent link="base"/><child link="mount"/>
+    <origin xyz="0 0 0.1" rpy="0 0.2 0"/></joint>
+  <joint name="shoulder" type="revolute"><parent link="mount"/><child link="arm"/><axis xyz="0 1 0"/>
+    <origin xyz="0.05 0 0.02" rpy="0.1 0 0"/><limit lower="-3" upper="3"/></joint>
+  <joint name="to_tip" type="fixed"><parent link="arm"/><child link="tip"/><origin xyz="0.4 0 0" rpy="0 0.5 0.3"/></joint>
+  <joint name="to_marker" type="fixed"><parent link="tip"/><child link="marker"/><origin xyz="0.05 0 0"/></joint>
+</robot>
+"""
+
+
+def test_urdf_fixed_links_merge_as_genesis_with_the_same_dynamics(tmp_path):
+    """Genesis World's merge_fixed_links (its default): links on fixed joints join their parents (mass, centre of
+    mass and inertia combined, geoms moved), so a free arm of five links becomes two, and it swings and tumbles
+    exactly as the unmerged one (float64, 1e-10 after 0.5 s); links_to_keep keeps a link; asking for a merged link
+    names its holder."""
+    path = tmp_path / "arm.urdf"
+    path.write_text(TWO_FIXED)
+
+    def run(**kw):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, gravity=(0.0, 0.0, -9.81)))
+        robot = scene.add_entity(gs.morphs.URDF(file=str(path), **kw))
+        scene.build()
+        robot.set_dofs_velocity([0.3, -0.2, 0.1, 1.0, -2.0, 0.5, 3.0])
+        for _ in range(250):
+            scene.step()
+        return robot, robot.get_qpos(), robot.get_links_pos()
+
+    merged, q_m, _ = run()
+    full, q_f, _ = run(merge_fixed_links=False)
+    kept, q_k, pos_k = run(links_to_keep=["marker"])
+    assert [l.name for l in merged.links] == ["base", "arm"]
+    assert [l.name for l in full.links] == ["base", "mount", "arm", "tip", "marker"]
+    assert [l.name for l in kept.links] == ["base", "arm", "marker"]
+    assert float((q_m - q_f).abs().max()) < 1e-10 and float((q_k - q_f).abs().max()) < 1e-10
+    assert abs(float(q_f[7])) > 0.1 and float(q_f[:3].norm()) > 0.1  # it swung and fell
+    assert merged.get_mass() == pytest.approx(full.get_mass(), rel=1e-12)
+    # the kept marker sits where the unmerged one does
+    _, _, pos_f = run(merge_fixed_links=False)
+    assert float((pos_k[2] - pos_f[4]).abs().max()) < 1e-10
+    with pytest.raises(gs.OptionError, match="merged into 'arm'.*links_to_keep"):
+        merged.get_link("tip")
+    with pytest.raises(gs.OptionError, match="links_to_keep names no link"):
+        gs.Scene().add_entity(gs.morphs.URDF(file=str(path), links_to_keep=["nope"]))
