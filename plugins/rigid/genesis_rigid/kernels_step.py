@@ -29,6 +29,17 @@ from .layout import DI_PARENT, GF_POS, GF_QUAT, GI_LINK, LI_LAST_DOF, PF_DT, PP_
 
 # True in the serial copies of the kernels (SERIAL_OF, for one environment: no thread-pool dispatch per launch)
 SERIAL = False
+# Taichi 1.7.4's CPU code gives each thread at least 512 consecutive iterations of a kernel's outermost loop, so a
+# loop over 64-512 environments would run on one thread: the parallel kernels loop over about ENV_ITERATIONS
+# iterations, each environment taking `env_spread` of them (the first does its work), so that up to four threads
+# share the environments
+ENV_ITERATIONS = 2048
+
+
+@ti.func
+def env_spread(n_envs):
+    """Loop iterations per environment of a parallel kernel: enough for ENV_ITERATIONS in all."""
+    return ti.max(1, (ENV_ITERATIONS + n_envs - 1) // n_envs)
 
 # Scratch arrays are Taichi ndarrays of vectors and matrices, typed by the array itself (the precision is chosen at
 # gs.init, after this module is imported); state arrays are torch tensors, typed here.
@@ -42,7 +53,13 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
     """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    for b in range(qpos.shape[1]):
+    spread = 1  # the serial copies: one iteration per environment
+    if ti.static(not SERIAL):
+        spread = env_spread(qpos.shape[1])
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
 
@@ -59,7 +76,13 @@ def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=
     kernel follows, so the warm starts are matched here (the keys of frame fn written)."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    for b in range(links_pos.shape[1]):
+    spread = 1  # the serial copies: one iteration per environment
+    if ti.static(not SERIAL):
+        spread = env_spread(links_pos.shape[1])
+    for t in range(links_pos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
         for l in range(links_pos.shape[2]):
             s_R[b, l] = quat_to_mat(links_quat[f, b, l])
         detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
@@ -77,7 +100,13 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
     """The contacts of frame f of the near pairs with a mesh that `collide` listed; then the warm starts."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    for b in range(links_pos.shape[1]):
+    spread = 1  # the serial copies: one iteration per environment
+    if ti.static(not SERIAL):
+        spread = env_spread(links_pos.shape[1])
+    for t in range(links_pos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
         detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
                              s_nar_f, s_nar_i)
         finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)
@@ -107,7 +136,13 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
     n_evals = 5 if rk4 else 1
     n_q = qpos.shape[2]
     n_v = dofs_vel.shape[2]
-    for b in range(qpos.shape[1]):
+    spread = 1  # the serial copies: one iteration per environment
+    if ti.static(not SERIAL):
+        spread = env_spread(qpos.shape[1])
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
         for i in range(n_q):
             s_qs[0, b, i] = qpos[f, b, i]
         for d in range(n_v):
@@ -190,7 +225,13 @@ def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_
     """The ColliderView arrays at frame fn: geom world poses, link centres of mass and velocities."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    for b in range(qpos.shape[1]):
+    spread = 1  # the serial copies: one iteration per environment
+    if ti.static(not SERIAL):
+        spread = env_spread(qpos.shape[1])
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
         dof_motions(b, fn, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
