@@ -41,10 +41,10 @@ import torch
 
 from ..coupler import Collider
 from ..errors import GenesisError
-from ..launch import Launcher
+from ..launch import Launcher, serial_below
 from .collider import (add_impulse, approaching, body_of, body_surface, clear_impulse_rows, distance_to,
                        inverse_effective_mass, respond)
-from .reduce import TASK_STRIDE, n_parts, part_range, sum_parts
+from .reduce import SERIAL_BELOW, TASK_STRIDE, n_parts, part_range, sum_parts
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -76,9 +76,8 @@ class ParticleView:
 # MAX_CHUNKS over the batch
 MAX_CHUNKS = 8
 MIN_CHUNK = 32
-# below this many particle-environments the kernels' serial copies run (`kernels_for`): the thread pool's wake-up
-# (about 70 us a launch on a 2-core CPU) costs more than the work; the chunks, hence the sums, are the same
-SERIAL_BELOW = 50_000
+# True in the serial copies (genesis_core.launch.serial_below: below reduce.SERIAL_BELOW particle-environments;
+# the chunks, hence the sums, are the same)
 SERIAL = False
 
 
@@ -217,16 +216,16 @@ class ParticleColliderCoupling:
         mass_rows, impulse_rows, share = self._scratch(batch, n_particles, max(n_bodies, 1), dtype, device)
         launch = self._launchers.setdefault(f, Launcher())
         radius = float(part.radius)
-        contact_mass, respond_and_project = kernels_for(batch * n_particles)
-        launch(contact_mass, part.pos, part.vel, part.mass, part.active, radius, view.geom_type, view.geom_size,
-               view.geom_body, geom_hull, hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel,
-               view.body_ang_vel, inv_mass, inv_inertia, mass_rows)
+        n = batch * n_particles
+        launch(serial_below(contact_mass, n, SERIAL_BELOW), part.pos, part.vel, part.mass, part.active, radius,
+               view.geom_type, view.geom_size, view.geom_body, geom_hull, hull_planes, view.geom_pos, view.geom_quat,
+               view.body_com, view.body_lin_vel, view.body_ang_vel, inv_mass, inv_inertia, mass_rows)
         with torch.no_grad():
             torch.reciprocal(sum_parts(mass_rows, share) + 1.0, out=share)
-        launch(respond_and_project, part.pos, part.vel, part.mass, part.active, radius, float(part.restitution),
-               view.geom_type, view.geom_size, view.geom_friction, view.geom_body, geom_hull, hull_planes,
-               view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel, share,
-               impulse_rows)
+        launch(serial_below(respond_and_project, n, SERIAL_BELOW), part.pos, part.vel, part.mass, part.active,
+               radius, float(part.restitution), view.geom_type, view.geom_size, view.geom_friction, view.geom_body,
+               geom_hull, hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel,
+               view.body_ang_vel, share, impulse_rows)
         if n_bodies:
             sum_parts(impulse_rows[:, :, :n_bodies], view.body_impulse, add=True)
 
@@ -323,16 +322,3 @@ def respond_and_project(pos: nd(dtype=V3, ndim=2), vel: nd(dtype=V3, ndim=2), ma
                 pos[b, i] = x
                 vel[b, i] = v
 
-
-_serial = None
-
-
-def kernels_for(n: int):
-    """(contact_mass, respond_and_project) for n particle-environments: their serial copies below SERIAL_BELOW."""
-    global _serial
-    if n >= SERIAL_BELOW:
-        return contact_mass, respond_and_project
-    if _serial is None:
-        from ..launch import serial_variant
-        _serial = (serial_variant(contact_mass), serial_variant(respond_and_project))
-    return _serial

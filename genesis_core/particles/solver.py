@@ -155,15 +155,16 @@ class ParticleSolver(SolverBase):
         """Put the particles of frame fn that left the domain back on its walls (`walls.keep_inside`): call it at
         the end of each substep, so that every state the solver produces passes the domain check on the way back
         in (save/load, reset)."""
-        from ..launch import Launcher
+        from ..launch import Launcher, serial_below
         from . import walls
+        from .reduce import SERIAL_BELOW
 
         if "_walls" not in self.__dict__:
             lo, hi = (torch.as_tensor(np.asarray(x, dtype=np.float64), dtype=self.float_dtype, device=self.device)
                       for x in self.domain_bounds())
             extent = float(np.max(np.asarray(self.domain_bounds()[1]) - np.asarray(self.domain_bounds()[0])))
             vmax = 1000.0 * extent / self.sim_options.substep_dt  # a thousand domains a substep: blown up
-            kernel = walls.kernel_for(self.batch * self.n_particles)
+            kernel = serial_below(walls.keep_inside, self.batch * self.n_particles, SERIAL_BELOW)
             self._walls = (Launcher(), kernel, lo, hi, vmax)
         launch, kernel, lo, hi, vmax = self._walls
         st = self.state

@@ -7,8 +7,7 @@ environment (`scene.invalid_envs`) instead of the walls clamping it back to a fi
 
 import taichi as ti
 
-# the serial copy (`keep_inside_serial`): for small batches the thread pool's wake-up (about 70 us on a 2-core CPU)
-# costs more than the loop
+# True in the serial copy (genesis_core.launch.serial_below: below reduce.SERIAL_BELOW particle-environments)
 SERIAL = False
 V3 = ti.types.vector(3, float)
 nd = ti.types.ndarray
@@ -42,17 +41,3 @@ def keep_inside(fn: ti.i32, lo: nd(ndim=1), hi: nd(ndim=1), vmax: float, pos: nd
             pos[fn, b, i] = x
             vel[fn, b, i] = v
 
-
-def kernel_for(n: int):
-    """keep_inside for n particle-environments: its serial copy below SERIAL_BELOW, else the parallel one."""
-    global _serial
-    if n >= SERIAL_BELOW:
-        return keep_inside
-    if _serial is None:
-        from ..launch import serial_variant
-        _serial = serial_variant(keep_inside)
-    return _serial
-
-
-SERIAL_BELOW = 50_000  # measured crossover on the 2-core CPU: 7.4k particles 87 us serial, 229 us parallel
-_serial = None

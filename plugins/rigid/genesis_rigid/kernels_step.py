@@ -37,9 +37,13 @@ ENV_ITERATIONS = 2048
 
 
 @ti.func
-def env_spread(n_envs):
-    """Loop iterations per environment of a parallel kernel: enough for ENV_ITERATIONS in all."""
-    return ti.max(1, (ENV_ITERATIONS + n_envs - 1) // n_envs)
+def env_spread(n_envs, serial: ti.template()):
+    """Loop iterations per environment: 1 in the serial copies (serial: the kernel's SERIAL), else enough for
+    ENV_ITERATIONS in all."""
+    spread = 1
+    if ti.static(not serial):
+        spread = ti.max(1, (ENV_ITERATIONS + n_envs - 1) // n_envs)
+    return spread
 
 # Scratch arrays are Taichi ndarrays of vectors and matrices, typed by the array itself (the precision is chosen at
 # gs.init, after this module is imported); state arrays are torch tensors, typed here.
@@ -53,9 +57,7 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
     """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    spread = 1  # the serial copies: one iteration per environment
-    if ti.static(not SERIAL):
-        spread = env_spread(qpos.shape[1])
+    spread = env_spread(qpos.shape[1], SERIAL)
     for t in range(qpos.shape[1] * spread):
         if t % spread != 0:
             continue
@@ -76,9 +78,7 @@ def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=
     kernel follows, so the warm starts are matched here (the keys of frame fn written)."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    spread = 1  # the serial copies: one iteration per environment
-    if ti.static(not SERIAL):
-        spread = env_spread(links_pos.shape[1])
+    spread = env_spread(links_pos.shape[1], SERIAL)
     for t in range(links_pos.shape[1] * spread):
         if t % spread != 0:
             continue
@@ -100,9 +100,7 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
     """The contacts of frame f of the near pairs with a mesh that `collide` listed; then the warm starts."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    spread = 1  # the serial copies: one iteration per environment
-    if ti.static(not SERIAL):
-        spread = env_spread(links_pos.shape[1])
+    spread = env_spread(links_pos.shape[1], SERIAL)
     for t in range(links_pos.shape[1] * spread):
         if t % spread != 0:
             continue
@@ -136,9 +134,7 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
     n_evals = 5 if rk4 else 1
     n_q = qpos.shape[2]
     n_v = dofs_vel.shape[2]
-    spread = 1  # the serial copies: one iteration per environment
-    if ti.static(not SERIAL):
-        spread = env_spread(qpos.shape[1])
+    spread = env_spread(qpos.shape[1], SERIAL)
     for t in range(qpos.shape[1] * spread):
         if t % spread != 0:
             continue
@@ -225,9 +221,7 @@ def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_
     """The ColliderView arrays at frame fn: geom world poses, link centres of mass and velocities."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
-    spread = 1  # the serial copies: one iteration per environment
-    if ti.static(not SERIAL):
-        spread = env_spread(qpos.shape[1])
+    spread = env_spread(qpos.shape[1], SERIAL)
     for t in range(qpos.shape[1] * spread):
         if t % spread != 0:
             continue
