@@ -32,7 +32,9 @@ Per substep, after every solver's pre-coupling part (both views then hold frame 
 Parallel over environments and chunks of particles (`n_chunks`, a function of the particle count and the batch
 only; each chunk a task of TASK_STRIDE loop iterations, so that a few chunks spread over the threads); each chunk accumulates into private rows, summed afterwards in a fixed order: no atomics, bitwise
 repeatable. Not differentiable: a scene built with requires_grad=True and a particle-collider pair is refused at
-build.
+build, unless the particle solver constructs the coupling with `identity_grad=True` (it runs in the forward, and
+its reverse is taken as the identity: for a solver whose own boundary keeps particles out of the geoms, so that
+the contact acts only on the rare particle that got in; the impulse it hands a body then carries no gradient).
 """
 
 import attrs
@@ -153,14 +155,15 @@ class ParticleColliderCoupling:
     """A particle solver's particles against one collider's geoms (see the module doc). Constructed by the core's
     coupler with the collider, the particle solver and the SimOptions, once for every active collider."""
 
-    def __init__(self, collider, particles, sim_options):
+    def __init__(self, collider, particles, sim_options, identity_grad=False):
         if not isinstance(collider, Collider):
             raise GenesisError(f"{collider.name} does not expose collider_view(f); it cannot couple with "
                                f"{particles.name}.")
         if not callable(getattr(particles, "particle_view", None)):
             raise GenesisError(f"{particles.name} registered ParticleColliderCoupling but has no particle_view(f) "
                                "returning a genesis_core.particles.coupling.ParticleView; add one.")
-        if sim_options.requires_grad:
+        self.identity_grad = bool(identity_grad)
+        if sim_options.requires_grad and not self.identity_grad:
             raise GenesisError(f"the coupling of {particles.name} with {collider.name} (ParticleColliderCoupling) is "
                                "not differentiable; build the scene with SimOptions(requires_grad=False), or without "
                                f"one of the two solvers' entities.")
@@ -230,7 +233,9 @@ class ParticleColliderCoupling:
             sum_parts(impulse_rows[:, :, :n_bodies], view.body_impulse, add=True)
 
     def couple_grad(self, f: int):
-        raise GenesisError(f"the coupling of {self.particles.name} with {self.collider.name} is not differentiable.")
+        if not self.identity_grad:
+            raise GenesisError(f"the coupling of {self.particles.name} with {self.collider.name} is not "
+                               "differentiable.")
 
 
 # -- kernels ------------------------------------------------------------------------------------------------------

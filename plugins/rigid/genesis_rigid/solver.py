@@ -809,11 +809,6 @@ class RigidSolver(gs.SolverBase):
         self._static = (key, self._static[1] + 1 if same else 1)
         return False
 
-    def substep_post_coupling(self, f):
-        if self._diff is not None and self._view is not None:
-            # the couplings' impulses, gathered in the view's own accumulator, become frame fn's
-            self.state.at("links_ext_impulse", self.frames.next(f)).copy_(self._view.body_impulse.detach())
-
     # -- differentiable mode ----------------------------------------------------------------------------------------
 
     def _diff_substep(self, f):
@@ -840,15 +835,11 @@ class RigidSolver(gs.SolverBase):
             for name in OUTPUT_FIELDS:
                 st.at(name, fn).copy_(out[name])
             st.at("links_ext_impulse", fn).zero_()
-            if self._view is not None:
-                self._view.body_impulse.zero_()
         self._diff_tape = (f, inputs, out) if record else None
         self._view_tape = None
 
     def substep_post_coupling_grad(self, f):
-        """The couplings read the adjoint of the impulses they add (frame fn's) from the view's accumulator."""
-        if self._view is not None and self._view.body_impulse.grad is not None:
-            self._view.body_impulse.grad.copy_(self.state.grad_at("links_ext_impulse", self.frames.next(f)))
+        pass  # the couplings read the adjoint of the impulses they add from the view (frame fn's gradient)
 
     def substep_pre_coupling_grad(self, f):
         """The couplings' gradients of the view (geom poses, centres of mass, velocities at frame fn) into the
@@ -897,8 +888,10 @@ class RigidSolver(gs.SolverBase):
         type; a coupling that cannot collide with one skips it.
 
         In differentiable mode the pose and velocity arrays carry a `.grad` the couplings' backward accumulates
-        into (the rigid backward carries it on into the state of frame f + 1), and body_impulse is an
-        accumulator of its own whose `.grad` holds the adjoint of frame f + 1's impulses during the backward."""
+        into (the rigid backward carries it on into the state of frame f + 1), and body_impulse, frame f + 1's
+        impulses as in plain mode, has frame f + 1's gradient as its `.grad`: a solver that adds impulses in its
+        post-coupling part (after this solver's) adds them to that frame, and reads their adjoint in its reverse
+        whatever the solvers' order."""
         fn = self.frames.next(f)
         st = self.state
         if self._view is None:
@@ -940,7 +933,7 @@ class RigidSolver(gs.SolverBase):
                 geom_body=torch.as_tensor(body, dtype=torch.int32, device=dev),
                 geom_pos=zeros(B, G, 3), geom_quat=zeros(B, G, 4), body_com=zeros(B, L, 3),
                 body_lin_vel=zeros(B, L, 3), body_ang_vel=zeros(B, L, 3),
-                body_impulse=zeros(B, L, 6) if grad else st.at("links_ext_impulse", fn),
+                body_impulse=zeros(B, L, 6) if grad and not self.n_links else st.at("links_ext_impulse", fn),
                 body_quat=zeros(B, L, 4) if grad else None)
         v, m, s = self._view, self.model, self.scratch
         # a static world whose every frame holds the same poses (`_static_world`): the geometry computed then holds
@@ -956,6 +949,11 @@ class RigidSolver(gs.SolverBase):
                 rot = quat_to_mat(st.at("links_quat", fn).detach())
                 v.body_inv_inertia[:, :n_links] = rot @ self._link_inv_inertia @ rot.transpose(-1, -2)
         if self._diff is not None:
+            if self.n_links:
+                impulse = st.at("links_ext_impulse", fn).requires_grad_(True)
+                if st.has_grad("links_ext_impulse"):
+                    impulse.grad = st.grad_at("links_ext_impulse", fn)
+                v.body_impulse = impulse
             self._diff_view(fn)
             return v
         v.body_impulse = st.at("links_ext_impulse", fn)

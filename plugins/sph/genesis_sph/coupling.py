@@ -18,9 +18,6 @@ class SPHBoundaryCoupling:
         if not isinstance(collider, Collider):
             raise GenesisError(f"{collider.name} does not expose collider_view(f); it cannot bound {sph.name}'s "
                                "liquid.")
-        if sim_options.requires_grad:
-            raise GenesisError(f"the boundary of {sph.name} on {collider.name} is not differentiable; build the "
-                               "scene with SimOptions(requires_grad=False).")
         self.collider, self.sph = collider, sph
         sph.add_boundary(collider, sim_options)
 
@@ -28,7 +25,7 @@ class SPHBoundaryCoupling:
         """Nothing at coupling time: the SPH solver's post-coupling part integrates the boundary."""
 
     def couple_grad(self, f: int):
-        raise GenesisError(f"the boundary of {self.sph.name} on {self.collider.name} is not differentiable.")
+        """Nothing: the SPH solver's post-coupling reverse carries the boundary's gradients."""
 
 
 class MPMSPHCoupling(MPMGridCoupling):

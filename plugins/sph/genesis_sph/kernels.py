@@ -22,9 +22,11 @@ import math
 
 import taichi as ti
 
-from genesis_core.particles.collider import add_impulse, body_of, body_surface, clear_impulse_rows, distance_to
+from genesis_core.particles.collider import (add_impulse, body_of, body_surface, clear_impulse_rows, distance_to,
+                                            mat_vec, signed_distance)
 from genesis_core.particles.neighbours import grid_cell_range, grid_particle_cell
 from genesis_core.particles.reduce import part_range
+from genesis_core.ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -674,3 +676,82 @@ def viscosity_table(h: float, spacing: float, n: int = 513):
         out[0] += np.where(inside, t, 0.0)
         out[1] += np.where(inside, nn, 0.0)
     return out
+
+
+# -- differentiable mode: the boundaries on colliders' geoms ---------------------------------------------------------
+# boundary_terms and reactions for one geom g per launch (no loop over geoms carries a value through Taichi's
+# autodiff), primitives only, from arrays into new arrays. The geom and body arrays are [K, B, ...]: one copy per
+# chunk of particles (part_range), so that their adjoints are summed per chunk thread, in a fixed order.
+
+
+@ti.kernel
+def geom_terms_ad(f: ti.i32, g: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
+                  geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1), geom_body: nd(ndim=1),
+                  geom_pos: nd(dtype=V3, ndim=3), geom_quat: nd(dtype=V4, ndim=3), body_com: nd(dtype=V3, ndim=3),
+                  body_lin_vel: nd(dtype=V3, ndim=3), body_ang_vel: nd(dtype=V3, ndim=3), vtab: nd(ndim=2),
+                  psi_in: nd(ndim=2), gpsi_in: nd(dtype=V3, ndim=2), vm_in: nd(dtype=M3, ndim=2),
+                  vc_in: nd(dtype=V3, ndim=2), psi: nd(ndim=2), gpsi: nd(dtype=V3, ndim=2), vm: nd(dtype=M3, ndim=2),
+                  vc: nd(dtype=V3, ndim=2)):
+    """boundary_terms' step for geom g: (psi, gpsi, vm, vc) = (psi_in, ...) joined with the geom's solid."""
+    for b, k in ti.ndrange(pos.shape[1], geom_pos.shape[0]):
+        h = prm[P_H]
+        n = pos.shape[2]
+        n_parts = geom_pos.shape[0]
+        n_bodies = ti.min(body_com.shape[2], ti.min(body_lin_vel.shape[2], body_ang_vel.shape[2]))
+        body = body_of(geom_body, g, n_bodies)
+        for i in range(k * n // n_parts, (k + 1) * n // n_parts):
+            P, gp, M, c = psi_in[b, i], gpsi_in[b, i], vm_in[b, i], vc_in[b, i]
+            if active[b, i] != 0:
+                x = pos[f, b, i]
+                d, nrm = signed_distance(geom_type[g], geom_size[g], geom_pos[k, b, g],
+                                         quat_to_mat(geom_quat[k, b, g]), 0, 0, prm, x, False)
+                if d < h:
+                    ps, slope = solid_terms(d, prm[P_S], h)
+                    T, N = wall_viscosity(d, vtab, prm)
+                    Mk = viscosity_matrix(T, N, nrm)
+                    if body >= 0:
+                        at = x - d * nrm
+                        v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(at - body_com[k, b, body])
+                        c += mat_vec(Mk, v_body)
+                    M += Mk
+                    P, gp, _vg = _union(P, gp, 0.0, ps, slope * nrm, 0.0)
+            psi[b, i] = P
+            gpsi[b, i] = gp
+            vm[b, i] = M
+            vc[b, i] = c
+
+
+@ti.kernel
+def reactions_ad(f: ti.i32, g: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
+                 active: nd(ndim=2), mass: nd(ndim=1), mat: nd(ndim=2), rho: nd(ndim=2), pr: nd(ndim=2),
+                 psi: nd(ndim=2), vtab: nd(ndim=2), geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1),
+                 geom_body: nd(ndim=1), geom_pos: nd(dtype=V3, ndim=3), geom_quat: nd(dtype=V4, ndim=3),
+                 body_com: nd(dtype=V3, ndim=3), body_lin_vel: nd(dtype=V3, ndim=3),
+                 body_ang_vel: nd(dtype=V3, ndim=3), chunk_impulse: nd(ndim=4)):
+    """reactions' impulses of geom g (WCSPH: the boundary coefficient from rho and p / rho^2, the viscosity
+    against frame f's velocity), added to chunk_impulse [K, B, L, 6] (zero before the first geom)."""
+    for b, k in ti.ndrange(pos.shape[1], geom_pos.shape[0]):
+        dt = prm[P_DT]
+        h = prm[P_H]
+        n = pos.shape[2]
+        n_parts = geom_pos.shape[0]
+        n_bodies = ti.min(ti.min(chunk_impulse.shape[2], body_com.shape[2]),
+                          ti.min(body_lin_vel.shape[2], body_ang_vel.shape[2]))
+        body = body_of(geom_body, g, n_bodies)
+        if body >= 0:
+            for i in range(k * n // n_parts, (k + 1) * n // n_parts):
+                if active[b, i] != 0:
+                    x = pos[f, b, i]
+                    d, nrm = signed_distance(geom_type[g], geom_size[g], geom_pos[k, b, g],
+                                             quat_to_mat(geom_quat[k, b, g]), 0, 0, prm, x, False)
+                    if d < h:
+                        ps, slope = solid_terms(d, prm[P_S], h)
+                        at = x - d * nrm
+                        com = body_com[k, b, body]
+                        v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(at - com)
+                        T, N = wall_viscosity(d, vtab, prm)
+                        w = dt * mass[i] * mat[i, M_RHO] * _boundary_coef(b, i, mat, rho, pr)
+                        wv = dt * mass[i] * 10.0 * prm[P_BVISC]
+                        dp = (w * solid_share(psi[b, i], ps) * slope * nrm
+                              - wv * mat_vec(viscosity_matrix(T, N, nrm), vel[f, b, i] - v_body))
+                        add_impulse(dp, at, com, k, b, body, chunk_impulse)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 import genesis_core as gs
-from genesis_core.coupler import GEOM_PLANE
+from genesis_core.coupler import GEOM_MESH, GEOM_PLANE
 from genesis_core.errors import GenesisError
 from genesis_core.rotations import quat_to_mat
 from genesis_core.launch import Launcher
@@ -40,6 +40,8 @@ from . import kernels as K
 from .materials import Liquid
 from .options import SPHOptions
 
+# the ColliderView arrays gradients flow into, in differentiable mode
+POSE_ARRAYS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel")
 WARM_START = 0.5  # the share of the last substep's pressure a solve starts from
 CHECK_EVERY_GPU = 8  # iterations between two looks at the convergence flags where a launch is asynchronous
 
@@ -51,7 +53,7 @@ class SPHSolver(ParticleSolver):
     order = 30
     options_class = SPHOptions
     material_class = Liquid
-    supports_grad = True  # WCSPH against the domain's walls (see docs/sph.md)
+    supports_grad = True  # WCSPH, against the domain's walls and colliders' primitive geoms (see docs/sph.md)
     _pos, _vel, _active = ParticleSolver.particle_fields
     state_fields = (
         _pos, _vel, _active,
@@ -77,7 +79,8 @@ class SPHSolver(ParticleSolver):
 
     def add_boundary(self, collider, sim_options):
         """Called at build by `SPHBoundaryCoupling` for every collider in the scene."""
-        self._boundaries.append((collider, ParticleColliderCoupling(collider, self, sim_options), ViewExtras()))
+        contact = ParticleColliderCoupling(collider, self, sim_options, identity_grad=True)
+        self._boundaries.append((collider, contact, ViewExtras()))
 
     def build_particles(self):
         fl, dev = self.float_dtype, self.device
@@ -119,11 +122,15 @@ class SPHSolver(ParticleSolver):
                 raise GenesisError(f"{self.name}: differentiable mode runs WCSPH only (DFSPH's iterations stop on "
                                    "a tolerance, which the reverse cannot follow); use SPHOptions("
                                    "pressure_solver=\"WCSPH\") with SimOptions(requires_grad=True).")
-            for x in (self.rho, self.aux, self.psi, self.gpsi, self.vm):
+            for x in (self.rho, self.aux, self.psi, self.gpsi, self.vm, self.vc):
                 x.requires_grad_(True)
                 x.grad = torch.zeros_like(x)
             self.acc = z(B, N, 3).requires_grad_(True)
             self.acc.grad = torch.zeros_like(self.acc)
+            self._stages = [(self.psi, self.gpsi, self.vm, self.vc)]  # the boundary after the walls, each geom
+            self._copies = {}  # per collider: the view's pose arrays, one copy per chunk of particles
+            self._ad_rows = {}  # per collider: the reactions' chunk rows
+            self._ad_run = None  # what the last _substep_ad read of the colliders
         if self.dfsph:
             self.acc, self.kap, self.err = z(B, N, 3), z(B, N), z(B, N)
             self.err_parts = z(B, K.ERROR_PARTS)
@@ -225,42 +232,140 @@ class SPHSolver(ParticleSolver):
 
     def _substep_ad(self, f):
         """The WCSPH substep with kernels whose `.grad` is exact (kernels.*_ad): the same physics functions as
-        the plain step, sums accumulated into arrays. The neighbour lists are the forward's (the core runs the
-        forward of a substep again just before its reverse)."""
+        the plain step, sums accumulated into arrays, each collider's geoms one launch each (primitives: the
+        boundary terms, then the reactions). The neighbour lists are the forward's (the core runs the forward of
+        a substep again just before its reverse)."""
         st, launch, g = self.state, self._launch, self.grid
         fn = self.frames.next(f)
+        views = self._views_of(f)
+        if not self._walls_deduped:
+            self._dedupe_walls(views)
         self.grid.build(st.pos.detach(), st.active, f)
         with torch.no_grad():
             self.acc.zero_()
         launch(K.walls_ad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi, self.vtab, self.vm)
+        run = []  # per collider: (view, its pose copies, its reaction rows, its first stage)
+        stage = 0
+        for n, (_contact, view, _arrays) in enumerate(views):
+            n_geoms = view.geom_type.shape[0]
+            if n_geoms == 0:
+                continue
+            if bool((view.geom_type == GEOM_MESH).any()):
+                raise GenesisError(f"{self.name}: in differentiable mode the boundaries are primitives (planes, "
+                                   "spheres, capsules, cylinders, boxes); a collider has mesh geoms.")
+            copies = self._pose_copies(n, view)
+            first = stage
+            for geom in range(n_geoms):
+                launch(K.geom_terms_ad, f, geom, self.params_f, st.pos, st.active, view.geom_type, view.geom_size,
+                       view.geom_body, *copies, self.vtab, *self._stage(stage), *self._stage(stage + 1))
+                stage += 1
+            run.append((view, copies, self._reaction_rows(n, view), first))
+        psi, gpsi, vm, vc = self._stage(stage)
         launch(K.density, f, 0, self.params_f, st.pos, st.active, g.table, g.order, g.cells, self.p_mass, self.p_mat,
-               self.psi, self.gpsi, self.nbr, self.nbr_n, self.overflow, self.rho, self.aux)  # the lists
-        launch(K.density_ad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.psi, self.nbr,
+               psi, gpsi, self.nbr, self.nbr_n, self.overflow, self.rho, self.aux)  # the lists
+        launch(K.density_ad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, psi, self.nbr,
                self.nbr_n, self.rho)
         launch(K.pressure_ad, st.active, self.p_mat, self.rho, self.aux)
         launch(K.accel_ad, f, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho, self.aux,
                self.nbr, self.nbr_n, self.acc)
         launch(K.integrate_ad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mat, self.rho, self.aux,
-               self.gpsi, self.vm, self.vc, self.acc)
+               gpsi, vm, vc, self.acc)
+        for view, copies, rows, _first in run:
+            with torch.no_grad():
+                rows.zero_()
+            for geom in range(view.geom_type.shape[0]):
+                launch(K.reactions_ad, f, geom, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat,
+                       self.rho, self.aux, psi, self.vtab, view.geom_type, view.geom_size, view.geom_body, *copies,
+                       rows)
+            n_bodies = view.body_impulse.shape[1]
+            if n_bodies:
+                sum_parts(rows[:, :, :n_bodies], view.body_impulse, add=True)
+        for contact, _view, _arrays in views:
+            contact.couple(f)  # its reverse is the identity (it acts only on a particle that got into a geom)
         self.keep_inside(fn)  # its gradient is taken as the identity (it acts only on a particle that left)
+        self._ad_run = (run, stage)
+        if not self._warned_overflow:
+            self._warn_overflow()
+
+    def _stage(self, k):
+        """The boundary's arrays (psi, gpsi, vm, vc) after the walls (k = 0) and after k geoms."""
+        while len(self._stages) <= k:
+            arrays = tuple(torch.zeros_like(x.detach()).requires_grad_(True) for x in self._stages[0])
+            for x in arrays:
+                x.grad = torch.zeros_like(x)
+            self._stages.append(arrays)
+        return self._stages[k]
+
+    def _pose_copies(self, n, view):
+        """Collider n's pose arrays, one copy per chunk of particles [K, B, ...] (their adjoints are summed over
+        the chunks afterwards, in order)."""
+        k = n_chunks(self.n_particles, self.batch)
+        copies = self._copies.setdefault(n, {})
+        out = []
+        with torch.no_grad():
+            for name in POSE_ARRAYS:
+                src = getattr(view, name).detach()
+                c = copies.get(name)
+                if c is None or c.shape != (k, *src.shape):
+                    c = copies[name] = torch.zeros((k, *src.shape), dtype=src.dtype, device=src.device)
+                    c.requires_grad_(True)
+                    c.grad = torch.zeros_like(c)
+                c.copy_(src.unsqueeze(0).expand_as(c))
+                out.append(c)
+        return out
+
+    def _reaction_rows(self, n, view):
+        shape = (n_chunks(self.n_particles, self.batch), self.batch, max(view.body_impulse.shape[1], 1), 6)
+        rows = self._ad_rows.get(n)
+        if rows is None or rows.shape != shape:
+            rows = self._ad_rows[n] = torch.zeros(shape, dtype=self.float_dtype, device=self.device)
+            rows.requires_grad_(True)
+            rows.grad = torch.zeros_like(rows)
+        return rows
 
     def substep_pre_coupling_grad(self, f):
         pass
 
     def substep_post_coupling_grad(self, f):
-        """The reverse of _substep_ad: the adjoint of frame fn into frame f's (positions, velocities)."""
+        """The reverse of _substep_ad: the adjoint of frame fn (and of the impulses handed to the colliders'
+        bodies, `view.body_impulse.grad`) into frame f's positions and velocities and the `.grad` of the views'
+        pose arrays."""
         st, launch = self.state, self._launch
         fn = self.frames.next(f)
+        run, n_stages = self._ad_run
         with torch.no_grad():
-            for x in (self.rho, self.aux, self.psi, self.gpsi, self.vm, self.acc):
+            for x in (self.rho, self.aux, self.acc, *[a for k in range(n_stages + 1) for a in self._stage(k)]):
                 x.grad.zero_()
+        psi, gpsi, vm, vc = self._stage(n_stages)
+        for view, copies, rows, _first in run:
+            n_bodies = view.body_impulse.shape[1]
+            with torch.no_grad():
+                rows.grad.zero_()
+                for c in copies:
+                    c.grad.zero_()
+                if n_bodies and view.body_impulse.grad is not None:
+                    rows.grad[:, :, :n_bodies] = view.body_impulse.grad.unsqueeze(0)
+            for geom in reversed(range(view.geom_type.shape[0])):
+                launch(K.reactions_ad.grad, f, geom, self.params_f, st.pos, st.vel, st.active, self.p_mass,
+                       self.p_mat, self.rho, self.aux, psi, self.vtab, view.geom_type, view.geom_size,
+                       view.geom_body, *copies, rows)
         launch(K.integrate_ad.grad, f, fn, self.params_f, st.pos, st.vel, st.active, self.p_mat, self.rho, self.aux,
-               self.gpsi, self.vm, self.vc, self.acc)
+               gpsi, vm, vc, self.acc)
         launch(K.accel_ad.grad, f, self.params_f, st.pos, st.vel, st.active, self.p_mass, self.p_mat, self.rho,
                self.aux, self.nbr, self.nbr_n, self.acc)
         launch(K.pressure_ad.grad, st.active, self.p_mat, self.rho, self.aux)
-        launch(K.density_ad.grad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, self.psi, self.nbr,
+        launch(K.density_ad.grad, f, self.params_f, st.pos, st.active, self.p_mass, self.p_mat, psi, self.nbr,
                self.nbr_n, self.rho)
+        for view, copies, _rows, first in reversed(run):
+            for geom in reversed(range(view.geom_type.shape[0])):
+                stage = first + geom
+                launch(K.geom_terms_ad.grad, f, geom, self.params_f, st.pos, st.active, view.geom_type,
+                       view.geom_size, view.geom_body, *copies, self.vtab, *self._stage(stage),
+                       *self._stage(stage + 1))
+            for name, c in zip(POSE_ARRAYS, copies):
+                target = getattr(view, name)
+                if target.grad is not None:
+                    sum_parts(c.grad, target.grad, add=True)
         launch(K.walls_ad.grad, f, self.params_f, st.pos, st.active, self.psi, self.gpsi, self.vtab, self.vm)
 
     def _dfsph(self, f, fn):
