@@ -1,8 +1,8 @@
 """SPH dam break against Martin & Moyce (1952): a water column of width a and height 2a collapses along the floor
 of a tank (a slab between walls, DFSPH); prints the surge front Z = x / a against T = t sqrt(2 g / a) beside the
-experiment's.
+experiment's. By default the experiment's own column, a = 2.25 in (57.15 mm), ten particles across.
 
-    python examples/sph_dam_break.py [--a 0.1] [--particle-size 0.01]
+    python examples/sph_dam_break.py [--a 0.05715] [--particle-size 0.005715]
 """
 
 import argparse
@@ -20,7 +20,10 @@ from data.martin_moyce import N2_2  # noqa: E402  (T, Z) of the n^2 = 2 column
 G = 9.81
 
 
-def main(a=0.1, particle_size=0.01, t_max=3.0, dt=1e-3):
+A_EXPERIMENT = 0.05715  # Martin & Moyce's column width, 2.25 in
+
+
+def main(a=A_EXPERIMENT, particle_size=A_EXPERIMENT / 10, t_max=3.0, dt=1e-3):
     """[(T, Z ours, Z Martin & Moyce)] up to T = t_max."""
     if not gs.runtime.initialized:
         gs.init(backend=gs.cpu, precision="64", logging_level="warning")
@@ -47,9 +50,9 @@ def main(a=0.1, particle_size=0.01, t_max=3.0, dt=1e-3):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--a", type=float, default=0.1)
-    parser.add_argument("--particle-size", type=float, default=0.01)
+    parser.add_argument("--a", type=float, default=A_EXPERIMENT)
+    parser.add_argument("--particle-size", type=float, default=None, help="default: a / 10")
     args = parser.parse_args()
     print("   T   Z ours   Z Martin & Moyce")
-    for T, z, zm in main(args.a, args.particle_size):
+    for T, z, zm in main(args.a, args.particle_size or args.a / 10):
         print(f"{T:5.2f}  {z:6.3f}  {zm:6.3f}  ({100 * (z / zm - 1):+.1f}%)")
