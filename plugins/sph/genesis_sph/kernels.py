@@ -9,9 +9,10 @@ Boundaries (the domain's walls and every collider's geoms) enter as the volume o
 support: for a solid whose surface lies at signed distance d from the particle (d > 0 outside the solid), treated
 as a half-space, Psi(d) = integral of W over the solid (1/2 at d = 0, 0 beyond h, 1 deep inside), a closed-form
 polynomial; its gradient is -A(d) n, A the integral of W over the plane at distance d and n the solid's outward
-normal. The boundary adds rho0 Psi to the particle's density and acts with the particle's own pressure
-(mirrored), so the liquid cannot pass it; its reaction goes to the geom's body, at the nearest point of the
-geom's surface: momentum is exchanged, not created.
+normal. The boundary adds rho0 Psi to the particle's density and pushes the particle with -rho0 (p_i / rho_i^2)
+grad Psi, the derivative of the liquid's internal energy through that share of its density (so the boundary
+does no work of its own over a closed path: an inviscid liquid at rest stays at rest); its reaction goes to the
+geom's body, at the nearest point of the geom's surface: momentum is exchanged, not created.
 
 Sums over neighbours run over each particle's list (built with the density, at most MAX_NEIGHBOURS entries, in
 the neighbour grid's fixed visiting order): bitwise repeatable, independent of the thread schedule and of other
@@ -325,10 +326,13 @@ def _gravity(prm: ti.template()):
 
 
 @ti.func
-def _boundary_coef(b, i, mat: ti.template(), rho: ti.template(), pr: ti.template()):
-    """WCSPH's boundary coefficient, p_i / rho_i^2 + p_i / rho0^2 (the particle's pressure, mirrored)."""
-    rho0 = mat[i, M_RHO]
-    return pr[b, i] + pr[b, i] * rho[b, i] * rho[b, i] / (rho0 * rho0)
+def _boundary_coef(b, i, pr: ti.template()):
+    """WCSPH's boundary coefficient, p_i / rho_i^2: the boundary's force, -m_i rho0 c grad Psi, is minus the
+    gradient of the particle's internal energy m_i e(rho_i) (de / drho = p / rho^2) through the boundary's share
+    of rho_i, rho0 Psi, as DFSPH's kappa_i / rho_i is. (A mirrored pressure, p_i / rho_i^2 + p_i / rho0^2, pushes
+    twice that, is not such a gradient, and feeds the column's acoustic ringing until an inviscid column leaves
+    the floor.)"""
+    return pr[b, i]
 
 
 @ti.func
@@ -359,7 +363,7 @@ def _wcsph_particle(b, i, f: ti.template(), prm: ti.template(), pos: ti.template
     a = _gravity(prm) + _no_slip(b, i, vel[f, b, i], prm, vm, vc)
     for k in range(nbr_n[b, i]):
         a += _pair(b, i, nbr[b, i, k], f, f, prm, pos, vel, mass, mat, rho, pr, True)
-    c = _boundary_coef(b, i, mat, rho, pr)
+    c = _boundary_coef(b, i, pr)
     a -= mat[i, M_RHO] * c * gpsi[b, i]
     return a, c
 
@@ -410,7 +414,7 @@ def integrate_ad(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=
         x, v = pos[f, b, i], vel[f, b, i]
         if active[b, i] != 0:
             a = (acc[b, i] + _gravity(prm) + _no_slip(b, i, v, prm, vm, vc)
-                 - mat[i, M_RHO] * _boundary_coef(b, i, mat, rho, pr) * gpsi[b, i])
+                 - mat[i, M_RHO] * _boundary_coef(b, i, pr) * gpsi[b, i])
             v = v + dt * a
             x = x + dt * v
         pos[fn, b, i] = x
@@ -750,7 +754,7 @@ def reactions_ad(f: ti.i32, g: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3
                         com = body_com[k, b, body]
                         v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(at - com)
                         T, N = wall_viscosity(d, vtab, prm)
-                        w = dt * mass[i] * mat[i, M_RHO] * _boundary_coef(b, i, mat, rho, pr)
+                        w = dt * mass[i] * mat[i, M_RHO] * _boundary_coef(b, i, pr)
                         wv = dt * mass[i] * 10.0 * prm[P_BVISC]
                         dp = (w * solid_share(psi[b, i], ps) * slope * nrm
                               - wv * mat_vec(viscosity_matrix(T, N, nrm), vel[f, b, i] - v_body))

@@ -49,14 +49,22 @@ def test_liquid_outside_the_domain_is_refused_before_build():
         scene.add_entity(gs.morphs.Box(pos=(0.3, 0.15, 0.15), size=(0.1, 0.1, 0.1)), material=gs.materials.SPH.Liquid())
 
 
-def test_a_collider_in_differentiable_mode_is_refused_with_a_reason():
+def test_a_mesh_collider_in_differentiable_mode_is_refused_with_a_reason(tmp_path):
+    """Primitive geoms are boundaries in differentiable mode (test_sph_grad.py); a mesh geom is refused at the
+    first step, before any state changes."""
+    obj = tmp_path / "tetra.obj"
+    obj.write_text("v 0 0 0\nv 0.05 0 0\nv 0 0.05 0\nv 0 0 0.05\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
     scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True),
                      sph_options=gs.options.SPHOptions(lower_bound=(0, 0, 0), upper_bound=(0.3, 0.3, 0.3),
                                                        particle_size=0.03))
-    scene.add_entity(gs.morphs.Box(pos=(0.15, 0.15, 0.15), size=(0.1, 0.1, 0.1)), material=gs.materials.SPH.Liquid())
-    scene.add_entity(gs.morphs.Plane())
-    with pytest.raises(gs.GenesisError, match="not differentiable"):
-        scene.build()
+    liquid = scene.add_entity(gs.morphs.Box(pos=(0.15, 0.15, 0.15), size=(0.1, 0.1, 0.1)),
+                              material=gs.materials.SPH.Liquid())
+    scene.add_entity(gs.morphs.Mesh(file=str(obj), pos=(0.15, 0.15, 0.25), fixed=True))
+    scene.build()
+    before = liquid.get_particles_pos().detach().clone()
+    with pytest.raises(gs.GenesisError, match="mesh geoms"):
+        scene.step()
+    assert torch.equal(liquid.get_particles_pos().detach(), before)
 
 
 def test_particle_mass_is_rho_times_the_lattice_cell():
