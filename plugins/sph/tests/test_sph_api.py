@@ -51,7 +51,7 @@ def test_liquid_outside_the_domain_is_refused_before_build():
 
 def test_a_mesh_collider_in_differentiable_mode_is_refused_with_a_reason(tmp_path):
     """Primitive geoms are boundaries in differentiable mode (test_sph_grad.py); a mesh geom is refused at the
-    first step, before any state changes."""
+    first step, before the liquid's state changes."""
     obj = tmp_path / "tetra.obj"
     obj.write_text("v 0 0 0\nv 0.05 0 0\nv 0 0.05 0\nv 0 0 0.05\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
     scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True),
