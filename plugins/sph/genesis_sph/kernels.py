@@ -688,6 +688,22 @@ def viscosity_table(h: float, spacing: float, n: int = 513):
 # chunk of particles (part_range), so that their adjoints are summed per chunk thread, in a fixed order.
 
 
+@ti.func
+def _chunk_geom(k, b, g, x, prm: ti.template(), geom_type: ti.template(), geom_size: ti.template(),
+                geom_pos: ti.template(), geom_quat: ti.template()):
+    """(d, n) of point x to primitive geom g of environment b, read from chunk k's copy of the poses."""
+    return signed_distance(geom_type[g], geom_size[g], geom_pos[k, b, g], quat_to_mat(geom_quat[k, b, g]), 0, 0,
+                           prm, x, False)
+
+
+@ti.func
+def _chunk_surface(k, b, body, at, body_com: ti.template(), body_lin_vel: ti.template(),
+                   body_ang_vel: ti.template()):
+    """(com, the velocity of body's surface at `at`), read from chunk k's copy of the bodies' arrays."""
+    com = body_com[k, b, body]
+    return com, body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(at - com)
+
+
 @ti.kernel
 def geom_terms_ad(f: ti.i32, g: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(ndim=2),
                   geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1), geom_body: nd(ndim=1),
@@ -707,15 +723,13 @@ def geom_terms_ad(f: ti.i32, g: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=
             P, gp, M, c = psi_in[b, i], gpsi_in[b, i], vm_in[b, i], vc_in[b, i]
             if active[b, i] != 0:
                 x = pos[f, b, i]
-                d, nrm = signed_distance(geom_type[g], geom_size[g], geom_pos[k, b, g],
-                                         quat_to_mat(geom_quat[k, b, g]), 0, 0, prm, x, False)
+                d, nrm = _chunk_geom(k, b, g, x, prm, geom_type, geom_size, geom_pos, geom_quat)
                 if d < h:
                     ps, slope = solid_terms(d, prm[P_S], h)
                     T, N = wall_viscosity(d, vtab, prm)
                     Mk = viscosity_matrix(T, N, nrm)
                     if body >= 0:
-                        at = x - d * nrm
-                        v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(at - body_com[k, b, body])
+                        _com, v_body = _chunk_surface(k, b, body, x - d * nrm, body_com, body_lin_vel, body_ang_vel)
                         c += mat_vec(Mk, v_body)
                     M += Mk
                     P, gp, _vg = _union(P, gp, 0.0, ps, slope * nrm, 0.0)
@@ -746,13 +760,11 @@ def reactions_ad(f: ti.i32, g: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3
             for i in range(k * n // n_parts, (k + 1) * n // n_parts):
                 if active[b, i] != 0:
                     x = pos[f, b, i]
-                    d, nrm = signed_distance(geom_type[g], geom_size[g], geom_pos[k, b, g],
-                                             quat_to_mat(geom_quat[k, b, g]), 0, 0, prm, x, False)
+                    d, nrm = _chunk_geom(k, b, g, x, prm, geom_type, geom_size, geom_pos, geom_quat)
                     if d < h:
                         ps, slope = solid_terms(d, prm[P_S], h)
                         at = x - d * nrm
-                        com = body_com[k, b, body]
-                        v_body = body_lin_vel[k, b, body] + body_ang_vel[k, b, body].cross(at - com)
+                        com, v_body = _chunk_surface(k, b, body, at, body_com, body_lin_vel, body_ang_vel)
                         T, N = wall_viscosity(d, vtab, prm)
                         w = dt * mass[i] * mat[i, M_RHO] * _boundary_coef(b, i, pr)
                         wv = dt * mass[i] * 10.0 * prm[P_BVISC]
