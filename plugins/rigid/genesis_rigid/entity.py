@@ -475,7 +475,7 @@ class RigidEntity(gs.Entity):
 
     def set_links_inertial_mass(self, mass, links_idx_local=None, envs_idx=None):
         """The links' masses before their shift (kg, `([n_envs,] n)`); a link's rotational inertia scales with its
-        mass. A moving link's mass (with its shift) must stay > 0."""
+        mass. A moving link's inertial mass must be > 0."""
         self._write_ruled("links_inertial_mass", mass, self._links(links_idx_local), envs_idx,
                           "set_links_inertial_mass")
 
@@ -483,7 +483,9 @@ class RigidEntity(gs.Entity):
         return self._read("links_inertial_mass", self._links(links_idx_local), envs_idx)
 
     def set_mass_shift(self, mass_shift, links_idx_local=None, envs_idx=None):
-        """Mass added to each link (kg, `([n_envs,] n)`, negative removes), on top of its inertial mass."""
+        """Mass added to each link (kg, `([n_envs,] n)`, negative removes), on top of its inertial mass. A shift
+        may take the sum below zero (Genesis World's domain randomization does, on light links): the dynamics then
+        use a tenth of the inertial mass (`MIN_MASS_FRACTION`) and a warning says so once per scene."""
         self._write_ruled("links_mass_shift", mass_shift, self._links(links_idx_local), envs_idx, "set_mass_shift")
 
     set_links_mass_shift = set_mass_shift

@@ -45,6 +45,8 @@ PAIR_SLOTS = {
     (PLANE, MESH): 4, (SPHERE, MESH): 1, (CAPSULE, MESH): 2, (CYLINDER, MESH): 2, (BOX, MESH): 4, (MESH, MESH): 4,
 }
 BIG_FORCE = 1e30
+# a link's mass in the dynamics is at least this fraction of its inertial mass, whatever its links_mass_shift
+MIN_MASS_FRACTION = 0.1
 _RANK = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, MESH: 5}
 
 
@@ -121,7 +123,8 @@ class RigidSolver(gs.SolverBase):
         gs.FieldSpec("links_inertial_mass", ("n_links",), frames=False, bounds=(0, None),
                      doc="each link's mass before its shift, kg (set_links_inertial_mass, link.set_mass)"),
         gs.FieldSpec("links_mass_shift", ("n_links",), frames=False,
-                     doc="mass added to each link, kg (set_mass_shift); the rotational inertia scales with the mass"),
+                     doc="mass added to each link, kg (set_mass_shift; the dynamics keep at least MIN_MASS_FRACTION of "
+                         "links_inertial_mass); the rotational inertia scales with the mass"),
         gs.FieldSpec("links_com_shift", ("n_links", 3), frames=False,
                      doc="offset of each link's centre of mass, link frame, m (set_COM_shift)"),
         gs.FieldSpec("geoms_friction_ratio", ("n_geoms",), frames=False, bounds=(0, None),
@@ -708,28 +711,28 @@ class RigidSolver(gs.SolverBase):
 
     def _param_rule(self, rows):
         """The rules across the parameter fields (StateStore.rules), on rows {name: [R, ...]} of the fields
-        present: each dof's force range lower <= upper; each link's mass (inertial mass + shift) >= 0, and > 0
-        for a moving link that has mass in the model. A message naming the first row that breaks one, or None."""
+        present: each dof's force range lower <= upper; each link's inertial mass >= 0, and > 0 for a moving link
+        that has mass in the model (a shift may take the sum lower: the dynamics floor it, _sync_link_params). A message naming the first row that breaks one, or None."""
         lo, hi = rows.get("dofs_force_lo"), rows.get("dofs_force_hi")
         if lo is not None and hi is not None and lo.numel():
             bad = (lo > hi).any(dim=-1).nonzero().flatten().tolist()
             if bad:
                 return f"{self.name}: dofs_force_lo exceeds dofs_force_hi in row {bad[0]}: a force range needs lower <= upper."
-        mass0, shift = rows.get("links_inertial_mass"), rows.get("links_mass_shift")
-        if mass0 is not None and shift is not None and mass0.numel():
-            mass = mass0.double() + shift.double()
+        mass0 = rows.get("links_inertial_mass")
+        if mass0 is not None and mass0.numel():
+            mass = mass0.double()
             m_model = torch.as_tensor(self._arrays_np["link_f"][:self.n_links, LF_MASS], device=mass.device)
             moving = torch.as_tensor([self._last_dof[l] >= 0 for l in range(self.n_links)], device=mass.device)
             bad = ((mass < 0) | ((mass <= 0) & moving & (m_model > 0))).any(dim=-1).nonzero().flatten().tolist()
             if bad:
-                return (f"{self.name}: a link's mass (links_inertial_mass + links_mass_shift) must stay > 0 for a moving "
-                        f"link that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
+                return (f"{self.name}: a link's inertial mass (links_inertial_mass) must be > 0 for a moving link "
+                        f"that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
         return None
 
     def _sync_link_params(self):
         """Hand the state's link inertial parameters and friction ratios to the kernels after they changed (as
-        _sync_dof_params): mass = inertial mass + shift (the rotational inertia scaled by it over the model's
-        mass), centre of mass = the model's + shift, each geom's friction = the model's times its ratio."""
+        _sync_dof_params): mass = inertial mass + shift, at least MIN_MASS_FRACTION of the inertial mass (the
+        rotational inertia scaled by it over the model's mass), centre of mass = the model's + shift, each geom's friction = the model's times its ratio."""
         st = self.state
         tensors = [st.tensors[name] for name in self.LINK_PARAMS]
         key = _versions(tensors)
@@ -741,7 +744,16 @@ class RigidSolver(gs.SolverBase):
         mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors)
         L, base = self.n_links, self._arrays_np["link_f"]
         if L:
-            mass = mass0 + shift
+            mass = np.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
+            low = mass0 + shift < MIN_MASS_FRACTION * mass0
+            if low.any() and not self.__dict__.get("_mass_floor_warned"):
+                self._mass_floor_warned = True
+                warnings.warn(
+                    f"{self.name}: links_mass_shift takes {int(low.sum())} (environment, link) mass(es) below "
+                    f"{MIN_MASS_FRACTION:g} of their inertial mass (lowest {float((mass0 + shift).min()):.4g} kg); the "
+                    f"dynamics use {MIN_MASS_FRACTION:g} of the inertial mass for them (a mass <= 0 has no motion; "
+                    "Genesis World would integrate it as given). get_links_mass_shift reads the shift as set; said once "
+                    "per scene.", stacklevel=2)
             m_model = base[:L, LF_MASS]
             arr = np.array(np.broadcast_to(base, (self.batch,) + base.shape))
             scale = np.where(m_model > 0, mass / np.where(m_model > 0, m_model, 1.0), 1.0)

@@ -2,6 +2,7 @@
 its range, link velocities (float64)."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -369,24 +370,60 @@ def test_contacts_and_net_contact_force_carry_the_weight():
 
 
 def test_parameter_rules_hold_on_the_way_in():
-    """A force range with lower > upper or a link that loses all its mass is refused by the setters, by
+    """A force range with lower > upper or a moving link without inertial mass is refused by the setters, by
     reset(state) and by a checkpoint, and nothing changes."""
     scene, p = pendulum(n_envs=2)
     state = scene.get_state()
     with pytest.raises(gs.InvalidStateError, match="mass"):
-        p.set_mass_shift([[-2.0]], envs_idx=[1])
-    assert p.get_links_mass_shift().abs().max() == 0
+        p.set_links_inertial_mass([[0.0]], links_idx_local=[p.n_links - 1], envs_idx=[1])
+    assert torch.equal(p.get_links_inertial_mass(), state.solvers_state[0].links_inertial_mass)
     bad = state.clone()
     bad.solvers_state[0].dofs_force_lo[1, 0] = 5.0
     bad.solvers_state[0].dofs_force_hi[1, 0] = 1.0
     with pytest.raises(gs.InvalidStateError, match="lower <= upper"):
         scene.reset(bad)
     bad = state.clone()
-    bad.solvers_state[0].links_mass_shift[0, -1] = -5.0
+    bad.solvers_state[0].links_inertial_mass[0, -1] = -5.0
     with pytest.raises(gs.InvalidStateError, match="mass"):
         scene.reset(bad, envs_idx=[0])
-    assert p.get_links_mass_shift().abs().max() == 0
+    assert torch.equal(p.get_links_inertial_mass(), state.solvers_state[0].links_inertial_mass)
     scene.step()
+
+
+def test_a_mass_shift_below_the_floor_moves_as_the_floor_mass():
+    """Genesis World's domain randomization shifts light links' masses below zero. The shift is kept as set,
+    and the dynamics use a tenth of the inertial mass (MIN_MASS_FRACTION): the pendulum swings bitwise as one
+    whose inertial mass is that tenth, the other environment as an unshifted one; one warning says so."""
+    from genesis_rigid.solver import MIN_MASS_FRACTION
+
+    def swing(scene, p, steps=40):
+        p.set_dofs_position([[0.9]] * 2)
+        for _ in range(steps):
+            p.control_dofs_force([[2.0]] * 2)
+            scene.step()
+        return p.get_dofs_position(), p.get_dofs_velocity()
+
+    ref, rp = pendulum(n_envs=2, dt=1e-2)
+    last = rp.n_links - 1
+    m = float(rp.get_links_inertial_mass([last])[0, 0])
+    assert m > 0
+    rp.set_links_inertial_mass([[MIN_MASS_FRACTION * m]], links_idx_local=[last], envs_idx=[1])
+    q_ref, v_ref = swing(ref, rp)
+    scene, p = pendulum(n_envs=2, dt=1e-2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p.set_mass_shift([[-2.0 * m]], links_idx_local=[last], envs_idx=[1])
+        q, v = swing(scene, p)
+        p.set_mass_shift([[-3.0 * m]], links_idx_local=[last], envs_idx=[1])
+        scene.step()
+    assert float(p.get_links_mass_shift([last])[1, 0]) == pytest.approx(-3.0 * m)
+    assert torch.equal(q, q_ref) and torch.equal(v, v_ref)
+    floor = [str(w.message) for w in caught if "links_mass_shift" in str(w.message)]
+    assert len(floor) == 1 and "below 0.1 of their inertial mass" in floor[0]
+    # the motor's 2 N m turns the light bob further than the unshifted one (the other environment is that one)
+    plain, pp = pendulum(n_envs=2, dt=1e-2)
+    q0, _ = swing(plain, pp)
+    assert torch.equal(q0[0], q[0]) and float(q[1, 0] - q0[1, 0]) > 0.5
 
 
 @pytest.mark.parametrize("batched", [False, True])
