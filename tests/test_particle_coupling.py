@@ -91,6 +91,28 @@ def test_a_pellet_and_a_free_box_exchange_momentum_as_two_bodies(restitution, pe
     assert e1 / e0 == pytest.approx(1.0 if restitution else m / (m + M), rel=1e-6)
 
 
+def test_an_applied_force_leaves_the_couplings_impulses_as_they_are():
+    """The elastic hit above while a force lifts the box (apply_links_external_force at every step, no gravity):
+    momentum along x is conserved to rounding and the box leaves at 0.4 v0 (to 1e-4: it rose 0.5 mm before the
+    hit, which now sets it turning a little), and it gains F t / M upwards. The substep adds the applied impulse to
+    the couplings' in a copy of the accumulator; the state's next frame must still start empty for the couplings
+    to fill, or each substep's impulse returns one ring later (the box left at 8.4 v0)."""
+    v0, F, m, M = 0.7, 0.5, 0.2, 0.8
+    scene = pellet_scene(restitution=1.0)
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.5), size=(0.2, 0.2, 0.2)),
+                           material=gs.materials.Rigid(rho=100.0, friction=0.0))
+    pellet = one_pellet(scene, (-0.15, 0, 0.5), m)
+    scene.build()
+    pellet.set_velocity([v0, 0, 0])
+    for _ in range(100):
+        box.apply_links_external_force([0.0, 0.0, F])
+        scene.step()
+    v, V = pellet.get_particles_vel()[0], box.get_vel()
+    assert m * float(v[0]) + M * float(V[0]) == pytest.approx(m * v0, rel=1e-9)
+    assert float(V[0]) == pytest.approx(0.4 * v0, rel=1e-4)
+    assert float(V[2]) == pytest.approx(F * 100 * 1e-3 / M, rel=1e-9)
+
+
 def octahedron_obj(path, a):
     """|x| + |y| + |z| <= a, faces wound outwards."""
     verts = [(a, 0, 0), (-a, 0, 0), (0, a, 0), (0, -a, 0), (0, 0, a), (0, 0, -a)]

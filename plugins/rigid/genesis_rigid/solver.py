@@ -696,7 +696,8 @@ class RigidSolver(gs.SolverBase):
 
     def _ext_impulse(self, f):
         """The links' external impulses the substep at frame f applies: the couplings' (the state's frame f), plus
-        the applied wrenches of the step (in a copy, so the state's frame keeps what the couplings handed)."""
+        the applied wrenches of the step (in a copy, so the state's frame keeps what the couplings handed; the state's
+        frame f + 1, which the couplings fill next, is cleared here as the kernel clears the tensor it is handed)."""
         st = self.state
         wrench = self._step_wrench()
         if wrench is None:
@@ -705,6 +706,8 @@ class RigidSolver(gs.SolverBase):
             self._ext_copy = torch.zeros_like(st.links_ext_impulse.detach())
         with torch.no_grad():
             torch.add(st.at("links_ext_impulse", f).detach(), wrench, out=self._ext_copy[f])
+            # the kernel clears the copy's frame f + 1; the couplings of this substep fill the state's
+            st.at("links_ext_impulse", self.frames.next(f)).zero_()
         return self._ext_copy
 
     LINK_PARAMS = ("links_inertial_mass", "links_mass_shift", "links_com_shift", "geoms_friction_ratio")
