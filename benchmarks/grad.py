@@ -1,8 +1,9 @@
 """Differentiable mode: the cost of the backward against the forward, and the memory the tape holds against the
 horizon, for a free rigid box falling onto the plane, an MPM elastic cube of about 1k particles, and the spring
-chains of the example plugin.
+chains of the example plugin; with `--only panda panda64`, the panda (../shared/assets) folding onto the floor
+with no control, at 1 and 64 environments.
 
-    python benchmarks/grad.py [--steps 50 100] [--precision 32] [--only rigid mpm springs]
+    python benchmarks/grad.py [--steps 50 100] [--precision 32] [--only rigid mpm springs panda panda64]
 
 For each scene and horizon: the time of a forward run in differentiable mode (recording), of the backward
 (loss.backward(), physics included), their ratio, and the forward of the same scene without requires_grad.
@@ -11,6 +12,8 @@ ratios. Memory: `scene.grad_memory` (frames moved to host memory) at several hor
 """
 
 import argparse
+import functools
+import os
 import time
 
 import torch
@@ -30,6 +33,32 @@ def rigid_box(requires_grad):
         for _ in range(n_steps):
             scene.step()
         return box.get_pos().pow(2).sum(), v0
+
+    return scene, run
+
+
+PANDA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "assets", "mjcf",
+                     "franka_emika_panda", "panda.xml")
+
+
+def panda_folding(requires_grad, n_envs=0):
+    """The panda on a plane with no control, started with a joint velocity (the input of the gradient): it folds
+    onto the floor and its meshes touch it."""
+    if not os.path.exists(PANDA):
+        raise SystemExit(f"the panda model is absent ({PANDA}): it lies in ../shared/assets beside the clone")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01, requires_grad=requires_grad))
+    scene.add_entity(gs.morphs.Plane())
+    panda = scene.add_entity(gs.morphs.MJCF(file=PANDA))
+    scene.build(n_envs=n_envs)
+
+    def run(n_steps):
+        v0 = torch.zeros(panda.n_dofs, dtype=gs.tc_float, requires_grad=requires_grad)
+        with torch.no_grad():
+            v0[:7] = 0.5
+        panda.set_dofs_velocity(v0.expand(n_envs, -1) if n_envs else v0)
+        for _ in range(n_steps):
+            scene.step()
+        return panda.get_links_pos().pow(2).sum(), v0
 
     return scene, run
 
@@ -114,7 +143,9 @@ def main():
     gs.init(backend=gs.cpu, precision=args.precision, logging_level="warning")
     cases = {"rigid": ("rigid box on a plane", rigid_box, "1 env"),
              "mpm": ("MPM elastic cube", mpm_cube, "1 env"),
-             "springs": ("spring chains", spring_chains, "64 envs x 16 nodes")}
+             "springs": ("spring chains", spring_chains, "64 envs x 16 nodes"),
+             "panda": ("panda folding onto the floor", panda_folding, "1 env"),
+             "panda64": ("panda folding onto the floor", functools.partial(panda_folding, n_envs=64), "64 envs")}
     print(f"float{args.precision}; times in seconds (best of 2)\n")
     print("| scene | steps | forward (recording) | backward | backward / forward | forward, plain scene |")
     print("|---|---|---|---|---|---|")

@@ -782,9 +782,10 @@ class RigidSolver(gs.SolverBase):
     def substep_pre_coupling(self, f):
         self._sync_link_params()
         self._sync_dof_params()
-        if self._diff is not None:
+        if self._recording():
             self._diff_substep(f)
             return
+        self._diff_tape = self._view_tape = None
         st, m, s = self.state, self.model, self.scratch
         if self._static_world(f):
             return
@@ -826,31 +827,36 @@ class RigidSolver(gs.SolverBase):
 
     # -- differentiable mode ----------------------------------------------------------------------------------------
 
+    def _recording(self) -> bool:
+        """Differentiable mode while the backward re-runs a substep (or with no tape: a solver stepped alone): the
+        substep builds its torch graph (differentiable.DifferentiableStep). The forward of a run runs the plain
+        kernels, so a differentiable run's trajectory is the plain one, bit for bit."""
+        if self._diff is None:
+            return False
+        tape = self.state.tape
+        return tape is None or tape.consumed
+
     def _diff_substep(self, f):
-        """The substep in differentiable mode (differentiable.DifferentiableStep): frame f -> fn with torch
-        operations; the graph is kept while the core runs the backward (it re-runs each substep just before its
-        adjoint), otherwise the forward runs without one."""
+        """The backward's re-run of the substep at frame f: the contacts as the forward found them, then the torch
+        graph of the substep from frame f's inputs, kept for the adjoint. Frame fn keeps what the forward's kernels
+        wrote (the graph is the derivative of the same physics at the same point; its own values differ from the
+        kernels' by rounding), except the couplings' impulse accumulator, which starts empty as in the forward."""
         st, fn = self.state, self.frames.next(f)
         if self.collision:
             self._collide(f)
-        tape = st.tape
-        record = tape is None or tape.consumed
         inputs = {name: st.at(name, f).clone() for name in INPUT_FIELDS}
         wrench = self._step_wrench()
         if wrench is not None:
             inputs["links_ext_impulse"] += wrench
-        if record:
-            for x in inputs.values():
-                x.requires_grad_(True)
-        with torch.set_grad_enabled(record), one_thread():
+        for x in inputs.values():
+            x.requires_grad_(True)
+        with torch.enable_grad(), one_thread():
             out = self._diff.substep(inputs, st.at("dofs_ctrl_mode", f), self.scratch["s_con_f"],
                                      self.scratch["s_con_i"],
                                      coupled=self._view is not None or wrench is not None)
         with torch.no_grad():
-            for name in OUTPUT_FIELDS:
-                st.at(name, fn).copy_(out[name])
             st.at("links_ext_impulse", fn).zero_()
-        self._diff_tape = (f, inputs, out) if record else None
+        self._diff_tape = (f, inputs, out)
         self._view_tape = None
 
     def substep_post_coupling_grad(self, f):
@@ -963,20 +969,22 @@ class RigidSolver(gs.SolverBase):
             if self.n_links:
                 rot = quat_to_mat(st.at("links_quat", fn).detach())
                 v.body_inv_inertia[:, :n_links] = rot @ self._link_inv_inertia @ rot.transpose(-1, -2)
-        if self._diff is not None:
-            if self.n_links:
-                impulse = st.at("links_ext_impulse", fn).requires_grad_(True)
-                if st.has_grad("links_ext_impulse"):
-                    impulse.grad = st.grad_at("links_ext_impulse", fn)
-                v.body_impulse = impulse
-            self._diff_view(fn)
-            return v
-        v.body_impulse = st.at("links_ext_impulse", fn)
-        v.body_quat = st.at("links_quat", fn) if self.n_links else None
+        if self._diff is None:
+            v.body_impulse = st.at("links_ext_impulse", fn)
+            v.body_quat = st.at("links_quat", fn) if self.n_links else None
+        elif self.n_links:
+            impulse = st.at("links_ext_impulse", fn).requires_grad_(True)
+            if st.has_grad("links_ext_impulse"):
+                impulse.grad = st.grad_at("links_ext_impulse", fn)
+            v.body_impulse = impulse
+            with torch.no_grad():
+                v.body_quat[:, :self.n_links].copy_(st.at("links_quat", fn))
         self._launch(self._kernel(kernels_step.collider_geometry), fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
                      m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
                      s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
                      v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
+        if self._recording():
+            self._diff_view(fn)
         return v
 
     # -- external forces (Genesis World's solver-level API: links_idx are the solver's link indices) --------------
@@ -1113,18 +1121,12 @@ class RigidSolver(gs.SolverBase):
         return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
 
     def _diff_view(self, fn):
-        """The view's arrays at frame fn from torch (differentiable.DifferentiableStep.collider), keeping the graph
-        from (qpos, dofs_vel) of frame fn while the core runs the backward."""
-        st, v = self.state, self._view
-        tape = st.tape
-        record = tape is None or tape.consumed
-        q = st.at("qpos", fn).clone().requires_grad_(record)
-        vel = st.at("dofs_vel", fn).clone().requires_grad_(record)
-        with torch.set_grad_enabled(record), one_thread():
+        """The backward's re-run: the torch graph of the view's arrays from (qpos, dofs_vel) of frame fn
+        (differentiable.DifferentiableStep.collider), kept for the adjoint. The view holds the kernel's values, as
+        in the forward."""
+        st = self.state
+        q = st.at("qpos", fn).clone().requires_grad_(True)
+        vel = st.at("dofs_vel", fn).clone().requires_grad_(True)
+        with torch.enable_grad(), one_thread():
             outs = self._diff.collider(q, vel)
-        with torch.no_grad():
-            for name in VIEW_ARRAYS:
-                dst = getattr(v, name)
-                n = outs[name].shape[1]
-                dst[:, :n].copy_(outs[name])
-        self._view_tape = ((q, vel), outs) if record else None
+        self._view_tape = ((q, vel), outs)

@@ -310,22 +310,84 @@ def test_setters_pd_targets_and_gains():
     assert_close_rel(q.grad, central_differences(lambda x: (ref.reset(), float(run_box(ref, ref_b, p0, x)))[1], q0))
 
 
-def test_differentiable_forward_matches_the_fast_path():
+FRAME_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "contact_key")
+
+
+def trajectories_equal_bitwise(build, steps, precision, check_backward=True):
+    """Run `build(requires_grad)` -> (scene, drive, loss) plain and in differentiable mode at `precision`; every
+    frame field equal bit for bit after each step; then a backward of the differentiable run leaves its state as it
+    was and gives a finite gradient."""
+    gs.destroy()
+    gs.init(backend=gs.cpu, precision=precision, seed=0, logging_level="warning")
+    try:
+        runs = []
+        for requires_grad in (False, True):
+            scene, drive, loss = build(requires_grad)
+            states = []
+            for i in range(steps):
+                drive(i)
+                scene.step()
+                st = scene.rigid_solver.get_state(scene._frame).fields
+                states.append({n: st[n].detach().clone() for n in FRAME_FIELDS})
+            runs.append((scene, loss, states))
+        (_, _, plain), (scene, loss, diff) = runs
+        for i, (a, b) in enumerate(zip(plain, diff)):
+            for name in FRAME_FIELDS:
+                assert torch.equal(a[name], b[name]), f"step {i}: {name} differs by {(a[name] - b[name]).abs().max()}"
+        if check_backward:
+            value, wrt = loss()
+            value.backward()
+            assert wrt.grad is not None and bool(torch.isfinite(wrt.grad).all()) and float(wrt.grad.abs().max()) > 0
+            st = scene.rigid_solver.get_state(scene._frame).fields
+            for name in FRAME_FIELDS:
+                assert torch.equal(st[name].detach(), diff[-1][name]), f"backward changed {name}"
+    finally:
+        gs.destroy()
+        gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
+
+
+@pytest.mark.parametrize("precision", ["32", "64"])
+def test_differentiable_forward_is_the_plain_trajectory_bitwise(precision):
     """The plugin's test scene (a force-driven cart-pole, a box tumbling onto the plane, a rolling sphere, a
-    convex mesh falling onto the box), two environments: after 40 steps every state field of the differentiable
-    forward equals the fast path's. The fast path stops its sweeps once converged, the differentiable one runs
-    them all: the states differ by what the last sweeps change, far below 1e-6."""
+    convex mesh falling onto the box), two environments, 40 steps: the forward of differentiable mode runs the
+    plain kernels, so every frame is the plain one bit for bit; its backward re-runs each substep through the
+    torch graph and puts the state back."""
     def build(requires_grad):
         scene, drive = _test_scene(2, requires_grad=requires_grad)
-        for i in range(40):
-            drive(scene, i)
-            scene.step()
-        return scene.rigid_solver.get_state(scene._frame).fields
+        cart = scene.entities[1]
+        v0 = torch.tensor([[0.3], [-0.2]], dtype=gs.tc_float, requires_grad=requires_grad)
 
-    fast, diff = build(False), build(True)
-    for name in ("qpos", "dofs_vel", "links_pos", "links_quat", "contact_impulse"):
-        err = float((fast[name] - diff[name].detach()).abs().max())
-        assert err < 1e-6, f"{name}: {err:.2e}"
+        def drive_with_start(i):
+            drive(scene, i)
+            if i == 0:
+                cart.set_dofs_velocity(v0, dofs_idx_local=[0])
+
+        return scene, drive_with_start, lambda: (cart.get_dofs_position().pow(2).sum(), v0)
+
+    trajectories_equal_bitwise(build, 40, precision)
+
+
+@pytest.mark.parametrize("precision", ["32", "64"])
+def test_panda_folding_onto_the_floor_is_the_plain_trajectory_bitwise(precision, shared_assets):
+    """The panda (MJCF, meshes) on a plane with no control folds onto the floor, two environments started apart:
+    60 steps of the differentiable forward equal the plain ones bit for bit, contacts included."""
+    path = f"{shared_assets}/mjcf/franka_emika_panda/panda.xml"
+
+    def build(requires_grad):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01, requires_grad=requires_grad))
+        scene.add_entity(gs.morphs.Plane())
+        panda = scene.add_entity(gs.morphs.MJCF(file=path))
+        scene.build(n_envs=2)
+        q0 = torch.zeros((2, panda.n_dofs), dtype=gs.tc_float)
+        q0[1, :7] = torch.tensor([0.3, -0.4, 0.2, -1.8, 0.1, 1.2, 0.5])
+
+        def drive(i):
+            if i == 0:
+                panda.set_dofs_position(q0)
+
+        return scene, drive, None
+
+    trajectories_equal_bitwise(build, 60, precision, check_backward=False)
 
 
 def test_rk4_is_refused_in_differentiable_mode():
