@@ -113,17 +113,15 @@ def measure(name, make, steps, label):
     plain[1](2)
     rows = []
     for n in steps:
-        best = None
-        for _ in range(2):
+        fwd = bwd = fwd_plain = float("inf")
+        for _ in range(2):  # each figure the best of its own runs
             scene.reset()
-            (loss, v0), fwd = timed(lambda: run(n))
-            _, bwd = timed(loss.backward)
+            (loss, v0), t_fwd = timed(lambda: run(n))
+            _, t_bwd = timed(loss.backward)
             assert v0.grad is not None and torch.isfinite(v0.grad).all()
             plain[0].reset()
-            _, fwd_plain = timed(lambda: plain[1](n))
-            if best is None or fwd + bwd < best[0] + best[1]:
-                best = (fwd, bwd, fwd_plain)
-        fwd, bwd, fwd_plain = best
+            _, t_plain = timed(lambda: plain[1](n))
+            fwd, bwd, fwd_plain = min(fwd, t_fwd), min(bwd, t_bwd), min(fwd_plain, t_plain)
         rows.append((f"{name} ({label})", n, fwd, bwd, bwd / fwd, fwd_plain))
     mem = []
     for n in (max(steps) // 4, max(steps) // 2, max(steps)):
@@ -146,7 +144,7 @@ def main():
              "springs": ("spring chains", spring_chains, "64 envs x 16 nodes"),
              "panda": ("panda folding onto the floor", panda_folding, "1 env"),
              "panda64": ("panda folding onto the floor", functools.partial(panda_folding, n_envs=64), "64 envs")}
-    print(f"float{args.precision}; times in seconds (best of 2)\n")
+    print(f"float{args.precision}; times in seconds (each the best of 2)\n")
     print("| scene | steps | forward (recording) | backward | backward / forward | forward, plain scene |")
     print("|---|---|---|---|---|---|")
     notes = []
