@@ -55,7 +55,8 @@ def pgs_forward(A: nd(ndim=3), b0: nd(ndim=2), target: nd(ndim=2), dinv: nd(ndim
 @ti.kernel
 def pgs_adjoint(A: nd(ndim=3), b0: nd(ndim=2), target: nd(ndim=2), dinv: nd(ndim=2), mu: nd(ndim=2),
                 kind: nd(ndim=2), normal_row: nd(ndim=2), n_rows: nd(ndim=1), hist: nd(ndim=3), iterations: ti.i32,
-                g_lam: nd(ndim=2), g_A: nd(ndim=3), g_b0: nd(ndim=2), g_target: nd(ndim=2), g_dinv: nd(ndim=2)):
+                g_lam: nd(ndim=2), g_A: nd(ndim=3), g_b0: nd(ndim=2), g_target: nd(ndim=2), g_dinv: nd(ndim=2),
+                g_mu: nd(ndim=2)):
     """g_lam holds the adjoint of the final impulses on entry and that of the warm start on exit; the other g_*
     arrays (zeroed by the caller) receive the adjoints of the inputs."""
     ti.loop_config(serialize=True)
@@ -81,10 +82,12 @@ def pgs_adjoint(A: nd(ndim=3), b0: nd(ndim=2), target: nd(ndim=2), dinv: nd(ndim
                     bound = mu[b, r] * hist[b, it + 1, nr]
                     u = lam - jv * dinv[b, r]
                     free = -jv
-                    if u > bound:
+                    if u > bound:  # sliding: new = +-mu lambda_normal
                         g_lam[b, nr] += mu[b, r] * g
+                        g_mu[b, r] += hist[b, it + 1, nr] * g
                     elif u < -bound:
                         g_lam[b, nr] -= mu[b, r] * g
+                        g_mu[b, r] -= hist[b, it + 1, nr] * g
                     else:
                         u_bar = g
                 else:
@@ -106,8 +109,8 @@ def pgs_adjoint(A: nd(ndim=3), b0: nd(ndim=2), target: nd(ndim=2), dinv: nd(ndim
 
 
 class ProjectedGaussSeidel(torch.autograd.Function):
-    """lambda = PGS(A, b0, target, dinv; mu, kind, normal_row, n_rows; lambda0), differentiable in A, b0, target,
-    dinv and lambda0."""
+    """lambda = PGS(A, b0, target, dinv, mu; kind, normal_row, n_rows; lambda0), differentiable in A, b0, target,
+    dinv, mu (the friction coefficient of each friction row) and lambda0."""
 
     @staticmethod
     def forward(ctx, A, b0, target, dinv, lam0, mu, kind, normal_row, n_rows, iterations):
@@ -124,10 +127,10 @@ class ProjectedGaussSeidel(torch.autograd.Function):
     def backward(ctx, g_out):
         A, b0, target, dinv, mu, kind, normal_row, n_rows, hist = ctx.saved_tensors
         g_lam = g_out.detach().clone().contiguous()
-        g_A, g_b0, g_target, g_dinv = (torch.zeros_like(x) for x in (A, b0, target, dinv))
+        g_A, g_b0, g_target, g_dinv, g_mu = (torch.zeros_like(x) for x in (A, b0, target, dinv, mu))
         pgs_adjoint(A, b0, target, dinv, mu, kind, normal_row, n_rows, hist, ctx.iterations, g_lam, g_A, g_b0,
-                    g_target, g_dinv)
-        return g_A, g_b0, g_target, g_dinv, g_lam, None, None, None, None, None
+                    g_target, g_dinv, g_mu)
+        return g_A, g_b0, g_target, g_dinv, g_lam, g_mu, None, None, None, None
 
 
 def pgs(A, b0, target, dinv, mu, kind, normal_row, n_rows, lam0, iterations):

@@ -106,11 +106,11 @@ class RigidSolver(gs.SolverBase):
         gs.FieldSpec("dofs_kp", ("n_dofs",), frames=False, grad=True, bounds=(0, None), doc="position gain"),
         gs.FieldSpec("dofs_kv", ("n_dofs",), frames=False, grad=True, bounds=(0, None), doc="velocity gain"),
         # the dofs' parameters, per environment (set_dofs_damping, ...; a checkpoint carries them)
-        gs.FieldSpec("dofs_damping", ("n_dofs",), frames=False, bounds=(0, None),
+        gs.FieldSpec("dofs_damping", ("n_dofs",), frames=False, grad=True, bounds=(0, None),
                      doc="joint damping, N m s/rad or N s/m"),
-        gs.FieldSpec("dofs_armature", ("n_dofs",), frames=False, bounds=(0, None),
+        gs.FieldSpec("dofs_armature", ("n_dofs",), frames=False, grad=True, bounds=(0, None),
                      doc="armature (reflected rotor inertia) added to the mass matrix, kg m^2 or kg"),
-        gs.FieldSpec("dofs_stiffness", ("n_dofs",), frames=False, bounds=(0, None),
+        gs.FieldSpec("dofs_stiffness", ("n_dofs",), frames=False, grad=True, bounds=(0, None),
                      doc="joint spring stiffness toward the spring reference (hinge and slide dofs), N m/rad or N/m"),
         gs.FieldSpec("dofs_force_lo", ("n_dofs",), frames=False,
                      doc="lower end of the control force range (commands and PD laws are clamped to it), N or N m"),
@@ -120,14 +120,14 @@ class RigidSolver(gs.SolverBase):
                      doc="external forces applied to the links for the next step (apply_links_external_force / "
                          "_torque): force (N) and torque about the link's centre of mass (N m), world axes"),
         # the links' inertial parameters and the geoms' friction, per environment (domain randomization)
-        gs.FieldSpec("links_inertial_mass", ("n_links",), frames=False, bounds=(0, None),
+        gs.FieldSpec("links_inertial_mass", ("n_links",), frames=False, grad=True, bounds=(0, None),
                      doc="each link's mass before its shift, kg (set_links_inertial_mass, link.set_mass)"),
-        gs.FieldSpec("links_mass_shift", ("n_links",), frames=False,
+        gs.FieldSpec("links_mass_shift", ("n_links",), frames=False, grad=True,
                      doc="mass added to each link, kg (set_mass_shift; the dynamics keep at least MIN_MASS_FRACTION of "
                          "links_inertial_mass); the rotational inertia scales with the mass"),
         gs.FieldSpec("links_com_shift", ("n_links", 3), frames=False,
                      doc="offset of each link's centre of mass, link frame, m (set_COM_shift)"),
-        gs.FieldSpec("geoms_friction_ratio", ("n_geoms",), frames=False, bounds=(0, None),
+        gs.FieldSpec("geoms_friction_ratio", ("n_geoms",), frames=False, grad=True, bounds=(0, None),
                      doc="factor on each geom's friction coefficient (set_friction_ratio)"),
         gs.FieldSpec("links_step_wrench", ("n_links", 6), frames=False,
                      doc="the applied wrenches of the step under way (or the last one), as links_applied_wrench; "
@@ -665,7 +665,8 @@ class RigidSolver(gs.SolverBase):
                 arr[:, :, col] = t.detach().double().cpu().numpy()
             self.model["dof_f"].from_numpy(arr.astype(self._np_float))
         if self._diff is not None:
-            self._diff.set_dof_params(*(t.detach().clone() for t in tensors))
+            self._diff_params({name: st.tensors[name].detach().clone() for name in
+                               set(self.LINK_PARAMS) | {n for n, _ in self.DOF_PARAMS}})
         self._dof_params_seen = key
 
     _applied_zeroed = None  # (id, version) of links_applied_wrench right after process_input zeroed it
@@ -732,6 +733,31 @@ class RigidSolver(gs.SolverBase):
                         f"that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
         return None
 
+    # the parameters the backward differentiates: (state field, what the differentiable step is handed)
+    PARAM_GRAD = ("dofs_damping", "dofs_armature", "dofs_stiffness", "links_inertial_mass", "links_mass_shift",
+                  "geoms_friction_ratio")
+
+    def _diff_params(self, fields):
+        """Hand the differentiable step its parameters computed with torch from the state fields `fields` ({name:
+        tensor}, every name of PARAM_GRAD, LINK_PARAMS and DOF_PARAMS), as _sync_link_params and _sync_dof_params
+        hand them to the kernels: a link's mass floored at MIN_MASS_FRACTION of its inertial mass, its rotational
+        inertia scaled by mass over the model's mass, each geom's friction the model's times its ratio. With
+        tensors that carry a graph, the backward's re-run differentiates them."""
+        L, G, base = self.n_links, self.n_geoms, self._arrays_np["link_f"]
+        t = lambda a: torch.as_tensor(a, dtype=self.float_dtype, device=self.device)  # noqa: E731
+        if L:
+            mass0, shift = fields["links_inertial_mass"], fields["links_mass_shift"]
+            mass = torch.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
+            m_model = t(base[:L, LF_MASS])
+            scale = torch.where(m_model > 0, mass / torch.where(m_model > 0, m_model, torch.ones_like(m_model)),
+                                torch.ones_like(mass))
+            inertia = t(base[:L, LF_INERTIA:LF_INERTIA + 9]) * scale[..., None]
+            com = t(base[:L, LF_COM:LF_COM + 3]) + fields["links_com_shift"]
+            self._diff.set_link_params(mass, com, inertia.reshape(self.batch, L, 3, 3))
+        if G:
+            self._diff.set_friction(t(self._geom_f_np[None, :G, GF_FRICTION]) * fields["geoms_friction_ratio"])
+        self._diff.set_dof_params(*(fields[name] for name, _ in self.DOF_PARAMS))
+
     def _sync_link_params(self):
         """Hand the state's link inertial parameters and friction ratios to the kernels after they changed (as
         _sync_dof_params): mass = inertial mass + shift, at least MIN_MASS_FRACTION of the inertial mass (the
@@ -764,15 +790,12 @@ class RigidSolver(gs.SolverBase):
             arr[:, :L, LF_COM:LF_COM + 3] = base[None, :L, LF_COM:LF_COM + 3] + com_shift
             arr[:, :L, LF_INERTIA:LF_INERTIA + 9] = base[None, :L, LF_INERTIA:LF_INERTIA + 9] * scale[..., None]
             self.model["link_f"].from_numpy(arr.astype(self._np_float))
-            if self._diff is not None:
-                t = lambda a: torch.as_tensor(a, dtype=self.float_dtype, device=self.device)  # noqa: E731
-                self._diff.set_link_params(t(arr[:, :L, LF_MASS]), t(arr[:, :L, LF_COM:LF_COM + 3]),
-                                           t(arr[:, :L, LF_INERTIA:LF_INERTIA + 9].reshape(self.batch, L, 3, 3)))
         if self.n_geoms:
             mu = self._geom_f_np[None, :self.n_geoms, GF_FRICTION] * ratio
             self.model["geom_mu"].from_numpy(np.ascontiguousarray(mu, dtype=self._np_float))
-            if self._diff is not None:
-                self._diff.set_friction(torch.as_tensor(mu, dtype=self.float_dtype, device=self.device))
+        if self._diff is not None:
+            self._diff_params({name: st.tensors[name].detach().clone() for name in
+                               set(self.LINK_PARAMS) | {n for n, _ in self.DOF_PARAMS}})
         self._link_params_seen = key
 
     @property
@@ -850,12 +873,16 @@ class RigidSolver(gs.SolverBase):
             inputs["links_ext_impulse"] += wrench
         for x in inputs.values():
             x.requires_grad_(True)
+        params = {name: st.tensors[name].detach().clone().requires_grad_(st.has_grad(name)) for name in
+                  set(self.LINK_PARAMS) | {n for n, _ in self.DOF_PARAMS}}
         with torch.enable_grad(), one_thread():
+            self._diff_params(params)
             out = self._diff.substep(inputs, st.at("dofs_ctrl_mode", f), self.scratch["s_con_f"],
                                      self.scratch["s_con_i"],
                                      coupled=self._view is not None or wrench is not None)
         with torch.no_grad():
             st.at("links_ext_impulse", fn).zero_()
+        inputs.update({name: params[name] for name in self.PARAM_GRAD if params[name].requires_grad})
         self._diff_tape = (f, inputs, out)
         self._view_tape = None
 
@@ -889,7 +916,7 @@ class RigidSolver(gs.SolverBase):
                                   "(the core re-runs it before the backward of each substep).")
         _, inputs, out = tape
         names = [n for n in OUTPUT_FIELDS if out[n].requires_grad]
-        wrt = [n for n in INPUT_FIELDS if inputs[n].requires_grad]
+        wrt = [n for n in inputs if inputs[n].requires_grad]
         self._diff_tape = None
         if not names:
             return

@@ -29,6 +29,26 @@ def scene_pair(build, **sim):
     return out
 
 
+def grads_match_differences(run, pair, x0, moves=0.0):
+    """run(scene, entity, *inputs) -> loss: one backward through the differentiable scene of `pair` at x0, then
+    each input's gradient against central differences of the plain scene (reset before each run), each of
+    which must move the loss by more than `moves`. Returns the inputs (with .grad)."""
+    (scene, ent), (ref, ref_ent) = pair
+    xs = [x.clone().requires_grad_(True) for x in x0]
+    run(scene, ent, *xs).backward()
+    for i, x in enumerate(xs):
+        def f(v, i=i):
+            ref.reset()
+            args = list(x0)
+            args[i] = v
+            return float(run(ref, ref_ent, *args))
+
+        fd = central_differences(f, x0[i])
+        assert float(fd.abs().max()) > moves, f"input {i} does not move the loss"
+        assert_close_rel(x.grad, fd)
+    return xs
+
+
 def test_pendulum_gradient_wrt_control_forces_and_initial_velocity():
     """A torque-driven pendulum, one force per step: the gradient of its final angle, velocity and orientation
     with respect to every force and to the initial angular velocity."""
@@ -266,8 +286,6 @@ def test_setters_pd_targets_and_gains():
     def arm(scene):
         return scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
 
-    (scene, a), (ref, ref_a) = scene_pair(arm, dt=1e-2)
-
     def run_arm(scene, a, q, target, kp):
         a.set_qpos(q)
         a.set_dofs_kp(kp)
@@ -277,18 +295,9 @@ def test_setters_pd_targets_and_gains():
             scene.step()
         return (a.get_links_pos()[-1] * weights[:3]).sum() + (a.get_dofs_velocity() * weights[3:6]).sum()
 
-    x0 = [torch.tensor([0.1, 0.5, -0.3], dtype=F64), torch.tensor([0.5, -0.2, 0.8], dtype=F64),
-          torch.tensor([30.0, 50.0, 20.0], dtype=F64)]
-    xs = [x.clone().requires_grad_(True) for x in x0]
-    run_arm(scene, a, *xs).backward()
-    for i, x in enumerate(xs):
-        def f(v, i=i):
-            ref.reset()
-            args = list(x0)
-            args[i] = v
-            return float(run_arm(ref, ref_a, *args))
-
-        assert_close_rel(x.grad, central_differences(f, x0[i]))
+    grads_match_differences(run_arm, scene_pair(arm, dt=1e-2), [
+        torch.tensor([0.1, 0.5, -0.3], dtype=F64), torch.tensor([0.5, -0.2, 0.8], dtype=F64),
+        torch.tensor([30.0, 50.0, 20.0], dtype=F64)])
 
     def box(scene):
         scene.add_entity(gs.morphs.Plane())
@@ -388,6 +397,64 @@ def test_panda_folding_onto_the_floor_is_the_plain_trajectory_bitwise(precision,
         return scene, drive, None
 
     trajectories_equal_bitwise(build, 60, precision, check_backward=False)
+
+
+def test_gradients_to_the_dofs_and_links_parameters():
+    """The arm under PD control toward a target and gravity: the gradient of where its tip ends with respect to
+    each dof's damping, armature and spring stiffness and each moving link's inertial mass and mass shift (per
+    environment parameters, set with the setters: the state), against central differences; a shift that takes a
+    mass under its floor (a tenth of the inertial mass) has a zero gradient and moves the inertial mass's."""
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.3, -0.7, 0.2], dtype=F64)
+
+    def arm(scene):
+        return scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
+
+    moving = [1, 2, 3]
+
+    def run_arm(scene, a, damping, armature, stiffness, mass, shift):
+        a.set_dofs_damping(damping)
+        a.set_dofs_armature(armature)
+        a.set_dofs_stiffness(stiffness)
+        a.set_links_inertial_mass(mass, links_idx_local=moving)
+        a.set_mass_shift(shift, links_idx_local=moving)
+        a.set_qpos(torch.tensor([0.1, 0.5, -0.3], dtype=F64))
+        a.set_dofs_kp(torch.tensor([30.0, 50.0, 20.0], dtype=F64))
+        a.set_dofs_kv(torch.tensor([2.0, 2.0, 1.0], dtype=F64))
+        a.control_dofs_position(torch.tensor([0.5, -0.2, 0.8], dtype=F64))
+        for _ in range(30):
+            scene.step()
+        return (a.get_links_pos()[-1] * weights[:3]).sum() + (a.get_dofs_velocity() * weights[3:6]).sum()
+
+    xs = grads_match_differences(run_arm, scene_pair(arm, dt=1e-2), [
+        torch.tensor([0.3, 0.5, 0.2], dtype=F64), torch.tensor([0.02, 0.05, 0.01], dtype=F64),
+        torch.tensor([1.0, 3.0, 2.0], dtype=F64), torch.tensor([1.2, 0.9, 0.6], dtype=F64),
+        torch.tensor([0.1, -0.2, -0.58], dtype=F64)], moves=1e-4)  # the forearm's 0.6 - 0.58: under its floor
+    assert float(xs[4].grad[2]) == 0.0 and float(xs[3].grad[2]) != 0.0
+
+
+def test_gradient_to_the_friction_ratio():
+    """A box sliding on a plane of lower friction (a contact takes the larger product of its geoms' friction and
+    ratio): the gradient of where it ends with respect to its friction ratio, against central differences."""
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.3, -0.7, 0.2, 0.9], dtype=F64)
+
+    def build(scene):
+        scene.add_entity(gs.morphs.Plane(), material=gs.materials.Rigid(friction=0.1))
+        return scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.1), size=(0.2, 0.2, 0.2), euler=(0, 0, 20)),
+                                material=gs.materials.Rigid(friction=0.5))
+
+    def rollout(scene, box, ratio):
+        box.set_friction_ratio(ratio)
+        box.set_dofs_velocity(torch.tensor([1.0, 0.3, 0.0, 0.0, 0.0, 0.5], dtype=F64))
+        for _ in range(15):
+            scene.step()
+        return (torch.cat([box.get_pos(), box.get_quat()]) * weights).sum()
+
+    pair = scene_pair(build, dt=1e-2)
+    grads_match_differences(rollout, pair, [torch.tensor([0.8], dtype=F64)], moves=1e-3)
+    ref, box = pair[1]
+    ref.reset()
+    rollout(ref, box, torch.tensor([0.8], dtype=F64))
+    assert 0.1 < float(box.get_vel()[:2].norm()) < 0.9, "the box should still slide"
 
 
 def test_rk4_is_refused_in_differentiable_mode():
