@@ -103,6 +103,16 @@ class Tape:
             value = None
         self.events.setdefault(self.k, []).append((store, name, envs_idx, tuple(item), value))
 
+    def mark(self):
+        """Where the record of setter writes stands now (for undo_to)."""
+        return self.k, len(self.events.get(self.k, ()))
+
+    def undo_to(self, mark):
+        """Forget the setter writes recorded since `mark` (a write that was refused and taken back)."""
+        k, n = mark
+        if k in self.events:
+            del self.events[k][n:]
+
     def read(self, store, name, envs_idx, item, value):
         """The getter result `value` (a copy) put into the autograd graph."""
         key = (store, name, self.k, envs_idx, tuple(item))

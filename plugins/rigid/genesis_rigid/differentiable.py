@@ -543,7 +543,7 @@ class DifferentiableStep:
         """The kernels' contact pool recomputed from the poses: point, normal and depth [B, C, 7] per entry, which
         entries are active, and the candidate slot of each. Primitive pairs: kernels_collision's narrowphase in
         torch for every candidate slot (box-box with the kernels' feature codes), gathered per entry; mesh pairs:
-        the kernels' values (kernel_con_f), constants."""
+        the kernels' contact frames carried by the geoms (_frozen)."""
         B, C = kernel_con_f.shape[0], self.max_contacts
         active = kernel_con_i[:, CI_ACTIVE, :C] == 1
         slot = torch.where(active, kernel_con_i[:, CI_SLOT, :C].long(), torch.zeros_like(active, dtype=torch.long))
@@ -562,11 +562,28 @@ class DifferentiableStep:
             parts.append(torch.zeros((B, len(self.mesh_slots), 7), dtype=self.fl, device=self.dev))
         con = torch.cat(parts, 1)[:, self.slot_perm][torch.arange(B, device=self.dev)[:, None], slot]
         if len(self.mesh_slots):
-            k = kernel_con_f[:, :C]
-            kernel = torch.cat([k[..., CF_POS:CF_POS + 3], k[..., CF_NORMAL:CF_NORMAL + 3],
-                                k[..., CF_DEPTH:CF_DEPTH + 1]], -1).detach()
-            con = torch.where(self.slot_is_mesh[slot].unsqueeze(-1), kernel, con)
+            con = torch.where(self.slot_is_mesh[slot].unsqueeze(-1), self._frozen(gpos, grot, kernel_con_f, slot), con)
         return con, active, slot
+
+    def _frozen(self, gpos, grot, kernel_con_f, slot):
+        """Contacts whose geometry the narrowphase decided (mesh pairs) [B, C, 7], re-read through the poses: the
+        kernels' point, normal (from geom a to geom b) and depth give a witness point on each geom (the point moved
+        half the depth along the normal either way) and the normal, fixed in their geoms' frames at the poses
+        of the substep; from the graph's poses, the points, the normal and the depth (the normal's component of
+        their separation) again. Equal to the kernels' values at those poses; the derivative is that of the contact
+        frame carried by the bodies."""
+        C = self.max_contacts
+        k = kernel_con_f[:, :C].detach()
+        p, n, d = k[..., CF_POS:CF_POS + 3], k[..., CF_NORMAL:CF_NORMAL + 3], k[..., CF_DEPTH:CF_DEPTH + 1]
+        rows = torch.arange(slot.shape[0], device=slot.device)[:, None]
+        ga, gb = self.slot_ga[slot], self.slot_gb[slot]
+        ca, ra, cb, rb = gpos[rows, ga], grot[rows, ga], gpos[rows, gb], grot[rows, gb]
+        with torch.no_grad():
+            la = mv(ra.transpose(-1, -2), p + 0.5 * d * n - ca)
+            lb = mv(rb.transpose(-1, -2), p - 0.5 * d * n - cb)
+            ln = mv(ra.transpose(-1, -2), n)
+        pa, pb, normal = ca + mv(ra, la), cb + mv(rb, lb), mv(ra, ln)
+        return torch.cat([0.5 * (pa + pb), normal, dot(normal, pa - pb).unsqueeze(-1)], -1)
 
     @staticmethod
     def _record(point, normal, depth):

@@ -218,6 +218,7 @@ class RigidEntity(gs.Entity):
         a value that breaks them is taken back and refused."""
         st = self.solver.state
         before = st.tensors[field].detach().clone()
+        mark = st.tape.mark() if st.tape is not None else None
         self._write(field, value, cols, envs_idx, what)
         message = self.solver._param_rule({name: st.tensors[name] for name in
                                            ("dofs_force_lo", "dofs_force_hi", "links_inertial_mass",
@@ -225,6 +226,8 @@ class RigidEntity(gs.Entity):
         if message is not None:
             with torch.no_grad():
                 st.tensors[field].copy_(before)
+            if mark is not None:  # a differentiable run forgets the write too
+                st.tape.undo_to(mark)
             raise gs.InvalidStateError(f"{what}: {message} Nothing was changed.")
 
     def _read(self, field, cols, envs_idx):
