@@ -716,7 +716,8 @@ class RigidSolver(gs.SolverBase):
     def _param_rule(self, rows):
         """The rules across the parameter fields (StateStore.rules), on rows {name: [R, ...]} of the fields
         present: each dof's force range lower <= upper; each link's inertial mass >= 0, and > 0 for a moving link
-        that has mass in the model (a shift may take the sum lower: the dynamics floor it, _sync_link_params). A message naming the first row that breaks one, or None."""
+        that has mass in the model (a shift may take the sum lower: the dynamics floor it, _sync_link_params). A
+        message naming the first row that breaks one, or None."""
         lo, hi = rows.get("dofs_force_lo"), rows.get("dofs_force_hi")
         if lo is not None and hi is not None and lo.numel():
             bad = (lo > hi).any(dim=-1).nonzero().flatten().tolist()
@@ -733,7 +734,7 @@ class RigidSolver(gs.SolverBase):
                         f"that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
         return None
 
-    # the parameters the backward differentiates: (state field, what the differentiable step is handed)
+    # the parameter fields the backward differentiates (through _diff_params)
     PARAM_GRAD = ("dofs_damping", "dofs_armature", "dofs_stiffness", "links_inertial_mass", "links_mass_shift",
                   "geoms_friction_ratio")
 
@@ -761,7 +762,8 @@ class RigidSolver(gs.SolverBase):
     def _sync_link_params(self):
         """Hand the state's link inertial parameters and friction ratios to the kernels after they changed (as
         _sync_dof_params): mass = inertial mass + shift, at least MIN_MASS_FRACTION of the inertial mass (the
-        rotational inertia scaled by it over the model's mass), centre of mass = the model's + shift, each geom's friction = the model's times its ratio."""
+        rotational inertia scaled by it over the model's mass), centre of mass = the model's + shift, each geom's
+        friction = the model's times its ratio."""
         st = self.state
         tensors = [st.tensors[name] for name in self.LINK_PARAMS]
         key = _versions(tensors)
@@ -851,13 +853,14 @@ class RigidSolver(gs.SolverBase):
     # -- differentiable mode ----------------------------------------------------------------------------------------
 
     def _recording(self) -> bool:
-        """Differentiable mode while the backward re-runs a substep (or with no tape: a solver stepped alone): the
-        substep builds its torch graph (differentiable.DifferentiableStep). The forward of a run runs the plain
-        kernels, so a differentiable run's trajectory is the plain one, bit for bit."""
+        """Differentiable mode while the backward re-runs a substep: the substep builds its torch graph
+        (differentiable.DifferentiableStep) beside the frame the forward wrote. Every other substep (the forward of
+        a run, or a solver stepped without a scene's tape) runs the plain kernels, so a differentiable run's
+        trajectory is the plain one, bit for bit."""
         if self._diff is None:
             return False
         tape = self.state.tape
-        return tape is None or tape.consumed
+        return tape is not None and tape.consumed
 
     def _diff_substep(self, f):
         """The backward's re-run of the substep at frame f: the contacts as the forward found them, then the torch
