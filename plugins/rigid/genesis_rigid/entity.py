@@ -221,8 +221,7 @@ class RigidEntity(gs.Entity):
         mark = st.tape.mark() if st.tape is not None else None
         self._write(field, value, cols, envs_idx, what)
         message = self.solver._param_rule({name: st.tensors[name] for name in
-                                           ("dofs_force_lo", "dofs_force_hi", "links_inertial_mass",
-                                            "links_mass_shift")})
+                                           ("dofs_force_lo", "dofs_force_hi", "links_inertial_mass")})
         if message is not None:
             with torch.no_grad():
                 st.tensors[field].copy_(before)
@@ -489,7 +488,7 @@ class RigidEntity(gs.Entity):
         """Mass added to each link (kg, `([n_envs,] n)`, negative removes), on top of its inertial mass. A shift
         may take the sum below zero (Genesis World's domain randomization does, on light links): the dynamics then
         use a tenth of the inertial mass (`MIN_MASS_FRACTION`) and a warning says so once per scene."""
-        self._write_ruled("links_mass_shift", mass_shift, self._links(links_idx_local), envs_idx, "set_mass_shift")
+        self._write("links_mass_shift", mass_shift, self._links(links_idx_local), envs_idx, "set_mass_shift")
 
     set_links_mass_shift = set_mass_shift
 

@@ -665,8 +665,7 @@ class RigidSolver(gs.SolverBase):
                 arr[:, :, col] = t.detach().double().cpu().numpy()
             self.model["dof_f"].from_numpy(arr.astype(self._np_float))
         if self._diff is not None:
-            self._diff_params({name: st.tensors[name].detach().clone() for name in
-                               set(self.LINK_PARAMS) | {n for n, _ in self.DOF_PARAMS}})
+            self._diff_params(self._param_copies())
         self._dof_params_seen = key
 
     _applied_zeroed = None  # (id, version) of links_applied_wrench right after process_input zeroed it
@@ -734,13 +733,16 @@ class RigidSolver(gs.SolverBase):
                         f"that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
         return None
 
-    # the parameter fields the backward differentiates (through _diff_params)
-    PARAM_GRAD = ("dofs_damping", "dofs_armature", "dofs_stiffness", "links_inertial_mass", "links_mass_shift",
-                  "geoms_friction_ratio")
+    def _param_copies(self, grad=False):
+        """Copies of the state's parameter fields (LINK_PARAMS and DOF_PARAMS), {name: tensor}; with grad, each
+        requiring grad where the field carries a gradient (a field declared grad=True, in differentiable mode)."""
+        st = self.state
+        names = list(self.LINK_PARAMS) + [n for n, _ in self.DOF_PARAMS]
+        return {n: st.tensors[n].detach().clone().requires_grad_(grad and st.has_grad(n)) for n in names}
 
     def _diff_params(self, fields):
         """Hand the differentiable step its parameters computed with torch from the state fields `fields` ({name:
-        tensor}, every name of PARAM_GRAD, LINK_PARAMS and DOF_PARAMS), as _sync_link_params and _sync_dof_params
+        tensor}, every name of LINK_PARAMS and DOF_PARAMS: _param_copies), as _sync_link_params and _sync_dof_params
         hand them to the kernels: a link's mass floored at MIN_MASS_FRACTION of its inertial mass, its rotational
         inertia scaled by mass over the model's mass, each geom's friction the model's times its ratio. With
         tensors that carry a graph, the backward's re-run differentiates them."""
@@ -796,8 +798,7 @@ class RigidSolver(gs.SolverBase):
             mu = self._geom_f_np[None, :self.n_geoms, GF_FRICTION] * ratio
             self.model["geom_mu"].from_numpy(np.ascontiguousarray(mu, dtype=self._np_float))
         if self._diff is not None:
-            self._diff_params({name: st.tensors[name].detach().clone() for name in
-                               set(self.LINK_PARAMS) | {n for n, _ in self.DOF_PARAMS}})
+            self._diff_params(self._param_copies())
         self._link_params_seen = key
 
     @property
@@ -810,7 +811,6 @@ class RigidSolver(gs.SolverBase):
         if self._recording():
             self._diff_substep(f)
             return
-        self._diff_tape = self._view_tape = None
         st, m, s = self.state, self.model, self.scratch
         if self._static_world(f):
             return
@@ -876,8 +876,7 @@ class RigidSolver(gs.SolverBase):
             inputs["links_ext_impulse"] += wrench
         for x in inputs.values():
             x.requires_grad_(True)
-        params = {name: st.tensors[name].detach().clone().requires_grad_(st.has_grad(name)) for name in
-                  set(self.LINK_PARAMS) | {n for n, _ in self.DOF_PARAMS}}
+        params = self._param_copies(grad=True)
         with torch.enable_grad(), one_thread():
             self._diff_params(params)
             out = self._diff.substep(inputs, st.at("dofs_ctrl_mode", f), self.scratch["s_con_f"],
@@ -885,7 +884,7 @@ class RigidSolver(gs.SolverBase):
                                      coupled=self._view is not None or wrench is not None)
         with torch.no_grad():
             st.at("links_ext_impulse", fn).zero_()
-        inputs.update({name: params[name] for name in self.PARAM_GRAD if params[name].requires_grad})
+        inputs.update({name: x for name, x in params.items() if x.requires_grad})
         self._diff_tape = (f, inputs, out)
         self._view_tape = None
 
