@@ -15,6 +15,14 @@ prepares it again when they are not, so passing other arrays is always correct. 
 through Taichi's own path (compilation, argument checks); anything the fast path does not handle (templates,
 structs, tensors on a device the kernel's arch cannot address) keeps using it. GENESIS_CORE_BOUND_LAUNCH=0 turns
 it off (see ENABLED): every call then goes through Taichi's path.
+
+On the CPU a launch context is filled once and reused: filling one costs ~1 us per array (Taichi 1.7.4's
+`set_arg_*` write hashed maps), which made a 50-array kernel's launch ~60 us of bookkeeping. Reuse is sound there
+because every array is handed as a host pointer (`set_arg_external_array_with_shape`; a Taichi ndarray's pointer
+comes from `Program.get_ndarray_data_ptr_as_int`): the CPU launcher rewrites such pointers from the context at
+every launch and changes nothing else in it, whereas a context holding Taichi device allocations is rewritten by
+its first launch (their handles replaced by raw pointers) and cannot be launched twice. Only the scalar arguments
+are set again. Elsewhere (CUDA, whose launcher stages host arrays per launch) each launch fills a fresh context.
 """
 
 from __future__ import annotations
@@ -29,9 +37,10 @@ ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
 
 
 class _Prepared:
-    __slots__ = ("primal", "compiled", "t_kernel", "arrays", "requires_grad", "external", "ndarrays", "scalars")
+    __slots__ = ("primal", "compiled", "t_kernel", "arrays", "requires_grad", "external", "ndarrays", "scalars",
+                 "ctx")
 
-    def __init__(self, primal, t_kernel, arrays, requires_grad, external, ndarrays, scalars):
+    def __init__(self, primal, t_kernel, arrays, requires_grad, external, ndarrays, scalars, reuse):
         # Nothing here may hold the Taichi program: a prepared launch that outlives `ti.reset()` (a scene not yet
         # collected) would keep the old program alive, and its destruction at a later garbage collection tears
         # down what the current program runs on. `compiled` is the kernel's table of compiled kernels, which
@@ -43,6 +52,8 @@ class _Prepared:
         self.external = external  # (index, pointer, bytes, shape, gradient pointer) of torch tensors
         self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays
         self.scalars = scalars  # (position, name of the context's setter, converter)
+        # the context every launch reuses (CPU, every array a host pointer), with its arrays set; or None
+        self.ctx = self._filled() if reuse else None
 
     def matches(self, args):
         """Whether args are the arrays this launch was prepared with (and its kernel was not reset since)."""
@@ -56,13 +67,19 @@ class _Prepared:
                 return False
         return True
 
-    def launch(self, args):
-        # a fresh context every launch (Taichi's launch owns what a context holds), filled from the converted values
+    def _filled(self):
+        """A launch context with the arrays set (the scalars are set per launch)."""
         ctx = self.t_kernel.make_launch_context()
         for index, ptr, nbytes, shape, grad_ptr in self.external:
             ctx.set_arg_external_array_with_shape(index, ptr, nbytes, shape, grad_ptr)
         for index, arr in self.ndarrays:
             ctx.set_arg_ndarray(index, arr)
+        return ctx
+
+    def launch(self, args):
+        # the reused context (CPU), or a fresh one filled from the converted values (Taichi's launch rewrites the
+        # device allocations a context holds)
+        ctx = self.ctx if self.ctx is not None else self._filled()
         for i, setter, conv in self.scalars:
             getattr(ctx, setter)((i,), conv(args[i]))
         # the compiled kernel is looked up at every launch, as Taichi's own path does (~1.5 us): a reference kept
@@ -83,7 +100,10 @@ def _prepare(kernel, args):
         return None
     key = primal.ensure_compiled(*args)
     t_kernel = primal.compiled_kernels[key]
-    cuda = impl.get_runtime().prog.config().arch.name == "cuda"
+    prog = impl.get_runtime().prog
+    cuda = prog.config().arch.name == "cuda"
+    # on the CPU every array is handed as a host pointer, so that one filled context serves every launch
+    reuse = prog.config().arch.name in ("x64", "arm64")
     arrays, requires_grad, external, ndarrays, scalars = [], [], [], [], []
     for i, (meta, v) in enumerate(zip(primal.arguments, args)):
         ann = meta.annotation
@@ -91,7 +111,11 @@ def _prepare(kernel, args):
             if isinstance(v, Ndarray):
                 if v.grad is not None:
                     return None
-                ndarrays.append(((i,), v.arr))
+                if reuse:
+                    external.append(((i,), int(prog.get_ndarray_data_ptr_as_int(v.arr)),
+                                     v.arr.nelement() * v.arr.element_size(), tuple(v.arr.shape), 0))
+                else:
+                    ndarrays.append(((i,), v.arr))
                 arrays.append((i, v, False))
             elif isinstance(v, torch.Tensor):
                 if not v.is_contiguous() or (v.device.type != "cpu" and not (cuda and v.device.type == "cuda")):
@@ -118,7 +142,7 @@ def _prepare(kernel, args):
         else:
             return None
     return _Prepared(primal, t_kernel, tuple(arrays), tuple(requires_grad), tuple(external), tuple(ndarrays),
-                     tuple(scalars))
+                     tuple(scalars), reuse)
 
 
 class Launcher:

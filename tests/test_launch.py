@@ -42,6 +42,25 @@ def test_bound_launch_matches_taichi_and_rebinds_new_arrays():
     assert torch.equal(out, _reference(0, 1.5, x, y))
 
 
+def test_one_filled_context_serves_every_launch_on_the_cpu():
+    """On the CPU a prepared launch fills its context once (every array a host pointer, Taichi ndarrays of vectors
+    included) and each launch sets only the scalars: a run of launches gives Taichi's own results, step by step."""
+    launch = Launcher()
+    x = ti.ndarray(ti.f32, (3, 4, 5))
+    x.from_numpy(torch.rand(3, 4, 5).numpy())
+    y = ti.Vector.ndarray(3, ti.f32, (4, 5))  # V3's element type
+    y.from_numpy(torch.rand(4, 5, 3).numpy())
+    out, expected = torch.zeros(4, 5), torch.zeros(4, 5)
+    for k in range(8):
+        f, a = k % 3, 0.5 * k - 1.0
+        launch(_axpy, f, a, x, y, out)
+        _axpy(f, a, x, y, expected)  # Taichi's path
+        assert torch.equal(out, expected)
+        assert torch.allclose(out, _reference(f, a, torch.from_numpy(x.to_numpy()), torch.from_numpy(y.to_numpy())))
+    prepared = launch._prepared[_axpy]
+    assert prepared is not False and prepared.ctx is not None and not prepared.ndarrays
+
+
 def test_arrays_that_change_at_every_call_go_back_to_taichis_path():
     launch = Launcher()
     x = torch.rand(3, 4, 5, dtype=torch.float64)
