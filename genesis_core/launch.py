@@ -4,8 +4,8 @@ A Taichi kernel call spends most of its time in Python on small batches: each ca
 again (about 3 us per Taichi ndarray, 8-10 us per torch tensor on the 2-core CPU), so a 50-argument kernel costs
 ~250 us before it runs, whatever its work. A solver's kernels take the same arrays at every substep, and only a
 few scalars (the frame indices) change. `Launcher` converts each kernel's arguments once (pointers, shapes), and
-each call fills a fresh launch context from them (Taichi's launch takes over what a context holds, so a context is
-never reused), looks the compiled kernel up as Taichi's own path does, and launches: ~1 us an argument.
+each call sets the scalars in a launch context (on the CPU one filled context, reused; see below), looks the
+compiled kernel up as Taichi's own path does, and launches.
 
     launch = Launcher()
     launch(kernels.substep, f, fn, state.pos, state.vel, ...)   # same signature as kernels.substep(...)
