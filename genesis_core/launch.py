@@ -49,8 +49,9 @@ class _Prepared:
         self.arrays = arrays  # (position, object, is a gradient): identity-checked, and kept alive
         # (position, flag) of the torch tensors: requires_grad selects the compiled kernel and whether .grad is passed
         self.requires_grad = requires_grad
-        self.external = external  # (index, pointer, bytes, shape, gradient pointer) of torch tensors
-        self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays
+        # (index, pointer, bytes, shape, gradient pointer) of torch tensors, and of Taichi ndarrays on the CPU
+        self.external = external
+        self.ndarrays = ndarrays  # (index, the device array) of Taichi ndarrays elsewhere
         self.scalars = scalars  # (position, name of the context's setter, converter)
         # the context every launch reuses (CPU, every array a host pointer), with its arrays set; or None
         self.ctx = self._filled() if reuse else None
