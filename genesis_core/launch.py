@@ -102,9 +102,10 @@ def _prepare(kernel, args):
     key = primal.ensure_compiled(*args)
     t_kernel = primal.compiled_kernels[key]
     prog = impl.get_runtime().prog
-    cuda = prog.config().arch.name == "cuda"
+    arch = prog.config().arch.name
+    cuda = arch == "cuda"
     # on the CPU every array is handed as a host pointer, so that one filled context serves every launch
-    reuse = prog.config().arch.name in ("x64", "arm64")
+    reuse = arch in ("x64", "arm64")
     arrays, requires_grad, external, ndarrays, scalars = [], [], [], [], []
     for i, (meta, v) in enumerate(zip(primal.arguments, args)):
         ann = meta.annotation

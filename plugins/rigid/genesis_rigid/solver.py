@@ -527,10 +527,10 @@ class RigidSolver(gs.SolverBase):
             self._diff = DifferentiableStep(self, self._arrays_np)
 
     def _taichi_array(self, shape, kind="f", element=(), values=None):
-        """Zeros (or `values`) as a Taichi ndarray of `element`-shaped vectors or matrices (() scalars): through Taichi's
-        own launch path (GENESIS_CORE_BOUND_LAUNCH=0) a Taichi-ndarray argument costs ~3 us against ~9 us for a
-        torch tensor, and the substep takes dozens. An empty array (Taichi has none) is a torch tensor: kernels take
-        either."""
+        """Zeros (or `values`) as a Taichi ndarray of `element`-shaped vectors or matrices (() scalars): through
+        Taichi's own launch path (GENESIS_CORE_BOUND_LAUNCH=0) a Taichi-ndarray argument costs ~3 us against ~9 us
+        for a torch tensor, and the substep takes dozens. An empty array (Taichi has none) is a torch tensor:
+        kernels take either."""
         dtype = ti.i32 if kind == "i" else (ti.f64 if self.float_dtype == torch.float64 else ti.f32)
         if 0 in shape:
             return torch.zeros(tuple(shape) + tuple(element), dtype=torch.int32 if kind == "i" else self.float_dtype,
