@@ -586,6 +586,7 @@ class RigidSolver(gs.SolverBase):
         mu = self._geom_f_np[:, GF_FRICTION]
         self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
         self._link_params_seen = None
+        self._args = None
 
     def memory_per_env(self) -> dict:
         """Bytes per environment of each state field (all its frames) and scratch array: what a batch costs."""
@@ -621,17 +622,10 @@ class RigidSolver(gs.SolverBase):
 
     def _collide(self, f):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
-        st, m, s, fn = self.state, self.model, self.scratch, self.frames.next(f)
-        meshes = self.n_mesh_pairs > 0
-        self._launch(self._kernel(kernels_step.collide), f, fn, int(not meshes), st.links_pos, st.links_quat, st.contact_key,
-                     m["geom_f"], m["geom_mu"], m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"],
-                     s["s_sap"], s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
-                     s["s_hash"])
-        if meshes:
-            self._launch(self._kernel(kernels_step.collide_meshes), f, fn, st.links_pos, st.contact_key, m["geom_f"],
-                         m["geom_mu"], m["geom_i"],
-                         m["hull_f"], m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
-                         s["s_nar_f"], s["s_nar_i"], s["s_hash"])
+        fn, (collide, collide_meshes, _), (a_collide, a_meshes, _, _) = self.frames.next(f), *self._step_args()
+        self._launch(collide, f, fn, *a_collide)
+        if collide_meshes is not None:
+            self._launch(collide_meshes, f, fn, *a_meshes)
         self._n_collides += 1
         if not self._contacts_warned and self._n_collides % self.CONTACT_CHECK_EVERY == 1:
             self._check_contact_capacity()
@@ -812,20 +806,42 @@ class RigidSolver(gs.SolverBase):
         if self._recording():
             self._diff_substep(f)
             return
-        st, m, s = self.state, self.model, self.scratch
         if self._static_world(f):
             return
         if self.collision:
             self._collide(f)
-        self._launch(
-            self._kernel(kernels_step.substep), f, self.frames.next(f), st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos,
-            st.links_quat, st.contact_impulse, self._ext_impulse(f), st.dofs_ctrl_mode, st.dofs_ctrl_force,
-            st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, m["params_f"], m["params_i"], m["link_f"],
-            m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], s["s_qs"],
-            s["s_vs"], s["s_lpos"],
-            s["s_lquat"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"],
-            s["s_cvel"], s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"],
-            s["s_dof"], s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"], s["s_row_i"])
+        (_, _, substep), (_, _, head, tail) = self._step_args()
+        self._launch(substep, f, self.frames.next(f), *head, self._ext_impulse(f), *tail)
+
+    _args = None  # _step_args' tuples, made once per allocation of the scratch arrays
+
+    def _step_args(self):
+        """The kernels a plain substep launches, (collide, collide_meshes or None, substep) for this batch, and
+        their array arguments after the frame indices: (collide's, collide_meshes', substep's before the external
+        impulses, substep's after them). Made once: the state's tensors are never replaced, and the model's and
+        scratch arrays only by _allocate_scratch, which drops these."""
+        if self._args is None:
+            st, m, s = self.state, self.model, self.scratch
+            meshes = self.n_mesh_pairs > 0
+            kernels = (self._kernel(kernels_step.collide),
+                       self._kernel(kernels_step.collide_meshes) if meshes else None,
+                       self._kernel(kernels_step.substep))
+            collide = (int(not meshes), st.links_pos, st.links_quat, st.contact_key, m["geom_f"], m["geom_mu"],
+                       m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], s["s_sap"],
+                       s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
+                       s["s_hash"])
+            collide_meshes = (st.links_pos, st.contact_key, m["geom_f"], m["geom_mu"], m["geom_i"], m["hull_f"],
+                              m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
+                              s["s_nar_f"], s["s_nar_i"], s["s_hash"])
+            head = (st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat, st.contact_impulse)
+            tail = (st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp,
+                    st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"], m["joint_i"],
+                    m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"]) + tuple(s[name] for name in (
+                        "s_qs", "s_vs", "s_lpos", "s_lquat", "s_R", "s_com", "s_janchor", "s_jaxis", "s_cdof",
+                        "s_cdof_dot", "s_cvel", "s_cacc", "s_cfrc", "s_crb_m", "s_crb_mc", "s_crb_io", "s_mass",
+                        "s_dof", "s_con_f", "s_con_i", "s_J", "s_W", "s_row_f", "s_row_i"))
+            self._args = (kernels, (collide, collide_meshes, head, tail))
+        return self._args
 
     _view_key = None  # the static world's key when the collider view's geometry was computed
     _static = (None, 0)  # (the static world's key at the last full substep, how many such substeps in a row)
