@@ -36,7 +36,7 @@ BOUNCE_THRESHOLD = 0.05
 RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU, RF_PTARGET, RF_PLAMBDA, RF_N = range(7)
 # s_dof columns the constraint stage reads and writes: the velocity (the unconstrained one on entry), the
 # pseudo-velocity of the position pass
-SD_VEL, SD_PSEUDO = 2, 7
+SD_VEL, SD_PSEUDO, SD_SWEEP = 2, 7, 8
 
 
 @func
@@ -156,15 +156,24 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
     (target_col) for v = s_dof[b, :, col]: normal and limit rows lambda >= 0, friction rows inside the friction
     pyramid of their normal row's impulse (none in the position pass: mu is read from RF_MU only for the velocity
     pass). Stops after `iterations` sweeps, or once a sweep changes no impulse by more than the tolerance times
-    the largest impulse (a relative test: rounding alone moves float32 impulses by more than any absolute bound
-    small enough for float64)."""
+    the largest impulse, or no dof's velocity by more than the tolerance times the largest velocity seen (relative
+    tests: rounding alone moves float32 values by more than any absolute bound small enough for float64). The
+    velocity test ends the sweeps when the rows are nearly dependent (two contacts of one link, a contact beside a
+    joint limit, a friction row along a normal): the impulses then drift along combinations that change no
+    velocity, and the impulse test alone ran every sweep (100 where the panda rests folded on its floor). Column
+    SD_SWEEP of s_dof holds v at the start of the current sweep."""
+    n = s_dof.shape[1]
     largest = 1.0
     scale = 0.0
+    moved = 1.0
+    speed = 0.0
     for _ in range(params_i[PP_ITERATIONS]):
-        if largest <= params_f[PF_TOL] * scale:
+        if largest <= params_f[PF_TOL] * scale or moved <= params_f[PF_TOL] * speed:
             break
         largest = 0.0
         scale = 0.0
+        for d in range(n):
+            s_dof[b, d, SD_SWEEP] = s_dof[b, d, col]
         for r in range(n_rows):
             kind = s_row_i[b, r, RI_KIND]
             if lambda_col == RF_LAMBDA or kind != ROW_FRICTION:
@@ -182,6 +191,10 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
                 if delta != 0.0:
                     add_row_response(b, r, s_row_i, s_W, s_dof, delta, col)
                     s_row_f[b, r, lambda_col] = new
+        moved = 0.0
+        for d in range(n):
+            moved = ti.max(moved, ti.abs(s_dof[b, d, col] - s_dof[b, d, SD_SWEEP]))
+            speed = ti.max(speed, ti.max(ti.abs(s_dof[b, d, col]), ti.abs(s_dof[b, d, SD_SWEEP])))
 
 
 @func

@@ -17,9 +17,10 @@ class RigidOptions(Options):
     "rk4" (classic Runge-Kutta on the smooth dynamics, all forces explicit, four times the dynamics per substep;
     contacts and limits act once per substep at its start).
     iterations: projected Gauss-Seidel sweeps per substep, at most; tolerance: the sweeps stop early once a sweep
-    changes no impulse by more than this fraction of the largest impulse; None (default): 1e-5 in float32, 1e-9 in
-    float64 (rounding moves float32 impulses by about 1e-7 of themselves a sweep); both for the velocity pass and
-    for the position pass.
+    changes no impulse by more than this fraction of the largest impulse, or no dof's velocity by more than this
+    fraction of the largest velocity (nearly dependent rows, as two contacts of one link, leave the impulses
+    drifting where the velocities have settled); None (default): 1e-5 in float32, 1e-9 in float64 (rounding moves
+    float32 values by about 1e-7 of themselves a sweep); both for the velocity pass and for the position pass.
     baumgarte: fraction of a penetration or limit violation corrected per substep, by the position pass (split
     impulse: the correction moves positions and adds no momentum). contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
     max_correction_velocity: the fastest a penetration or limit violation is undone (m/s or rad/s).

@@ -563,7 +563,7 @@ class RigidSolver(gs.SolverBase):
             s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_cdof=z(B, D, element=v6),
             s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
-            s_mass=z(B, D, D), s_dof=z(B, D, 8), s_J=z(B, R, self._row_width), s_W=z(B, R, self._row_width),
+            s_mass=z(B, D, D), s_dof=z(B, D, 9), s_J=z(B, R, self._row_width), s_W=z(B, R, self._row_width),
             s_row_f=z(B, R, RF_N),
             s_row_i=z(B, R, RI_N, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
