@@ -18,7 +18,8 @@ entry in the declared state `contact_impulse` (read at frame f, written at frame
 
 import taichi as ti
 
-from .kernels_collision import CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV
+from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV,
+                                CM_SWEEPS)
 from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve
 from .kernels_math import func, quat_integrate, tangent_basis
 from .layout import (CTRL_FORCE, DF_DAMPING, PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
@@ -161,15 +162,17 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
     velocity test ends the sweeps when the rows are nearly dependent (two contacts of one link, a contact beside a
     joint limit, a friction row along a normal): the impulses then drift along combinations that change no
     velocity, and the impulse test alone ran every sweep (100 where the panda rests folded on its floor). Column
-    SD_SWEEP of s_dof holds v at the start of the current sweep."""
+    SD_SWEEP of s_dof holds v at the start of the current sweep. Returns the number of sweeps run."""
     n = s_dof.shape[1]
     largest = 1.0
     scale = 0.0
     moved = 1.0
     speed = 0.0
+    count = 0
     for _ in range(params_i[PP_ITERATIONS]):
         if largest <= params_f[PF_TOL] * scale or moved <= params_f[PF_TOL] * speed:
             break
+        count += 1
         largest = 0.0
         scale = 0.0
         for d in range(n):
@@ -195,6 +198,7 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
         for d in range(n):
             moved = ti.max(moved, ti.abs(s_dof[b, d, col] - s_dof[b, d, SD_SWEEP]))
             speed = ti.max(speed, ti.max(ti.abs(s_dof[b, d, col]), ti.abs(s_dof[b, d, SD_SWEEP])))
+    return count
 
 
 @func
@@ -335,7 +339,11 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             ldl_solve(b, d_lo, d_hi, s_mass, dof_i, s_W, r, True, shift)
         s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + row_dot(b, r, s_row_i, s_J, s_W, r, True))
         add_row_response(b, r, s_row_i, s_W, s_dof, s_row_f[b, r, RF_LAMBDA], SD_VEL)
-    sweeps(b, n_rows, SD_VEL, RF_TARGET, RF_LAMBDA, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof)
+    s_con_i[b, CI_META, CM_SWEEPS] = 0
+    s_con_i[b, CI_META, CM_SWEEPS + 1] = 0
+    if n_rows > 0:
+        s_con_i[b, CI_META, CM_SWEEPS] = sweeps(b, n_rows, SD_VEL, RF_TARGET, RF_LAMBDA, params_f, params_i,
+                                                s_row_i, s_row_f, s_J, s_W, s_dof)
     # the position pass (split impulse): penetrations and limit violations are undone by a pseudo-velocity that
     # moves the positions of this substep only, so correcting them adds no momentum (a stack of bodies started
     # into each other does not fly apart)
@@ -346,7 +354,8 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
         if s_row_f[b, r, RF_PTARGET] > 0.0:
             correct = 1
     if correct != 0:
-        sweeps(b, n_rows, SD_PSEUDO, RF_PTARGET, RF_PLAMBDA, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof)
+        s_con_i[b, CI_META, CM_SWEEPS + 1] = sweeps(b, n_rows, SD_PSEUDO, RF_PTARGET, RF_PLAMBDA, params_f, params_i,
+                                                    s_row_i, s_row_f, s_J, s_W, s_dof)
     for s in range(n_contacts, contact_impulse.shape[2]):
         for k in ti.static(range(3)):
             if contact_impulse[fn, b, s, k] != 0.0:  # most entries are idle: reading leaves their cache lines clean

@@ -15,7 +15,7 @@ from genesis_core.coupler import ColliderView
 from . import kernels_step
 from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread, tangent_basis
 from .entity import RigidEntity
-from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, HASH_FACTOR,
+from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SWEEPS, HASH_FACTOR,
                                 KEY_SPAN)
 from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
@@ -572,7 +572,7 @@ class RigidSolver(gs.SolverBase):
             s_sap_axis=z(B, kind="i"), s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
             s_con_f=torch.zeros((B, C, CF_N), dtype=self.float_dtype, device=self.device),
-            s_con_i=torch.zeros((B, CI_N, max(C, 2)), dtype=torch.int32, device=self.device))
+            s_con_i=torch.zeros((B, CI_N, max(C, 4)), dtype=torch.int32, device=self.device))
         # the dofs' parameters per environment, as the kernels read them: the model's, with the columns of the
         # state's dofs_* parameters (_sync_dof_params)
         base = self._arrays_np["dof_f"][:self.n_dofs]
@@ -1128,7 +1128,9 @@ class RigidSolver(gs.SolverBase):
         """The contacts of the last substep, per environment, as [B, C] arrays (C = the pool's size; `valid` marks
         the entries in use): geom_a, geom_b, link_a, link_b (the solver's indices), position [B, C, 3] (world),
         normal [B, C, 3] (from a to b), force_a, force_b [B, C, 3] (N: the constraint impulses of that substep,
-        normal and friction, over its dt; b takes +, a the opposite)."""
+        normal and friction, over its dt; b takes +, a the opposite). Also sweeps [B, 2]: the Gauss-Seidel sweeps
+        of that substep's constraint solve, velocity pass and position pass (at most RigidOptions.iterations; 0
+        where it had no rows or nothing to correct)."""
         s, st = self.scratch, self.state
         con_f, con_i = s["s_con_f"], s["s_con_i"]
         C = con_f.shape[1]
@@ -1146,7 +1148,7 @@ class RigidSolver(gs.SolverBase):
         return dict(geom_a=pair_i[pair, PI_GEOM_A], geom_b=pair_i[pair, PI_GEOM_B],
                     link_a=con_i[:, CI_LINK_A, :C].long(), link_b=con_i[:, CI_LINK_B, :C].long(),
                     position=con_f[:, :, CF_POS:CF_POS + 3].clone(), normal=normal.clone(), force_a=-force,
-                    force_b=force, valid=valid)
+                    force_b=force, valid=valid, sweeps=con_i[:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].long())
 
     def link_motion(self):
         """(centre of mass, its linear velocity, angular velocity), each [B, L, 3] world, of every link at the

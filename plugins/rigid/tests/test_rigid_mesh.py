@@ -26,6 +26,7 @@ CUBE_F = [(1, 3, 2), (1, 4, 3), (5, 6, 7), (5, 7, 8), (1, 2, 6), (1, 6, 5), (2, 
 TET_V = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)]
 TET_F = [(1, 3, 2), (1, 2, 4), (1, 4, 3), (2, 3, 4)]
 PANDA = "mjcf/franka_emika_panda/scene.xml"
+PANDA_ARM = "mjcf/franka_emika_panda/panda.xml"  # the arm alone, without scene.xml's floor
 HOME = [0, 0, 0, -1.57079, 0, 1.57079, -0.7853, 0.04, 0.04]
 
 
@@ -295,6 +296,37 @@ def test_panda_mesh_links_stop_at_the_floor(shared_assets):
     assert lowest(panda, skip=("link0",)) > -1e-3
     assert float(panda.get_dofs_position()[1]) < 1.7 - 0.05, "the arm reached its target through the floor"
     assert active_contacts(scene) > 0 and panda.get_dofs_velocity().abs().max() < 1e-2
+
+
+def test_sweeps_stop_once_the_velocities_settle_in_float32(shared_assets):
+    """The panda (panda.xml on a plane, no control) folding onto its floor, 80 steps. In float32 its nearly
+    dependent rows (a contact on the hand beside joint limits, two contacts of one link) keep the impulses drifting
+    by rounding, so a test on the impulses alone ran all 100 sweeps in 37 of the 80 substeps (a mean of 51); the
+    test on the velocities ends them after 2-10 (a mean of 4.7). The float32 trajectory stays within 5e-3 rad of the float64 one,
+    and the float64 sweeps stop before the limit too (the contacts() field `sweeps` counts them)."""
+    runs = {}
+    try:
+        for precision in ("32", "64"):
+            gs.destroy()
+            gs.init(backend=gs.cpu, precision=precision, seed=0, logging_level="warning")
+            scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2),
+                             rigid_options=gs.options.RigidOptions(iterations=100))
+            scene.add_entity(gs.morphs.Plane())
+            panda = scene.add_entity(gs.morphs.MJCF(file=f"{shared_assets}/{PANDA_ARM}"))
+            scene.build()
+            sweeps = []
+            for _ in range(80):
+                scene.step()
+                sweeps.append(scene.rigid_solver.contacts()["sweeps"][0].tolist())
+            runs[precision] = (torch.tensor(sweeps), panda.get_dofs_position().double())
+    finally:
+        gs.destroy()
+        gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
+    (sweeps32, q32), (sweeps64, q64) = runs["32"], runs["64"]
+    assert int(sweeps32[:, 0].gt(0).sum()) > 60, "the arm should touch its floor or limits in most substeps"
+    assert float(sweeps32[:, 0].float().mean()) < 15, sweeps32[:, 0].tolist()
+    assert int(sweeps32[:, 0].max()) < 100 and int(sweeps64[:, 0].max()) < 100, (sweeps32.tolist(), sweeps64.tolist())
+    assert float((q32 - q64).abs().max()) < 5e-3, (q32 - q64).tolist()
 
 
 def test_panda_urdf_stands_on_the_plane(shared_assets):
