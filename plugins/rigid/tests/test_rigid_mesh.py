@@ -302,8 +302,9 @@ def test_sweeps_stop_once_the_velocities_settle_in_float32(shared_assets):
     """The panda (panda.xml on a plane, no control) folding onto its floor, 80 steps. In float32 its nearly
     dependent rows (a contact on the hand beside joint limits, two contacts of one link) keep the impulses drifting
     by rounding, so a test on the impulses alone ran all 100 sweeps in 37 of the 80 substeps (a mean of 51); the
-    test on the velocities ends them after 2-10 (a mean of 4.7). The float32 trajectory stays within 5e-3 rad of the float64 one,
-    and the float64 sweeps stop before the limit too (the contacts() field `sweeps` counts them)."""
+    test on the velocities ends them after 2-10 (a mean of 4.7). The float32 trajectory stays within 5e-3 rad of
+    the float64 one, and the float64 sweeps stop before the limit too (the contacts() field `sweeps` counts
+    them)."""
     runs = {}
     try:
         for precision in ("32", "64"):
