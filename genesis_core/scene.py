@@ -80,6 +80,8 @@ class Scene:
         self._tape = None  # differentiable mode: what backward needs (genesis_core.grad.Tape)
         self._faults = None
         self._invalid_envs = []
+        self._surfaces = {}  # entity index -> its gs.surfaces.* (the renderer's colours)
+        self._cameras = []
 
     # -- structure -------------------------------------------------------------------------------------------------
 
@@ -146,7 +148,23 @@ class Scene:
             raise missing_plugin_error(f"{type(material).__name__} needs solver", material.solver or "?")
         entity = solver.add_entity(len(self._entities), morph, material)
         self._entities.append(entity)
+        if kwargs.get("surface") is not None:
+            self._surfaces[entity.idx] = kwargs["surface"]
         return entity
+
+    def entity_surface(self, idx: int):
+        """The `gs.surfaces.*` given to add_entity for entity `idx` (None if none)."""
+        return self._surfaces.get(idx)
+
+    def add_camera(self, res=(320, 320), pos=(0.5, 2.5, 3.5), lookat=(0.5, 0.5, 0.5), up=(0.0, 0.0, 1.0), fov=30,
+                   GUI=False, **options):
+        """A camera (`genesis_core.render.Camera`, Genesis World's arguments), before or after build; GUI=True
+        raises (no window). Genesis World's other camera options (model, spp, near, far, ...) are accepted."""
+        from .render import Camera
+
+        cam = Camera(self, len(self._cameras), res=res, pos=pos, lookat=lookat, up=up, fov=fov, GUI=GUI, **options)
+        self._cameras.append(cam)
+        return cam
 
     def build(self, n_envs: int = 0, **layout):
         """Allocate every active solver's model and state for `n_envs` environments (0: no batch dimension).

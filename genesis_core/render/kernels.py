@@ -1,0 +1,311 @@
+"""The ray caster: one Taichi kernel, one thread per (environment, pixel).
+
+Every argument is an ndarray of a fixed dtype and dimensionality, so the kernel compiles once per process
+whatever the scene, the resolution or the batch. The caller (`genesis_core.render.renderer`) validates every
+shape and index before a launch: on the CPU nothing is bounds-checked, and an index out of an array crashes the
+process.
+
+Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels):
+
+- cam_f: f32 [B, 13]: position (3), right (3), up (3), back (3) (the camera's +x, +y, +z in world axes; it looks
+  along -z), tan(fov_y / 2) (1).
+- prim_i: i32 [G, 4]: kind (PRIM_*), entity id, first hull plane, hull planes. prim_f: f32 [G, 4]: size (3, as
+  `ColliderView.geom_size`), bounding radius (m; < 0: unbounded, a plane).
+- prim_pose: f32 [B, G, 12]: world position (3), rotation matrix (9, row-major; local to world).
+- prim_color: f32 [G, 3], linear RGB in [0, 1]. hull_planes: f32 [P, 4] (outward normal, offset; local frame).
+- part_f: f32 [B, N, 4]: world position (3), radius (1; <= 0: not drawn). part_i: i32 [N]: entity id.
+  part_color: f32 [N, 3]. part_box: f32 [B, 6]: the box (min, max) that holds every drawn particle of an
+  environment, radius included; a ray that misses it tests no particle.
+- light: f32 [5]: direction towards the light (3, unit), ambient term (1), shadows on (1: 1.0).
+- out_rgb: u8 [B, H, W, 3]; out_depth: f32 [B, H, W]; out_seg: i32 [B, H, W]; out_normal: f32 [B, H, W, 3].
+"""
+
+
+import taichi as ti
+
+# primitive kinds (the ColliderView geom codes are mapped to these by the renderer)
+PRIM_PLANE, PRIM_SPHERE, PRIM_CAPSULE, PRIM_BOX, PRIM_CYLINDER, PRIM_CONVEX = 0, 1, 2, 3, 4, 5
+INF = 1e30
+# a shadow ray starts this far (m) along the normal off the surface it leaves, so that it does not hit it again
+SHADOW_OFFSET = 1e-4
+
+
+@ti.func
+def _sphere(o, d, c, r):
+    """Nearest t > 0 where o + t d (d unit) meets the sphere (c, r); INF if none."""
+    oc = o - c
+    b = oc.dot(d)
+    q = oc.dot(oc) - r * r
+    disc = b * b - q
+    t = INF
+    if disc >= 0.0:
+        s = ti.sqrt(disc)
+        t0 = -b - s
+        t1 = -b + s
+        if t0 > 0.0:
+            t = t0
+        elif t1 > 0.0:
+            t = t1
+    return t
+
+
+@ti.func
+def _cylinder_side(o, d, r, h):
+    """Nearest t > 0 on the side of the cylinder x^2 + y^2 = r^2, |z| <= h (local frame)."""
+    a = d.x * d.x + d.y * d.y
+    t = INF
+    if a > 1e-12:
+        b = o.x * d.x + o.y * d.y
+        c = o.x * o.x + o.y * o.y - r * r
+        disc = b * b - a * c
+        if disc >= 0.0:
+            s = ti.sqrt(disc)
+            t0 = (-b - s) / a
+            t1 = (-b + s) / a
+            if t0 > 0.0 and ti.abs(o.z + t0 * d.z) <= h:
+                t = t0
+            elif t1 > 0.0 and ti.abs(o.z + t1 * d.z) <= h:
+                t = t1
+    return t
+
+
+@ti.func
+def _axis_vector(axis, sign):
+    """sign times the unit vector of axis 0, 1 or 2 (no dynamic indexing of a local vector)."""
+    return ti.Vector([sign if axis == 0 else 0.0, sign if axis == 1 else 0.0, sign if axis == 2 else 0.0])
+
+
+@ti.func
+def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.template()):
+    """(t, local normal) of the nearest hit of the ray o + t d (local frame, d unit) on a primitive."""
+    t = INF
+    n = ti.Vector([0.0, 0.0, 1.0])
+    if kind == PRIM_PLANE:
+        if ti.abs(d.z) > 1e-12:
+            tp = -o.z / d.z
+            if tp > 0.0:
+                t = tp
+    elif kind == PRIM_SPHERE:
+        t = _sphere(o, d, ti.Vector([0.0, 0.0, 0.0]), size[0])
+        if t < INF:
+            n = (o + t * d).normalized()
+    elif kind == PRIM_BOX:
+        # slabs: the ray is inside the box for t in [t_in, t_out]
+        t_in = -INF
+        t_out = INF
+        axis_in = 0
+        sign_in = 1.0
+        miss = 0
+        for k in ti.static(range(3)):
+            if ti.abs(d[k]) < 1e-12:
+                if ti.abs(o[k]) > size[k]:
+                    miss = 1
+            else:
+                ta = (-size[k] - o[k]) / d[k]
+                tb = (size[k] - o[k]) / d[k]
+                # entering through the -size face when d > 0 (outward normal -1), the +size face when d < 0
+                t_near = ti.min(ta, tb)
+                if t_near > t_in:
+                    t_in = t_near
+                    axis_in = k
+                    sign_in = -1.0 if d[k] > 0.0 else 1.0
+                t_out = ti.min(t_out, ti.max(ta, tb))
+        if miss == 0 and t_in <= t_out and t_out > 0.0:
+            if t_in > 0.0:
+                t = t_in
+                n = _axis_vector(axis_in, sign_in)
+            else:  # the ray starts inside: the exit face
+                t = t_out
+                p = o + t * d
+                best = -1.0
+                for k in ti.static(range(3)):
+                    w = ti.abs(p[k]) / ti.max(size[k], 1e-12)
+                    if w > best:
+                        best = w
+                        n = _axis_vector(k, 1.0 if p[k] > 0.0 else -1.0)
+    elif kind == PRIM_CAPSULE:
+        r = size[0]
+        h = size[1]
+        t = _cylinder_side(o, d, r, h)
+        if t < INF:
+            p = o + t * d
+            n = ti.Vector([p.x, p.y, 0.0]).normalized()
+        for k in ti.static(range(2)):
+            c = ti.Vector([0.0, 0.0, h if k == 0 else -h])
+            ts = _sphere(o, d, c, r)
+            if ts < t:
+                t = ts
+                n = (o + ts * d - c).normalized()
+    elif kind == PRIM_CYLINDER:
+        r = size[0]
+        h = size[1]
+        t = _cylinder_side(o, d, r, h)
+        if t < INF:
+            p = o + t * d
+            n = ti.Vector([p.x, p.y, 0.0]).normalized()
+        if ti.abs(d.z) > 1e-12:
+            for k in ti.static(range(2)):
+                zc = h if k == 0 else -h
+                tc = (zc - o.z) / d.z
+                if tc > 0.0 and tc < t:
+                    p = o + tc * d
+                    if p.x * p.x + p.y * p.y <= r * r:
+                        t = tc
+                        n = ti.Vector([0.0, 0.0, 1.0 if k == 0 else -1.0])
+    elif kind == PRIM_CONVEX:
+        # clip the ray against every half-space n . p <= offset (Cyrus-Beck)
+        t_in = -INF
+        t_out = INF
+        n_in = ti.Vector([0.0, 0.0, 1.0])
+        n_out = ti.Vector([0.0, 0.0, 1.0])
+        miss = 0
+        for k in range(hull_n):
+            row = hull_first + k
+            pn = ti.Vector([hull_planes[row, 0], hull_planes[row, 1], hull_planes[row, 2]])
+            off = hull_planes[row, 3]
+            denom = pn.dot(d)
+            dist = off - pn.dot(o)
+            if ti.abs(denom) < 1e-12:
+                if dist < 0.0:
+                    miss = 1
+            else:
+                tk = dist / denom
+                if denom < 0.0:
+                    if tk > t_in:
+                        t_in = tk
+                        n_in = pn
+                else:
+                    if tk < t_out:
+                        t_out = tk
+                        n_out = pn
+        if miss == 0 and hull_n > 0 and t_in <= t_out and t_out > 0.0:
+            if t_in > 0.0:
+                t = t_in
+                n = n_in
+            else:
+                t = t_out
+                n = n_out
+    return t, n
+
+
+@ti.func
+def _ray_box(o, d, lo, hi):
+    """Whether the ray o + t d (t >= 0) meets the axis-aligned box [lo, hi]."""
+    t_in = 0.0
+    t_out = INF
+    for k in ti.static(range(3)):
+        if ti.abs(d[k]) < 1e-12:
+            if o[k] < lo[k] or o[k] > hi[k]:
+                t_out = -1.0
+        else:
+            ta = (lo[k] - o[k]) / d[k]
+            tb = (hi[k] - o[k]) / d[k]
+            t_in = ti.max(t_in, ti.min(ta, tb))
+            t_out = ti.min(t_out, ti.max(ta, tb))
+    return t_in <= t_out
+
+
+@ti.func
+def _trace(b, o, d, n_prims, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.template(),
+           hull_planes: ti.template(), n_parts, part_f: ti.template(), part_box: ti.template()):
+    """The nearest hit of the ray o + t d (world, d unit) in environment b: (t, world normal, hit kind, index);
+    kind 0: nothing, 1: primitive, 2: particle."""
+    best_t = INF
+    best_n = ti.Vector([0.0, 0.0, 1.0])
+    best_kind = 0
+    best_idx = -1
+    for g in range(n_prims):
+        c = ti.Vector([prim_pose[b, g, 0], prim_pose[b, g, 1], prim_pose[b, g, 2]])
+        bound = prim_f[g, 3]
+        # bounding-sphere culling: skip a primitive whose bounding sphere the ray misses or lies beyond best_t
+        culled = 0
+        if bound >= 0.0:
+            oc = c - o
+            along = oc.dot(d)
+            perp2 = oc.dot(oc) - along * along
+            if perp2 > bound * bound or along + bound < 0.0 or along - bound > best_t:
+                culled = 1
+        if culled == 0:
+            R = ti.Matrix([[prim_pose[b, g, 3], prim_pose[b, g, 4], prim_pose[b, g, 5]],
+                           [prim_pose[b, g, 6], prim_pose[b, g, 7], prim_pose[b, g, 8]],
+                           [prim_pose[b, g, 9], prim_pose[b, g, 10], prim_pose[b, g, 11]]])
+            ol = R.transpose() @ (o - c)
+            dl = R.transpose() @ d
+            size = ti.Vector([prim_f[g, 0], prim_f[g, 1], prim_f[g, 2]])
+            t, nl = _intersect_local(prim_i[g, 0], size, ol, dl, prim_i[g, 2], prim_i[g, 3], hull_planes)
+            if t < best_t:
+                best_t = t
+                best_n = R @ nl
+                best_kind = 1
+                best_idx = g
+    if n_parts > 0:
+        lo = ti.Vector([part_box[b, 0], part_box[b, 1], part_box[b, 2]])
+        hi = ti.Vector([part_box[b, 3], part_box[b, 4], part_box[b, 5]])
+        if _ray_box(o, d, lo, hi):
+            for p in range(n_parts):
+                r = part_f[b, p, 3]
+                if r > 0.0:
+                    c = ti.Vector([part_f[b, p, 0], part_f[b, p, 1], part_f[b, p, 2]])
+                    t = _sphere(o, d, c, r)
+                    if t < best_t:
+                        best_t = t
+                        best_n = (o + t * d - c).normalized()
+                        best_kind = 2
+                        best_idx = p
+    return best_t, best_n, best_kind, best_idx
+
+
+@ti.kernel
+def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarray(dtype=ti.i32, ndim=2),
+           prim_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_pose: ti.types.ndarray(dtype=ti.f32, ndim=3),
+           prim_color: ti.types.ndarray(dtype=ti.f32, ndim=2), hull_planes: ti.types.ndarray(dtype=ti.f32, ndim=2),
+           part_f: ti.types.ndarray(dtype=ti.f32, ndim=3), part_i: ti.types.ndarray(dtype=ti.i32, ndim=1),
+           part_color: ti.types.ndarray(dtype=ti.f32, ndim=2), part_box: ti.types.ndarray(dtype=ti.f32, ndim=2),
+           light: ti.types.ndarray(dtype=ti.f32, ndim=1), n_prims: ti.i32, n_parts: ti.i32,
+           out_rgb: ti.types.ndarray(dtype=ti.u8, ndim=4), out_depth: ti.types.ndarray(dtype=ti.f32, ndim=3),
+           out_seg: ti.types.ndarray(dtype=ti.i32, ndim=3), out_normal: ti.types.ndarray(dtype=ti.f32, ndim=4)):
+    B = out_depth.shape[0]
+    H = out_depth.shape[1]
+    W = out_depth.shape[2]
+    for b, i, j in ti.ndrange(B, H, W):
+        o = ti.Vector([cam_f[b, 0], cam_f[b, 1], cam_f[b, 2]])
+        right = ti.Vector([cam_f[b, 3], cam_f[b, 4], cam_f[b, 5]])
+        up = ti.Vector([cam_f[b, 6], cam_f[b, 7], cam_f[b, 8]])
+        back = ti.Vector([cam_f[b, 9], cam_f[b, 10], cam_f[b, 11]])
+        tan_y = cam_f[b, 12]
+        # pinhole through the pixel's centre; row 0 is the top of the image
+        x = (2.0 * (j + 0.5) / W - 1.0) * tan_y * W / H
+        y = (1.0 - 2.0 * (i + 0.5) / H) * tan_y
+        d = (x * right + y * up - back).normalized()
+        t, n, kind, idx = _trace(b, o, d, n_prims, prim_i, prim_f, prim_pose, hull_planes, n_parts, part_f, part_box)
+        if kind == 0:
+            out_depth[b, i, j] = ti.math.inf
+            out_seg[b, i, j] = -1
+            for k in ti.static(range(3)):
+                out_rgb[b, i, j, k] = ti.cast(0, ti.u8)
+                out_normal[b, i, j, k] = 0.0
+        else:
+            if n.dot(d) > 0.0:  # seen from behind (a plane from below, a ray inside a solid): face the camera
+                n = -n
+            # depth along the camera's -z axis (the distance to the image plane, OpenGL's linear depth)
+            out_depth[b, i, j] = t * (-d.dot(back))
+            albedo = ti.Vector([0.0, 0.0, 0.0])
+            if kind == 1:
+                out_seg[b, i, j] = prim_i[idx, 1]
+                albedo = ti.Vector([prim_color[idx, 0], prim_color[idx, 1], prim_color[idx, 2]])
+            else:
+                out_seg[b, i, j] = part_i[idx]
+                albedo = ti.Vector([part_color[idx, 0], part_color[idx, 1], part_color[idx, 2]])
+            to_light = ti.Vector([light[0], light[1], light[2]])
+            ambient = light[3]
+            lit = ti.max(n.dot(to_light), 0.0)
+            if lit > 0.0 and light[4] > 0.5:  # a hard shadow: anything between the point and the light
+                p = o + t * d + SHADOW_OFFSET * n
+                ts, ns, ks, idxs = _trace(b, p, to_light, n_prims, prim_i, prim_f, prim_pose, hull_planes, n_parts,
+                                          part_f, part_box)
+                if ks != 0:
+                    lit = 0.0
+            shade = ambient + (1.0 - ambient) * lit
+            for k in ti.static(range(3)):
+                out_rgb[b, i, j, k] = ti.cast(ti.min(ti.max(albedo[k] * shade * 255.0 + 0.5, 0.0), 255.0), ti.u8)
+                out_normal[b, i, j, k] = n[k] * 0.5 + 0.5

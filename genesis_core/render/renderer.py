@@ -1,0 +1,186 @@
+"""Packs the solvers' render views into the ray caster's arrays, checks them, and launches it."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import SceneError
+from ..rotations import quat_to_mat
+from . import kernels as K
+from .view import PALETTE, PRIM_OF_GEOM, RenderView, entity_color
+
+# the light: direction towards it (world, normalised below), the ambient share of the shading
+LIGHT_DIR = (0.4, 0.25, 1.0)
+AMBIENT = 0.3
+F32 = torch.float32
+
+
+def _bound_radius(kind: int, size: np.ndarray, planes: np.ndarray) -> float:
+    """A sphere about the primitive's origin that holds it (m); -1 for the unbounded plane."""
+    if kind == K.PRIM_PLANE:
+        return -1.0
+    if kind == K.PRIM_SPHERE:
+        return float(size[0])
+    if kind in (K.PRIM_CAPSULE,):
+        return float(size[0] + size[1])
+    if kind == K.PRIM_CYLINDER:
+        return float(np.hypot(size[0], size[1]))
+    if kind == K.PRIM_BOX:
+        return float(np.linalg.norm(size))
+    # a convex piece: its vertices are where three planes meet; bound it by the planes' offsets when the piece
+    # contains its origin (then every point is within the largest distance of a vertex); otherwise unbounded
+    return -1.0 if planes is None else _convex_bound(planes)
+
+
+def _convex_bound(planes: np.ndarray) -> float:
+    """The radius about the origin of the vertices of the convex piece {p : n . p <= offset} (by intersecting
+    every triple of planes and keeping the points inside all of them); -1 (no culling) if none is found."""
+    n, off = planes[:, :3].astype(np.float64), planes[:, 3].astype(np.float64)
+    P = len(n)
+    best = -1.0
+    if P < 4 or P > 64:  # large hulls: no culling rather than an O(P^3) search each render
+        return -1.0
+    for a in range(P):
+        for b in range(a + 1, P):
+            for c in range(b + 1, P):
+                A = n[[a, b, c]]
+                if abs(np.linalg.det(A)) < 1e-9:
+                    continue
+                p = np.linalg.solve(A, off[[a, b, c]])
+                if np.all(n @ p <= off + 1e-6):
+                    best = max(best, float(np.linalg.norm(p)))
+    return best * (1.0 + 1e-4) + 1e-6 if best >= 0 else -1.0
+
+
+class Renderer:
+    """Draws a built scene: `render(cam_f, res)` gives (rgb, depth, seg, normal) for every environment."""
+
+    def __init__(self, scene):
+        self.scene = scene
+        self._bounds = {}  # convex bounding radius by the planes' bytes: the O(P^3) search runs once per hull
+
+    def _pack(self, views: list[RenderView], B: int, dev):
+        scene = self.scene
+        prim_i, prim_f, prim_pose, prim_color, planes = [], [], [], [], []
+        n_planes = 0
+        part_f, part_i, part_color = [], [], []
+        for v in views:
+            if v.geom_type is not None and v.geom_type.shape[0] > 0:
+                G = int(v.geom_type.shape[0])
+                kinds = v.geom_type.cpu().numpy()
+                bad = [int(k) for k in kinds if int(k) not in PRIM_OF_GEOM]
+                if bad:
+                    raise SceneError(f"render view: geom_type holds unknown codes {sorted(set(bad))}.")
+                size = v.geom_size.detach().to("cpu", torch.float64).numpy().reshape(G, 3)
+                pos = v.geom_pos.detach().to(dev, F32).reshape(B, G, 3)
+                quat = v.geom_quat.detach().to(dev, F32).reshape(B, G, 4)
+                ent = v.geom_entity.cpu().numpy().astype(np.int32).reshape(G)
+                hull = (np.zeros((G, 2), np.int64) if v.geom_hull is None
+                        else v.geom_hull.cpu().numpy().astype(np.int64).reshape(G, 2))
+                hp = None if v.hull_planes is None else v.hull_planes.detach().to("cpu", torch.float32).numpy()
+                rows = np.zeros((G, 4), np.int32)
+                fl = np.zeros((G, 4), np.float32)
+                for g in range(G):
+                    kind = PRIM_OF_GEOM[int(kinds[g])]
+                    first, count = int(hull[g, 0]), int(hull[g, 1])
+                    piece = None
+                    if kind == K.PRIM_CONVEX:
+                        if hp is None or count <= 0 or first < 0 or first + count > hp.shape[0]:
+                            raise SceneError(f"render view: mesh geom {g} has hull rows ({first}, {count}) outside "
+                                             f"hull_planes ({0 if hp is None else hp.shape[0]} rows).")
+                        piece = hp[first:first + count]
+                        key = piece.tobytes()
+                        if key not in self._bounds:
+                            self._bounds[key] = _convex_bound(piece)
+                        bound = self._bounds[key]
+                    else:
+                        first = count = 0
+                        bound = _bound_radius(kind, size[g], None)
+                    rows[g] = kind, ent[g], first + n_planes, count
+                    fl[g, :3] = size[g]
+                    fl[g, 3] = bound
+                prim_i.append(rows)
+                prim_f.append(fl)
+                rot = quat_to_mat(torch.nn.functional.normalize(quat, dim=-1)).reshape(B, G, 9)
+                prim_pose.append(torch.cat([pos, rot], dim=-1))
+                if v.geom_color is not None:
+                    prim_color.append(v.geom_color.detach().cpu().numpy().astype(np.float32).reshape(G, 3))
+                else:
+                    prim_color.append(np.stack([entity_color(scene, int(e)) for e in ent]).astype(np.float32))
+                if hp is not None:
+                    planes.append(hp.reshape(-1, 4))
+                    n_planes += hp.shape[0]
+            if v.particle_pos is not None and v.particle_pos.shape[-2] > 0:
+                N = int(v.particle_pos.shape[-2])
+                pos = v.particle_pos.detach().to(dev, F32).reshape(B, N, 3)
+                r = v.particle_radius.detach().to(dev, F32).reshape(N)
+                r = r.expand(B, N).clone()
+                if v.particle_active is not None:
+                    r = torch.where(v.particle_active.to(dev).reshape(B, N) > 0, r, torch.zeros_like(r))
+                part_f.append(torch.cat([pos, r[..., None]], dim=-1))
+                ent = v.particle_entity.cpu().numpy().astype(np.int32).reshape(N)
+                part_i.append(ent)
+                if v.particle_color is not None:
+                    part_color.append(v.particle_color.detach().cpu().numpy().astype(np.float32).reshape(N, 3))
+                else:
+                    colors = {int(e): entity_color(scene, int(e)) for e in np.unique(ent)}
+                    part_color.append(np.stack([colors[int(e)] for e in ent]).astype(np.float32))
+
+        def cat_np(parts, shape, dtype):
+            return np.concatenate(parts) if parts else np.zeros(shape, dtype)
+
+        t = lambda a: torch.as_tensor(np.ascontiguousarray(a), device=dev)  # noqa: E731
+        prims = dict(
+            prim_i=t(cat_np(prim_i, (1, 4), np.int32)), prim_f=t(cat_np(prim_f, (1, 4), np.float32)),
+            prim_pose=(torch.cat(prim_pose, dim=1) if prim_pose else torch.zeros((B, 1, 12), dtype=F32, device=dev)),
+            prim_color=t(cat_np(prim_color, (1, 3), np.float32)),
+            hull_planes=t(cat_np(planes, (1, 4), np.float32)))
+        n_prims = sum(len(x) for x in prim_i)
+        n_parts = sum(len(x) for x in part_i)
+        pf = torch.cat(part_f, dim=1) if part_f else torch.zeros((B, 1, 4), dtype=F32, device=dev)
+        if n_parts:
+            drawn = pf[..., 3] > 0
+            big = torch.full_like(pf[..., :3], float("inf"))
+            lo = torch.where(drawn[..., None], pf[..., :3] - pf[..., 3:], big).amin(dim=1)
+            hi = torch.where(drawn[..., None], pf[..., :3] + pf[..., 3:], -big).amax(dim=1)
+            box = torch.cat([lo, hi], dim=-1)
+            box = torch.where(torch.isfinite(box), box, torch.zeros_like(box))  # no particle drawn: an empty box
+            empty = ~drawn.any(dim=1)
+            box[empty] = torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, -1.0], device=dev)
+        else:
+            box = torch.tensor([[1.0, 1.0, 1.0, -1.0, -1.0, -1.0]] * B, dtype=F32, device=dev)
+        parts = dict(part_f=pf.contiguous(), part_i=t(cat_np(part_i, (1,), np.int32)),
+                     part_color=t(cat_np(part_color, (1, 3), np.float32)), part_box=box.to(F32).contiguous())
+        for name, x in {**prims, "part_f": pf}.items():
+            if x.is_floating_point() and not torch.isfinite(x).all():
+                raise SceneError(f"render: the scene's {name} holds non-finite values (an environment went "
+                                 "non-finite?); reset it before rendering.")
+        if n_planes and (prims["prim_i"][:, 2] + prims["prim_i"][:, 3]).max() > prims["hull_planes"].shape[0]:
+            raise SceneError("render: a convex piece's hull rows leave hull_planes.")  # checked per view above
+        return prims, parts, n_prims, n_parts
+
+    def render(self, cam_f: torch.Tensor, res: tuple[int, int], shadows: bool = True):
+        """cam_f: [B, 13] (Camera's layout, kernels.py). Returns rgb u8 [B, H, W, 3], depth f32 [B, H, W] (inf
+        where nothing is hit), seg i32 [B, H, W] (-1: background), normal f32 [B, H, W, 3] in [0, 1]."""
+        from .view import solver_render_views
+
+        scene = self.scene
+        B = max(scene.n_envs, 1)
+        dev = cam_f.device
+        W, H = res
+        prims, parts, n_prims, n_parts = self._pack(solver_render_views(scene), B, dev)
+        light = torch.tensor([*(np.asarray(LIGHT_DIR) / np.linalg.norm(LIGHT_DIR)), AMBIENT, float(shadows)],
+                             dtype=F32, device=dev)
+        rgb = torch.empty((B, H, W, 3), dtype=torch.uint8, device=dev)
+        depth = torch.empty((B, H, W), dtype=F32, device=dev)
+        seg = torch.empty((B, H, W), dtype=torch.int32, device=dev)
+        normal = torch.empty((B, H, W, 3), dtype=F32, device=dev)
+        assert cam_f.shape == (B, 13) and cam_f.dtype == F32 and prims["prim_pose"].shape[0] == B
+        K.render(cam_f.contiguous(), prims["prim_i"], prims["prim_f"], prims["prim_pose"].contiguous(),
+                 prims["prim_color"], prims["hull_planes"], parts["part_f"], parts["part_i"], parts["part_color"],
+                 parts["part_box"], light, int(n_prims), int(n_parts), rgb, depth, seg, normal)
+        return rgb, depth, seg, normal
+
+
+__all__ = ["PALETTE", "Renderer"]

@@ -1,0 +1,252 @@
+"""Cameras and the ray caster: images checked against analytic geometry computed here in float64 NumPy.
+
+Every scene is small (64 x 48 pixels, at most 3 environments): the one render kernel compiles once per process
+and each render then takes milliseconds. The kernel works in float32, so depths are compared to 1e-4 m at a few
+metres (float32 carries ~7 digits); pixels whose ray grazes a silhouette within 1e-3 m are left out of the
+hit/miss comparison, where float32 and float64 may honestly disagree.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import genesis_core as gs
+from genesis_core.errors import OptionError
+
+W, H = 64, 48
+DEPTH_TOL = 1e-4  # m
+
+
+def pixel_rays(pos, lookat, up, fov, w=W, h=H):
+    """Unit ray directions [H, W, 3] (float64) through the pixel centres of a pinhole camera, and its forward
+    axis: a look-at frame written independently of the engine's."""
+    pos, lookat, up = (np.asarray(x, dtype=np.float64) for x in (pos, lookat, up))
+    fwd = (lookat - pos) / np.linalg.norm(lookat - pos)
+    right = np.cross(fwd, up)
+    right /= np.linalg.norm(right)
+    cam_up = np.cross(right, fwd)
+    tan = np.tan(np.radians(fov) / 2)
+    x = (2 * (np.arange(w) + 0.5) / w - 1) * tan * w / h
+    y = (1 - 2 * (np.arange(h) + 0.5) / h) * tan
+    d = fwd + x[None, :, None] * right + y[:, None, None] * cam_up
+    return d / np.linalg.norm(d, axis=-1, keepdims=True), fwd
+
+
+def sphere_depth(pos, rays, fwd, centre, radius):
+    """Analytic depth (along fwd) of the sphere per pixel (inf: missed), and each ray's distance to the centre."""
+    oc = np.asarray(pos, dtype=np.float64) - np.asarray(centre, dtype=np.float64)
+    b = rays @ oc
+    disc = b * b - (oc @ oc - radius ** 2)
+    t = -b - np.sqrt(np.maximum(disc, 0))
+    depth = np.where(disc >= 0, t * (rays @ fwd), np.inf)
+    miss_dist = np.sqrt(np.maximum(oc @ oc - b * b, 0))
+    return depth, miss_dist
+
+
+def test_sphere_depth_matches_the_analytic_depth():
+    """Every pixel's depth is the distance to the image plane of the ray's first intersection with the sphere."""
+    scene = gs.Scene()
+    centre, radius = (0.1, -0.05, 0.6), 0.4
+    ball = scene.add_entity(gs.morphs.Sphere(pos=centre, radius=radius, fixed=True))
+    pose = dict(pos=(2.5, 1.0, 1.4), lookat=(0.0, 0.0, 0.5), up=(0, 0, 1), fov=35)
+    cam = scene.add_camera(res=(W, H), **pose)  # before build, as Genesis World allows
+    scene.build()
+    rgb, depth, seg, normal = cam.render(rgb=False, depth=True)
+    assert rgb is None and seg is None and normal is None
+    assert depth.shape == (H, W) and depth.dtype == torch.float32
+    rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
+    ref, dist = sphere_depth(pose["pos"], rays, fwd, centre, radius)
+    clear = np.abs(dist - radius) > 1e-3
+    got = depth.numpy().astype(np.float64)
+    hit = np.isfinite(ref)
+    assert hit.sum() > 200 and (~hit).sum() > 200  # the sphere fills part of the image
+    assert np.array_equal(np.isfinite(got)[clear], hit[clear])
+    both = hit & np.isfinite(got)
+    np.testing.assert_allclose(got[both], ref[both], atol=DEPTH_TOL, rtol=0)
+    assert ball.idx == 0
+
+
+def test_segmentation_gives_each_entity_its_index_and_rgb_its_surface_colour():
+    scene = gs.Scene()
+    plane = scene.add_entity(gs.morphs.Plane())
+    ball = scene.add_entity(gs.morphs.Sphere(pos=(0, 0.5, 0.3), radius=0.3, fixed=True),
+                            surface=gs.surfaces.Default(color=(0.0, 0.0, 1.0)))
+    box = scene.add_entity(gs.morphs.Box(pos=(0, -0.5, 0.25), size=(0.4, 0.4, 0.5), fixed=True))
+    pose = dict(pos=(3.0, 0.0, 0.9), lookat=(0, 0, 0.4), up=(0, 0, 1), fov=40)
+    cam = scene.add_camera(res=(W, H), **pose)
+    scene.build()
+    rgb, depth, seg, _ = cam.render(rgb=True, depth=True, segmentation=True)
+    assert seg.dtype == torch.int32 and rgb.dtype == torch.uint8 and rgb.shape == (H, W, 3)
+    rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
+    ref, dist = sphere_depth(pose["pos"], rays, fwd, (0, 0.5, 0.3), 0.3)
+    on_ball = np.isfinite(ref) & (dist < 0.29)
+    assert on_ball.sum() > 20
+    assert (seg.numpy()[on_ball] == ball.idx).all()
+    # the ball's surface colour is pure blue: lit or in shadow, a blue pixel has no red or green
+    assert (rgb.numpy()[on_ball][:, :2] == 0).all() and (rgb.numpy()[on_ball][:, 2] > 0).all()
+    # the box's centre projects onto the box; the sky (rays going up) is background
+    ids = set(torch.unique(seg).tolist())
+    assert ids == {plane.idx, ball.idx, box.idx, -1}
+    up_rays = rays[..., 2] > 0.05
+    assert up_rays.sum() > 50
+    assert (seg.numpy()[up_rays] == -1).all() and np.isinf(depth.numpy()[up_rays]).all()
+    _, _, colored, _ = cam.render(rgb=False, segmentation=True, colorize_seg=True)
+    assert colored.shape == (H, W, 3) and colored.dtype == torch.uint8
+
+
+def test_box_normals_are_its_face_normals():
+    """A camera on the box's +x axis, above its top: each pixel on the box sees the +x face or the top face, and
+    the normal image holds (n + 1) / 2 of that face."""
+    scene = gs.Scene()
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0), size=(0.6, 0.6, 0.6), fixed=True))
+    pose = dict(pos=(2.0, 0.0, 1.2), lookat=(0, 0, 0), up=(0, 0, 1), fov=40)
+    cam = scene.add_camera(res=(W, H), **pose)
+    scene.build()
+    _, depth, seg, normal = cam.render(rgb=False, depth=True, segmentation=True, normal=True)
+    rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
+    o = np.asarray(pose["pos"])
+    # the +x face x = 0.3 (|y|, |z| <= 0.3) and the top z = 0.3 (|x|, |y| <= 0.3): which one each ray meets first
+    t_side = (0.3 - o[0]) / rays[..., 0]
+    p_side = o + t_side[..., None] * rays
+    side = (np.abs(p_side[..., 1]) < 0.29) & (np.abs(p_side[..., 2]) < 0.29)
+    t_top = (0.3 - o[2]) / rays[..., 2]
+    p_top = o + t_top[..., None] * rays
+    top = (np.abs(p_top[..., 0]) < 0.29) & (np.abs(p_top[..., 1]) < 0.29) & (t_top > 0)
+    n = normal.numpy()
+    assert side.sum() > 30 and top.sum() > 30
+    np.testing.assert_allclose(n[side], np.broadcast_to([1.0, 0.5, 0.5], n[side].shape), atol=1e-5)
+    np.testing.assert_allclose(n[top], np.broadcast_to([0.5, 0.5, 1.0], n[top].shape), atol=1e-5)
+    np.testing.assert_allclose(depth.numpy()[side], (t_side * (rays @ fwd))[side], atol=DEPTH_TOL)
+    assert (seg.numpy()[side | top] == box.idx).all()
+    assert (n[seg.numpy() == -1] == 0).all()
+
+
+def test_batched_render_equals_the_one_environment_renders_bitwise():
+    """Three environments with the box at different places and the camera at different poses: each image of the
+    batched render is bitwise the one-environment scene's image with that environment's box pose and camera."""
+    box_pos = [(0.0, 0.0, 0.4), (0.3, -0.2, 0.5), (-0.2, 0.3, 0.7)]
+    cam_pos = [(2.0, 1.0, 1.5), (2.5, -1.0, 1.0), (1.5, 2.0, 2.0)]
+
+    def make(n_envs):
+        scene = gs.Scene()
+        scene.add_entity(gs.morphs.Plane())
+        box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.4), size=(0.3, 0.2, 0.4)))
+        scene.add_entity(gs.morphs.Sphere(pos=(0.5, 0.5, 0.2), radius=0.2, fixed=True))
+        cam = scene.add_camera(res=(W, H), pos=(2, 1, 1.5), lookat=(0, 0, 0.3), fov=45)
+        scene.build(n_envs=n_envs)
+        return scene, box, cam
+
+    scene, box, cam = make(3)
+    box.set_pos(torch.tensor(box_pos, dtype=gs.tc_float))
+    cam.set_pose(pos=torch.tensor(cam_pos))
+    batched = cam.render(rgb=True, depth=True, segmentation=True, normal=True)
+    assert batched[0].shape == (3, H, W, 3) and batched[1].shape == (3, H, W)
+    one_scene, one_box, one_cam = make(0)
+    for b in range(3):
+        one_box.set_pos(torch.tensor(box_pos[b], dtype=gs.tc_float))
+        one_cam.set_pose(pos=cam_pos[b])
+        single = one_cam.render(rgb=True, depth=True, segmentation=True, normal=True)
+        for name, x, y in zip(("rgb", "depth", "seg", "normal"), batched, single):
+            assert torch.equal(x[b], y), f"environment {b}: {name} differs"
+    assert not torch.equal(batched[0][0], batched[0][1])  # the environments do differ
+
+
+def test_rigid_convex_mesh_renders_where_its_triangles_are():
+    """The rigid plugin's pebble (a convex icosahedron), scaled 10x: its silhouette and depth match a ray-triangle
+    test against the OBJ file's own triangles."""
+    from genesis_rigid import assets
+
+    path = assets.path("pebble.obj")
+    scale, centre = 10.0, np.array([0.0, 0.0, 0.5])
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Sphere(pos=(0.0, 1.2, 0.3), radius=0.3, fixed=True))
+    pebble = scene.add_entity(gs.morphs.Mesh(file=path, scale=scale, pos=tuple(centre), fixed=True))
+    pose = dict(pos=(1.5, -1.2, 1.5), lookat=(0, 0, 0.5), up=(0, 0, 1), fov=40)
+    cam = scene.add_camera(res=(W, H), **pose)
+    scene.build()
+    _, depth, seg, _ = cam.render(rgb=False, depth=True, segmentation=True)
+    verts, faces = [], []
+    for line in open(path):
+        if line.startswith("v "):
+            verts.append([float(x) for x in line.split()[1:4]])
+        elif line.startswith("f "):
+            faces.append([int(x.split("/")[0]) - 1 for x in line.split()[1:4]])
+    tri = np.asarray(verts)[np.asarray(faces)] * scale + centre  # [F, 3, 3]
+    rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
+    # Moller-Trumbore over every triangle, the nearest hit per pixel
+    o = np.asarray(pose["pos"], dtype=np.float64)
+    e1, e2 = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
+    pvec = np.cross(rays[:, :, None, :], e2)  # [H, W, F, 3]
+    det = np.einsum("fk,hwfk->hwf", e1, pvec)
+    tvec = o - tri[:, 0]
+    u = np.einsum("fk,hwfk->hwf", tvec, pvec) / det
+    qvec = np.cross(tvec, e1)
+    v = np.einsum("hwk,fk->hwf", rays, qvec) / det
+    t = np.einsum("fk,fk->f", e2, qvec)[None, None] / det
+    inside = (u >= 0) & (v >= 0) & (u + v <= 1) & (t > 0)
+    margin = np.minimum(np.minimum(u, v), 1 - u - v)  # how far inside its triangle the hit is
+    t_hit = np.where(inside, t, np.inf).min(axis=-1)
+    ref = t_hit * (rays @ fwd)
+    # pixels whose ray crosses the silhouette edge closely are left out
+    best = np.take_along_axis(margin, np.where(inside, t, np.inf).argmin(axis=-1)[..., None], -1)[..., 0]
+    edge = np.isfinite(t_hit) & (best < 2e-3)
+    hit = np.isfinite(ref)
+    s = seg.numpy()
+    assert hit.sum() > 50
+    assert (s[hit & ~edge] == pebble.idx).all()
+    d = depth.numpy().astype(np.float64)
+    np.testing.assert_allclose(d[hit & ~edge], ref[hit & ~edge], atol=1e-3)  # a hull stored in float32
+    # outside the triangles the pebble shows nowhere, except on pixels whose ray grazes its outline
+    stray = (s == pebble.idx) & ~hit
+    assert stray.sum() <= 3, np.argwhere(stray)
+
+
+def test_bad_camera_arguments_are_refused():
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 0.5), radius=0.2, fixed=True))
+    with pytest.raises(OptionError, match="res"):
+        scene.add_camera(res=(0, 48))
+    with pytest.raises(OptionError, match="res"):
+        scene.add_camera(res=(64,))
+    with pytest.raises(OptionError, match="fov"):
+        scene.add_camera(res=(W, H), fov=180)
+    with pytest.raises(OptionError, match="fov"):
+        scene.add_camera(res=(W, H), fov=0)
+    with pytest.raises(OptionError, match="pos and lookat coincide"):
+        scene.add_camera(res=(W, H), pos=(1, 1, 1), lookat=(1, 1, 1))
+    with pytest.raises(OptionError, match="parallel"):
+        scene.add_camera(res=(W, H), pos=(0, 0, 3), lookat=(0, 0, 0), up=(0, 0, 1))
+    with pytest.raises(OptionError, match="window"):
+        scene.add_camera(res=(W, H), GUI=True)
+    cam = scene.add_camera(res=(W, H), pos=(2, 0, 1), lookat=(0, 0, 0.5))
+    with pytest.raises(gs.errors.SceneError if hasattr(gs, "errors") else Exception, match="build"):
+        cam.render()
+    scene.build()
+    with pytest.raises(OptionError, match="coincide"):
+        cam.set_pose(pos=(0, 0, 0.5), lookat=(0, 0, 0.5))
+    with pytest.raises(OptionError, match="shape"):
+        cam.set_pose(pos=[(1, 0, 0), (2, 0, 0)])  # per-environment poses on a scene without environments
+    rgb, *_ = cam.render()  # the refused set_pose changed nothing
+    assert rgb.shape == (H, W, 3)
+
+
+def test_recording_writes_a_gif_with_every_frame(tmp_path):
+    import imageio.v2 as imageio
+
+    scene = gs.Scene()
+    ball = scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 1.0), radius=0.2))
+    scene.add_entity(gs.morphs.Plane())
+    cam = scene.add_camera(res=(W, H), pos=(3, 0, 1), lookat=(0, 0, 0.5), fov=40)
+    scene.build()
+    cam.follow_entity(ball, fixed_axis=(None, None, 1.0))
+    cam.start_recording()
+    for k in range(4):  # the ball moved by hand (a step would compile the rigid solver's kernels: a minute here)
+        ball.set_pos((0.1 * k, 0.2 * k, 1.0 - 0.1 * k))
+        cam.render()
+    path = tmp_path / "fall.gif"
+    assert cam.stop_recording(str(path), fps=20) == [str(path)]
+    frames = imageio.mimread(str(path))
+    assert len(frames) == 4 and frames[0].shape[:2] == (H, W)
+    assert float(cam.pos[2]) == 1.0  # the fixed axis held while following
+    np.testing.assert_allclose(cam.pos[:2].numpy(), [3.3, 0.6], atol=1e-6)  # the offset kept in x and y
+    np.testing.assert_allclose(cam.lookat.numpy(), [0.3, 0.6, 0.7], atol=1e-6)  # looking at the ball
