@@ -250,3 +250,70 @@ def test_recording_writes_a_gif_with_every_frame(tmp_path):
     assert float(cam.pos[2]) == 1.0  # the fixed axis held while following
     np.testing.assert_allclose(cam.pos[:2].numpy(), [3.3, 0.6], atol=1e-6)  # the offset kept in x and y
     np.testing.assert_allclose(cam.lookat.numpy(), [0.3, 0.6, 0.7], atol=1e-6)  # looking at the ball
+
+
+def test_particles_through_the_grid_match_a_brute_force_ray_cast():
+    """An SPH liquid's particles, moved to a random cloud that differs per environment, drawn as spheres of radius
+    particle_size / 2: depth and segmentation equal a brute-force nearest-sphere test in float64 over every
+    particle (the renderer finds them through a uniform grid)."""
+    size = 0.04
+    scene = gs.Scene(sph_options=gs.options.SPHOptions(particle_size=size, lower_bound=(-1, -1, 0),
+                                                       upper_bound=(1, 1, 1)))
+    liquid = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.5), size=(0.3, 0.3, 0.3)), material=gs.materials.SPH.Liquid())
+    pose = dict(pos=(1.2, 0.8, 1.0), lookat=(0, 0, 0.5), up=(0, 0, 1), fov=40)
+    cam = scene.add_camera(res=(W, H), **pose)
+    scene.build(n_envs=2)
+    n = liquid.n_particles
+    rng = np.random.default_rng(7)
+    clouds = rng.uniform([-0.3, -0.3, 0.2], [0.3, 0.3, 0.8], size=(2, n, 3))
+    liquid.set_particles_pos(torch.tensor(clouds, dtype=gs.tc_float))
+    _, depth, seg, _ = cam.render(rgb=False, depth=True, segmentation=True)
+    rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
+    o = np.asarray(pose["pos"], dtype=np.float64)
+    r = size / 2
+    for b in range(2):
+        centres = np.asarray(torch.as_tensor(liquid.get_particles_pos())[b], dtype=np.float64)  # float32-rounded
+        oc = o - centres  # [N, 3]
+        bb = rays @ oc.T  # [H, W, N]
+        disc = bb * bb - ((oc * oc).sum(-1) - r * r)
+        t = np.where(disc >= 0, -bb - np.sqrt(np.maximum(disc, 0)), np.inf)
+        ref = t.min(-1) * (rays @ fwd)
+        # rays within 1e-4 m of grazing a sphere are left out of the hit/miss comparison
+        clear = (np.abs(disc) > 2 * r * 1e-4).all(-1)
+        got = depth[b].numpy().astype(np.float64)
+        assert np.isfinite(ref).sum() > 300
+        assert np.array_equal(np.isfinite(got)[clear], np.isfinite(ref)[clear])
+        both = np.isfinite(got) & np.isfinite(ref)
+        np.testing.assert_allclose(got[both], ref[both], atol=DEPTH_TOL)
+        assert (seg[b].numpy()[np.isfinite(got)] == liquid.idx).all()
+
+
+def test_a_solver_that_gives_its_own_render_view_is_drawn_from_it():
+    """`solver.render_view(f)` replaces the default drawn from collider_view: the solver's sphere is not drawn,
+    the view's box (with its own colour) is."""
+    from genesis_core.render import RenderView
+
+    scene = gs.Scene()
+    ball = scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 0.5), radius=0.3, fixed=True))
+    cam = scene.add_camera(res=(W, H), pos=(3, 0, 0.5), lookat=(0, 0, 0.5), fov=30)
+    scene.build()
+    solver = scene.rigid_solver
+    view = RenderView(geom_type=torch.tensor([gs.coupler.GEOM_BOX], dtype=torch.int32),
+                      geom_size=torch.tensor([[0.1, 0.1, 0.1]]), geom_pos=torch.tensor([[[0.0, 0.0, 0.5]]]),
+                      geom_quat=torch.tensor([[[1.0, 0.0, 0.0, 0.0]]]),
+                      geom_entity=torch.tensor([ball.idx], dtype=torch.int32),
+                      geom_color=torch.tensor([[0.0, 1.0, 0.0]]))
+    solver.render_view = lambda f: view  # what a third-party solver defines as a method
+    rgb, depth, seg, normal = cam.render(depth=True, segmentation=True, normal=True)
+    centre = (H // 2, W // 2)
+    assert seg[centre] == ball.idx and abs(float(depth[centre]) - 2.9) < DEPTH_TOL  # the box's face at x = 0.1
+    assert rgb[centre][0] == 0 and rgb[centre][2] == 0 and rgb[centre][1] > 0
+    assert torch.allclose(normal[centre], torch.tensor([1.0, 0.5, 0.5]))
+    # the sphere (radius 0.3) would cover this pixel, 0.2 m off the axis; the box (0.1) does not
+    rays, _ = pixel_rays((3, 0, 0.5), (0, 0, 0.5), (0, 0, 1), 30)
+    col = int(np.argmin(np.abs(rays[H // 2, :, 1] / -rays[H // 2, :, 0] * 3 - 0.2)))
+    assert seg[H // 2, col] == -1 and seg[H // 2, col - 2 if col > W // 2 else col + 2] == -1
+    solver.render_view = lambda f: "not a view"
+    with pytest.raises(gs.errors.SceneError, match="RenderView"):
+        cam.render()
+    del solver.render_view

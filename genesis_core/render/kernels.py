@@ -14,8 +14,11 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
 - prim_pose: f32 [B, G, 12]: world position (3), rotation matrix (9, row-major; local to world).
 - prim_color: f32 [G, 3], linear RGB in [0, 1]. hull_planes: f32 [P, 4] (outward normal, offset; local frame).
 - part_f: f32 [B, N, 4]: world position (3), radius (1; <= 0: not drawn). part_i: i32 [N]: entity id.
-  part_color: f32 [N, 3]. part_box: f32 [B, 6]: the box (min, max) that holds every drawn particle of an
-  environment, radius included; a ray that misses it tests no particle.
+  part_color: f32 [N, 3].
+- The particles' uniform grid, one per environment: grid_f f32 [B, 6]: origin (3, m), cell size (3, m, at
+  least a particle's diameter); grid_i i32 [B, 4]: cells along x, y, z (0: no particle drawn), the index of
+  the environment's first cell; cell_start i32 [cells + 1]: cell c holds cell_items[cell_start[c]:
+  cell_start[c + 1]], the particles whose sphere overlaps it.
 - light: f32 [5]: direction towards the light (3, unit), ambient term (1), shadows on (1: 1.0).
 - out_rgb: u8 [B, H, W, 3]; out_depth: f32 [B, H, W]; out_seg: i32 [B, H, W]; out_normal: f32 [B, H, W, 3].
 """
@@ -189,8 +192,8 @@ def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.templ
 
 
 @ti.func
-def _ray_box(o, d, lo, hi):
-    """Whether the ray o + t d (t >= 0) meets the axis-aligned box [lo, hi]."""
+def _ray_box_span(o, d, lo, hi):
+    """(t_in, t_out): the span of t >= 0 where the ray o + t d is inside the box [lo, hi]; t_in > t_out: missed."""
     t_in = 0.0
     t_out = INF
     for k in ti.static(range(3)):
@@ -202,12 +205,13 @@ def _ray_box(o, d, lo, hi):
             tb = (hi[k] - o[k]) / d[k]
             t_in = ti.max(t_in, ti.min(ta, tb))
             t_out = ti.min(t_out, ti.max(ta, tb))
-    return t_in <= t_out
+    return t_in, t_out
 
 
 @ti.func
 def _trace(b, o, d, n_prims, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.template(),
-           hull_planes: ti.template(), n_parts, part_f: ti.template(), part_box: ti.template()):
+           hull_planes: ti.template(), n_parts, part_f: ti.template(), grid_f: ti.template(), grid_i: ti.template(),
+           cell_start: ti.template(), cell_items: ti.template()):
     """The nearest hit of the ray o + t d (world, d unit) in environment b: (t, world normal, hit kind, index);
     kind 0: nothing, 1: primitive, 2: particle."""
     best_t = INF
@@ -238,20 +242,64 @@ def _trace(b, o, d, n_prims, prim_i: ti.template(), prim_f: ti.template(), prim_
                 best_n = R @ nl
                 best_kind = 1
                 best_idx = g
-    if n_parts > 0:
-        lo = ti.Vector([part_box[b, 0], part_box[b, 1], part_box[b, 2]])
-        hi = ti.Vector([part_box[b, 3], part_box[b, 4], part_box[b, 5]])
-        if _ray_box(o, d, lo, hi):
-            for p in range(n_parts):
-                r = part_f[b, p, 3]
-                if r > 0.0:
-                    c = ti.Vector([part_f[b, p, 0], part_f[b, p, 1], part_f[b, p, 2]])
-                    t = _sphere(o, d, c, r)
-                    if t < best_t:
-                        best_t = t
-                        best_n = (o + t * d - c).normalized()
-                        best_kind = 2
-                        best_idx = p
+    if n_parts > 0 and grid_i[b, 0] > 0:
+        # the particles through their uniform grid (Amanatides & Woo's traversal): cells are visited in the
+        # ray's order, and a hit no farther than the current cell's exit is the nearest
+        origin = ti.Vector([grid_f[b, 0], grid_f[b, 1], grid_f[b, 2]])
+        cell = ti.Vector([grid_f[b, 3], grid_f[b, 4], grid_f[b, 5]])
+        dims = ti.Vector([grid_i[b, 0], grid_i[b, 1], grid_i[b, 2]])
+        first_cell = grid_i[b, 3]
+        t_in, t_out = _ray_box_span(o, d, origin, origin + cell * dims)
+        if t_in <= t_out and t_in < best_t:
+            p0 = o + t_in * d
+            c = ti.Vector([0, 0, 0])
+            step = ti.Vector([0, 0, 0])
+            t_next = ti.Vector([INF, INF, INF])
+            t_delta = ti.Vector([INF, INF, INF])
+            for k in ti.static(range(3)):
+                c[k] = ti.min(ti.max(ti.cast(ti.floor((p0[k] - origin[k]) / cell[k]), ti.i32), 0), dims[k] - 1)
+                if d[k] > 1e-12:
+                    step[k] = 1
+                    t_next[k] = (origin[k] + (c[k] + 1) * cell[k] - o[k]) / d[k]
+                    t_delta[k] = cell[k] / d[k]
+                elif d[k] < -1e-12:
+                    step[k] = -1
+                    t_next[k] = (origin[k] + c[k] * cell[k] - o[k]) / d[k]
+                    t_delta[k] = -cell[k] / d[k]
+            visits = 0
+            max_visits = dims[0] + dims[1] + dims[2] + 3
+            while visits < max_visits:
+                visits += 1
+                key = first_cell + (c[0] * dims[1] + c[1]) * dims[2] + c[2]
+                for e in range(cell_start[key], cell_start[key + 1]):
+                    q = cell_items[e]
+                    r = part_f[b, q, 3]
+                    if r > 0.0:
+                        centre = ti.Vector([part_f[b, q, 0], part_f[b, q, 1], part_f[b, q, 2]])
+                        t = _sphere(o, d, centre, r)
+                        if t < best_t or (t == best_t and best_kind == 2 and q < best_idx):
+                            best_t = t
+                            best_n = (o + t * d - centre).normalized()
+                            best_kind = 2
+                            best_idx = q
+                t_exit = ti.min(t_next[0], ti.min(t_next[1], t_next[2]))
+                if best_t <= t_exit or t_exit > t_out:
+                    break
+                # step into the neighbour across the nearest cell wall
+                axis = 0
+                if t_next[1] < t_next[axis]:
+                    axis = 1
+                if t_next[2] < t_next[axis]:
+                    axis = 2
+                moved = 0
+                for k in ti.static(range(3)):
+                    if axis == k:
+                        c[k] += step[k]
+                        t_next[k] += t_delta[k]
+                        if c[k] < 0 or c[k] >= dims[k]:
+                            moved = 1
+                if moved == 1:
+                    break
     return best_t, best_n, best_kind, best_idx
 
 
@@ -260,7 +308,9 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
            prim_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_pose: ti.types.ndarray(dtype=ti.f32, ndim=3),
            prim_color: ti.types.ndarray(dtype=ti.f32, ndim=2), hull_planes: ti.types.ndarray(dtype=ti.f32, ndim=2),
            part_f: ti.types.ndarray(dtype=ti.f32, ndim=3), part_i: ti.types.ndarray(dtype=ti.i32, ndim=1),
-           part_color: ti.types.ndarray(dtype=ti.f32, ndim=2), part_box: ti.types.ndarray(dtype=ti.f32, ndim=2),
+           part_color: ti.types.ndarray(dtype=ti.f32, ndim=2), grid_f: ti.types.ndarray(dtype=ti.f32, ndim=2),
+           grid_i: ti.types.ndarray(dtype=ti.i32, ndim=2), cell_start: ti.types.ndarray(dtype=ti.i32, ndim=1),
+           cell_items: ti.types.ndarray(dtype=ti.i32, ndim=1),
            light: ti.types.ndarray(dtype=ti.f32, ndim=1), n_prims: ti.i32, n_parts: ti.i32,
            out_rgb: ti.types.ndarray(dtype=ti.u8, ndim=4), out_depth: ti.types.ndarray(dtype=ti.f32, ndim=3),
            out_seg: ti.types.ndarray(dtype=ti.i32, ndim=3), out_normal: ti.types.ndarray(dtype=ti.f32, ndim=4)):
@@ -277,7 +327,8 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
         x = (2.0 * (j + 0.5) / W - 1.0) * tan_y * W / H
         y = (1.0 - 2.0 * (i + 0.5) / H) * tan_y
         d = (x * right + y * up - back).normalized()
-        t, n, kind, idx = _trace(b, o, d, n_prims, prim_i, prim_f, prim_pose, hull_planes, n_parts, part_f, part_box)
+        t, n, kind, idx = _trace(b, o, d, n_prims, prim_i, prim_f, prim_pose, hull_planes, n_parts, part_f, grid_f, grid_i,
+                                  cell_start, cell_items)
         if kind == 0:
             out_depth[b, i, j] = ti.math.inf
             out_seg[b, i, j] = -1
@@ -302,7 +353,7 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
             if lit > 0.0 and light[4] > 0.5:  # a hard shadow: anything between the point and the light
                 p = o + t * d + SHADOW_OFFSET * n
                 ts, ns, ks, idxs = _trace(b, p, to_light, n_prims, prim_i, prim_f, prim_pose, hull_planes, n_parts,
-                                          part_f, part_box)
+                                          part_f, grid_f, grid_i, cell_start, cell_items)
                 if ks != 0:
                     lit = 0.0
             shade = ambient + (1.0 - ambient) * lit
