@@ -317,3 +317,34 @@ def test_a_solver_that_gives_its_own_render_view_is_drawn_from_it():
     with pytest.raises(gs.errors.SceneError, match="RenderView"):
         cam.render()
     del solver.render_view
+
+
+def test_a_non_finite_environment_hides_its_geometry_there_only():
+    """One environment's box pose and particle positions are NaN (as after a blow-up): nothing of it is drawn
+    in that environment, the other environment still shows both; a view of the wrong shape is refused."""
+    from genesis_core.render import RenderView
+
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 0.5), radius=0.3, fixed=True))
+    cam = scene.add_camera(res=(W, H), pos=(3, 0, 0.5), lookat=(0, 0, 0.5), fov=30)
+    scene.build(n_envs=2)
+    good = cam.render(rgb=True, depth=True, segmentation=True)
+    pos = torch.tensor([[[0.0, 0.0, 0.5]], [[float("nan"), 0.0, 0.5]]])
+    view = RenderView(geom_type=torch.tensor([gs.coupler.GEOM_BOX], dtype=torch.int32),
+                      geom_size=torch.tensor([[0.2, 0.2, 0.2]]), geom_pos=pos,
+                      geom_quat=torch.tensor([[1.0, 0, 0, 0]]).expand(2, 1, 4),
+                      geom_entity=torch.tensor([0], dtype=torch.int32),
+                      particle_pos=torch.tensor([[[0.5, 0.0, 0.5]], [[0.5, float("inf"), 0.5]]]),
+                      particle_radius=torch.tensor([0.05]), particle_entity=torch.tensor([0], dtype=torch.int32))
+    scene.rigid_solver.render_view = lambda f: view
+    try:
+        rgb, depth, seg, _ = cam.render(rgb=True, depth=True, segmentation=True)
+        assert (seg[0] == 0).sum() > 50 and (seg[1] == -1).all() and torch.isinf(depth[1]).all()
+        assert (rgb[1] == 0).all()
+        assert 2.45 < float(depth[0, H // 2, W // 2]) < 2.46  # env 0: the particle (r 0.05) before the box (2.8)
+        view.geom_pos = pos[:1]
+        with pytest.raises(gs.errors.SceneError, match="geom_pos has shape"):
+            cam.render()
+    finally:
+        del scene.rigid_solver.render_view
+    assert all(torch.equal(a, b) for a, b in zip(cam.render(rgb=True, depth=True, segmentation=True)[:3], good[:3]))

@@ -11,7 +11,8 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
   along -z), tan(fov_y / 2) (1).
 - prim_i: i32 [G, 4]: kind (PRIM_*), entity id, first hull plane, hull planes. prim_f: f32 [G, 4]: size (3, as
   `ColliderView.geom_size`), bounding radius (m; < 0: unbounded, a plane).
-- prim_pose: f32 [B, G, 12]: world position (3), rotation matrix (9, row-major; local to world).
+- prim_pose: f32 [B, G, 13]: world position (3), rotation matrix (9, row-major; local to world), drawn (1: 1.0;
+  0.0 where the environment's pose is not finite).
 - prim_color: f32 [G, 3], linear RGB in [0, 1]. hull_planes: f32 [P, 4] (outward normal, offset; local frame).
 - part_f: f32 [B, N, 4]: world position (3), radius (1; <= 0: not drawn). part_i: i32 [N]: entity id.
   part_color: f32 [N, 3].
@@ -223,7 +224,9 @@ def _trace(b, o, d, n_prims, prim_i: ti.template(), prim_f: ti.template(), prim_
         bound = prim_f[g, 3]
         # bounding-sphere culling: skip a primitive whose bounding sphere the ray misses or lies beyond best_t
         culled = 0
-        if bound >= 0.0:
+        if prim_pose[b, g, 12] < 0.5:  # not drawn in this environment (a non-finite pose)
+            culled = 1
+        elif bound >= 0.0:
             oc = c - o
             along = oc.dot(d)
             perp2 = oc.dot(oc) - along * along

@@ -117,6 +117,29 @@ def particle_grid(part_f: torch.Tensor | None, B: int, dev) -> dict:
                 .contiguous())
 
 
+def _check_view(v: RenderView, B: int):
+    """Raise a SceneError naming the first field of a render view whose shape does not fit its layout."""
+    G = None if v.geom_type is None else v.geom_type.shape[0]
+    N = None if v.particle_pos is None else v.particle_pos.shape[-2]
+    expected = {}
+    if G is not None:
+        expected.update(geom_type=(G,), geom_size=(G, 3), geom_pos=(B, G, 3), geom_quat=(B, G, 4), geom_entity=(G,),
+                        geom_color=(G, 3), geom_hull=(G, 2))
+    if N is not None:
+        expected.update(particle_pos=(B, N, 3), particle_radius=(N,), particle_active=(B, N),
+                        particle_entity=(N,), particle_color=(N, 3))
+    optional = {"geom_color", "geom_hull", "particle_active", "particle_color"}
+    for name, shape in expected.items():
+        x = getattr(v, name)
+        if x is None and name in optional:
+            continue
+        if x is None or tuple(x.shape) != shape:
+            got = None if x is None else tuple(x.shape)
+            raise SceneError(f"render view: {name} has shape {got}, expected {shape} (B = {B} environments).")
+    if v.hull_planes is not None and (v.hull_planes.dim() != 2 or v.hull_planes.shape[1] != 4):
+        raise SceneError(f"render view: hull_planes has shape {tuple(v.hull_planes.shape)}, expected (P, 4).")
+
+
 @contextlib.contextmanager
 def _torch_one_thread():
     """torch's small CPU ops on one thread: beside Taichi's thread pool, torch's own pool made the particle grid
@@ -142,6 +165,7 @@ class Renderer:
         n_planes = 0
         part_f, part_i, part_color = [], [], []
         for v in views:
+            _check_view(v, B)
             if v.geom_type is not None and v.geom_type.shape[0] > 0:
                 G = int(v.geom_type.shape[0])
                 kinds = v.geom_type.cpu().numpy()
@@ -178,8 +202,12 @@ class Renderer:
                     fl[g, 3] = bound
                 prim_i.append(rows)
                 prim_f.append(fl)
+                # an environment that went non-finite: its geoms are not drawn there (the others are unaffected)
+                shown = torch.isfinite(pos).all(-1) & torch.isfinite(quat).all(-1) & (quat.norm(dim=-1) > 0)
+                pos = torch.where(shown[..., None], pos, torch.zeros_like(pos))
+                quat = torch.where(shown[..., None], quat, torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=F32, device=dev))
                 rot = quat_to_mat(torch.nn.functional.normalize(quat, dim=-1)).reshape(B, G, 9)
-                prim_pose.append(torch.cat([pos, rot], dim=-1))
+                prim_pose.append(torch.cat([pos, rot, shown[..., None].to(F32)], dim=-1))
                 if v.geom_color is not None:
                     prim_color.append(v.geom_color.detach().cpu().numpy().astype(np.float32).reshape(G, 3))
                 else:
@@ -192,6 +220,9 @@ class Renderer:
                 pos = v.particle_pos.detach().to(dev, F32).reshape(B, N, 3)
                 r = v.particle_radius.detach().to(dev, F32).reshape(N)
                 r = r.expand(B, N).clone()
+                shown = torch.isfinite(pos).all(-1) & torch.isfinite(r)  # a non-finite particle is not drawn
+                pos = torch.where(shown[..., None], pos, torch.zeros_like(pos))
+                r = torch.where(shown, r, torch.zeros_like(r))
                 if v.particle_active is not None:
                     r = torch.where(v.particle_active.to(dev).reshape(B, N) > 0, r, torch.zeros_like(r))
                 part_f.append(torch.cat([pos, r[..., None]], dim=-1))
@@ -209,7 +240,7 @@ class Renderer:
         t = lambda a: torch.as_tensor(np.ascontiguousarray(a), device=dev)  # noqa: E731
         prims = dict(
             prim_i=t(cat_np(prim_i, (1, 4), np.int32)), prim_f=t(cat_np(prim_f, (1, 4), np.float32)),
-            prim_pose=(torch.cat(prim_pose, dim=1) if prim_pose else torch.zeros((B, 1, 12), dtype=F32, device=dev)),
+            prim_pose=(torch.cat(prim_pose, dim=1) if prim_pose else torch.zeros((B, 1, 13), dtype=F32, device=dev)),
             prim_color=t(cat_np(prim_color, (1, 3), np.float32)),
             hull_planes=t(cat_np(planes, (1, 4), np.float32)))
         n_prims = sum(len(x) for x in prim_i)
@@ -217,10 +248,9 @@ class Renderer:
         pf = torch.cat(part_f, dim=1) if part_f else torch.zeros((B, 1, 4), dtype=F32, device=dev)
         parts = dict(part_f=pf.contiguous(), part_i=t(cat_np(part_i, (1,), np.int32)),
                      part_color=t(cat_np(part_color, (1, 3), np.float32)), **particle_grid(pf if n_parts else None, B, dev))
-        for name, x in {**prims, "part_f": pf}.items():
-            if x.is_floating_point() and not torch.isfinite(x).all():
-                raise SceneError(f"render: the scene's {name} holds non-finite values (an environment went "
-                                 "non-finite?); reset it before rendering.")
+        for name in ("prim_f", "prim_color", "hull_planes", "part_color"):  # the model's arrays, not the state's
+            if not torch.isfinite(prims.get(name, parts.get(name))).all():
+                raise SceneError(f"render: a render view's {name} holds non-finite values.")
         if n_planes and (prims["prim_i"][:, 2] + prims["prim_i"][:, 3]).max() > prims["hull_planes"].shape[0]:
             raise SceneError("render: a convex piece's hull rows leave hull_planes.")  # checked per view above
         return prims, parts, n_prims, n_parts
