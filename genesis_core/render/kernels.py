@@ -20,6 +20,10 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
   least a particle's diameter); grid_i i32 [B, 4]: cells along x, y, z (0: no particle drawn), the index of
   the environment's first cell; cell_start i32 [cells + 1]: cell c holds cell_items[cell_start[c]:
   cell_start[c + 1]], the particles whose sphere overlaps it.
+- The primitives' BVH: loose i32 [U]: the unbounded primitives (planes; a convex piece without a bound), tested
+  one by one; node_box f32 [B, M, 6]: each node's box (min, max; world) per environment, node_i i32 [M, 2]: the
+  primitive of a leaf (-1: an inner node) and the node to go to when the box is missed (the next node after its
+  subtree; nodes are in depth-first order, so an inner node's first child is the next node).
 - light: f32 [5]: direction towards the light (3, unit), ambient term (1), shadows on (1: 1.0).
 - out_rgb: u8 [B, H, W, 3]; out_depth: f32 [B, H, W]; out_seg: i32 [B, H, W]; out_normal: f32 [B, H, W, 3].
 """
@@ -210,41 +214,74 @@ def _ray_box_span(o, d, lo, hi):
 
 
 @ti.func
-def _trace(b, o, d, n_prims, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.template(),
-           hull_planes: ti.template(), n_parts, part_f: ti.template(), grid_f: ti.template(), grid_i: ti.template(),
+def _prim_hit(b, g, o, d, best_t, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.template(),
+              hull_planes: ti.template()):
+    """(t, world normal) of the ray o + t d on primitive g of environment b; t = INF on a miss, and when the
+    primitive is not drawn there or its bounding sphere is missed or lies beyond best_t."""
+    t = INF
+    n = ti.Vector([0.0, 0.0, 1.0])
+    c = ti.Vector([prim_pose[b, g, 0], prim_pose[b, g, 1], prim_pose[b, g, 2]])
+    bound = prim_f[g, 3]
+    culled = 0
+    if prim_pose[b, g, 12] < 0.5:  # not drawn in this environment (a non-finite pose)
+        culled = 1
+    elif bound >= 0.0:
+        oc = c - o
+        along = oc.dot(d)
+        perp2 = oc.dot(oc) - along * along
+        if perp2 > bound * bound or along + bound < 0.0 or along - bound > best_t:
+            culled = 1
+    if culled == 0:
+        R = ti.Matrix([[prim_pose[b, g, 3], prim_pose[b, g, 4], prim_pose[b, g, 5]],
+                       [prim_pose[b, g, 6], prim_pose[b, g, 7], prim_pose[b, g, 8]],
+                       [prim_pose[b, g, 9], prim_pose[b, g, 10], prim_pose[b, g, 11]]])
+        ol = R.transpose() @ (o - c)
+        dl = R.transpose() @ d
+        size = ti.Vector([prim_f[g, 0], prim_f[g, 1], prim_f[g, 2]])
+        tl, nl = _intersect_local(prim_i[g, 0], size, ol, dl, prim_i[g, 2], prim_i[g, 3], hull_planes)
+        t = tl
+        n = R @ nl
+    return t, n
+
+
+@ti.func
+def _trace(b, o, d, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.template(),
+           hull_planes: ti.template(), loose: ti.template(), n_loose, node_box: ti.template(), node_i: ti.template(),
+           n_nodes, n_parts, part_f: ti.template(), grid_f: ti.template(), grid_i: ti.template(),
            cell_start: ti.template(), cell_items: ti.template()):
     """The nearest hit of the ray o + t d (world, d unit) in environment b: (t, world normal, hit kind, index);
-    kind 0: nothing, 1: primitive, 2: particle."""
+    kind 0: nothing, 1: primitive, 2: particle. Equal distances go to the lower index, so that the result does
+    not depend on the order the primitives are visited in."""
     best_t = INF
     best_n = ti.Vector([0.0, 0.0, 1.0])
     best_kind = 0
     best_idx = -1
-    for g in range(n_prims):
-        c = ti.Vector([prim_pose[b, g, 0], prim_pose[b, g, 1], prim_pose[b, g, 2]])
-        bound = prim_f[g, 3]
-        # bounding-sphere culling: skip a primitive whose bounding sphere the ray misses or lies beyond best_t
-        culled = 0
-        if prim_pose[b, g, 12] < 0.5:  # not drawn in this environment (a non-finite pose)
-            culled = 1
-        elif bound >= 0.0:
-            oc = c - o
-            along = oc.dot(d)
-            perp2 = oc.dot(oc) - along * along
-            if perp2 > bound * bound or along + bound < 0.0 or along - bound > best_t:
-                culled = 1
-        if culled == 0:
-            R = ti.Matrix([[prim_pose[b, g, 3], prim_pose[b, g, 4], prim_pose[b, g, 5]],
-                           [prim_pose[b, g, 6], prim_pose[b, g, 7], prim_pose[b, g, 8]],
-                           [prim_pose[b, g, 9], prim_pose[b, g, 10], prim_pose[b, g, 11]]])
-            ol = R.transpose() @ (o - c)
-            dl = R.transpose() @ d
-            size = ti.Vector([prim_f[g, 0], prim_f[g, 1], prim_f[g, 2]])
-            t, nl = _intersect_local(prim_i[g, 0], size, ol, dl, prim_i[g, 2], prim_i[g, 3], hull_planes)
-            if t < best_t:
+    # one loop, one call site of _prim_hit (each call site is inlined whole, and compile time follows code size):
+    # steps k < n_loose test the unbounded primitives (planes) one by one; the others walk the BVH without a
+    # stack (node k - n_loose; nodes in depth-first order, a missed node jumps to its skip)
+    k = 0
+    while k < n_loose + n_nodes:
+        g = -1
+        k_next = k + 1  # after a leaf or an inner node that is hit: the next node (an inner node's first child)
+        if k < n_loose:
+            g = loose[k]
+        else:
+            node = k - n_loose
+            lo = ti.Vector([node_box[b, node, 0], node_box[b, node, 1], node_box[b, node, 2]])
+            hi = ti.Vector([node_box[b, node, 3], node_box[b, node, 4], node_box[b, node, 5]])
+            t_in, t_out = _ray_box_span(o, d, lo, hi)
+            if t_in <= t_out and t_in <= best_t:
+                g = node_i[node, 0]
+            else:
+                k_next = node_i[node, 1] + n_loose
+        if g >= 0:
+            t, n = _prim_hit(b, g, o, d, best_t, prim_i, prim_f, prim_pose, hull_planes)
+            if t < best_t or (t == best_t and best_kind == 1 and g < best_idx):
                 best_t = t
-                best_n = R @ nl
+                best_n = n
                 best_kind = 1
                 best_idx = g
+        k = k_next
     if n_parts > 0 and grid_i[b, 0] > 0:
         # the particles through their uniform grid (Amanatides & Woo's traversal): cells are visited in the
         # ray's order, and a hit no farther than the current cell's exit is the nearest
@@ -314,7 +351,9 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
            part_color: ti.types.ndarray(dtype=ti.f32, ndim=2), grid_f: ti.types.ndarray(dtype=ti.f32, ndim=2),
            grid_i: ti.types.ndarray(dtype=ti.i32, ndim=2), cell_start: ti.types.ndarray(dtype=ti.i32, ndim=1),
            cell_items: ti.types.ndarray(dtype=ti.i32, ndim=1),
-           light: ti.types.ndarray(dtype=ti.f32, ndim=1), n_prims: ti.i32, n_parts: ti.i32,
+           loose: ti.types.ndarray(dtype=ti.i32, ndim=1), node_box: ti.types.ndarray(dtype=ti.f32, ndim=3),
+           node_i: ti.types.ndarray(dtype=ti.i32, ndim=2), light: ti.types.ndarray(dtype=ti.f32, ndim=1),
+           n_loose: ti.i32, n_nodes: ti.i32, n_parts: ti.i32,
            out_rgb: ti.types.ndarray(dtype=ti.u8, ndim=4), out_depth: ti.types.ndarray(dtype=ti.f32, ndim=3),
            out_seg: ti.types.ndarray(dtype=ti.i32, ndim=3), out_normal: ti.types.ndarray(dtype=ti.f32, ndim=4)):
     B = out_depth.shape[0]
@@ -330,8 +369,34 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
         x = (2.0 * (j + 0.5) / W - 1.0) * tan_y * W / H
         y = (1.0 - 2.0 * (i + 0.5) / H) * tan_y
         d = (x * right + y * up - back).normalized()
-        t, n, kind, idx = _trace(b, o, d, n_prims, prim_i, prim_f, prim_pose, hull_planes, n_parts, part_f, grid_f, grid_i,
-                                  cell_start, cell_items)
+        # two rays through one _trace call site (see _trace): the camera's, then the shadow ray if the point is lit
+        ray_o = o
+        ray_d = d
+        t = INF
+        n = ti.Vector([0.0, 0.0, 1.0])
+        kind = 0
+        idx = -1
+        lit = 0.0
+        to_light = ti.Vector([light[0], light[1], light[2]])
+        for ray in range(2):
+            if ray == 0 or (kind != 0 and lit > 0.0 and light[4] > 0.5):
+                rt, rn, rkind, ridx = _trace(b, ray_o, ray_d, prim_i, prim_f, prim_pose, hull_planes, loose, n_loose,
+                                             node_box, node_i, n_nodes, n_parts, part_f, grid_f, grid_i, cell_start,
+                                             cell_items)
+                if ray == 0:
+                    t = rt
+                    n = rn
+                    kind = rkind
+                    idx = ridx
+                    if kind != 0:
+                        if n.dot(d) > 0.0:  # seen from behind (a plane from below, a ray inside a solid)
+                            n = -n
+                        lit = ti.max(n.dot(to_light), 0.0)
+                        # a hard shadow: anything between the point and the light
+                        ray_o = o + t * d + SHADOW_OFFSET * n
+                        ray_d = to_light
+                elif rkind != 0:
+                    lit = 0.0
         if kind == 0:
             out_depth[b, i, j] = ti.math.inf
             out_seg[b, i, j] = -1
@@ -339,8 +404,6 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
                 out_rgb[b, i, j, k] = ti.cast(0, ti.u8)
                 out_normal[b, i, j, k] = 0.0
         else:
-            if n.dot(d) > 0.0:  # seen from behind (a plane from below, a ray inside a solid): face the camera
-                n = -n
             # depth along the camera's -z axis (the distance to the image plane, OpenGL's linear depth)
             out_depth[b, i, j] = t * (-d.dot(back))
             albedo = ti.Vector([0.0, 0.0, 0.0])
@@ -350,15 +413,7 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
             else:
                 out_seg[b, i, j] = part_i[idx]
                 albedo = ti.Vector([part_color[idx, 0], part_color[idx, 1], part_color[idx, 2]])
-            to_light = ti.Vector([light[0], light[1], light[2]])
             ambient = light[3]
-            lit = ti.max(n.dot(to_light), 0.0)
-            if lit > 0.0 and light[4] > 0.5:  # a hard shadow: anything between the point and the light
-                p = o + t * d + SHADOW_OFFSET * n
-                ts, ns, ks, idxs = _trace(b, p, to_light, n_prims, prim_i, prim_f, prim_pose, hull_planes, n_parts,
-                                          part_f, grid_f, grid_i, cell_start, cell_items)
-                if ks != 0:
-                    lit = 0.0
             shade = ambient + (1.0 - ambient) * lit
             for k in ti.static(range(3)):
                 out_rgb[b, i, j, k] = ti.cast(ti.min(ti.max(albedo[k] * shade * 255.0 + 0.5, 0.0), 255.0), ti.u8)

@@ -16,6 +16,9 @@ from .view import PALETTE, PRIM_OF_GEOM, RenderView, entity_color
 LIGHT_DIR = (0.4, 0.25, 1.0)
 AMBIENT = 0.3
 F32 = torch.float32
+# fewer bounded primitives than this are tested one by one (bounding-sphere culling) rather than through the BVH,
+# whose box tests cost more than they save on a handful (measured: docs/rendering.md)
+BVH_MIN_PRIMS = 16
 # the particle grid's cells per axis, at most
 GRID_MAX_CELLS = 128
 
@@ -117,6 +120,58 @@ def particle_grid(part_f: torch.Tensor | None, B: int, dev) -> dict:
                 .contiguous())
 
 
+def bvh_topology(centres: np.ndarray) -> np.ndarray:
+    """A BVH over M points (the bounded primitives' centres), split at the median of the widest axis down to one
+    primitive a leaf. Returns node_i int32 [2M - 1, 4] in depth-first order: (primitive of a leaf, -1 for an inner
+    node; skip: the node after its subtree; left child; right child; -1 for a leaf's children)."""
+    rows = []
+
+    def build(ids):
+        me = len(rows)
+        rows.append([-1, -1, -1, -1])
+        if len(ids) == 1:
+            rows[me][0] = int(ids[0])
+        else:
+            pts = centres[ids]
+            axis = int(np.argmax(pts.max(0) - pts.min(0)))
+            ids = ids[np.argsort(pts[:, axis], kind="stable")]
+            half = len(ids) // 2
+            rows[me][2] = build(ids[:half])
+            rows[me][3] = build(ids[half:])
+        rows[me][1] = len(rows)
+        return me
+
+    if len(centres):
+        build(np.arange(len(centres)))
+    return np.asarray(rows, dtype=np.int32).reshape(-1, 4)
+
+
+def bvh_boxes(node_i: np.ndarray, leaf_lo: torch.Tensor, leaf_hi: torch.Tensor) -> torch.Tensor:
+    """Refit: each node's box [B, n_nodes, 6] from its leaves' boxes (leaf_lo, leaf_hi [B, M, 3], indexed by the
+    leaves' primitive slot), children before parents (reverse depth-first order, one level at a time)."""
+    n = len(node_i)
+    B = leaf_lo.shape[0]
+    lo = torch.empty((B, n, 3), dtype=leaf_lo.dtype, device=leaf_lo.device)
+    hi = torch.empty_like(lo)
+    leaves = np.nonzero(node_i[:, 0] >= 0)[0]
+    slot = torch.as_tensor(node_i[leaves, 0].astype(np.int64), device=lo.device)
+    lo[:, leaves] = leaf_lo[:, slot]
+    hi[:, leaves] = leaf_hi[:, slot]
+    depth = np.zeros(n, dtype=np.int64)
+    for k in range(n):  # parents come first in depth-first order
+        for c in node_i[k, 2:]:
+            if c >= 0:
+                depth[c] = depth[k] + 1
+    for level in range(int(depth.max()) if n else 0, -1, -1):
+        inner = np.nonzero((depth == level) & (node_i[:, 0] < 0))[0]
+        if len(inner):
+            left = torch.as_tensor(node_i[inner, 2].astype(np.int64), device=lo.device)
+            right = torch.as_tensor(node_i[inner, 3].astype(np.int64), device=lo.device)
+            lo[:, inner] = torch.minimum(lo[:, left], lo[:, right])
+            hi[:, inner] = torch.maximum(hi[:, left], hi[:, right])
+    return torch.cat([lo, hi], dim=-1)
+
+
 def _check_view(v: RenderView, B: int):
     """Raise a SceneError naming the first field of a render view whose shape does not fit its layout."""
     G = None if v.geom_type is None else v.geom_type.shape[0]
@@ -158,6 +213,7 @@ class Renderer:
     def __init__(self, scene):
         self.scene = scene
         self._bounds = {}  # convex bounding radius by the planes' bytes: the O(P^3) search runs once per hull
+        self._bvh = None  # (bounded primitives, node_i): the topology, built at the first render and refitted after
 
     def _pack(self, views: list[RenderView], B: int, dev):
         scene = self.scene
@@ -246,6 +302,7 @@ class Renderer:
         n_prims = sum(len(x) for x in prim_i)
         n_parts = sum(len(x) for x in part_i)
         pf = torch.cat(part_f, dim=1) if part_f else torch.zeros((B, 1, 4), dtype=F32, device=dev)
+        prims.update(self._bvh_arrays(prims, n_prims, B, dev))
         parts = dict(part_f=pf.contiguous(), part_i=t(cat_np(part_i, (1,), np.int32)),
                      part_color=t(cat_np(part_color, (1, 3), np.float32)), **particle_grid(pf if n_parts else None, B, dev))
         for name in ("prim_f", "prim_color", "hull_planes", "part_color"):  # the model's arrays, not the state's
@@ -254,6 +311,41 @@ class Renderer:
         if n_planes and (prims["prim_i"][:, 2] + prims["prim_i"][:, 3]).max() > prims["hull_planes"].shape[0]:
             raise SceneError("render: a convex piece's hull rows leave hull_planes.")  # checked per view above
         return prims, parts, n_prims, n_parts
+
+    def _bvh_arrays(self, prims: dict, n_prims: int, B: int, dev) -> dict:
+        """The primitives' BVH in the kernel's layout: the unbounded ones apart (`loose`), the others in a tree
+        whose topology is built once from environment 0's poses and whose boxes are refitted every render (still
+        exact boxes when things move; only the tree's quality depends on the first poses)."""
+        bound = prims["prim_f"][:n_prims, 3].cpu().numpy()
+        bounded = tuple(int(g) for g in np.nonzero(bound >= 0)[0])
+        loose = np.nonzero(bound < 0)[0].astype(np.int32)
+        if len(bounded) < BVH_MIN_PRIMS:  # a few primitives: one by one, each culled by its bounding sphere
+            bounded, loose = (), np.arange(n_prims, dtype=np.int32)
+        pose = prims["prim_pose"][:, :n_prims]
+        if self._bvh is None or self._bvh[0] != bounded:
+            centres = pose[0, list(bounded), :3].cpu().double().numpy() if bounded else np.zeros((0, 3))
+            self._bvh = (bounded, bvh_topology(centres))
+        node_i = self._bvh[1]
+        if bounded:
+            idx = torch.as_tensor(bounded, device=dev)
+            c = pose[:, idx, :3]
+            r = prims["prim_f"][idx, 3].to(dev)[None, :, None]
+            shown = pose[:, idx, 12:13] > 0.5
+            leaf_lo = torch.where(shown, c - r, torch.full_like(c, 1e30))  # not drawn: an empty box
+            leaf_hi = torch.where(shown, c + r, torch.full_like(c, -1e30))
+            node_box = bvh_boxes(node_i, leaf_lo, leaf_hi)
+            kernel_i = np.stack([np.where(node_i[:, 0] >= 0, np.asarray(bounded, np.int32)[np.maximum(node_i[:, 0], 0)],
+                                          -1), node_i[:, 1]], axis=1).astype(np.int32)
+        else:
+            node_box = torch.zeros((B, 1, 6), dtype=F32, device=dev)
+            kernel_i = np.zeros((1, 2), dtype=np.int32)
+        n_nodes = len(node_i)
+        # what the kernel follows: primitives inside [0, n_prims), skips inside (node, n_nodes]
+        assert ((kernel_i[:n_nodes, 0] >= -1) & (kernel_i[:n_nodes, 0] < n_prims)).all()
+        assert ((kernel_i[:n_nodes, 1] > np.arange(n_nodes)) & (kernel_i[:n_nodes, 1] <= n_nodes)).all()
+        return dict(loose=torch.as_tensor(loose if len(loose) else np.zeros(1, np.int32), device=dev),
+                    node_box=node_box.to(F32).contiguous(), node_i=torch.as_tensor(kernel_i, device=dev),
+                    n_loose=len(loose), n_nodes=n_nodes)
 
     def render(self, cam_f: torch.Tensor, res: tuple[int, int], shadows: bool = True):
         """cam_f: [B, 13] (Camera's layout, kernels.py). Returns rgb u8 [B, H, W, 3], depth f32 [B, H, W] (inf
@@ -275,7 +367,9 @@ class Renderer:
         assert cam_f.shape == (B, 13) and cam_f.dtype == F32 and prims["prim_pose"].shape[0] == B
         K.render(cam_f.contiguous(), prims["prim_i"], prims["prim_f"], prims["prim_pose"].contiguous(),
                  prims["prim_color"], prims["hull_planes"], parts["part_f"], parts["part_i"], parts["part_color"],
-                 parts["grid_f"], parts["grid_i"], parts["cell_start"], parts["cell_items"], light, int(n_prims), int(n_parts), rgb, depth, seg, normal)
+                 parts["grid_f"], parts["grid_i"], parts["cell_start"], parts["cell_items"], prims["loose"],
+                 prims["node_box"], prims["node_i"], light, prims["n_loose"], prims["n_nodes"], int(n_parts), rgb, depth,
+                 seg, normal)
         return rgb, depth, seg, normal
 
 
