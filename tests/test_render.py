@@ -90,6 +90,8 @@ def test_segmentation_gives_each_entity_its_index_and_rgb_its_surface_colour():
     up_rays = rays[..., 2] > 0.05
     assert up_rays.sum() > 50
     assert (seg.numpy()[up_rays] == -1).all() and np.isinf(depth.numpy()[up_rays]).all()
+    late = scene.add_camera(res=(W, H), **pose)  # a camera added after build sees the same
+    assert torch.equal(late.render(segmentation=True)[2], seg)
     _, _, colored, _ = cam.render(rgb=False, segmentation=True, colorize_seg=True)
     assert colored.shape == (H, W, 3) and colored.dtype == torch.uint8
 
@@ -218,6 +220,9 @@ def test_bad_camera_arguments_are_refused():
         scene.add_camera(res=(W, H), pos=(0, 0, 3), lookat=(0, 0, 0), up=(0, 0, 1))
     with pytest.raises(OptionError, match="window"):
         scene.add_camera(res=(W, H), GUI=True)
+    with pytest.raises(OptionError, match="fvo"):
+        scene.add_camera(res=(W, H), fvo=40)
+    scene.add_camera(res=(W, H), spp=64, near=0.05, far=10.0, denoise=False)  # Genesis World's, without effect
     cam = scene.add_camera(res=(W, H), pos=(2, 0, 1), lookat=(0, 0, 0.5))
     with pytest.raises(gs.errors.SceneError if hasattr(gs, "errors") else Exception, match="build"):
         cam.render()

@@ -12,6 +12,9 @@ from ..errors import OptionError, SceneError
 from .view import PALETTE
 
 F32 = torch.float32
+# Genesis World's add_camera options that have no effect on this ray caster: accepted so that its scripts run
+GENESIS_CAMERA_OPTIONS = frozenset({"model", "aperture", "focus_dist", "spp", "denoise", "near", "far", "env_idx",
+                                    "debug"})
 
 
 def _vec3(value, what, B):
@@ -54,6 +57,10 @@ class Camera:
 
     def __init__(self, scene, idx, res=(320, 320), pos=(0.5, 2.5, 3.5), lookat=(0.5, 0.5, 0.5), up=(0.0, 0.0, 1.0),
                  fov=30, GUI=False, **ignored):
+        unknown = sorted(set(ignored) - GENESIS_CAMERA_OPTIONS)
+        if unknown:
+            raise OptionError(f"add_camera got unexpected keywords {unknown}; accepted: res, pos, lookat, up, fov, GUI, "
+                              f"and Genesis World's {sorted(GENESIS_CAMERA_OPTIONS)} (without effect here).")
         if GUI:
             raise OptionError("add_camera(GUI=True): genesis-core opens no window; use GUI=False and read the "
                               "images from cam.render(), or record them with cam.start_recording().")
@@ -209,6 +216,10 @@ class Camera:
         (n + 1) / 2 (0 on the background)."""
         from .renderer import Renderer
         from .._runtime import runtime
+
+        unknown = sorted(set(ignored) - {"antialiasing", "force_render"})
+        if unknown:
+            raise OptionError(f"cam.render got unexpected keywords {unknown}.")
 
         scene = self.scene
         scene._require_built("cam.render()")
