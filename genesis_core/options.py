@@ -65,8 +65,9 @@ __getattr__, __dir__ = plugin_namespace("options", globals())
 
 class RenderingOptions(Inert):
     """Options of Genesis World's viewer and renderer (`gs.options.VisOptions`, `gs.options.ViewerOptions`):
-    genesis-core renders nothing. They are accepted so that a Genesis script runs unchanged (gs.Scene(vis_options=
-    ..., viewer_options=...)); the arguments are kept (`options.options`) and nothing reads them."""
+    accepted so that a Genesis script runs unchanged (gs.Scene(vis_options=..., viewer_options=...)); the arguments
+    are kept (`options.options`). genesis-core has no viewer yet and its cameras (genesis_core.render) read none
+    of these options."""
 
     namespace = "gs.options"
 

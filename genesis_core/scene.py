@@ -159,7 +159,8 @@ class Scene:
     def add_camera(self, res=(320, 320), pos=(0.5, 2.5, 3.5), lookat=(0.5, 0.5, 0.5), up=(0.0, 0.0, 1.0), fov=30,
                    GUI=False, **options):
         """A camera (`genesis_core.render.Camera`, Genesis World's arguments), before or after build; GUI=True
-        raises (no window). Genesis World's other camera options (model, spp, near, far, ...) are accepted."""
+        raises (no window). `transform` and `env_idx` are used as Genesis World uses them; its other camera options
+        (model, spp, near, far, ...) are accepted without effect."""
         from .render import Camera
 
         cam = Camera(self, len(self._cameras), res=res, pos=pos, lookat=lookat, up=up, fov=fov, GUI=GUI, **options)

@@ -1,6 +1,7 @@
-"""Surfaces (`gs.surfaces.Default(color=..., vis_mode="particle")`, ...): how Genesis World renders an entity.
-genesis-core renders nothing; a surface is accepted so that a Genesis script runs unchanged, its arguments are
-kept on the object (`surface.options`) and nothing reads them."""
+"""Surfaces (`gs.surfaces.Default(color=..., vis_mode="particle")`, ...): how an entity looks.
+Every surface keeps its arguments on the object (`surface.options`), so that a Genesis World script runs unchanged.
+The cameras (`genesis_core.render`) read one of them: `color` (RGB or RGBA in [0, 1]), the entity's colour in
+rendered images; the others (vis_mode, roughness, textures, ...) have no effect yet (docs/rendering.md)."""
 
 
 from .bases import Inert

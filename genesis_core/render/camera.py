@@ -13,8 +13,8 @@ from .view import PALETTE
 
 F32 = torch.float32
 # Genesis World's add_camera options that have no effect on this ray caster: accepted so that its scripts run
-GENESIS_CAMERA_OPTIONS = frozenset({"model", "aperture", "focus_dist", "spp", "denoise", "near", "far", "env_idx",
-                                    "debug"})
+# (`transform` and `env_idx` are Genesis World's too, and are used: see Camera)
+GENESIS_CAMERA_OPTIONS = frozenset({"model", "aperture", "focus_dist", "spp", "denoise", "near", "far", "debug"})
 
 
 def _vec3(value, what, B):
@@ -30,6 +30,26 @@ def _vec3(value, what, B):
     if not torch.isfinite(x).all():
         raise OptionError(f"{what}={value!r} is not finite.")
     return x.clone()
+
+
+def _matrices(transform, what, B):
+    """transform as a finite float64 [B, 4, 4] tensor (one for every environment, or one per environment)."""
+    try:
+        T = torch.as_tensor(np.asarray(transform.detach().cpu() if torch.is_tensor(transform) else transform,
+                                       dtype=np.float64))
+    except (TypeError, ValueError):
+        raise OptionError(f"{what}: transform is not a 4x4 matrix of numbers.") from None
+    if T.shape == (4, 4):
+        T = T.expand(B, 4, 4)
+    if T.shape != (B, 4, 4) or not torch.isfinite(T).all():
+        raise OptionError(f"{what}: transform has shape {tuple(T.shape)} or non-finite entries: expected a finite "
+                          f"(4, 4) or ({B}, 4, 4) matrix.")
+    return T
+
+
+def _T_to_pos_lookat_up(T):
+    """A camera-to-world matrix (OpenGL axes: the camera looks along its -z, +y up) as pos, lookat, up."""
+    return T[:, :3, 3], T[:, :3, 3] - T[:, :3, 2], T[:, :3, 1]
 
 
 def _frame(pos, lookat, up, what):
@@ -50,17 +70,26 @@ def _frame(pos, lookat, up, what):
     return right, cam_up, back
 
 
+def _check_recording_target(save_to_filename, fps, what):
+    if fps is not None and (not isinstance(fps, (int, float)) or isinstance(fps, bool) or not 0 < fps <= 1000):
+        raise OptionError(f"{what}: fps={fps!r} must be a number in (0, 1000].")
+    if save_to_filename is not None and os.path.splitext(str(save_to_filename))[1].lower() not in (".mp4", ".gif"):
+        raise OptionError(f"{what}: {save_to_filename!r} must end in .mp4 or .gif.")
+
+
 class Camera:
     """A pinhole camera (Genesis World's `scene.add_camera`). res: (width, height) pixels; fov: the vertical
-    field of view, degrees in (0, 180); pos, lookat, up: world, m. `render()` gives images of every environment
-    at once as torch tensors `([n_envs,] H, W, C)` on gs.device."""
+    field of view, degrees in (0, 180); pos, lookat, up: world, m (or transform: a 4x4 camera-to-world matrix,
+    OpenGL axes, instead). `render()` gives images of every environment at once as torch tensors
+    `([n_envs,] H, W, C)` on gs.device; with env_idx (an int, on a batched scene) the camera shows that one
+    environment and its images have no batch dimension, as in Genesis World."""
 
     def __init__(self, scene, idx, res=(320, 320), pos=(0.5, 2.5, 3.5), lookat=(0.5, 0.5, 0.5), up=(0.0, 0.0, 1.0),
-                 fov=30, GUI=False, **ignored):
+                 fov=30, GUI=False, transform=None, env_idx=None, **ignored):
         unknown = sorted(set(ignored) - GENESIS_CAMERA_OPTIONS)
         if unknown:
             raise OptionError(f"add_camera got unexpected keywords {unknown}; accepted: res, pos, lookat, up, fov, GUI, "
-                              f"and Genesis World's {sorted(GENESIS_CAMERA_OPTIONS)} (without effect here).")
+                              f"transform, env_idx, and Genesis World's {sorted(GENESIS_CAMERA_OPTIONS)} (without effect here).")
         if GUI:
             raise OptionError("add_camera(GUI=True): genesis-core opens no window; use GUI=False and read the "
                               "images from cam.render(), or record them with cam.start_recording().")
@@ -74,7 +103,14 @@ class Camera:
         if not isinstance(fov, (int, float, np.integer, np.floating)) or isinstance(fov, bool) \
                 or not 0.0 < float(fov) < 180.0:
             raise OptionError(f"add_camera: fov={fov!r} must be a number of degrees in (0, 180).")
+        if env_idx is not None and (not isinstance(env_idx, (int, np.integer)) or isinstance(env_idx, bool)
+                                    or env_idx < 0):
+            raise OptionError(f"add_camera: env_idx={env_idx!r} must be None or the index of an environment (an int "
+                              ">= 0).")
         self.scene, self.idx = scene, idx
+        self._env_idx = None if env_idx is None else int(env_idx)
+        if transform is not None:
+            pos, lookat, up = (x[0] for x in _T_to_pos_lookat_up(_matrices(transform, "add_camera", 1)))
         self._res = (int(res[0]), int(res[1]))
         self._fov = float(fov)
         self._options = ignored  # Genesis World's other camera options (spp, near, far, ...): accepted
@@ -83,7 +119,9 @@ class Camera:
         _frame(*(x[None] for x in self._pose), "add_camera")
         self._batched_pose = None  # [B, 3] x 3 once set per environment
         self._follow = None
+        self._attach = None  # (link, offset [4, 4] float64)
         self._recording = False
+        self._record_to = (None, None)  # (save_to_filename, fps) given to start_recording
         self._frames = []
         self._renderer = None
 
@@ -100,6 +138,24 @@ class Camera:
     @property
     def GUI(self):
         return False
+
+    @property
+    def env_idx(self):
+        return self._env_idx
+
+    @property
+    def transform(self):
+        """The camera-to-world matrix ([n_envs,] 4, 4), OpenGL axes (the camera looks along its -z)."""
+        pos, lookat, up = self._poses()
+        right, cam_up, back = _frame(pos, lookat, up, "transform")
+        T = torch.zeros((pos.shape[0], 4, 4), dtype=torch.float64)
+        T[:, :3, 0], T[:, :3, 1], T[:, :3, 2], T[:, :3, 3], T[:, 3, 3] = right, cam_up, back, pos, 1.0
+        return self._out(T)
+
+    def _check_env_idx(self):
+        if self._env_idx is not None and self.scene.is_built and self._env_idx >= max(self.scene.n_envs, 1):
+            raise OptionError(f"camera {self.idx}: env_idx={self._env_idx} is not an environment of this scene "
+                              f"(n_envs={self.scene.n_envs}).")
 
     def _B(self):
         return max(self.scene.n_envs, 1) if self.scene.is_built else 1
@@ -127,35 +183,46 @@ class Camera:
         from .._runtime import runtime
 
         x = x.to(device=runtime.device, dtype=runtime.tc_float)
-        return x if self.scene.is_built and self.scene.n_envs else x[0]
+        if not (self.scene.is_built and self.scene.n_envs):
+            return x[0]
+        return x[self._env_idx] if self._env_idx is not None else x
 
     # -- pose ------------------------------------------------------------------------------------------------------
 
     def set_pose(self, transform=None, pos=None, lookat=None, up=None, envs_idx=None):
-        """Move the camera: pos, lookat, up (m, world), each (3,) for every environment or (n_envs, 3) on a batched
-        scene; the ones not given keep their values. transform: a 4x4 camera-to-world matrix (OpenGL axes: the
-        camera looks along its -z), instead of pos/lookat/up."""
+        """Move the camera: pos, lookat, up (m, world), each (3,) for every environment (or for every one of
+        envs_idx) or (len(envs_idx) or n_envs, 3) one per environment; the ones not given keep their values.
+        transform: a 4x4 camera-to-world matrix (OpenGL axes: the camera looks along its -z), or one per
+        environment, instead of pos/lookat/up. envs_idx: the environments to move (a batched scene only)."""
         B = self._B()
         cur = self._poses()
+        if transform is None and pos is None and lookat is None and up is None:
+            return
+        batched = self.scene.is_built and bool(self.scene.n_envs)
+        if envs_idx is not None:
+            if not batched:
+                raise OptionError("set_pose: envs_idx needs a scene built with n_envs >= 1.")
+            if self._env_idx is not None:
+                raise OptionError(f"set_pose: this camera shows environment {self._env_idx} only (env_idx); "
+                                  "envs_idx cannot be given.")
+            idx = self.scene._sanitize_envs_idx(envs_idx).cpu().long().reshape(-1)
+        elif self._env_idx is not None and batched:
+            self._check_env_idx()
+            idx = torch.tensor([self._env_idx])
+        else:
+            idx = torch.arange(B)
+        n = len(idx)
         if transform is not None:
             if pos is not None or lookat is not None or up is not None:
                 raise OptionError("set_pose: give transform or pos/lookat/up, not both.")
-            T = torch.as_tensor(np.asarray(transform.cpu() if torch.is_tensor(transform) else transform,
-                                           dtype=np.float64))
-            if T.shape == (4, 4):
-                T = T.expand(B, 4, 4)
-            if T.shape != (B, 4, 4) or not torch.isfinite(T).all():
-                raise OptionError(f"set_pose: transform must be a finite (4, 4) or ({B}, 4, 4) matrix.")
-            pos, lookat, up = T[:, :3, 3], T[:, :3, 3] - T[:, :3, 2], T[:, :3, 1]
-        new = [cur[0] if pos is None else _vec3(pos, "set_pose: pos", B),
-               cur[1] if lookat is None else _vec3(lookat, "set_pose: lookat", B),
-               cur[2] if up is None else _vec3(up, "set_pose: up", B)]
-        if envs_idx is not None:
-            idx = self.scene._sanitize_envs_idx(envs_idx).cpu()
-            new = [torch.where(torch.isin(torch.arange(B), idx)[:, None], n, c) for n, c in zip(new, cur)]
+            pos, lookat, up = _T_to_pos_lookat_up(_matrices(transform, "set_pose", n))
+        new = [c.clone() for c in cur]
+        for k, (value, name) in enumerate(((pos, "pos"), (lookat, "lookat"), (up, "up"))):
+            if value is not None:
+                new[k][idx] = _vec3(value, f"set_pose: {name}", n)
         _frame(*new, "set_pose")
         self._batched_pose = tuple(new)
-        if B == 1 and not (self.scene.is_built and self.scene.n_envs):
+        if B == 1 and not batched:
             self._pose = tuple(x[0] for x in new)
 
     def follow_entity(self, entity, fixed_axis=(None, None, None), smoothing=None, fix_orientation=False):
@@ -168,10 +235,52 @@ class Camera:
             raise OptionError(f"follow_entity: fixed_axis={fixed_axis!r} must have 3 entries (a number or None).")
         if smoothing is not None and not (isinstance(smoothing, (int, float)) and 0.0 <= smoothing < 1.0):
             raise OptionError(f"follow_entity: smoothing={smoothing!r} must be None or in [0, 1).")
+        if self._attach is not None:
+            raise OptionError("follow_entity: the camera is attached to a link; detach() it first.")
         self._follow = (entity, tuple(fixed_axis), smoothing, bool(fix_orientation), None)
+        if self.scene.is_built:  # the offset is the one at this call (as Genesis World); else at the first render
+            self._follow = self._follow[:4] + (self._follow_offset(entity),)
 
     def unfollow_entity(self):
         self._follow = None
+
+    def _follow_offset(self, entity):
+        offset = self._poses()[0] - self._entity_pos(entity)
+        if (offset.norm(dim=-1) < 1e-9).any():
+            raise OptionError("follow_entity: the camera sits at the entity's base position; move it first.")
+        return offset
+
+    def attach(self, rigid_link, offset_T):
+        """Mount the camera on a link: at each render its camera-to-world matrix is the link's pose times
+        offset_T (4x4, the camera's pose in the link's frame, OpenGL axes), as Genesis World's attach."""
+        if self._follow is not None:
+            raise OptionError("attach: the camera follows an entity; unfollow_entity() first.")
+        if not (hasattr(rigid_link, "get_pos") and hasattr(rigid_link, "get_quat")):
+            raise OptionError(f"attach: {rigid_link!r} is not a link (it has no get_pos / get_quat).")
+        self._attach = (rigid_link, _matrices(offset_T, "attach: offset_T", 1)[0])
+
+    def detach(self):
+        """Stop moving with the link; the camera keeps its current pose."""
+        self._attach = None
+
+    def move_to_attach(self):
+        """Put the camera where its link and offset say (done by every render of an attached camera)."""
+        from ..rotations import quat_to_mat
+
+        if self._attach is None:
+            raise SceneError("move_to_attach: the camera is not attached to a link (cam.attach(link, offset_T)).")
+        link, offset = self._attach
+        B = self._B()
+        pos = self._entity_pos(link)
+        q = link.get_quat()
+        q = (q.detach().cpu() if torch.is_tensor(q) else torch.as_tensor(q)).to(torch.float64).reshape(-1, 4)
+        T = torch.zeros((B, 4, 4), dtype=torch.float64)
+        T[:, :3, :3] = quat_to_mat(torch.nn.functional.normalize(q, dim=-1)).reshape(-1, 3, 3).expand(B, 3, 3)
+        T[:, :3, 3], T[:, 3, 3] = pos, 1.0
+        T = T @ offset
+        if not torch.isfinite(T).all():
+            raise SceneError("move_to_attach: the link's pose is not finite.")
+        self._set_all(*_T_to_pos_lookat_up(T), "move_to_attach")
 
     def _entity_pos(self, entity):
         p = entity.get_pos()
@@ -182,10 +291,8 @@ class Camera:
         entity, fixed, smoothing, fix_orientation, offset = self._follow
         pos, lookat, up = self._poses()
         target = self._entity_pos(entity)
-        if offset is None:  # the offset is taken at the first render after follow_entity
-            offset = pos - target
-            if (offset.norm(dim=-1) < 1e-9).any():
-                raise OptionError("follow_entity: the camera sits at the entity's base position; move it first.")
+        if offset is None:  # followed before build: the offset is taken at the first render
+            offset = self._follow_offset(entity)
             self._follow = (entity, fixed, smoothing, fix_orientation, offset)
         new_pos = target + offset
         new_look = target if not fix_orientation else lookat + (new_pos - pos)
@@ -196,7 +303,14 @@ class Camera:
         for a, value in enumerate(fixed):
             if value is not None:
                 new_pos[:, a] = float(value)
-        self.set_pose(pos=new_pos, lookat=new_look, up=up)
+        self._set_all(new_pos, new_look, up, "follow_entity")
+
+    def _set_all(self, pos, lookat, up, what):
+        """Every environment's pose at once ([B, 3] float64 each), checked."""
+        _frame(pos, lookat, up, what)
+        self._batched_pose = (pos.clone(), lookat.clone(), up.clone())
+        if not (self.scene.is_built and self.scene.n_envs):
+            self._pose = tuple(x[0].clone() for x in self._batched_pose)
 
     # -- rendering -------------------------------------------------------------------------------------------------
 
@@ -223,6 +337,9 @@ class Camera:
 
         scene = self.scene
         scene._require_built("cam.render()")
+        self._check_env_idx()
+        if self._attach is not None:
+            self.move_to_attach()
         if self._follow is not None:
             self._update_following()
         if self._renderer is None:
@@ -230,7 +347,8 @@ class Camera:
         need_rgb = bool(rgb) or self._recording
         img, dep, seg, nrm = self._renderer.render(self._cam_f(runtime.device), self._res, shadows=need_rgb)
         if self._recording:
-            self._frames.append(img.cpu().numpy().copy())
+            frame = img[self._env_idx] if self._env_idx is not None and scene.n_envs else img
+            self._frames.append(frame.cpu().numpy().copy())
         if colorize_seg:
             pal = torch.as_tensor((PALETTE * 255).round().astype(np.uint8), device=seg.device)
             colored = pal[seg.clamp_min(0).long() % len(PALETTE)]
@@ -238,12 +356,19 @@ class Camera:
         out = [img if rgb else None, dep if depth else None, seg if segmentation else None, nrm if normal else None]
         if not scene.n_envs:
             out = [None if x is None else x[0] for x in out]
+        elif self._env_idx is not None:
+            out = [None if x is None else x[self._env_idx] for x in out]
         return tuple(out)
 
     # -- recording -------------------------------------------------------------------------------------------------
 
-    def start_recording(self):
-        """Keep the RGB image of every later render until stop_recording."""
+    def start_recording(self, save_to_filename=None, fps=None):
+        """Keep the RGB image of every later render (each `cam.render()` adds one frame) until stop_recording.
+        save_to_filename and fps may be given here (Genesis World 1.4.5's form) or to stop_recording (its earlier
+        form); called again after pause_recording, it resumes the same recording."""
+        if save_to_filename is not None or fps is not None:
+            _check_recording_target(save_to_filename, fps, "start_recording")
+            self._record_to = (save_to_filename, fps)
         self._recording = True
 
     def pause_recording(self):
@@ -251,35 +376,42 @@ class Camera:
             raise SceneError("pause_recording: recording was not started (cam.start_recording()).")
         self._recording = False
 
-    def stop_recording(self, save_to_filename=None, fps=60):
+    def stop_recording(self, save_to_filename=None, fps=None):
         """Write the recorded frames with imageio: MP4 (ffmpeg from imageio-ffmpeg) or GIF, by the file's
-        extension. On a batched scene each environment goes to its own file, `<name>_<env><ext>` (as Genesis
-        World does). Returns the paths written."""
+        extension; save_to_filename and fps default to those given to start_recording, else
+        `camera_<idx>.mp4` and 60. On a batched scene each environment goes to its own file,
+        `<name>_<env><ext>` (as Genesis World does). Returns the paths written."""
         if not self._recording and not self._frames:
             raise SceneError("stop_recording: recording was not started (cam.start_recording()).")
-        if not isinstance(fps, (int, float)) or isinstance(fps, bool) or not 0 < fps <= 1000:
-            raise OptionError(f"stop_recording: fps={fps!r} must be a number in (0, 1000].")
+        _check_recording_target(save_to_filename, fps, "stop_recording")
         if save_to_filename is None:
-            save_to_filename = f"camera_{self.idx}.mp4"
+            save_to_filename = self._record_to[0] or f"camera_{self.idx}.mp4"
+        if fps is None:
+            fps = self._record_to[1] or 60
         name, ext = os.path.splitext(str(save_to_filename))
-        if ext.lower() not in (".mp4", ".gif"):
-            raise OptionError(f"stop_recording: {save_to_filename!r} must end in .mp4 or .gif.")
         if not self._frames:
             raise SceneError("stop_recording: no frame was rendered since start_recording().")
         import imageio.v2 as imageio
 
         frames = np.stack(self._frames)  # [T, B, H, W, 3]
-        batched = bool(self.scene.n_envs)
+        if frames.ndim == 4:  # a camera bound to one environment (env_idx)
+            frames = frames[:, None]
+        batched = bool(self.scene.n_envs) and self._env_idx is None
         paths = []
         for b in range(frames.shape[1]):
             path = f"{name}_{b}{ext}" if batched else str(save_to_filename)
             if ext.lower() == ".gif":
                 imageio.mimsave(path, list(frames[:, b]), duration=1000.0 / fps, loop=0)
             else:
-                imageio.mimsave(path, list(frames[:, b]), fps=fps, macro_block_size=1)
+                # H.264 in yuv420p (what players read) needs even sides: an odd one gets its last row or column
+                # repeated
+                H, W = frames.shape[2:4]
+                even = np.pad(frames[:, b], ((0, 0), (0, H % 2), (0, W % 2), (0, 0)), mode="edge")
+                imageio.mimsave(path, list(even), fps=fps, macro_block_size=1)
             paths.append(path)
         self._frames = []
         self._recording = False
+        self._record_to = (None, None)
         return paths
 
 

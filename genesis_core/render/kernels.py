@@ -198,9 +198,12 @@ def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.templ
 
 @ti.func
 def _ray_box_span(o, d, lo, hi):
-    """(t_in, t_out): the span of t >= 0 where the ray o + t d is inside the box [lo, hi]; t_in > t_out: missed."""
+    """(t_in, t_out): the span of t >= 0 where the ray o + t d is inside the box [lo, hi]; t_in > t_out: missed
+    (always, for an empty box: lo > hi on an axis, as a BVH node over primitives not drawn)."""
     t_in = 0.0
     t_out = INF
+    if lo[0] > hi[0] or lo[1] > hi[1] or lo[2] > hi[2]:
+        t_out = -1.0
     for k in ti.static(range(3)):
         if ti.abs(d[k]) < 1e-12:
             if o[k] < lo[k] or o[k] > hi[k]:

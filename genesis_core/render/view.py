@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..coupler import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_MESH, GEOM_PLANE, GEOM_SPHERE
-from ..errors import SceneError
+from ..errors import OptionError, SceneError
 from ..morphs import Plane
 from . import kernels as K
 
@@ -67,15 +67,20 @@ class RenderView:
 
 def entity_color(scene, idx: int) -> np.ndarray:
     """The RGB colour (floats in [0, 1]) of entity `idx`: its `gs.surfaces.*(color=...)` if it gave one (RGB or
-    RGBA, in [0, 1]), else the palette's colour for its index."""
+    RGBA, clipped to [0, 1]; anything else raises), else the palette's colour for its index."""
     if idx < 0:
         return PALETTE[-1]
     surface = scene.entity_surface(idx) if hasattr(scene, "entity_surface") else None
     color = None if surface is None else getattr(surface, "options", {}).get("color")
     if color is not None:
-        c = np.asarray(color, dtype=np.float64).reshape(-1)
-        if c.size in (3, 4) and np.all(np.isfinite(c)):
-            return np.clip(c[:3], 0.0, 1.0).astype(np.float32)
+        try:
+            c = np.asarray(color, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            c = np.empty(0)
+        if c.size not in (3, 4) or not np.all(np.isfinite(c)):
+            raise OptionError(f"entity {idx}: its surface's color={color!r} must be 3 or 4 finite numbers (RGB or "
+                              "RGBA, in [0, 1]).")
+        return np.clip(c[:3], 0.0, 1.0).astype(np.float32)
     return PALETTE[idx % len(PALETTE)]
 
 
@@ -84,7 +89,8 @@ def _geom_entities(solver, view) -> np.ndarray:
     (`link_start:link_end`, the rigid entity's public range) hold `geom_body`. A static geom (`geom_body` = -1: a
     plane, a fixed entity's geom) carries no link in ColliderView: it is given to the solver's entity whose base
     position (`get_pos()`) is nearest to the geom in environment 0, among the Plane entities for a plane geom and
-    among the others for any other geom: an approximation (two fixed entities based at one point are told apart
+    among the others for any other geom (among all where there is none of that kind): an approximation (two
+    fixed entities based at one point are told apart
     by nothing) that a solver makes exact by implementing `render_view`."""
     body = view.geom_body.detach().cpu().numpy()
     entities = list(getattr(solver, "entities", []))
@@ -112,7 +118,9 @@ def _geom_entities(solver, view) -> np.ndarray:
             # a plane geom belongs to a Plane entity, any other geom to another entity (a fixed robot's base
             # often sits at the origin, as the plane does)
             dist = np.linalg.norm(base - pos[g], axis=1)
-            dist[is_plane != (kinds[g] == GEOM_PLANE)] = np.inf
+            kind_of = is_plane == (kinds[g] == GEOM_PLANE)
+            if kind_of.any():  # a plane inside a model file (an MJCF floor): no Plane entity, any entity
+                dist[~kind_of] = np.inf
             if np.isfinite(dist).any():
                 out[g] = entities[int(np.argmin(dist))].idx
     return out
