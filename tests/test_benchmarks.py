@@ -28,3 +28,19 @@ def test_benchmark_runs_at_a_tiny_size(script, args, expect):
                          text=True, timeout=900, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert expect in run.stdout, run.stdout[-2000:]
+
+
+def test_render_benchmark_runs_at_a_tiny_size():
+    """benchmarks/render.py on the panda scene of ../shared/assets, 2 environments at 32 x 24 (no anchor)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import render
+    finally:
+        sys.path.pop(0)
+    if not os.path.exists(render.SCENE):
+        pytest.skip(f"the panda scene {render.SCENE} is absent (../shared/assets)")
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "render.py"), "--rows", "2x32x24",
+                          "--frames", "1", "--warmup", "1", "--no-anchor"], capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "ours failed" not in run.stdout and "env-frames/s" in run.stdout, run.stdout[-2000:]

@@ -464,7 +464,9 @@ def test_an_attached_camera_moves_with_its_link():
     cam = scene.add_camera(res=(W, H), pos=(2.0, 1.0, 1.5), lookat=(0, 0, 0.3), fov=45)
     scene.build()
     before = cam.render(depth=True, segmentation=True)
-    offset = np.linalg.inv(np.block([[np.eye(3), np.array([[0.0], [0.0], [0.3]])], [np.zeros((1, 3)), np.ones((1, 1))]]))
+    link_T = np.eye(4)
+    link_T[2, 3] = 0.3  # the box's link at (0, 0, 0.3), unrotated
+    offset = np.linalg.inv(link_T)
     cam.attach(box.get_link(box.links[0].name), offset @ cam.transform.numpy().astype(np.float64))
     box.set_pos((0.2, 0.0, 0.8))
     after = cam.render(depth=True, segmentation=True)
@@ -521,4 +523,15 @@ def test_recording_to_mp4_named_at_start_and_an_odd_resolution(tmp_path):
     cam = bad.add_camera(res=(W, H), pos=(3, 0, 0.5), lookat=(0, 0, 0.5))
     bad.build()
     with pytest.raises(OptionError, match="color='red'"):
+        cam.render()
+
+
+def test_a_render_too_large_for_32_bit_indices_is_refused():
+    """700 environments at 1024 x 1024 RGB are 2.2e9 values, past what the kernel's 32-bit indices address (it
+    would write out of bounds): refused with the figures, before anything is allocated or launched."""
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 0.5), radius=0.2, fixed=True))
+    cam = scene.add_camera(res=(1024, 1024), pos=(3, 0, 0.5), lookat=(0, 0, 0.5))
+    scene.build(n_envs=700)
+    with pytest.raises(gs.errors.SceneError, match="2\\^31"):
         cam.render()

@@ -88,8 +88,9 @@ class Camera:
                  fov=30, GUI=False, transform=None, env_idx=None, **ignored):
         unknown = sorted(set(ignored) - GENESIS_CAMERA_OPTIONS)
         if unknown:
-            raise OptionError(f"add_camera got unexpected keywords {unknown}; accepted: res, pos, lookat, up, fov, GUI, "
-                              f"transform, env_idx, and Genesis World's {sorted(GENESIS_CAMERA_OPTIONS)} (without effect here).")
+            raise OptionError(f"add_camera got unexpected keywords {unknown}; accepted: res, pos, lookat, up, fov, "
+                              f"GUI, transform, env_idx, and Genesis World's {sorted(GENESIS_CAMERA_OPTIONS)} "
+                              "(without effect here).")
         if GUI:
             raise OptionError("add_camera(GUI=True): genesis-core opens no window; use GUI=False and read the "
                               "images from cam.render(), or record them with cam.start_recording().")

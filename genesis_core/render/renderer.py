@@ -388,13 +388,17 @@ class Renderer:
             prims, parts, n_prims, n_parts = self._pack(solver_render_views(scene), B, dev)
         light = torch.tensor([*(np.asarray(LIGHT_DIR) / np.linalg.norm(LIGHT_DIR)), AMBIENT, float(shadows)],
                              dtype=F32, device=dev)
+        if B * H * W * 3 >= 2 ** 31:
+            raise SceneError(f"render: the images would hold {B * H * W * 3} values, beyond the 2^31 - 1 that one "
+                             f"render can address ({B} environments at {W} x {H}); render fewer environments or "
+                             "pixels at once.")
         rgb = torch.empty((B, H, W, 3), dtype=torch.uint8, device=dev)
         depth = torch.empty((B, H, W), dtype=F32, device=dev)
         seg = torch.empty((B, H, W), dtype=torch.int32, device=dev)
         normal = torch.empty((B, H, W, 3), dtype=F32, device=dev)
         assert cam_f.shape == (B, 13) and cam_f.dtype == F32 and prims["prim_pose"].shape[0] == B
         # the kernel addresses its arrays with 32-bit indices: a larger array would be written out of bounds
-        arrays = {"images": rgb, **{k: v for k, v in {**prims, **parts}.items() if torch.is_tensor(v)}}
+        arrays = {k: v for k, v in {**prims, **parts}.items() if torch.is_tensor(v)}
         for name, x in arrays.items():
             if x.numel() >= 2 ** 31:
                 raise SceneError(f"render: {name} would hold {x.numel()} values, beyond the 2^31 - 1 that one "
