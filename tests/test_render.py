@@ -535,3 +535,18 @@ def test_a_render_too_large_for_32_bit_indices_is_refused():
     scene.build(n_envs=700)
     with pytest.raises(gs.errors.SceneError, match="2\\^31"):
         cam.render()
+
+
+def test_the_floor_of_an_mjcf_file_is_that_file_s_entity(tmp_path):
+    """A plane inside an MJCF file has no Plane entity to go to: the floor's pixels carry the MJCF entity's index,
+    not the background's -1."""
+    path = tmp_path / "floor.xml"
+    path.write_text('<mujoco><worldbody><geom name="floor" type="plane" size="2 2 0.1"/>'
+                    '<body pos="0 0 0.3"><geom type="box" size="0.1 0.1 0.1"/></body></worldbody></mujoco>')
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Sphere(pos=(0, 1.0, 0.3), radius=0.2, fixed=True))
+    model = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    cam = scene.add_camera(res=(W, H), pos=(2.5, 0.0, 1.5), lookat=(0, 0, 0), fov=40)
+    scene.build()
+    _, _, seg, _ = cam.render(rgb=False, segmentation=True)
+    assert (seg[-1] == model.idx).all()  # the bottom row looks down at the floor, in front of everything
