@@ -38,7 +38,7 @@ PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
 PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_MAX_CORRECTION, PF_REG, PF_TOL, PF_N = 0, 3, 4, 5, 6, 7, 8, 9
 # params_i: constraint-solver iterations, max contacts per env (the pool's size), collision on, joint limits on, RK4
 # integrator, number of fixed tendons
-PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_TENDONS, PP_N = range(7)
+PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_TENDONS, PP_CG, PP_N = range(8)
 # fixed tendons, T of them with K joint entries in all: ten_f [T + K, 7], ten_i [T + K, 2]. Row t < T of ten_f:
 # stiffness, damping, the spring's slack interval (lo, hi), the limit (lo, hi), limited flag; of ten_i: its first
 # entry row and entry count. Entry row T + k: ten_f (coefficient, 0...), ten_i (dof, 0). L = sum coef q[dof].

@@ -30,8 +30,10 @@ class RigidOptions(Options):
 
     Genesis World's names, accepted where they mean something here: dt and gravity (the solver steps with the
     scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (the contact pool's size
-    when max_contacts is None); constraint_solver (any of Genesis World's; the constraints are solved by projected
-    Gauss-Seidel whatever it names); batch_dofs_info, batch_links_info, batch_joints_info (the dof and link
+    when max_contacts is None); constraint_solver (None, the default, or gs.constraint_solver.Newton: projected
+    Gauss-Seidel; gs.constraint_solver.CG: its velocity pass accelerated by nonsmooth nonlinear conjugate gradients,
+    which follows a converged solve more closely where rows are nearly dependent, not with requires_grad; see
+    docs/rigid.md, "Constraints"); batch_dofs_info, batch_links_info, batch_joints_info (the dof and link
     parameters are per environment whatever they say: the setters take envs_idx). Genesis World's options that
     mean nothing here (GENESIS_ONLY) raise an OptionError naming what to use instead.
     """
@@ -54,7 +56,8 @@ class RigidOptions(Options):
                                         validator=attrs.validators.optional(v.vec(3)))
     max_collision_pairs: int | None = attrs.field(default=None,
                                                   validator=attrs.validators.optional(v.int_at_least(1)))
-    constraint_solver: object = attrs.field(default=None)
+    constraint_solver: str | None = attrs.field(default=None,
+                                              validator=attrs.validators.optional(v.one_of("CG", "Newton")))
     batch_dofs_info: bool = attrs.field(default=False, validator=v.is_bool)
     batch_links_info: bool = attrs.field(default=False, validator=v.is_bool)
     batch_joints_info: bool = attrs.field(default=False, validator=v.is_bool)

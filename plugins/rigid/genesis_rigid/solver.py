@@ -26,7 +26,7 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
                      LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_GEOM_A, PI_GEOM_B, PI_N,
-                     PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, PP_TENDONS, RI_N, TF_DAMPING,
+                     PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, PP_TENDONS, RI_N, TF_DAMPING,
                      TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_N,
                      TI_START)
 from .material import Rigid
@@ -159,6 +159,10 @@ class RigidSolver(gs.SolverBase):
             raise gs.OptionError(f"RigidOptions(integrator={self.options.integrator!r}) is not available with "
                                  "SimOptions(requires_grad=True): the differentiable substep is semi-implicit Euler; "
                                  "use integrator='euler'.")
+        if self.sim_options.requires_grad and o.constraint_solver == gs.constraint_solver.CG:
+            raise gs.OptionError("RigidOptions(constraint_solver=gs.constraint_solver.CG) is not available with "
+                                 "SimOptions(requires_grad=True): the backward differentiates plain Gauss-Seidel "
+                                 "sweeps, not the conjugate-gradient steps; leave constraint_solver at its default.")
         links, joints, dofs, geoms, tendons = [], [], [], [], []
         qpos0, kp0, kv0 = [], [], []
         link_names = []
@@ -417,6 +421,7 @@ class RigidSolver(gs.SolverBase):
         params_i[PP_LIMITS] = int(opts.enable_joint_limit)
         params_i[PP_RK4] = int(opts.integrator == "rk4")
         params_i[PP_TENDONS] = len(self._tendons)
+        params_i[PP_CG] = int(opts.constraint_solver == gs.constraint_solver.CG)
         fl, dev = self.float_dtype, self.device
 
         def t(a, dtype=None):

@@ -529,6 +529,18 @@ def test_rk4_is_refused_in_differentiable_mode():
         scene.build()
 
 
+def test_the_cg_constraint_solver_is_refused_in_differentiable_mode():
+    """The backward differentiates plain Gauss-Seidel sweeps; a CG forward is refused at build, and an unknown
+    constraint solver when the options are made."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True),
+                     rigid_options=gs.options.RigidOptions(constraint_solver=gs.constraint_solver.CG))
+    scene.add_entity(gs.morphs.MJCF(file=assets.path("pendulum.xml")))
+    with pytest.raises(gs.OptionError, match="constraint_solver"):
+        scene.build()
+    with pytest.raises(gs.OptionError, match="constraint_solver"):
+        gs.options.RigidOptions(constraint_solver="newton-raphson")
+
+
 MJCF_FEATURES = """<mujoco>
   <option density="400" viscosity="0.3" wind="1 0 -0.5"/>
   <worldbody>

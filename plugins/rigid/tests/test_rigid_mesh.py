@@ -330,6 +330,28 @@ def test_sweeps_stop_once_the_velocities_settle_in_float32(shared_assets):
     assert float((q32 - q64).abs().max()) < 5e-3, (q32 - q64).tolist()
 
 
+def test_folded_panda_follows_the_converged_solve_with_cg(shared_assets):
+    """The panda folding onto its floor comes to rest sliding slowly on one contact (its friction at the pyramid's
+    bound) beside two joint limits whose rows are correlated at 0.98. Plain Gauss-Seidel (the default) stops there
+    by its tolerance short of the solution: the arm creeps away from a converged solve (3000 sweeps, tolerance
+    1e-13), by 0.016 rad within 150 steps. constraint_solver=CG (the sweeps with conjugate-gradient steps) at the
+    default tolerance (float64: 1e-9, at most 100 sweeps) stays within 1e-4 rad of it (measured: 1.3e-7)."""
+    def fold(**options):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2), rigid_options=gs.options.RigidOptions(**options))
+        scene.add_entity(gs.morphs.Plane())
+        panda = scene.add_entity(gs.morphs.MJCF(file=f"{shared_assets}/{PANDA_ARM}"))
+        scene.build()
+        assert scene.rigid_solver.float_dtype == torch.float64
+        for _ in range(150):
+            scene.step()
+        return panda.get_dofs_position()
+
+    converged = fold(iterations=3000, tolerance=1e-13)
+    cg, plain = fold(constraint_solver=gs.constraint_solver.CG), fold()
+    assert float((cg - converged).abs().max()) < 1e-4, (cg - converged).tolist()
+    assert float((plain - converged).abs().max()) > 1e-3, "plain Gauss-Seidel was measured 0.016 rad away here"
+
+
 def test_panda_urdf_stands_on_the_plane(shared_assets):
     """The bullet panda URDF (meshes only, fixed base on a plane): links joined by fixed joints (hand, link8) count
     as one for the adjacency filter, so the hand never collides with link7 or link6. Held at home by PD it stays
