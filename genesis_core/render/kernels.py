@@ -59,7 +59,8 @@ def _sphere(o, d, c, r):
 
 @ti.func
 def _cylinder_side(o, d, r, h):
-    """Nearest t > 0 on the side of the cylinder x^2 + y^2 = r^2, |z| <= h (local frame)."""
+    """Nearest t > 0 on the side of the cylinder x^2 + y^2 = r^2, |z| <= h (local frame), and the outward
+    normal there (INF and an unused normal if none)."""
     a = d.x * d.x + d.y * d.y
     t = INF
     if a > 1e-12:
@@ -74,7 +75,11 @@ def _cylinder_side(o, d, r, h):
                 t = t0
             elif t1 > 0.0 and ti.abs(o.z + t1 * d.z) <= h:
                 t = t1
-    return t
+    n = ti.Vector([1.0, 0.0, 0.0])
+    if t < INF:
+        p = o + t * d
+        n = ti.Vector([p.x, p.y, 0.0]).normalized()
+    return t, n
 
 
 @ti.func
@@ -134,10 +139,7 @@ def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.templ
     elif kind == PRIM_CAPSULE:
         r = size[0]
         h = size[1]
-        t = _cylinder_side(o, d, r, h)
-        if t < INF:
-            p = o + t * d
-            n = ti.Vector([p.x, p.y, 0.0]).normalized()
+        t, n = _cylinder_side(o, d, r, h)
         for k in ti.static(range(2)):
             c = ti.Vector([0.0, 0.0, h if k == 0 else -h])
             ts = _sphere(o, d, c, r)
@@ -147,10 +149,7 @@ def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.templ
     elif kind == PRIM_CYLINDER:
         r = size[0]
         h = size[1]
-        t = _cylinder_side(o, d, r, h)
-        if t < INF:
-            p = o + t * d
-            n = ti.Vector([p.x, p.y, 0.0]).normalized()
+        t, n = _cylinder_side(o, d, r, h)
         if ti.abs(d.z) > 1e-12:
             for k in ti.static(range(2)):
                 zc = h if k == 0 else -h
