@@ -66,7 +66,7 @@ def _cmd_demo(args):
         config["n_envs"] = args.n_envs
     if args.steps is not None:
         config["steps_before_checkpoint"] = config["steps_after_checkpoint"] = args.steps
-    return 0 if demo.run(config, checkpoint_path=args.checkpoint) else 1
+    return 0 if demo.run(config, checkpoint_path=args.checkpoint, video=args.video) else 1
 
 
 def main(argv=None):
@@ -85,6 +85,8 @@ def main(argv=None):
     p.add_argument("--n-envs", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="steps before and after the checkpoint")
     p.add_argument("--checkpoint", default=None, help="where to write the checkpoint (default: a temporary file)")
+    p.add_argument("--video", default=None, help="record environment 0 of the steps before the checkpoint to this "
+                   ".mp4 or .gif")
     p.set_defaults(func=_cmd_demo)
     args = parser.parse_args(argv)
     from .errors import GenesisError
