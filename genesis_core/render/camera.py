@@ -346,10 +346,10 @@ class Camera:
         if self._renderer is None:
             self._renderer = Renderer(scene)
         need_rgb = bool(rgb) or self._recording
-        img, dep, seg, nrm = self._renderer.render(self._cam_f(runtime.device), self._res, shadows=need_rgb)
+        one = self._env_idx if self._env_idx is not None and scene.n_envs else None  # drawn alone
+        img, dep, seg, nrm = self._renderer.render(self._cam_f(runtime.device), self._res, shadows=need_rgb, env=one)
         if self._recording:
-            frame = img[self._env_idx] if self._env_idx is not None and scene.n_envs else img
-            self._frames.append(frame.cpu().numpy().copy())
+            self._frames.append((img if one is None else img[0]).cpu().numpy().copy())
         if colorize_seg:
             pal = torch.as_tensor((PALETTE * 255).round().astype(np.uint8), device=seg.device)
             colored = pal[seg.clamp_min(0).long() % len(PALETTE)]
@@ -357,8 +357,8 @@ class Camera:
         out = [img if rgb else None, dep if depth else None, seg if segmentation else None, nrm if normal else None]
         if not scene.n_envs:
             out = [None if x is None else x[0] for x in out]
-        elif self._env_idx is not None:
-            out = [None if x is None else x[self._env_idx] for x in out]
+        elif one is not None:
+            out = [None if x is None else x[0] for x in out]
         return tuple(out)
 
     # -- recording -------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+import attrs
 import numpy as np
 import torch
 
@@ -227,6 +228,13 @@ def _check_view(v: RenderView, B: int):
         raise SceneError(f"render view: hull_planes has shape {tuple(v.hull_planes.shape)}, expected (P, 4).")
 
 
+def _one_env(v: RenderView, env: int) -> RenderView:
+    """The view of environment env alone (its per-environment fields cut to [env:env + 1])."""
+    cut = {name: getattr(v, name)[env:env + 1] for name in ("geom_pos", "geom_quat", "particle_pos", "particle_active")
+           if getattr(v, name) is not None}
+    return attrs.evolve(v, **cut)
+
+
 @contextlib.contextmanager
 def _torch_one_thread():
     """torch's small CPU ops on one thread: beside Taichi's thread pool, torch's own pool made the particle grid
@@ -375,17 +383,24 @@ class Renderer:
                     node_box=node_box.to(F32).contiguous(), node_i=torch.as_tensor(kernel_i, device=dev),
                     n_loose=len(loose), n_nodes=n_nodes)
 
-    def render(self, cam_f: torch.Tensor, res: tuple[int, int], shadows: bool = True):
+    def render(self, cam_f: torch.Tensor, res: tuple[int, int], shadows: bool = True, env: int | None = None):
         """cam_f: [B, 13] (Camera's layout, kernels.py). Returns rgb u8 [B, H, W, 3], depth f32 [B, H, W] (inf
-        where nothing is hit), seg i32 [B, H, W] (-1: background), normal f32 [B, H, W, 3] in [0, 1]."""
+        where nothing is hit), seg i32 [B, H, W] (-1: background), normal f32 [B, H, W, 3] in [0, 1]. env: draw
+        that environment alone (B = 1 in what is returned; cam_f is still every environment's)."""
         from .view import solver_render_views
 
         scene = self.scene
         B = max(scene.n_envs, 1)
         dev = cam_f.device
         W, H = res
+        views = solver_render_views(scene)
+        if env is not None:
+            for v in views:
+                _check_view(v, B)
+            views = [_one_env(v, env) for v in views]
+            cam_f, B = cam_f[env:env + 1], 1
         with _torch_one_thread():
-            prims, parts, n_prims, n_parts = self._pack(solver_render_views(scene), B, dev)
+            prims, parts, n_prims, n_parts = self._pack(views, B, dev)
         light = torch.tensor([*(np.asarray(LIGHT_DIR) / np.linalg.norm(LIGHT_DIR)), AMBIENT, float(shadows)],
                              dtype=F32, device=dev)
         if B * H * W * 3 >= 2 ** 31:
