@@ -11,7 +11,7 @@ solvers come from plugin distributions found through the entry-point group ``gen
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from . import coupler, errors, materials, morphs, options, plugins, surfaces, utils, validators
+from . import coupler, errors, materials, morphs, options, plugins, renderers, surfaces, utils, validators
 from ._runtime import cpu, destroy, gpu, init, runtime
 from .constants import constraint_solver, integrator
 from .coupler import ColliderView, Coupling
@@ -66,6 +66,6 @@ __all__ = [
     "InvalidEnvError", "InvalidStateError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
     "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
-    "hookimpl", "init", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins", "surfaces", "utils", "validators", "Tensor", "arange", "from_torch", "full", "ones",
+    "hookimpl", "init", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins", "renderers", "surfaces", "utils", "validators", "Tensor", "arange", "from_torch", "full", "ones",
     "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
 ]

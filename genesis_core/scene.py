@@ -48,6 +48,12 @@ class Scene:
         reg = registry()
         from .options import RENDERING_OPTIONS
 
+        from .renderers import Renderer
+
+        renderer = solver_options.pop("renderer", None)  # Genesis World's choice of renderer: accepted, unused
+        if renderer is not None and not isinstance(renderer, Renderer):
+            raise OptionError(f"gs.Scene(renderer=...) must be a gs.renderers.* (Rasterizer, RayTracer, "
+                              f"BatchRenderer), got {type(renderer).__name__}.")
         for key in [k for k in solver_options if k in RENDERING_OPTIONS]:  # rendering only: accepted, unused
             value = solver_options.pop(key)
             if value is not None and not isinstance(value, RENDERING_OPTIONS[key]):

@@ -588,3 +588,15 @@ def test_a_known_scene_matches_its_stored_reference_image():
     assert frac < 5e-3 and mean < 0.5, (frac, mean)
     frac, mean = off(known_scene_rgb(pos=(2.25, -1.6, 1.5)))
     assert frac > 5e-3 and mean > 0.5, (frac, mean)
+
+
+def test_genesis_world_renderer_choices_are_accepted_and_checked():
+    """gs.Scene(renderer=gs.renderers.Rasterizer()) (Genesis World's visualization tutorial) builds; the cameras
+    ray-cast whichever renderer is named. Anything else is refused naming the keyword."""
+    choices = (gs.renderers.Rasterizer(), gs.renderers.RayTracer(), gs.renderers.BatchRenderer(use_rasterizer=True))
+    for renderer in choices:
+        scene = gs.Scene(renderer=renderer)
+        scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 0.5), radius=0.2, fixed=True))
+        scene.build()
+    with pytest.raises(OptionError, match="renderer"):
+        gs.Scene(renderer="rasterizer")
