@@ -177,8 +177,10 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
     speed = 0.0
     count = 0
     last = 0.0  # |r|^2 of the previous sweep
-    for r in range(n_rows):
-        s_row_f[b, r, RF_DIR] = 0.0
+    accelerate = params_i[PP_CG] != 0 and lambda_col == RF_LAMBDA
+    if accelerate:
+        for r in range(n_rows):
+            s_row_f[b, r, RF_DIR] = 0.0
     for _ in range(params_i[PP_ITERATIONS]):
         count += 1
         largest = 0.0
@@ -204,24 +206,26 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
                 if delta != 0.0:
                     add_row_response(b, r, s_row_i, s_W, s_dof, delta, col)
                     s_row_f[b, r, lambda_col] = new
-            s_row_f[b, r, RF_STEP] = delta
-            norm += delta * delta
+            if accelerate:
+                s_row_f[b, r, RF_STEP] = delta
+                norm += delta * delta
         moved = 0.0
         for d in range(n):
             moved = ti.max(moved, ti.abs(s_dof[b, d, col] - s_dof[b, d, SD_SWEEP]))
             speed = ti.max(speed, ti.max(ti.abs(s_dof[b, d, col]), ti.abs(s_dof[b, d, SD_SWEEP])))
         if largest <= params_f[PF_TOL] * scale or moved <= params_f[PF_TOL] * speed:
             break
-        beta = 0.0
-        if params_i[PP_CG] != 0 and lambda_col == RF_LAMBDA and last > 0.0 and norm <= last:
-            beta = norm / last
-        last = norm
-        for r in range(n_rows):
-            step = beta * s_row_f[b, r, RF_DIR]
-            if step != 0.0:
-                add_row_response(b, r, s_row_i, s_W, s_dof, step, col)
-                s_row_f[b, r, lambda_col] = s_row_f[b, r, lambda_col] + step
-            s_row_f[b, r, RF_DIR] = step + s_row_f[b, r, RF_STEP]
+        if accelerate:  # the conjugate step (plain Gauss-Seidel skips this bookkeeping)
+            beta = 0.0
+            if last > 0.0 and norm <= last:
+                beta = norm / last
+            last = norm
+            for r in range(n_rows):
+                step = beta * s_row_f[b, r, RF_DIR]
+                if step != 0.0:
+                    add_row_response(b, r, s_row_i, s_W, s_dof, step, col)
+                    s_row_f[b, r, lambda_col] = s_row_f[b, r, lambda_col] + step
+                s_row_f[b, r, RF_DIR] = step + s_row_f[b, r, RF_STEP]
     return count
 
 
