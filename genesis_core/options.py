@@ -7,10 +7,14 @@ Every options class is a frozen attrs class: values are validated at constructio
 
 from __future__ import annotations
 
+import math
+from numbers import Integral
+
 import attrs
+import numpy as np
 
 from . import validators as v
-from .bases import Inert, Options
+from .bases import Options
 from .errors import OptionError
 from .faults import POLICIES
 from .plugins.manager import plugin_namespace
@@ -63,21 +67,179 @@ __all__ = ["Options", "SimOptions"]
 __getattr__, __dir__ = plugin_namespace("options", globals())
 
 
-class RenderingOptions(Inert):
-    """Options of Genesis World's viewer and renderer (`gs.options.VisOptions`, `gs.options.ViewerOptions`):
-    accepted so that a Genesis script runs unchanged (gs.Scene(vis_options=..., viewer_options=...)); the arguments
-    are kept (`options.options`). genesis-core has no viewer yet and its cameras (genesis_core.render) read none
-    of these options."""
-
-    namespace = "gs.options"
+def _unit_vec3(inst, attr, value):
+    v.vec(3)(inst, attr, value)
+    if not all(0.0 <= x <= 1.0 for x in value):
+        v._fail(inst, attr, value, "three numbers in [0, 1] (RGB)")
 
 
-class VisOptions(RenderingOptions):
-    pass
+def _optional(check):
+    def optional(inst, attr, value):
+        if value is not None:
+            check(inst, attr, value)
+
+    return optional
 
 
-class ViewerOptions(RenderingOptions):
-    pass
+def _res(inst, attr, value):
+    if value is None:
+        return
+    if not (isinstance(value, tuple) and len(value) == 2 and all(
+            isinstance(x, Integral) and not isinstance(x, bool) and x > 0 for x in value)):
+        v._fail(inst, attr, value, "None or two ints > 0 (width, height)")
+
+
+def _to_tuple(value):
+    if value is None or isinstance(value, (str, bytes)):
+        return value
+    try:
+        return tuple(value.tolist() if hasattr(value, "tolist") else value)
+    except TypeError:
+        return value
+
+
+def _env_indices(inst, attr, value):
+    if value is None:
+        return
+    if not (isinstance(value, tuple) and len(value) > 0 and all(
+            isinstance(x, Integral) and not isinstance(x, bool) and x >= 0 for x in value)
+            and len(set(value)) == len(value)):
+        v._fail(inst, attr, value, "None or a non-empty sequence of distinct environment indices (ints >= 0)")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class ViewerOptions(Options):
+    """Options of the viewer (`gs.Scene(show_viewer=True, viewer_options=...)`): Genesis World 1.4.5's fields.
+
+    Used: camera_pos, camera_lookat, camera_up, camera_fov (degrees, vertical): the browser's camera when a page
+    opens and on "Reset View"; refresh_rate (Hz): how often the viewer sends the scene's poses and particles at
+    most (scene.step() skips the update between; `max_FPS`, Genesis World's older name, sets it when given, and
+    both at once are refused); realtime_factor: with a viewer, `scene.step()` waits so that simulated time runs
+    at most this many times faster than the wall clock (None: as fast as it computes). Added here: host and port
+    (the viewer's address; port 0 picks a free one; a busy port moves to the next free one). Accepted without
+    effect (the browser decides them): res, run_in_thread (the viewer always serves from its own thread),
+    enable_help_text, enable_default_keybinds, enable_gui.
+    """
+
+    res: tuple | None = attrs.field(default=None, converter=_to_tuple, validator=_res)
+    run_in_thread: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    refresh_rate: int = attrs.field(default=60, validator=v.int_at_least(1))
+    realtime_factor: float | None = attrs.field(default=1.0, validator=_optional(v.positive))
+    camera_pos: tuple = attrs.field(default=(3.5, 0.5, 2.5), converter=v.to_float_tuple, validator=v.vec(3))
+    camera_lookat: tuple = attrs.field(default=(0.0, 0.0, 0.5), converter=v.to_float_tuple, validator=v.vec(3))
+    camera_up: tuple = attrs.field(default=(0.0, 0.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3))
+    camera_fov: float = attrs.field(default=40.0, validator=v.positive)
+    enable_help_text: bool = attrs.field(default=True, validator=v.is_bool)
+    enable_default_keybinds: bool = attrs.field(default=True, validator=v.is_bool)
+    enable_gui: bool = attrs.field(default=False, validator=v.is_bool)
+    max_FPS: int | None = attrs.field(default=None, validator=_optional(v.int_at_least(1)))
+    host: str = attrs.field(default="127.0.0.1", validator=attrs.validators.instance_of(str))
+    port: int = attrs.field(default=8080, validator=v.int_at_least(0))
+
+    def __attrs_post_init__(self):
+        if not self.camera_fov < 180:
+            v._fail(self, attrs.fields(ViewerOptions).camera_fov, self.camera_fov, "a number in (0, 180) degrees")
+        if self.port > 65535:
+            v._fail(self, attrs.fields(ViewerOptions).port, self.port, "a TCP port in [0, 65535]")
+        if self.max_FPS is not None:
+            if self.refresh_rate != 60:
+                raise OptionError("ViewerOptions: max_FPS is Genesis World's older name of refresh_rate; set only "
+                                  "one of them.")
+            object.__setattr__(self, "refresh_rate", self.max_FPS)
+        if np.allclose(self.camera_pos, self.camera_lookat):
+            raise OptionError(f"ViewerOptions: camera_pos={self.camera_pos} equals camera_lookat.")
+
+
+LIGHT_KINDS = {"directional": ("dir", "color", "intensity"), "point": ("pos", "color", "intensity"),
+               "ambient": ("color", "intensity")}
+
+
+def _light_dict(light) -> dict:
+    if hasattr(light, "as_dict"):
+        light = light.as_dict()
+    if not isinstance(light, dict):
+        return light
+    return dict(light)
+
+
+def _to_lights(value):
+    try:
+        return tuple(_light_dict(x) for x in value)
+    except TypeError:
+        return value
+
+
+def _lights(inst, attr, value):
+    if not isinstance(value, tuple):
+        v._fail(inst, attr, value, "a sequence of lights")
+    for light in value:
+        kind = light.get("type") if isinstance(light, dict) else None
+        if kind not in LIGHT_KINDS or set(light) != {"type", *LIGHT_KINDS[kind]}:
+            v._fail(inst, attr, light, "lights given as dicts {'type': 'directional', 'dir', 'color', 'intensity'}, "
+                    "{'type': 'point', 'pos', 'color', 'intensity'} or {'type': 'ambient', 'color', 'intensity'}")
+        vecs = [light[k] for k in ("dir", "pos", "color") if k in light]
+        try:
+            ok = all(len(x) == 3 and all(math.isfinite(float(c)) for c in x) for x in vecs)
+            ok = ok and all(0 <= float(c) <= 1 for c in light["color"]) and math.isfinite(float(light["intensity"]))
+            ok = ok and float(light["intensity"]) >= 0 and ("dir" not in light or any(float(c) for c in light["dir"]))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            v._fail(inst, attr, light, "finite 3-vectors (a non-zero dir), an RGB color in [0, 1] and an intensity "
+                    ">= 0")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class VisOptions(Options):
+    """What the viewer shows (`gs.Scene(vis_options=...)`): Genesis World 1.4.5's fields, validated.
+
+    Used by the viewer: show_world_frame / world_frame_size, show_link_frame / link_frame_size (the frames of every
+    entity's links that have `get_pos` / `get_quat`), show_cameras (the scene's cameras as frustums),
+    background_color, ambient_light, lights (dicts: {"type": "directional", "dir", "color", "intensity"}, "point"
+    with "pos", "ambient"; Genesis World's intensity 5 is a three.js intensity of 1), shadow,
+    visualize_mpm_boundary / visualize_sph_boundary / visualize_pbd_boundary (the solver's domain as a wire box),
+    particle_size_scale (drawn particle size), rendered_envs_idx (the environments shown, each offset by
+    `scene.build(env_spacing=...)`; None: all; n_rendered_envs, the older name, means the first n).
+    Accepted without effect: plane_reflection, split_envs (env_separate_rigid, its older name),
+    segmentation_level (the cameras' segmentation ids are entity indices), render_particle_as ("tet" is drawn as
+    spheres), contact_force_scale, n_support_neighbors.
+    """
+
+    show_world_frame: bool = attrs.field(default=False, validator=v.is_bool)
+    world_frame_size: float = attrs.field(default=1.0, validator=v.positive)
+    show_link_frame: bool = attrs.field(default=False, validator=v.is_bool)
+    link_frame_size: float = attrs.field(default=0.2, validator=v.positive)
+    show_cameras: bool = attrs.field(default=False, validator=v.is_bool)
+    shadow: bool = attrs.field(default=True, validator=v.is_bool)
+    plane_reflection: bool = attrs.field(default=False, validator=v.is_bool)
+    split_envs: bool = attrs.field(default=False, validator=v.is_bool)
+    env_separate_rigid: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    background_color: tuple = attrs.field(default=(0.04, 0.08, 0.12), converter=v.to_float_tuple,
+                                          validator=_unit_vec3)
+    ambient_light: tuple = attrs.field(default=(0.1, 0.1, 0.1), converter=v.to_float_tuple, validator=_unit_vec3)
+    visualize_mpm_boundary: bool = attrs.field(default=False, validator=v.is_bool)
+    visualize_sph_boundary: bool = attrs.field(default=False, validator=v.is_bool)
+    visualize_pbd_boundary: bool = attrs.field(default=False, validator=v.is_bool)
+    segmentation_level: str = attrs.field(default="link", validator=v.one_of("entity", "link", "geom"))
+    render_particle_as: str = attrs.field(default="sphere", validator=v.one_of("sphere", "tet"))
+    particle_size_scale: float = attrs.field(default=1.0, validator=v.positive)
+    contact_force_scale: float = attrs.field(default=0.01, validator=v.positive)
+    n_support_neighbors: int = attrs.field(default=12, validator=v.int_at_least(1))
+    rendered_envs_idx: tuple | None = attrs.field(default=None, converter=_to_tuple, validator=_env_indices)
+    n_rendered_envs: int | None = attrs.field(default=None, validator=_optional(v.int_at_least(1)))
+    lights: tuple = attrs.field(
+        default=({"type": "directional", "dir": (-1.0, -1.0, -1.0), "color": (1.0, 1.0, 1.0), "intensity": 5.0},),
+        converter=_to_lights, validator=_lights)
+
+    def __attrs_post_init__(self):
+        if self.n_rendered_envs is not None:
+            if self.rendered_envs_idx is not None:
+                raise OptionError("VisOptions: n_rendered_envs is the older name of rendered_envs_idx; set only one.")
+            object.__setattr__(self, "rendered_envs_idx", tuple(range(self.n_rendered_envs)))
+        if self.env_separate_rigid is not None:
+            if self.split_envs:
+                raise OptionError("VisOptions: env_separate_rigid is the older name of split_envs; set only one.")
+            object.__setattr__(self, "split_envs", self.env_separate_rigid)
 
 
 RENDERING_OPTIONS = {"vis_options": VisOptions, "viewer_options": ViewerOptions}

@@ -28,10 +28,10 @@ class Scene:
     """A scene: entities simulated by the installed solvers, batched over `n_envs` environments.
 
     sim_options: `gs.options.SimOptions`. `<short_name>_options`: the options of each solver
-    (``rigid_options=gs.options.RigidOptions(...)``). show_viewer: accepted for compatibility, must be False;
-    vis_options, viewer_options (gs.options.VisOptions, ViewerOptions): accepted and unused (no rendering).
-    show_FPS: Genesis World's switch for printing the viewer's frame rate; accepted (a bool), nothing to print
-    without a viewer.
+    (``rigid_options=gs.options.RigidOptions(...)``). show_viewer: serve the scene to a web browser from build on
+    (`scene.viewer`, genesis_core.render.viewer: its address is printed once), drawn as `vis_options`
+    (gs.options.VisOptions) says, with the camera and pacing of `viewer_options` (gs.options.ViewerOptions).
+    show_FPS: the steps per second, logged at most once a second (and shown in the viewer's panel).
     """
 
     def __init__(self, sim_options: SimOptions | None = None, show_viewer: bool = False, show_FPS: bool = False,
@@ -41,8 +41,8 @@ class Scene:
             sim_options = SimOptions()
         if not isinstance(sim_options, SimOptions):
             raise OptionError(f"sim_options must be a gs.options.SimOptions, got {type(sim_options).__name__}.")
-        if show_viewer:
-            raise OptionError("show_viewer=True is not supported: genesis-core has no viewer.")
+        if not isinstance(show_viewer, bool):
+            raise OptionError(f"gs.Scene(show_viewer={show_viewer!r}) must be a bool.")
         if not isinstance(show_FPS, bool):
             raise OptionError(f"gs.Scene(show_FPS={show_FPS!r}) must be a bool.")
         reg = registry()
@@ -54,11 +54,17 @@ class Scene:
         if renderer is not None and not isinstance(renderer, Renderer):
             raise OptionError(f"gs.Scene(renderer=...) must be a gs.renderers.* (Rasterizer, RayTracer, "
                               f"BatchRenderer), got {type(renderer).__name__}.")
-        for key in [k for k in solver_options if k in RENDERING_OPTIONS]:  # rendering only: accepted, unused
+        rendering = {}
+        for key in [k for k in solver_options if k in RENDERING_OPTIONS]:  # the viewer's options
             value = solver_options.pop(key)
             if value is not None and not isinstance(value, RENDERING_OPTIONS[key]):
                 raise OptionError(f"gs.Scene({key}=...) must be a gs.options.{RENDERING_OPTIONS[key].__name__}, got "
                                   f"{type(value).__name__}.")
+            rendering[key] = value
+        self.vis_options = rendering.get("vis_options") or RENDERING_OPTIONS["vis_options"]()
+        self.viewer_options = rendering.get("viewer_options") or RENDERING_OPTIONS["viewer_options"]()
+        self.renderer = renderer
+        self.show_FPS = show_FPS
         for key, value in solver_options.items():
             short = key[: -len("_options")] if key.endswith("_options") else None
             if short is None:
@@ -88,6 +94,13 @@ class Scene:
         self._invalid_envs = []
         self._surfaces = {}  # entity index -> its gs.surfaces.* (the renderer's colours)
         self._cameras = []
+        self._env_layout = {}
+        self._fps = None  # show_FPS: (wall time of the last report, steps since)
+        self._viewer = None
+        if show_viewer:
+            from .render.viewer import Viewer
+
+            self._viewer = Viewer(self, self.viewer_options, self.vis_options, show_FPS)
 
     # -- structure -------------------------------------------------------------------------------------------------
 
@@ -176,12 +189,14 @@ class Scene:
     def build(self, n_envs: int = 0, **layout):
         """Allocate every active solver's model and state for `n_envs` environments (0: no batch dimension).
 
-        Genesis World's env-layout keywords (env_spacing, n_envs_per_row, center_envs_at_origin, compile_kernels)
-        are accepted and have no effect: environments share one world frame here."""
+        Genesis World's env-layout keywords: env_spacing (x, y in m), n_envs_per_row and center_envs_at_origin
+        place the environments side by side in the viewer only (they share one world frame in the physics);
+        compile_kernels is accepted and has no effect."""
         require_init("scene.build")
         unknown = sorted(set(layout) - {"env_spacing", "n_envs_per_row", "center_envs_at_origin", "compile_kernels"})
         if unknown:
             raise OptionError(f"build got unexpected keywords {unknown}; did you mean n_envs?")
+        self._env_layout = _check_layout(layout)
         if self._built:
             raise SceneError("scene.build() was already called.")
         if not isinstance(n_envs, (int, np.integer)) or isinstance(n_envs, bool) or n_envs < 0:
@@ -203,6 +218,14 @@ class Scene:
         self._generation = runtime.generation
         self._build_state = self.get_state().serializable()
         self._init_state = self._build_state
+        if self._viewer is not None:
+            self._viewer.build()
+
+    @property
+    def viewer(self):
+        """The viewer (genesis_core.render.viewer.Viewer: `url`, `update()`, `stop()`) of a scene made with
+        show_viewer=True, None otherwise."""
+        return self._viewer
 
     def _require_built(self, what):
         if not self._built:
@@ -237,6 +260,27 @@ class Scene:
         self._t += 1
         if self.sim_options.on_invalid_env != "ignore":
             self._check_faults()
+        if self.show_FPS:
+            self._report_fps()
+        if self._viewer is not None:
+            self._viewer.update()
+
+    def _report_fps(self):
+        import time
+
+        from ._runtime import logger
+
+        now = time.perf_counter()
+        if self._fps is None:
+            self._fps = (now, 0)
+            return
+        since, steps = self._fps[0], self._fps[1] + 1
+        if now - since >= 1.0:
+            rate = steps / (now - since)
+            logger.info("Running at %.1f steps/s (%.0f env-steps/s)", rate, rate * max(self.n_envs, 1))
+            self._fps = (now, 0)
+        else:
+            self._fps = (since, steps)
 
     @property
     def invalid_envs(self) -> torch.Tensor:
@@ -338,6 +382,8 @@ class Scene:
         for s, sub in zip(self._solvers, aligned):
             if s.is_active:
                 s.set_state(f, sub, idx)
+        if self._viewer is not None:
+            self._viewer.refresh()
         if self._tape is not None:
             if idx is None:  # a new forward run
                 self._tape.clear()
@@ -402,6 +448,8 @@ class Scene:
                 s.state.restore(f, values[s.name], build_state.fields)
         if self._tape is not None:
             self._tape.clear()
+        if self._viewer is not None:
+            self._viewer.refresh()
 
     # -- differentiable mode ---------------------------------------------------------------------------------------
 
@@ -428,3 +476,22 @@ class Scene:
     def __repr__(self):
         state = f"built, n_envs={self.n_envs}, t={self._t}" if self._built else "not built"
         return f"<gs.Scene {state}: {len(self._entities)} entities, active solvers {[s.name for s in self.active_solvers]}>"
+
+
+def _check_layout(layout: dict) -> dict:
+    """scene.build's env-layout keywords, validated (they place environments in the viewer)."""
+    spacing = layout.get("env_spacing", (0.0, 0.0))
+    try:
+        sp = tuple(float(x) for x in spacing)
+    except (TypeError, ValueError):
+        sp = ()
+    if len(sp) != 2 or not all(np.isfinite(sp)):
+        raise OptionError(f"build: env_spacing={spacing!r} must be two finite numbers (x, y in m).")
+    per_row = layout.get("n_envs_per_row")
+    if per_row is not None and (not isinstance(per_row, (int, np.integer)) or isinstance(per_row, bool)
+                                or per_row < 1):
+        raise OptionError(f"build: n_envs_per_row={per_row!r} must be None or an int >= 1.")
+    center = layout.get("center_envs_at_origin", True)
+    if not isinstance(center, bool):
+        raise OptionError(f"build: center_envs_at_origin={center!r} must be a bool.")
+    return {"env_spacing": sp, "n_envs_per_row": per_row, "center_envs_at_origin": center}
