@@ -232,8 +232,10 @@ class RigidEntity(gs.Entity):
     def _read(self, field, cols, envs_idx):
         return self.solver.state.get_rows(field, self.solver.frame, self._envs_idx(envs_idx), (cols,))
 
-    def _moved(self):
-        self.solver.kinematics(self.solver.frame)
+    def _moved(self, envs_idx=None):
+        """The link poses after a setter changed qpos, in the environments it wrote (the others keep theirs bit for
+        bit: the standalone kinematics may round differently from the step that wrote them)."""
+        self.solver.kinematics(self.solver.frame, self._envs_idx(envs_idx))
 
     # -- control ----------------------------------------------------------------------------------------------------
 
@@ -365,14 +367,14 @@ class RigidEntity(gs.Entity):
         self._write("qpos", qpos, qs, envs_idx, "set_qpos")
         if zero_velocity:
             self._write("dofs_vel", 0.0, self._dofs(None), envs_idx, "set_qpos")
-        self._moved()
+        self._moved(envs_idx)
 
     def set_dofs_position(self, position, dofs_idx_local=None, envs_idx=None, zero_velocity=True, skip_forward=False):
         dofs, qs = self._position_dofs(dofs_idx_local, "set_dofs_position")
         self._write("qpos", position, qs, envs_idx, "set_dofs_position")
         if zero_velocity:
             self._write("dofs_vel", 0.0, dofs, envs_idx, "set_dofs_position")
-        self._moved()
+        self._moved(envs_idx)
 
     def set_dofs_velocity(self, velocity, dofs_idx_local=None, envs_idx=None, skip_forward=False):
         self._write("dofs_vel", velocity, self._dofs(dofs_idx_local), envs_idx, "set_dofs_velocity")
@@ -388,7 +390,7 @@ class RigidEntity(gs.Entity):
         self._write("qpos", pos, torch.arange(self.q_start, self.q_start + 3, device=gs.device), envs_idx, "set_pos")
         if zero_velocity:
             self._write("dofs_vel", 0.0, self._dofs([0, 1, 2, 3, 4, 5]), envs_idx, "set_pos")
-        self._moved()
+        self._moved(envs_idx)
 
     def set_quat(self, quat, envs_idx=None, zero_velocity=True):
         """Base orientation, `([n_envs,] 4)` (w, x, y, z), normalised here (a free base)."""
@@ -402,7 +404,7 @@ class RigidEntity(gs.Entity):
         self._write("qpos", q / norm, qs, envs_idx, "set_quat")
         if zero_velocity:
             self._write("dofs_vel", 0.0, self._dofs([0, 1, 2, 3, 4, 5]), envs_idx, "set_quat")
-        self._moved()
+        self._moved(envs_idx)
 
     # -- getters ----------------------------------------------------------------------------------------------------
 

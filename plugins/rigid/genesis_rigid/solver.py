@@ -619,11 +619,21 @@ class RigidSolver(gs.SolverBase):
             self._launcher = Launcher()
         return self._launcher
 
-    def kinematics(self, f):
+    def kinematics(self, f, envs_idx=None):
+        """The link poses of frame f from its qpos; envs_idx (a long tensor): only those environments' poses change,
+        the others are put back as they were."""
         self._sync_link_params()
         m, s, st = self.model, self.scratch, self.state
+        keep = None
+        if envs_idx is not None and self.batch > 1:
+            keep = st.at("links_pos", f).clone(), st.at("links_quat", f).clone()
         self._launch(self._kernel(kernels_step.kinematics), f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"],
                      m["joint_f"], m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"])
+        if keep is not None:
+            others = torch.ones(self.batch, dtype=torch.bool, device=keep[0].device)
+            others[envs_idx.to(keep[0].device)] = False
+            st.at("links_pos", f)[others] = keep[0][others]
+            st.at("links_quat", f)[others] = keep[1][others]
 
     def _collide(self, f):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
