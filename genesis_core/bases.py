@@ -48,8 +48,8 @@ class Material:
 class Inert:
     """What a Genesis World script passes for rendering (`gs.surfaces.*`, `gs.options.VisOptions`, ...): the
     arguments are kept (`self.options`) so that the script runs unchanged. Only what genesis-core draws reads
-    them: the cameras take a surface's `color` (genesis_core.render.view.entity_color); the other arguments have
-    no effect."""
+    them: the cameras take a surface's `color` (genesis_core.render.view.entity_color) and, for rigid entities, its
+    `vis_mode` (visual or collision geometry); the other arguments have no effect."""
 
     namespace = "gs"
 

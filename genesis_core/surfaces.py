@@ -1,7 +1,14 @@
-"""Surfaces (`gs.surfaces.Default(color=..., vis_mode="particle")`, ...): how an entity looks.
+"""Surfaces (`gs.surfaces.Default(color=..., vis_mode="collision")`, ...): how an entity looks.
 Every surface keeps its arguments on the object (`surface.options`), so that a Genesis World script runs unchanged.
-The cameras (`genesis_core.render`) read one of them: `color` (RGB or RGBA in [0, 1]), the entity's colour in
-rendered images; the others (vis_mode, roughness, textures, ...) have no effect yet (docs/rendering.md)."""
+The cameras (`genesis_core.render`) read two of them:
+
+- `color` (RGB or RGBA in [0, 1]): the entity's colour in rendered images (it replaces a model file's colours);
+- `vis_mode` (rigid entities): "visual" (the default) draws the entity's visual geometry (URDF <visual> elements,
+  an MJCF file's visible geoms, a Mesh morph's triangles), "collision" its collision geoms; any other value is
+  drawn as "visual". FEM bodies and cloths are drawn as their surfaces, other particle entities as spheres,
+  whatever the mode.
+
+The others (roughness, textures, ...) have no effect yet (docs/rendering.md)."""
 
 
 from .bases import Inert

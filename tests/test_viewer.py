@@ -361,3 +361,63 @@ def test_link_frames_and_cameras_follow_the_scene():
         assert np.allclose(nodes["camera"].position, (0.0, 2.0, 1.5))
     finally:
         scene.viewer.stop()
+
+
+def test_a_gui_camera_shows_its_images_in_the_viewer_panel():
+    scene, _ = _box_scene()
+    cam = scene.add_camera(res=(32, 24), pos=(2.0, 0.0, 1.0), lookat=(0, 0, 0.3), GUI=True)
+    try:
+        rgb = cam.render()[0]
+        shown = scene.viewer._images[cam.idx]
+        assert np.array_equal(shown.image, rgb.numpy())
+        scene.step()
+        rgb = cam.render()[0]
+        assert np.array_equal(scene.viewer._images[cam.idx].image, rgb.numpy())
+    finally:
+        scene.viewer.stop()
+
+
+def test_visual_meshes_and_cloth_surfaces_follow_the_scene(tmp_path):
+    """A Mesh morph (drawn as its file's triangles, instanced per environment at the body's pose) and a PBD cloth
+    (its triangles' vertices per environment, with the layout's offsets): what the viewer holds after steps is the
+    scene's state."""
+    import trimesh
+
+    box = trimesh.creation.box(extents=(0.2, 0.2, 0.2))
+    box_path = str(tmp_path / "box.obj")
+    box.export(box_path)
+    n = 5
+    xs = np.linspace(-0.2, 0.2, n)
+    X, Y = np.meshgrid(xs, xs)
+    faces = [(j * n + i, j * n + i + 1, (j + 1) * n + i) for j in range(n - 1) for i in range(n - 1)]
+    faces += [(j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i) for j in range(n - 1) for i in range(n - 1)]
+    cloth_path = str(tmp_path / "cloth.obj")
+    trimesh.Trimesh(np.stack([X, Y, 0 * X], -1).reshape(-1, 3), faces, process=False).export(cloth_path)
+    scene = gs.Scene(show_viewer=True, viewer_options=gs.options.ViewerOptions(**QUIET),
+                     pbd_options=gs.options.PBDOptions(lower_bound=(-1, -1, 0), upper_bound=(1, 1, 1)))
+    scene.add_entity(gs.morphs.Plane(), surface=GREY)
+    body = scene.add_entity(gs.morphs.Mesh(file=box_path, pos=(0.5, 0.0, 0.6)))
+    cloth = scene.add_entity(gs.morphs.Mesh(file=cloth_path, pos=(0.0, 0.0, 0.5)), material=gs.materials.PBD.Cloth())
+    scene.build(n_envs=2, env_spacing=(2.0, 0.0))
+    try:
+        for _ in range(15):
+            scene.step()
+        scene.viewer.update(force=True)
+        offsets = scene.viewer.offsets
+        meshes = [(h, item) for kind, h, _, item in scene.viewer._nodes if kind == "mesh"]
+        surfaces = [(h, item) for kind, h, _, item in scene.viewer._nodes if kind == "surface"]
+        assert len(meshes) == 1 and len(surfaces) == 2  # the box; the cloth in each of the 2 environments
+        h, _ = meshes[0]
+        assert len(h.faces) == 12  # the file's triangles, not a primitive box
+        want = body.get_pos().numpy() + offsets[:2]
+        assert float(want[0, 2]) < 0.55  # it fell
+        np.testing.assert_allclose(h.batched_positions, want, atol=1e-5)
+        np.testing.assert_allclose(h.batched_wxyzs, body.get_quat().numpy(), atol=1e-5)
+        pos = cloth.get_particles_pos().detach().cpu().numpy().astype(np.float64)  # [2, 25, 3]
+        for h, (_, k) in surfaces:
+            assert len(h.faces) == len(faces)
+            got = np.sort(np.asarray(h.vertices, dtype=np.float64), axis=0)
+            np.testing.assert_allclose(got, np.sort(pos[k] + offsets[k], axis=0), atol=1e-5)
+        assert float(pos[:, :, 2].max()) < 0.5  # it fell too
+    finally:
+        scene.viewer.stop()

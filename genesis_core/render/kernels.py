@@ -9,8 +9,8 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
 
 - cam_f: f32 [B, 13]: position (3), right (3), up (3), back (3) (the camera's +x, +y, +z in world axes; it looks
   along -z), tan(fov_y / 2) (1).
-- prim_i: i32 [G, 4]: kind (PRIM_*), entity id, first hull plane, hull planes. prim_f: f32 [G, 4]: size (3, as
-  `ColliderView.geom_size`), bounding radius (m; < 0: unbounded, a plane).
+- prim_i: i32 [G, 4]: kind (PRIM_*), entity id, first hull plane, hull planes (a triangle mesh: its mesh index,
+  0). prim_f: f32 [G, 4]: size (3, as `ColliderView.geom_size`), bounding radius (m; < 0: unbounded, a plane).
 - prim_pose: f32 [B, G, 13]: world position (3), rotation matrix (9, row-major; local to world), drawn (1: 1.0;
   0.0 where the environment's pose is not finite).
 - prim_color: f32 [G, 3], linear RGB in [0, 1]. hull_planes: f32 [P, 4] (outward normal, offset; local frame).
@@ -24,6 +24,15 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
   one by one; node_box f32 [B, M, 6]: each node's box (min, max; world) per environment, node_i i32 [M, 2]: the
   primitive of a leaf (-1: an inner node) and the node to go to when the box is missed (the next node after its
   subtree; nodes are in depth-first order, so an inner node's first child is the next node).
+- Triangle meshes (each drawn as a primitive of kind PRIM_MESH whose prim_i[g, 2] is its mesh index m; its frame is
+  the primitive's pose): mesh_i i32 [meshes, 6]: first row of its nodes in bnode_i, nodes, first row of its node
+  boxes in bnode_box, box rows per environment (0: one set for every environment), first row of its triangles in
+  tri_v, triangle rows per environment (0: shared). bnode_i i32 [rows, 3]: per node (depth-first order) its first
+  triangle (relative to the mesh's triangle rows), its triangles (0: an inner node, whose first child is the next
+  node), the node to skip to when its box is missed (relative to the mesh's nodes). bnode_box f32 [rows, 6]: each
+  node's box (min, max; mesh frame). tri_v f32 [rows, 10]: the three vertices (mesh frame) and the triangle's index
+  in its mesh (a float, exact below 2^24), which breaks ties between equal distances, so that the result does not
+  depend on the tree.
 - light: f32 [5]: direction towards the light (3, unit), ambient term (1), shadows on (1: 1.0).
 - out_rgb: u8 [B, H, W, 3]; out_depth: f32 [B, H, W]; out_seg: i32 [B, H, W]; out_normal: f32 [B, H, W, 3].
 """
@@ -32,10 +41,12 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
 import taichi as ti
 
 # primitive kinds (the ColliderView geom codes are mapped to these by the renderer)
-PRIM_PLANE, PRIM_SPHERE, PRIM_CAPSULE, PRIM_BOX, PRIM_CYLINDER, PRIM_CONVEX = 0, 1, 2, 3, 4, 5
+PRIM_PLANE, PRIM_SPHERE, PRIM_CAPSULE, PRIM_BOX, PRIM_CYLINDER, PRIM_CONVEX, PRIM_MESH = 0, 1, 2, 3, 4, 5, 6
 INF = 1e30
 # a shadow ray starts this far (m) along the normal off the surface it leaves, so that it does not hit it again
 SHADOW_OFFSET = 1e-4
+# a ray-triangle hit is kept within this much (barycentric) outside the triangle: no cracks along shared edges
+TRI_EPS = 1e-6
 
 
 @ti.func
@@ -89,8 +100,29 @@ def _axis_vector(axis, sign):
 
 
 @ti.func
+def _ray_box_span(o, d, lo, hi):
+    """(t_in, t_out): the span of t >= 0 where the ray o + t d is inside the box [lo, hi]; t_in > t_out: missed
+    (always, for an empty box: lo > hi on an axis, as a BVH node over primitives not drawn)."""
+    t_in = 0.0
+    t_out = INF
+    if lo[0] > hi[0] or lo[1] > hi[1] or lo[2] > hi[2]:
+        t_out = -1.0
+    for k in ti.static(range(3)):
+        if ti.abs(d[k]) < 1e-12:
+            if o[k] < lo[k] or o[k] > hi[k]:
+                t_out = -1.0
+        else:
+            ta = (lo[k] - o[k]) / d[k]
+            tb = (hi[k] - o[k]) / d[k]
+            t_in = ti.max(t_in, ti.min(ta, tb))
+            t_out = ti.min(t_out, ti.max(ta, tb))
+    return t_in, t_out
+
+
+@ti.func
 def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.template()):
-    """(t, local normal) of the nearest hit of the ray o + t d (local frame, d unit) on a primitive."""
+    """(t, local normal) of the nearest hit of the ray o + t d (local frame, d unit) on a primitive (not a triangle
+    mesh: _trace walks those)."""
     t = INF
     n = ti.Vector([0.0, 0.0, 1.0])
     if kind == PRIM_PLANE:
@@ -196,32 +228,9 @@ def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.templ
 
 
 @ti.func
-def _ray_box_span(o, d, lo, hi):
-    """(t_in, t_out): the span of t >= 0 where the ray o + t d is inside the box [lo, hi]; t_in > t_out: missed
-    (always, for an empty box: lo > hi on an axis, as a BVH node over primitives not drawn)."""
-    t_in = 0.0
-    t_out = INF
-    if lo[0] > hi[0] or lo[1] > hi[1] or lo[2] > hi[2]:
-        t_out = -1.0
-    for k in ti.static(range(3)):
-        if ti.abs(d[k]) < 1e-12:
-            if o[k] < lo[k] or o[k] > hi[k]:
-                t_out = -1.0
-        else:
-            ta = (lo[k] - o[k]) / d[k]
-            tb = (hi[k] - o[k]) / d[k]
-            t_in = ti.max(t_in, ti.min(ta, tb))
-            t_out = ti.min(t_out, ti.max(ta, tb))
-    return t_in, t_out
-
-
-@ti.func
-def _prim_hit(b, g, o, d, best_t, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.template(),
-              hull_planes: ti.template()):
-    """(t, world normal) of the ray o + t d on primitive g of environment b; t = INF on a miss, and when the
-    primitive is not drawn there or its bounding sphere is missed or lies beyond best_t."""
-    t = INF
-    n = ti.Vector([0.0, 0.0, 1.0])
+def _prim_culled(b, g, o, d, best_t, prim_f: ti.template(), prim_pose: ti.template()):
+    """1 where primitive g is not drawn in environment b, or the ray o + t d misses its bounding sphere or meets
+    it beyond best_t; else 0."""
     c = ti.Vector([prim_pose[b, g, 0], prim_pose[b, g, 1], prim_pose[b, g, 2]])
     bound = prim_f[g, 3]
     culled = 0
@@ -233,22 +242,23 @@ def _prim_hit(b, g, o, d, best_t, prim_i: ti.template(), prim_f: ti.template(), 
         perp2 = oc.dot(oc) - along * along
         if perp2 > bound * bound or along + bound < 0.0 or along - bound > best_t:
             culled = 1
-    if culled == 0:
-        R = ti.Matrix([[prim_pose[b, g, 3], prim_pose[b, g, 4], prim_pose[b, g, 5]],
-                       [prim_pose[b, g, 6], prim_pose[b, g, 7], prim_pose[b, g, 8]],
-                       [prim_pose[b, g, 9], prim_pose[b, g, 10], prim_pose[b, g, 11]]])
-        ol = R.transpose() @ (o - c)
-        dl = R.transpose() @ d
-        size = ti.Vector([prim_f[g, 0], prim_f[g, 1], prim_f[g, 2]])
-        tl, nl = _intersect_local(prim_i[g, 0], size, ol, dl, prim_i[g, 2], prim_i[g, 3], hull_planes)
-        t = tl
-        n = R @ nl
-    return t, n
+    return culled
+
+
+@ti.func
+def _prim_frame(b, g, prim_pose: ti.template()):
+    """(world position, rotation local -> world) of primitive g in environment b."""
+    c = ti.Vector([prim_pose[b, g, 0], prim_pose[b, g, 1], prim_pose[b, g, 2]])
+    R = ti.Matrix([[prim_pose[b, g, 3], prim_pose[b, g, 4], prim_pose[b, g, 5]],
+                   [prim_pose[b, g, 6], prim_pose[b, g, 7], prim_pose[b, g, 8]],
+                   [prim_pose[b, g, 9], prim_pose[b, g, 10], prim_pose[b, g, 11]]])
+    return c, R
 
 
 @ti.func
 def _trace(b, o, d, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.template(),
-           hull_planes: ti.template(), loose: ti.template(), n_loose, node_box: ti.template(), node_i: ti.template(),
+           hull_planes: ti.template(), mesh_i: ti.template(), bnode_i: ti.template(), bnode_box: ti.template(),
+           tri_v: ti.template(), loose: ti.template(), n_loose, node_box: ti.template(), node_i: ti.template(),
            n_nodes, n_parts, part_f: ti.template(), grid_f: ti.template(), grid_i: ti.template(),
            cell_start: ti.template(), cell_items: ti.template()):
     """The nearest hit of the ray o + t d (world, d unit) in environment b: (t, world normal, hit kind, index);
@@ -258,31 +268,113 @@ def _trace(b, o, d, prim_i: ti.template(), prim_f: ti.template(), prim_pose: ti.
     best_n = ti.Vector([0.0, 0.0, 1.0])
     best_kind = 0
     best_idx = -1
-    # one loop, one call site of _prim_hit (each call site is inlined whole, and compile time follows code size):
-    # steps k < n_loose test the unbounded primitives (planes) one by one; the others walk the BVH without a
-    # stack (node k - n_loose; nodes in depth-first order, a missed node jumps to its skip)
+    # one loop, one call site of _prim_hit and of the box test (each call site is inlined whole, and compile time
+    # follows code size): steps k < n_loose test the unbounded primitives (planes) one by one; the others walk the
+    # BVH without a stack (node k - n_loose; nodes in depth-first order, a missed node jumps to its skip). A
+    # triangle mesh met there is walked by the same loop: its nodes' boxes and its triangles in its own frame
+    # (mesh_g >= 0 while it is), then the walk above goes on.
     k = 0
-    while k < n_loose + n_nodes:
+    mesh_g = -1
+    mesh_k = 0
+    mesh_nodes = 0
+    node0 = 0
+    box0 = 0
+    tri0 = 0
+    ol = o
+    dl = d
+    R = ti.Matrix.identity(ti.f32, 3)
+    mesh_t = INF
+    mesh_n = ti.Vector([0.0, 0.0, 1.0])
+    mesh_id = 1e30
+    while k < n_loose + n_nodes or mesh_g >= 0:
         g = -1
         k_next = k + 1  # after a leaf or an inner node that is hit: the next node (an inner node's first child)
-        if k < n_loose:
+        ro = o
+        rd = d
+        lo = ti.Vector([0.0, 0.0, 0.0])
+        hi = ti.Vector([0.0, 0.0, 0.0])
+        if mesh_g >= 0:
+            ro = ol
+            rd = dl
+            for c in ti.static(range(3)):
+                lo[c] = bnode_box[box0 + mesh_k, c]
+                hi[c] = bnode_box[box0 + mesh_k, 3 + c]
+        elif k >= n_loose:
+            for c in ti.static(range(3)):
+                lo[c] = node_box[b, k - n_loose, c]
+                hi[c] = node_box[b, k - n_loose, 3 + c]
+        box_hit = 1
+        if mesh_g >= 0 or k >= n_loose:
+            t_in, t_out = _ray_box_span(ro, rd, lo, hi)
+            if not (t_in <= t_out and t_in <= ti.min(best_t, mesh_t)):
+                box_hit = 0
+        if mesh_g >= 0:
+            node = node0 + mesh_k
+            mesh_k = bnode_i[node, 2] if box_hit == 0 else mesh_k + 1
+            if box_hit == 1:
+                # the leaf's triangles, two-sided (Moller-Trumbore, with a small tolerance on the barycentric
+                # bounds so that no ray slips between two triangles that share an edge)
+                for q in range(bnode_i[node, 0], bnode_i[node, 0] + bnode_i[node, 1]):
+                    r = tri0 + q
+                    v0 = ti.Vector([tri_v[r, 0], tri_v[r, 1], tri_v[r, 2]])
+                    e1 = ti.Vector([tri_v[r, 3], tri_v[r, 4], tri_v[r, 5]]) - v0
+                    e2 = ti.Vector([tri_v[r, 6], tri_v[r, 7], tri_v[r, 8]]) - v0
+                    p = dl.cross(e2)
+                    det = e1.dot(p)
+                    if det != 0.0:
+                        inv = 1.0 / det
+                        sv = ol - v0
+                        u = sv.dot(p) * inv
+                        if u >= -TRI_EPS and u <= 1.0 + TRI_EPS:
+                            qv = sv.cross(e1)
+                            v = dl.dot(qv) * inv
+                            if v >= -TRI_EPS and u + v <= 1.0 + TRI_EPS:
+                                tt = e2.dot(qv) * inv
+                                tid = tri_v[r, 9]
+                                if tt > 0.0 and (tt < mesh_t or (tt == mesh_t and tid < mesh_id)):
+                                    mesh_t = tt
+                                    mesh_id = tid
+                                    mesh_n = e1.cross(e2).normalized()
+            if mesh_k >= mesh_nodes:  # the mesh is done: its nearest hit against the others
+                g = mesh_g
+                mesh_g = -1
+            k_next = k  # the walk above resumes where it left
+        elif k < n_loose:
             g = loose[k]
+        elif box_hit == 1:
+            g = node_i[k - n_loose, 0]
         else:
-            node = k - n_loose
-            lo = ti.Vector([node_box[b, node, 0], node_box[b, node, 1], node_box[b, node, 2]])
-            hi = ti.Vector([node_box[b, node, 3], node_box[b, node, 4], node_box[b, node, 5]])
-            t_in, t_out = _ray_box_span(o, d, lo, hi)
-            if t_in <= t_out and t_in <= best_t:
-                g = node_i[node, 0]
-            else:
-                k_next = node_i[node, 1] + n_loose
-        if g >= 0:
-            t, n = _prim_hit(b, g, o, d, best_t, prim_i, prim_f, prim_pose, hull_planes)
-            if t < best_t or (t == best_t and best_kind == 1 and g < best_idx):
-                best_t = t
-                best_n = n
-                best_kind = 1
-                best_idx = g
+            k_next = node_i[k - n_loose, 1] + n_loose
+        t = INF
+        n = ti.Vector([0.0, 0.0, 1.0])
+        if g >= 0 and mesh_g < 0 and k_next == k:  # a mesh just walked
+            t = mesh_t
+            n = R @ mesh_n
+        elif g >= 0:
+            if _prim_culled(b, g, o, d, best_t, prim_f, prim_pose) == 0:
+                c, R = _prim_frame(b, g, prim_pose)
+                ol = R.transpose() @ (o - c)
+                dl = R.transpose() @ d
+                if prim_i[g, 0] == PRIM_MESH:  # walk its BVH from the next step on
+                    m = prim_i[g, 2]
+                    mesh_g = g
+                    mesh_k = 0
+                    node0 = mesh_i[m, 0]
+                    mesh_nodes = mesh_i[m, 1]
+                    box0 = mesh_i[m, 2] + b * mesh_i[m, 3]
+                    tri0 = mesh_i[m, 4] + b * mesh_i[m, 5]
+                    mesh_t = INF
+                    mesh_id = 1e30
+                else:
+                    size = ti.Vector([prim_f[g, 0], prim_f[g, 1], prim_f[g, 2]])
+                    tl, nl = _intersect_local(prim_i[g, 0], size, ol, dl, prim_i[g, 2], prim_i[g, 3], hull_planes)
+                    t = tl
+                    n = R @ nl
+        if t < best_t or (t == best_t and best_kind == 1 and g < best_idx):
+            best_t = t
+            best_n = n
+            best_kind = 1
+            best_idx = g
         k = k_next
     if n_parts > 0 and grid_i[b, 0] > 0:
         # the particles through their uniform grid (Amanatides & Woo's traversal): cells are visited in the
@@ -354,7 +446,9 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
            grid_i: ti.types.ndarray(dtype=ti.i32, ndim=2), cell_start: ti.types.ndarray(dtype=ti.i32, ndim=1),
            cell_items: ti.types.ndarray(dtype=ti.i32, ndim=1),
            loose: ti.types.ndarray(dtype=ti.i32, ndim=1), node_box: ti.types.ndarray(dtype=ti.f32, ndim=3),
-           node_i: ti.types.ndarray(dtype=ti.i32, ndim=2), light: ti.types.ndarray(dtype=ti.f32, ndim=1),
+           node_i: ti.types.ndarray(dtype=ti.i32, ndim=2), mesh_i: ti.types.ndarray(dtype=ti.i32, ndim=2),
+           bnode_i: ti.types.ndarray(dtype=ti.i32, ndim=2), bnode_box: ti.types.ndarray(dtype=ti.f32, ndim=2),
+           tri_v: ti.types.ndarray(dtype=ti.f32, ndim=2), light: ti.types.ndarray(dtype=ti.f32, ndim=1),
            n_loose: ti.i32, n_nodes: ti.i32, n_parts: ti.i32,
            out_rgb: ti.types.ndarray(dtype=ti.u8, ndim=4), out_depth: ti.types.ndarray(dtype=ti.f32, ndim=3),
            out_seg: ti.types.ndarray(dtype=ti.i32, ndim=3), out_normal: ti.types.ndarray(dtype=ti.f32, ndim=4)):
@@ -382,9 +476,9 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
         to_light = ti.Vector([light[0], light[1], light[2]])
         for ray in range(2):
             if ray == 0 or (kind != 0 and lit > 0.0 and light[4] > 0.5):
-                rt, rn, rkind, ridx = _trace(b, ray_o, ray_d, prim_i, prim_f, prim_pose, hull_planes, loose, n_loose,
-                                             node_box, node_i, n_nodes, n_parts, part_f, grid_f, grid_i, cell_start,
-                                             cell_items)
+                rt, rn, rkind, ridx = _trace(b, ray_o, ray_d, prim_i, prim_f, prim_pose, hull_planes, mesh_i, bnode_i,
+                                             bnode_box, tri_v, loose, n_loose, node_box, node_i, n_nodes, n_parts,
+                                             part_f, grid_f, grid_i, cell_start, cell_items)
                 if ray == 0:
                     t = rt
                     n = rn

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 
 import attrs
 import numpy as np
@@ -22,6 +23,10 @@ F32 = torch.float32
 BVH_MIN_PRIMS = 16
 # the particle grid's cells per axis, at most
 GRID_MAX_CELLS = 128
+# a triangle mesh's BVH leaves hold at most this many triangles
+LEAF_TRIS = 4
+# the triangle index is carried as a float32 in the kernel (exact below 2^24)
+MAX_MESH_FACES = 2 ** 24
 
 
 def _bound_radius(kind: int, size: np.ndarray, planes: np.ndarray) -> float:
@@ -205,6 +210,135 @@ def bvh_boxes(node_i: np.ndarray, leaf_lo: torch.Tensor, leaf_hi: torch.Tensor) 
     return torch.cat([lo, hi], dim=-1)
 
 
+class MeshBVH:
+    """A BVH over the F triangles of one mesh, split at the median of the widest axis of the triangles' centroids
+    down to LEAF_TRIS triangles a leaf. order [F]: the triangles in leaf order (each node covers a contiguous range
+    of it); node_i int32 [n, 3] in the kernel's layout (first triangle, triangles of a leaf (0: inner), skip);
+    boxes: refit(lo, hi) gives every node's box [B, n, 6] from the triangles' boxes [B, F, 3] in leaf order."""
+
+    def __init__(self, tris: np.ndarray):
+        F = len(tris)
+        cent = tris.mean(axis=1)
+        # the splits, one level of the tree at a time over every segment at once: a segment [a, b) of more than
+        # LEAF_TRIS triangles is sorted along its centroids' widest axis and cut at a + (b - a) // 2
+        order = np.arange(F)
+        starts = np.zeros(1, dtype=np.int64)
+        while F:
+            size = np.diff(np.append(starts, F))
+            split = size > LEAF_TRIS
+            if not split.any():
+                break
+            c = cent[order]
+            axis = np.argmax(np.maximum.reduceat(c, starts, axis=0) - np.minimum.reduceat(c, starts, axis=0), axis=1)
+            seg = np.repeat(np.arange(len(starts)), size)
+            key = np.where(split[seg], c[np.arange(F), axis[seg]], 0.0)
+            order = order[np.lexsort((key, seg))]  # (stable: a leaf's triangles keep their order)
+            starts = np.sort(np.concatenate([starts, starts[split] + size[split] // 2]))
+        rows = []  # first, count (leaf), skip, left, right, depth: the nodes in depth-first order
+
+        def build(a, b, depth):
+            me = len(rows)
+            rows.append([a, 0, 0, -1, -1, depth])
+            if b - a <= LEAF_TRIS:
+                rows[me][1] = b - a
+            else:
+                half = (b - a) // 2
+                rows[me][3] = build(a, a + half, depth + 1)
+                rows[me][4] = build(a + half, b, depth + 1)
+            rows[me][2] = len(rows)
+            return me
+
+        build(0, F, 0)
+        r = np.asarray(rows, dtype=np.int64)
+        self.order = order
+        self.node_i = np.ascontiguousarray(r[:, :3], dtype=np.int32)
+        leaves = np.nonzero(r[:, 1] > 0)[0]
+        self._leaves = torch.as_tensor(leaves)
+        # each leaf's triangles, padded with its last one
+        self._leaf_tris = torch.as_tensor(r[leaves, 0:1] + np.minimum(np.arange(LEAF_TRIS)[None], r[leaves, 1:2] - 1))
+        self._levels = []
+        for depth in range(int(r[:, 5].max()), -1, -1):
+            inner = np.nonzero((r[:, 5] == depth) & (r[:, 1] == 0))[0]
+            if len(inner):
+                self._levels.append(tuple(torch.as_tensor(x) for x in (inner, r[inner, 3], r[inner, 4])))
+
+    def refit(self, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+        B, n = lo.shape[0], len(self.node_i)
+        out_lo = torch.empty((B, n, 3), dtype=lo.dtype)
+        out_hi = torch.empty_like(out_lo)
+        out_lo[:, self._leaves] = lo[:, self._leaf_tris].amin(dim=2)
+        out_hi[:, self._leaves] = hi[:, self._leaf_tris].amax(dim=2)
+        for inner, left, right in self._levels:
+            out_lo[:, inner] = torch.minimum(out_lo[:, left], out_lo[:, right])
+            out_hi[:, inner] = torch.maximum(out_hi[:, left], out_hi[:, right])
+        return torch.cat([out_lo, out_hi], dim=-1)
+
+
+# a fixed mesh's packed triangles and BVH by its content, shared by every camera and scene of the process
+_STATIC_MESHES: dict[str, tuple] = {}
+# topologies of deforming meshes by their faces' content
+_MESH_TOPOLOGY: dict[str, MeshBVH] = {}
+
+
+def _digest(*arrays) -> str:
+    h = hashlib.sha1()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype, a.shape)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _tri_rows(tris: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """[..., F, 3, 3] triangles and their indices [F] as the kernel's tri_v rows [..., F, 10] (float32)."""
+    flat = tris.reshape(*tris.shape[:-2], 9).to(F32)
+    return torch.cat([flat, ids.to(F32).expand(*flat.shape[:-1])[..., None]], dim=-1)
+
+
+def static_mesh(verts: np.ndarray, faces: np.ndarray):
+    """(tri_v rows [F, 10], node_i [n, 3], node boxes [n, 6], bounding radius about the frame's origin) of a
+    fixed mesh, computed once per distinct mesh in the process."""
+    key = _digest(verts, faces)
+    if key not in _STATIC_MESHES:
+        tris = verts[faces]  # [F, 3, 3] float64
+        bvh = MeshBVH(tris)
+        tris = torch.as_tensor(tris[bvh.order])
+        boxes = bvh.refit(tris.amin(dim=-2)[None], tris.amax(dim=-2)[None])[0].to(F32)
+        # boxes a hair larger than their triangles (float32 rounding must not cut a triangle's edge off)
+        pad = 1e-6 * max(1.0, float(np.abs(verts).max(initial=0.0)))
+        boxes[:, :3] -= pad
+        boxes[:, 3:] += pad
+        bound = float(np.linalg.norm(verts[np.unique(faces)], axis=-1).max()) * (1 + 1e-5) + pad
+        _STATIC_MESHES[key] = (_tri_rows(tris, torch.as_tensor(bvh.order)).contiguous(), bvh.node_i, boxes.contiguous(),
+                               bound)
+    return _STATIC_MESHES[key]
+
+
+def deforming_mesh(tris: torch.Tensor, faces: np.ndarray):
+    """A mesh whose vertices move, tris [B, F, 3, 3] (world): (tri_v rows [B, F, 10] about each environment's
+    centre, node_i, node boxes [B, n, 6] refitted in every environment, centres [B, 3], drawn [B], bounding radius).
+    The topology is built once per distinct face list, from the first positions it is seen with; the tree's
+    quality depends on them, never the result."""
+    key = _digest(faces)
+    if key not in _MESH_TOPOLOGY:
+        first = tris[0].detach().cpu().double().numpy()
+        _MESH_TOPOLOGY[key] = MeshBVH(np.nan_to_num(first, nan=0.0, posinf=0.0, neginf=0.0))
+    bvh = _MESH_TOPOLOGY[key]
+    tris = tris.detach().cpu().double()
+    drawn = torch.isfinite(tris).flatten(1).all(dim=1)
+    tris = torch.where(drawn[:, None, None, None], tris, torch.zeros_like(tris))
+    lo, hi = tris.amin(dim=(1, 2)), tris.amax(dim=(1, 2))
+    centre = (lo + hi) / 2
+    rel = tris[:, torch.as_tensor(bvh.order)] - centre[:, None, None]
+    bound = float(rel.norm(dim=-1).amax()) if rel.numel() else 0.0
+    boxes = bvh.refit(rel.amin(dim=-2), rel.amax(dim=-2)).to(F32)
+    pad = 1e-6 * max(1.0, bound)
+    boxes[..., :3] -= pad
+    boxes[..., 3:] += pad
+    return (_tri_rows(rel, torch.as_tensor(bvh.order)), bvh.node_i, boxes, centre, drawn,
+            bound * (1 + 1e-5) + pad)
+
+
 def _check_view(v: RenderView, B: int):
     """Raise a SceneError naming the first field of a render view whose shape does not fit its layout."""
     G = None if v.geom_type is None else v.geom_type.shape[0]
@@ -216,7 +350,22 @@ def _check_view(v: RenderView, B: int):
     if N is not None:
         expected.update(particle_pos=(B, N, 3), particle_radius=(N,), particle_active=(B, N),
                         particle_entity=(N,), particle_color=(N, 3))
-    optional = {"geom_color", "geom_hull", "particle_active", "particle_color"}
+    if v.mesh_verts is not None:
+        if v.mesh_verts.dim() not in (2, 3) or v.mesh_verts.shape[-1] != 3 or (
+                v.mesh_verts.dim() == 3 and v.mesh_verts.shape[0] != B):
+            raise SceneError(f"render view: mesh_verts has shape {tuple(v.mesh_verts.shape)}, expected (V, 3) or "
+                             f"({B}, V, 3).")
+        M = None if v.mesh_range is None else v.mesh_range.shape[0]
+        expected.update(mesh_range=(M, 2), mesh_entity=(M,), mesh_color=(M, 3), mesh_pos=(B, M, 3),
+                        mesh_quat=(B, M, 4))
+        if v.mesh_faces is None or v.mesh_faces.dim() != 2 or v.mesh_faces.shape[1] != 3:
+            got = None if v.mesh_faces is None else tuple(v.mesh_faces.shape)
+            raise SceneError(f"render view: mesh_faces has shape {got}, expected (F, 3).")
+        if v.mesh_verts.dim() == 3 and v.mesh_pos is not None:
+            raise SceneError("render view: mesh_pos is given with per-environment mesh_verts (B, V, 3), which are "
+                             "world coordinates; give (V, 3) vertices for a posed mesh.")
+    optional = {"geom_color", "geom_hull", "particle_active", "particle_color", "mesh_color", "mesh_pos",
+                "mesh_quat"}
     for name, shape in expected.items():
         x = getattr(v, name)
         if x is None and name in optional:
@@ -230,8 +379,11 @@ def _check_view(v: RenderView, B: int):
 
 def _one_env(v: RenderView, env: int) -> RenderView:
     """The view of environment env alone (its per-environment fields cut to [env:env + 1])."""
-    cut = {name: getattr(v, name)[env:env + 1] for name in ("geom_pos", "geom_quat", "particle_pos", "particle_active")
+    cut = {name: getattr(v, name)[env:env + 1] for name in ("geom_pos", "geom_quat", "particle_pos", "particle_active",
+                                                           "mesh_pos", "mesh_quat")
            if getattr(v, name) is not None}
+    if v.mesh_verts is not None and v.mesh_verts.dim() == 3:
+        cut["mesh_verts"] = v.mesh_verts[env:env + 1]
     return attrs.evolve(v, **cut)
 
 
@@ -247,18 +399,60 @@ def _torch_one_thread():
         torch.set_num_threads(n)
 
 
+def _mesh_arrays(meshes: list[dict], B: int, dev) -> dict:
+    """The triangle meshes in the kernel's layout (mesh_i, bnode_i, bnode_box, tri_v: kernels.py); a deforming
+    mesh's boxes and triangles are B consecutive blocks, one per environment."""
+    mesh_i, nodes, boxes, tris = [], [], [], []
+    n_node = n_box = n_tri = 0
+    for rec in meshes:
+        n, F = len(rec["node_i"]), rec["rows"].shape[-2]
+        per_env = rec["deforming"]
+        mesh_i.append([n_node, n, n_box, n if per_env else 0, n_tri, F if per_env else 0])
+        nodes.append(rec["node_i"])
+        boxes.append(rec["boxes"].reshape(-1, 6))
+        tris.append(rec["rows"].reshape(-1, 10))
+        n_node += n
+        n_box += n * (B if per_env else 1)
+        n_tri += F * (B if per_env else 1)
+    if n_box >= 2 ** 31 // 6 or n_tri >= 2 ** 31 // 10:
+        raise SceneError(f"render: the triangle meshes would need {n_tri} triangle rows and {n_box} node rows for "
+                         f"{B} environments, beyond what one render's 32-bit indices address; render fewer "
+                         "environments at once.")
+    if not meshes:
+        return dict(mesh_i=torch.zeros((1, 6), dtype=torch.int32, device=dev),
+                    bnode_i=torch.zeros((1, 3), dtype=torch.int32, device=dev),
+                    bnode_box=torch.zeros((1, 6), dtype=F32, device=dev),
+                    tri_v=torch.zeros((1, 10), dtype=F32, device=dev))
+    mesh_i = np.asarray(mesh_i, dtype=np.int64)
+    node_i = np.concatenate(nodes)
+    # what the kernel follows: every node's triangles and skip inside its mesh, every row inside its array
+    for m, rec in enumerate(meshes):
+        ni, F = rec["node_i"], rec["rows"].shape[-2]
+        assert ((ni[:, 0] >= 0) & (ni[:, 1] >= 0) & (ni[:, 0] + ni[:, 1] <= F)).all()
+        assert ((ni[:, 2] > np.arange(len(ni))) & (ni[:, 2] <= len(ni))).all()
+        last_b = B - 1 if rec["deforming"] else 0
+        assert mesh_i[m, 2] + last_b * mesh_i[m, 3] + mesh_i[m, 1] <= n_box
+        assert mesh_i[m, 4] + last_b * mesh_i[m, 5] + F <= n_tri
+    return dict(mesh_i=torch.as_tensor(mesh_i.astype(np.int32), device=dev),
+                bnode_i=torch.as_tensor(np.ascontiguousarray(node_i, dtype=np.int32), device=dev),
+                bnode_box=torch.cat(boxes).to(dev, F32).contiguous(),
+                tri_v=torch.cat(tris).to(dev, F32).contiguous())
+
+
 class Renderer:
     """Draws a built scene: `render(cam_f, res)` gives (rgb, depth, seg, normal) for every environment."""
 
     def __init__(self, scene):
         self.scene = scene
         self._bvh = None  # (bounded primitives, node_i): the topology, built at the first render and refitted after
+        self._mesh_views = {}  # a render view's fixed meshes, packed, by the identity of its tensors
 
     def _pack(self, views: list[RenderView], B: int, dev):
         scene = self.scene
         prim_i, prim_f, prim_pose, prim_color, planes = [], [], [], [], []
         n_planes = 0
         part_f, part_i, part_color = [], [], []
+        meshes = []
         for v in views:
             _check_view(v, B)
             if v.geom_type is not None and v.geom_type.shape[0] > 0:
@@ -307,6 +501,14 @@ class Renderer:
                 if hp is not None:
                     planes.append(hp.reshape(-1, 4))
                     n_planes += hp.shape[0]
+            if v.mesh_verts is not None and v.mesh_range is not None and v.mesh_range.shape[0] > 0:
+                for rec in self._view_meshes(v, B):
+                    kind_row = [K.PRIM_MESH, rec["entity"], len(meshes), 0]
+                    prim_i.append(np.asarray([kind_row], np.int32))
+                    prim_f.append(np.asarray([[0.0, 0.0, 0.0, rec["bound"]]], np.float32))
+                    prim_pose.append(rec["pose"].to(dev, F32)[:, None])
+                    prim_color.append(np.asarray(rec["color"], np.float32).reshape(1, 3))
+                    meshes.append(rec)
             if v.particle_pos is not None and v.particle_pos.shape[-2] > 0:
                 N = int(v.particle_pos.shape[-2])
                 pos = v.particle_pos.detach().to(dev, F32).reshape(B, N, 3)
@@ -339,6 +541,7 @@ class Renderer:
         n_parts = sum(len(x) for x in part_i)
         pf = torch.cat(part_f, dim=1) if part_f else torch.zeros((B, 1, 4), dtype=F32, device=dev)
         prims.update(self._bvh_arrays(prims, n_prims, B, dev))
+        prims.update(_mesh_arrays(meshes, B, dev))
         parts = dict(part_f=pf.contiguous(), part_i=t(cat_np(part_i, (1,), np.int32)),
                      part_color=t(cat_np(part_color, (1, 3), np.float32)), **particle_grid(pf if n_parts else None, B, dev))
         for name in ("prim_f", "prim_color", "hull_planes", "part_color"):  # the model's arrays, not the state's
@@ -347,6 +550,77 @@ class Renderer:
         if n_planes and (prims["prim_i"][:, 2] + prims["prim_i"][:, 3]).max() > prims["hull_planes"].shape[0]:
             raise SceneError("render: a convex piece's hull rows leave hull_planes.")  # checked per view above
         return prims, parts, n_prims, n_parts
+
+    def _view_meshes(self, v: RenderView, B: int) -> list[dict]:
+        """The triangle meshes of a render view, checked, each with its packed triangles and BVH (a fixed mesh's
+        from the process's cache, by content; the last view's, by identity, while its tensors are unchanged) and
+        its pose per environment [B, 13] as the primitives'."""
+        scene = self.scene
+        deforming = v.mesh_verts.dim() == 3
+        tensors = (v.mesh_verts, v.mesh_faces, v.mesh_range)
+        ident = tuple((id(x), x._version) for x in tensors)
+        cached = self._mesh_views.get(ident)
+        if deforming or cached is None or not all(a is b for a, b in zip(cached[0], tensors)):
+            faces_all = v.mesh_faces.detach().cpu().numpy().astype(np.int64).reshape(-1, 3)
+            V = int(v.mesh_verts.shape[-2])
+            if faces_all.size and (faces_all.min() < 0 or faces_all.max() >= V):
+                raise SceneError(f"render view: mesh_faces holds vertex indices outside [0, {V}).")
+            rng = v.mesh_range.detach().cpu().numpy().astype(np.int64).reshape(-1, 2)
+            if len(rng) and ((rng < 0).any() or (rng[:, 0] + rng[:, 1] > len(faces_all)).any()):
+                raise SceneError(f"render view: mesh_range holds a range outside mesh_faces ({len(faces_all)} rows).")
+            if len(rng) and rng[:, 1].max() >= MAX_MESH_FACES:
+                raise SceneError(f"render view: a mesh of {int(rng[:, 1].max())} triangles; at most "
+                                 f"{MAX_MESH_FACES - 1} are drawn as one mesh (split it).")
+            packed = []
+            if deforming:
+                for first, count in rng:
+                    faces = faces_all[first:first + count]
+                    packed.append(None if count == 0 else (faces, deforming_mesh(v.mesh_verts[:, faces], faces)))
+            else:
+                verts = v.mesh_verts.detach().cpu().double().numpy()
+                if not np.isfinite(verts[faces_all.reshape(-1)]).all():
+                    raise SceneError("render view: mesh_verts of a fixed mesh ((V, 3) vertices) holds non-finite "
+                                     "values.")
+                for first, count in rng:
+                    faces = faces_all[first:first + count]
+                    if count == 0:
+                        packed.append(None)
+                        continue
+                    used, local = np.unique(faces, return_inverse=True)
+                    packed.append((None, static_mesh(verts[used], local.reshape(-1, 3))))
+            if not deforming:
+                self._mesh_views[ident] = (tensors, packed)
+        else:
+            packed = cached[1]
+        M = len(packed)
+        ent = v.mesh_entity.detach().cpu().numpy().astype(np.int32).reshape(M)
+        if v.mesh_color is not None:
+            colors = v.mesh_color.detach().cpu().numpy().astype(np.float32).reshape(M, 3)
+        else:
+            colors = np.stack([entity_color(scene, int(e)) for e in ent]).astype(np.float32)
+        pos = (torch.zeros((B, M, 3), dtype=torch.float64) if v.mesh_pos is None
+               else v.mesh_pos.detach().cpu().double().reshape(B, M, 3))
+        quat = (torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64).expand(B, M, 4) if v.mesh_quat is None
+                else v.mesh_quat.detach().cpu().double().reshape(B, M, 4))
+        out = []
+        for m, p in enumerate(packed):
+            if p is None:
+                continue
+            if deforming:
+                rows, node_i, boxes, centre, drawn, bound = p[1]
+                rot = torch.eye(3, dtype=torch.float64).reshape(1, 9).expand(B, 9)
+                pose = torch.cat([centre, rot, drawn[:, None].double()], dim=-1)
+            else:
+                rows, node_i, boxes, bound = p[1]
+                q = quat[:, m]
+                shown = torch.isfinite(pos[:, m]).all(-1) & torch.isfinite(q).all(-1) & (q.norm(dim=-1) > 0)
+                pm = torch.where(shown[:, None], pos[:, m], torch.zeros_like(pos[:, m]))
+                q = torch.where(shown[:, None], q, torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64))
+                rot = quat_to_mat(torch.nn.functional.normalize(q, dim=-1)).reshape(B, 9)
+                pose = torch.cat([pm, rot, shown[:, None].double()], dim=-1)
+            out.append(dict(rows=rows, node_i=node_i, boxes=boxes, deforming=deforming, bound=bound, pose=pose,
+                            entity=int(ent[m]), color=colors[m]))
+        return out
 
     def _bvh_arrays(self, prims: dict, n_prims: int, B: int, dev) -> dict:
         """The primitives' BVH in the kernel's layout: the unbounded ones apart (`loose`), the others in a tree
@@ -422,7 +696,8 @@ class Renderer:
         K.render(cam_f.contiguous(), prims["prim_i"], prims["prim_f"], prims["prim_pose"].contiguous(),
                  prims["prim_color"], prims["hull_planes"], parts["part_f"], parts["part_i"], parts["part_color"],
                  parts["grid_f"], parts["grid_i"], parts["cell_start"], parts["cell_items"], prims["loose"],
-                 prims["node_box"], prims["node_i"], light, prims["n_loose"], prims["n_nodes"], int(n_parts), rgb, depth,
+                 prims["node_box"], prims["node_i"], prims["mesh_i"], prims["bnode_i"], prims["bnode_box"],
+                 prims["tri_v"], light, prims["n_loose"], prims["n_nodes"], int(n_parts), rgb, depth,
                  seg, normal)
         return rgb, depth, seg, normal
 

@@ -47,7 +47,13 @@ class RenderView:
     colour), geom_hull int32 [G, 2] and hull_planes [P, 4] (a mesh geom's convex piece, as in ColliderView).
     Particles: particle_pos [B, N, 3] (world), particle_radius [N] (m; <= 0: not drawn), particle_active
     [B, N] (0: not drawn; None: all drawn), particle_entity int32 [N], particle_color [N, 3] (None: the entity's).
-    Either part may be absent (None).
+    Triangle meshes (M meshes, V vertices, F faces): mesh_verts [V, 3] (each mesh in its own frame, a fixed shape:
+    a rigid visual mesh) or [B, V, 3] (world, per environment: a deforming surface, as FEM's boundary or a cloth),
+    mesh_faces int32 [F, 3] (indices into the V vertices), mesh_range int32 [M, 2] (each mesh's faces are
+    mesh_faces[first:first + count]), mesh_pos [B, M, 3] and mesh_quat [B, M, 4] (each mesh frame's world pose, w
+    first; None: the identity; only with [V, 3] vertices), mesh_entity int32 [M], mesh_color [M, 3] (None: the
+    entities' colours). Triangles are two-sided; a mesh with a non-finite vertex or pose in an environment is not
+    drawn there. Any part may be absent (None).
     """
 
     geom_type: torch.Tensor | None = None
@@ -63,6 +69,13 @@ class RenderView:
     particle_active: torch.Tensor | None = None
     particle_entity: torch.Tensor | None = None
     particle_color: torch.Tensor | None = None
+    mesh_verts: torch.Tensor | None = None
+    mesh_faces: torch.Tensor | None = None
+    mesh_range: torch.Tensor | None = None
+    mesh_pos: torch.Tensor | None = None
+    mesh_quat: torch.Tensor | None = None
+    mesh_entity: torch.Tensor | None = None
+    mesh_color: torch.Tensor | None = None
 
 
 def entity_color(scene, idx: int) -> np.ndarray:
@@ -158,6 +171,36 @@ def _kit_particles(solver, frame: int) -> RenderView:
     return RenderView(particle_pos=pos.reshape(-1, n, 3), particle_radius=radius,
                       particle_active=None if active is None else active.reshape(-1, n),
                       particle_entity=torch.as_tensor(ent))
+
+
+def kit_surface_view(solver, frame: int, faces_of: dict) -> RenderView:
+    """A particle-kit solver at `frame` with some entities drawn as triangle surfaces: faces_of maps an entity of
+    `solver.entities` to its triangles (local particle indices, [F, 3]); their vertices are its particles at the
+    frame, per environment (a particle that is not active is not finite here, so that its entity's surface is not
+    drawn in that environment). Every other entity's particles are spheres, as without surfaces."""
+    view = _kit_particles(solver, frame)
+    pos, active = view.particle_pos, view.particle_active
+    n = pos.shape[-2]
+    faces, ranges, ents = [], [], []
+    radius = view.particle_radius.clone()
+    for e, f in faces_of.items():
+        f = np.asarray(f, dtype=np.int64).reshape(-1, 3)
+        if len(f) == 0:
+            continue
+        if f.min() < 0 or f.max() >= e.particle_end - e.particle_start:
+            raise SceneError(f"entity {e.idx}: a surface triangle names a particle outside its "
+                             f"{e.particle_end - e.particle_start}.")
+        ranges.append((sum(len(x) for x in faces), len(f)))
+        faces.append(f + e.particle_start)
+        ents.append(e.idx)
+        radius[e.particle_start:e.particle_end] = 0.0  # drawn as the surface, not as spheres
+    if not faces:
+        return view
+    verts = pos if active is None else torch.where(active[..., None] > 0, pos, torch.full_like(pos, float("nan")))
+    return attrs.evolve(view, particle_radius=radius, mesh_verts=verts.reshape(-1, n, 3),
+                        mesh_faces=torch.as_tensor(np.concatenate(faces), dtype=torch.int32),
+                        mesh_range=torch.as_tensor(ranges, dtype=torch.int32),
+                        mesh_entity=torch.as_tensor(ents, dtype=torch.int32))
 
 
 def _from_particle_view(solver, f: int) -> RenderView:

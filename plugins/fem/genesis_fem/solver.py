@@ -366,6 +366,13 @@ class FEMSolver(ParticleSolver):
 
     # -- coupling --------------------------------------------------------------------------------------------------
 
+    def render_view(self, f):
+        """What the cameras draw after this substep (frame f + 1): each entity's boundary triangles
+        (`surface_triangles`) at its vertices' positions, per environment (genesis_core.render.RenderView)."""
+        from genesis_core.render.view import kit_surface_view
+
+        return kit_surface_view(self, self.frames.next(f), {e: e._faces for e in self.entities})
+
     def particle_view(self, f) -> ParticleView:
         """Frame f + 1 after this substep's FEM step: the kit's contact puts the surface's vertices back outside
         the geoms (interior vertices are left out of the contact: `contact_active` = active and on the surface)."""

@@ -414,6 +414,14 @@ class PBDSolver(ParticleSolver):
 
     # -- coupling --------------------------------------------------------------------------------------------------
 
+    def render_view(self, f):
+        """What the cameras draw after this substep (frame f + 1): a cloth as its triangles (two-sided) at its
+        particles' positions, per environment; every other entity (elastic bodies, ropes, liquids, free particles)
+        as spheres of radius particle_size / 2 (genesis_core.render.RenderView)."""
+        from genesis_core.render.view import kit_surface_view
+
+        return kit_surface_view(self, self.frames.next(f), {e: e._faces for e in self.entities if len(e._faces)})
+
     def particle_view(self, f) -> ParticleView:
         """Frame f + 1 after this substep's PBD step; particles of radius particle_size / 2. Fixed particles take
         part as the others (the contact moves them like any particle)."""

@@ -3,7 +3,8 @@
 files, with `scale`; `margin` and `gap`), inertials (diag/full) or inertia from geoms and density (meshes by their
 convex hull), the compiler's `settotalmass`, `boundmass` and `boundinertia`, ranges, damping, armature, stiffness,
 fixed tendons (stiffness, damping, springlength, range), motor/position/velocity/general actuators on joints and on
-fixed tendons, contype/conaffinity, and the `<option>` entries density, viscosity and wind (MuJoCo's inertia-box
+fixed tendons, contype/conaffinity, `group` (a geom of group 0, 1 or 2 is what its body looks like to the cameras, a mesh by the
+file's triangles, with its `rgba` or its material's colour), and the `<option>` entries density, viscosity and wind (MuJoCo's inertia-box
 fluid model). The step, gravity and solver come from the scene's options, not from `<option>`.
 
 Follows MuJoCo's defaults: angles in degrees unless `<compiler angle="radian">`, `autolimits` on, geom density
@@ -31,6 +32,9 @@ GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": 
               "ellipsoid": MESH}
 JOINT_TYPES = {"free": FREE, "ball": BALL, "slide": SLIDE, "hinge": HINGE}
 ACTUATOR_TAGS = ("motor", "position", "velocity", "general")
+# a geom of these groups is what its body looks like (MuJoCo's viewer shows groups 0 to 2 by default; the
+# panda's collision meshes are in group 3), drawn by the cameras whatever its contype and conaffinity
+VISIBLE_GROUPS = (0, 1, 2)
 
 
 class MJCFError(ValueError):
@@ -136,6 +140,13 @@ class _Loader:
                 name = a.get("name") or os.path.splitext(os.path.basename(f))[0]
                 scale = _floats(a.get("scale", "1 1 1"), 3, f"mesh {name} scale")
                 self.meshes[name] = (os.path.join(self.meshdir, f), scale)
+        self.materials = {}  # material name -> RGB
+        for asset in self.root.findall("asset"):
+            for m in asset.findall("material"):
+                a = self.defaults.get(m, "main")
+                if m.get("name") and "rgba" in a:
+                    self.materials[m.get("name")] = np.clip(_floats(a["rgba"], 4, f"material {m.get('name')}")[:3],
+                                                            0.0, 1.0)
         self.bodies = []
         self.joint_names = set()
 
@@ -169,7 +180,8 @@ class _Loader:
                 self.body(b, -1, "main")
         static = [self.geom(g, "main") for w in worlds for g in w.findall("geom")]
         if static:  # last, so that the first body is the model's base
-            self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static))
+            self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static,
+                                        visuals=[g for g in static if g._visible]))
         if self.settotalmass > 0:  # after the bounds, over every body but the world (MuJoCo's mj_setTotalmass)
             total = sum(b.mass for b in self.bodies)  # (the static geoms' world body has none)
             scale = max(1e-15, self.settotalmass / max(1e-15, total))
@@ -250,6 +262,7 @@ class _Loader:
             elif j.tag == "joint":
                 body.joints.append(self.joint(j, cls))
         body.geoms = [self.geom(g, cls) for g in elem.findall("geom")]
+        body.visuals = [g for g in body.geoms if g._visible]
         inertial = elem.find("inertial")
         if inertial is not None and self.inertiafromgeom != "true":
             ia = inertial.attrib
@@ -331,6 +344,11 @@ class _Loader:
         g = GeomDesc(name, gtype, size, pos, quat, float(_floats(a.get("friction", "1"))[0]),
                      int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh, scale, vertices, ellipsoid)
         g.margin, g.gap = float(a.get("margin", 0.0)), float(a.get("gap", 0.0))
+        g._visible = int(a.get("group", 0)) in VISIBLE_GROUPS
+        if "rgba" in a:
+            g.rgba = np.clip(_floats(a["rgba"], 4, f"geom {name} rgba")[:3], 0.0, 1.0)
+        elif a.get("material") in self.materials:
+            g.rgba = self.materials[a["material"]]
         if g.margin < 0 or g.gap < 0:
             raise MJCFError(f"geom {name!r}: margin and gap must be >= 0")
         g._density = (float(a.get("density", 1000.0)), float(a["mass"]) if "mass" in a else None)

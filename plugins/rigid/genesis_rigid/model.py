@@ -45,6 +45,7 @@ class GeomDesc:
     ellipsoid: np.ndarray | None = None  # an ellipsoid's semi-axes: a MESH geom whose vertices sample its surface
     margin: float = 0.0  # MuJoCo's contact margin (m): a pair (the sum of its geoms') is held this far apart
     gap: float = 0.0  # and its contacts are reported from margin + gap on
+    rgba: np.ndarray | None = None  # the file's colour of a visual geom (RGBA in [0, 1]); None: the entity's
 
     def hull(self):
         """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""
@@ -70,6 +71,9 @@ class BodyDesc:
     inertia: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))  # about the com, body axes
     joints: list = field(default_factory=list)
     geoms: list = field(default_factory=list)
+    # what the body looks like, for the cameras only (GeomDescs in the body frame: URDF <visual> elements, MJCF
+    # geoms of the visible groups, which are in `geoms` too; a Mesh morph's file); empty: it looks like its geoms
+    visuals: list = field(default_factory=list)
 
 
 @dataclass
@@ -211,6 +215,10 @@ def merge_fixed_links(robot: RobotDesc, links_to_keep=()) -> RobotDesc:
             for g in b.geoms:
                 g.pos, g.quat = p + rotate(q, g.pos), quat_mul(q, g.quat)
                 h.geoms.append(g)
+            for g in b.visuals:
+                if not any(g is c for c in h.geoms):  # (a visual that is also a geom has moved above)
+                    g.pos, g.quat = p + rotate(q, g.pos), quat_mul(q, g.quat)
+                h.visuals.append(g)
             merged[b.name] = h.name
         else:
             if b.parent >= 0:

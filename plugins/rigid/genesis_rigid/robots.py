@@ -51,7 +51,9 @@ def _mesh(morph, material):
         geoms = [GeomDesc(f"mesh_part{i}", MESH, np.zeros(3), vertices=p) for i, p in enumerate(parts)]
     for g in geoms:
         g.hull()  # a bad part fails here, at add_entity
-    body = BodyDesc("mesh", -1, np.zeros(3), IDENTITY, geoms=geoms)
+    # drawn as the file's triangles (its collision shape is their hull or convex parts)
+    visual = GeomDesc("mesh_visual", MESH, np.zeros(3), mesh_file=morph.file, mesh_scale=scale)
+    body = BodyDesc("mesh", -1, np.zeros(3), IDENTITY, geoms=geoms, visuals=[visual])
     body.mass, body.com, body.inertia = inertia_from_geoms(geoms, lambda g: (material.rho, None))
     if not morph.fixed:
         body.joints.append(JointDesc("root", FREE))
@@ -105,7 +107,7 @@ def _scale(robot, s):
         body.inertia = body.inertia * s ** 5
         for j in body.joints:
             j.pos = j.pos * s
-        for g in body.geoms:
+        for g in body.geoms + [v for v in body.visuals if not any(v is g for g in body.geoms)]:
             g.pos = g.pos * s
             g.size = g.size * s
             g.mesh_scale = g.mesh_scale * s

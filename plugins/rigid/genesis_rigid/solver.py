@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -34,6 +35,34 @@ from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV
 from .options import RigidOptions
 from .robots import describe
 from genesis_core.rotations import mat_to_quat, quat_to_mat
+
+# the ColliderView geom code of each geom type (the cameras' primitives)
+GEOM_OF_TYPE = {BOX: gs.coupler.GEOM_BOX, SPHERE: gs.coupler.GEOM_SPHERE, CAPSULE: gs.coupler.GEOM_CAPSULE,
+                CYLINDER: gs.coupler.GEOM_CYLINDER}
+# visual meshes by (file, scale): vertices [V, 3] (scaled, float64) and faces [F, 3], read once per process
+_VISUAL_MESHES: dict = {}
+
+
+def _visual_mesh(path, scale):
+    """The triangles of a visual mesh file (trimesh reads OBJ, STL, PLY, ...; every part of a scene file)."""
+    key = (os.path.abspath(path), tuple(np.asarray(scale, dtype=np.float64).tolist()))
+    if key not in _VISUAL_MESHES:
+        import trimesh
+
+        mesh = trimesh.load(path, force="mesh", process=False)
+        verts = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(scale, dtype=np.float64)
+        faces = np.asarray(mesh.faces, dtype=np.int64).reshape(-1, 3)
+        if not len(faces) or not np.isfinite(verts).all():
+            raise ValueError(f"{path}: no triangles, or non-finite vertices")
+        _VISUAL_MESHES[key] = (verts, faces)
+    return _VISUAL_MESHES[key]
+
+
+def _quat_mul_torch(a, b):
+    aw, ax, ay, az = a.unbind(-1)
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], dim=-1)
 
 # contact slots a pair of geom types owns (types ordered so that the first <= the second)
 PAIR_SLOTS = {
@@ -1047,6 +1076,135 @@ class RigidSolver(gs.SolverBase):
         if self._recording():
             self._diff_view(fn)
         return v
+
+    # -- what the cameras draw (genesis_core.render.RenderView) ---------------------------------------------------
+
+    def render_view(self, f):
+        """The scene's rigid bodies after this substep (frame f + 1), exact entity ids. Per entity, by its
+        surface's `vis_mode` (Genesis World's): "visual" (the default) draws its visuals (URDF <visual> elements,
+        MJCF geoms with contype = conaffinity = 0, a Mesh morph's file), meshes as their triangles in the link's
+        frame, when it has some; "collision", or an entity without visuals, draws its collision geoms (primitives
+        and convex pieces). A visual mesh that cannot be read is warned about once, and its entity drawn by its
+        collision geoms. The rigid state and physics are not touched."""
+        from genesis_core.render import RenderView
+
+        v = self.collider_view(f)
+        fn = self.frames.next(f)
+        if getattr(self, "_render_model", None) is None:
+            self._render_model = self._visual_model()
+        rm = self._render_model
+        dev = v.geom_pos.device
+        keep = torch.as_tensor(rm["geoms"], dtype=torch.long, device=dev)
+        B = v.geom_pos.shape[0]
+        geom_pos, geom_quat = v.geom_pos.detach()[:, keep], v.geom_quat.detach()[:, keep]
+        geom_type, geom_size, geom_hull = v.geom_type[keep], v.geom_size.detach()[keep], v.geom_hull[keep]
+        colors, entity = list(rm["geom_colors"]), list(rm["geom_entity"])
+        if rm["prims"] or rm["meshes"]:
+            links_pos = self.state.at("links_pos", fn).detach().reshape(B, -1, 3).double()
+            links_quat = self.state.at("links_quat", fn).detach().reshape(B, -1, 4).double()
+
+        def posed(items):  # world poses [B, n, 3], [B, n, 4] of items (link, pos, quat, ...) in their link frames
+            link = torch.as_tensor([it[0] for it in items], dtype=torch.long, device=dev)
+            lp, lq = links_pos[:, link], links_quat[:, link]
+            p = torch.as_tensor(np.stack([it[1] for it in items]), dtype=torch.float64, device=dev)
+            q = torch.as_tensor(np.stack([it[2] for it in items]), dtype=torch.float64, device=dev)
+            # p rotated by the unit quaternion (w, u): p + 2 w (u x p) + 2 u x (u x p), elementwise (a batched
+            # matmul of these small shapes costs milliseconds beside the Taichi thread pool)
+            lq = torch.nn.functional.normalize(lq, dim=-1)
+            w, u = lq[..., :1], lq[..., 1:]
+            p = p.expand_as(lp)
+            t = 2.0 * torch.linalg.cross(u, p)
+            return lp + p + w * t + torch.linalg.cross(u, t), _quat_mul_torch(lq, q.expand_as(lq))
+
+        if rm["prims"]:  # visual primitives that are not geoms (URDF <visual> boxes, spheres, ...)
+            items = rm["prims"]
+            pos, quat = posed(items)
+            geom_pos = torch.cat([geom_pos, pos.to(geom_pos.dtype)], dim=1)
+            geom_quat = torch.cat([geom_quat, quat.to(geom_quat.dtype)], dim=1)
+            geom_type = torch.cat([geom_type, torch.as_tensor([it[3] for it in items], dtype=geom_type.dtype,
+                                                              device=dev)])
+            geom_size = torch.cat([geom_size, torch.as_tensor(np.stack([it[4] for it in items]),
+                                                              dtype=geom_size.dtype, device=dev)])
+            geom_hull = torch.cat([geom_hull, torch.zeros((len(items), 2), dtype=geom_hull.dtype, device=dev)])
+            colors += [it[5] for it in items]
+            entity += [it[6] for it in items]
+        view = RenderView(
+            geom_type=geom_type, geom_size=geom_size, geom_pos=geom_pos, geom_quat=geom_quat,
+            geom_entity=torch.as_tensor(entity, dtype=torch.int32), geom_hull=geom_hull,
+            geom_color=torch.as_tensor(np.asarray(colors, dtype=np.float32).reshape(-1, 3)),
+            hull_planes=None if v.hull_planes is None else v.hull_planes.detach())
+        if rm["meshes"]:
+            view.mesh_pos, view.mesh_quat = posed(rm["meshes"])
+            view.mesh_verts, view.mesh_faces, view.mesh_range = rm["mesh_arrays"]
+            view.mesh_entity, view.mesh_color = rm["mesh_entity"], rm["mesh_color"]
+        return view
+
+    def _visual_model(self) -> dict:
+        """What render_view draws, fixed at the first render: the geoms kept (indices, colours, entities), the
+        visual primitives and meshes that are not geoms (link, pose in the link frame, ...), and the meshes'
+        triangles packed once (the same tensors at every render, so that the renderer keeps their BVH)."""
+        from genesis_core.render.view import entity_color
+
+        scene = self.scene
+        geoms, geom_colors, geom_entity, prims, meshes, mesh_colors = [], [], [], [], [], []
+        verts, faces, ranges = [], [], []
+        n_verts = n_faces = 0
+        for e in self.entities:
+            surface = scene.entity_surface(e.idx) if hasattr(scene, "entity_surface") else None
+            options = getattr(surface, "options", None) or {}
+            base = entity_color(scene, e.idx)
+
+            def color_of(desc):  # the surface's colour, else the file's, else the palette's
+                if options.get("color") is not None or desc.rgba is None:
+                    return base
+                return np.asarray(desc.rgba, dtype=np.float32)
+
+            index = {id(gm["desc"]): g for g, gm in enumerate(self._geoms) if gm["entity"] == e.idx}
+            use_visuals = (options.get("vis_mode", "visual") != "collision"
+                           and any(body.visuals for body in e.robot.bodies))
+            drawn, e_prims, e_meshes = [], [], []
+            if use_visuals:
+                try:
+                    for bi, body in enumerate(e.robot.bodies):
+                        for g in body.visuals:
+                            if g.type == MESH and g.mesh_file is not None:
+                                e_meshes.append(((e.link_start + bi, g.pos, g.quat),
+                                                 _visual_mesh(g.mesh_file, g.mesh_scale), color_of(g)))
+                            elif id(g) in index:  # a geom (an MJCF plane, ellipsoid, ...): its own arrays
+                                drawn.append((index[id(g)], color_of(g)))
+                            elif g.type in GEOM_OF_TYPE:
+                                e_prims.append((e.link_start + bi, g.pos, g.quat, GEOM_OF_TYPE[g.type],
+                                                np.asarray(g.size, dtype=np.float64), color_of(g), e.idx))
+                except Exception as exc:  # an unreadable visual mesh: this entity is drawn by its collision geoms
+                    warnings.warn(f"{e.name}: a visual mesh could not be read ({exc}); the cameras draw its "
+                                  "collision geometry.", stacklevel=2)
+                    use_visuals = False
+            if not use_visuals:
+                mine = sorted(index.values())
+                colliding = [g for g in mine if self._geoms[g]["contype"] or self._geoms[g]["conaffinity"]]
+                drawn = [(g, base) for g in (colliding or mine)]
+                e_prims, e_meshes = [], []
+            for g, color in sorted(drawn, key=lambda x: x[0]):
+                geoms.append(g)
+                geom_colors.append(color)
+                geom_entity.append(e.idx)
+            prims += e_prims
+            for item, (vv, ff), color in e_meshes:
+                meshes.append(item)
+                mesh_colors.append((color, e.idx))
+                verts.append(vv)
+                faces.append(ff + n_verts)
+                ranges.append((n_faces, len(ff)))
+                n_verts += len(vv)
+                n_faces += len(ff)
+        out = dict(geoms=geoms, geom_colors=geom_colors, geom_entity=geom_entity, prims=prims, meshes=meshes)
+        if meshes:
+            out["mesh_arrays"] = (torch.as_tensor(np.concatenate(verts), dtype=torch.float64),
+                                  torch.as_tensor(np.concatenate(faces), dtype=torch.int32),
+                                  torch.as_tensor(ranges, dtype=torch.int32))
+            out["mesh_entity"] = torch.as_tensor([c[1] for c in mesh_colors], dtype=torch.int32)
+            out["mesh_color"] = torch.as_tensor(np.stack([c[0] for c in mesh_colors]), dtype=torch.float32)
+        return out
 
     # -- external forces (Genesis World's solver-level API: links_idx are the solver's link indices) --------------
 

@@ -1,6 +1,6 @@
 """URDF loader: links with inertials, joints revolute/continuous/prismatic/fixed/floating, limits, damping,
-box/sphere/cylinder/capsule/mesh (with `scale`) collision geometry. The root link gets a free joint unless the
-morph is fixed."""
+box/sphere/cylinder/capsule/mesh (with `scale`) collision geometry, and the same shapes in <visual> elements (with
+their material's colour) as what the cameras draw. The root link gets a free joint unless the morph is fixed."""
 
 from __future__ import annotations
 
@@ -40,6 +40,39 @@ def _resolve(base, filename):
     return os.path.join(base, name)
 
 
+def _shape(elem, name, base, what):
+    """The GeomDesc of a <collision> or <visual> element (None without a shape this loader reads)."""
+    gpos, gquat = _origin(elem, what)
+    geo = elem.find("geometry")
+    shape = geo[0] if geo is not None and len(geo) else None
+    if shape is None:
+        return None
+    if shape.tag == "box":
+        return GeomDesc(name, BOX, _vec(shape.get("size"), 3, name) / 2, gpos, gquat)
+    if shape.tag == "sphere":
+        return GeomDesc(name, SPHERE, np.array([float(shape.get("radius")), 0, 0]), gpos, gquat)
+    if shape.tag in ("cylinder", "capsule"):
+        size = np.array([float(shape.get("radius")), float(shape.get("length")) / 2, 0])
+        return GeomDesc(name, CYLINDER if shape.tag == "cylinder" else CAPSULE, size, gpos, gquat)
+    if shape.tag == "mesh":
+        scale = _vec(shape.get("scale", "1 1 1"), 3, name)
+        return GeomDesc(name, MESH, np.zeros(3), gpos, gquat, mesh_file=_resolve(base, shape.get("filename")),
+                        mesh_scale=scale)
+    return None
+
+
+def _rgba(material, named):
+    """The colour of a <material> element (its <color rgba>, or the robot's material of that name), or None."""
+    if material is None:
+        return None
+    color = material.find("color")
+    if color is not None and color.get("rgba"):
+        vals = [float(x) for x in color.get("rgba").split()]
+        if len(vals) in (3, 4) and np.all(np.isfinite(vals)):
+            return np.clip(np.array(vals[:3]), 0.0, 1.0)
+    return named.get(material.get("name"))
+
+
 def load_urdf(path, fixed=False, density=1000.0) -> RobotDesc:
     """The robot of a URDF file. A link without <inertial> takes its mass and inertia from its collision
     geometry at `density` (kg/m^3; meshes by their convex hull)."""
@@ -64,6 +97,11 @@ def load_urdf(path, fixed=False, density=1000.0) -> RobotDesc:
     if len(roots) != 1:
         raise URDFError(f"{path}: expected one root link, found {roots}")
 
+    materials = {}  # the robot's named materials: colour
+    for m in root.findall("material"):
+        rgba = _rgba(m, {})
+        if m.get("name") and rgba is not None:
+            materials[m.get("name")] = rgba
     bodies = []
 
     def add(link_name, parent_index, joint_elem):
@@ -110,27 +148,13 @@ def load_urdf(path, fixed=False, density=1000.0) -> RobotDesc:
                               [g["ixz"], g["iyz"], g["izz"]]])
             r = quat_to_mat(iquat)
             body.com, body.inertia = ipos, r @ local @ r.T
-        for i, col in enumerate(link.findall("collision")):
-            gpos, gquat = _origin(col, what)
-            geo = col.find("geometry")
-            shape = geo[0] if geo is not None and len(geo) else None
-            if shape is None:
-                continue
-            name = f"{link_name}_collision{i}"
-            if shape.tag == "box":
-                body.geoms.append(GeomDesc(name, BOX, _vec(shape.get("size"), 3, name) / 2, gpos, gquat))
-            elif shape.tag == "sphere":
-                body.geoms.append(GeomDesc(name, SPHERE, np.array([float(shape.get("radius")), 0, 0]), gpos, gquat))
-            elif shape.tag == "cylinder":
-                size = np.array([float(shape.get("radius")), float(shape.get("length")) / 2, 0])
-                body.geoms.append(GeomDesc(name, CYLINDER, size, gpos, gquat))
-            elif shape.tag == "capsule":
-                size = np.array([float(shape.get("radius")), float(shape.get("length")) / 2, 0])
-                body.geoms.append(GeomDesc(name, CAPSULE, size, gpos, gquat))
-            elif shape.tag == "mesh":
-                scale = _vec(shape.get("scale", "1 1 1"), 3, name)
-                body.geoms.append(GeomDesc(name, MESH, np.zeros(3), gpos, gquat,
-                                           mesh_file=_resolve(base, shape.get("filename")), mesh_scale=scale))
+        for kind, into in (("collision", body.geoms), ("visual", body.visuals)):
+            for i, col in enumerate(link.findall(kind)):
+                g = _shape(col, f"{link_name}_{kind}{i}", base, what)
+                if g is not None:
+                    if kind == "visual":
+                        g.rgba = _rgba(col.find("material"), materials)
+                    into.append(g)
         if inertial is None and body.geoms:
             body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: (density, None))
         index = len(bodies)
