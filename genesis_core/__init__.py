@@ -54,6 +54,10 @@ def __getattr__(name):
             raise AttributeError(f"gs.{name} is set by gs.init(precision=...), from the precision it is given: "
                                  f"call gs.init() first.")
         return getattr(runtime, name)
+    if name == "distributed":  # imported on first use: torch.distributed only when a sharded run asks for it
+        import importlib
+
+        return importlib.import_module(".distributed", __name__)
     if name == "tc_bool":
         import torch
 
