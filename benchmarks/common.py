@@ -1,9 +1,14 @@
-"""What the soft-solver benchmarks share: resident memory, its growth per environment, one timed row, and a row run
-in a fresh process."""
+"""What the benchmarks share: resident memory, its growth per environment, one timed row, a row run in a fresh
+process, and the --json file of a table's figures that benchmarks/plot.py plots."""
 
+import contextlib
 import json
 import subprocess
 import time
+
+from genesis_core.progress import progress
+
+_BAR = None  # one bar per benchmark command, over the measurements it runs
 
 
 def rss():
@@ -41,10 +46,25 @@ def timed_row(scene, n_envs, warmup, steps):
     return {"build_s": build_s, "warmup_s": warmup_s, "seconds": time.perf_counter() - t0, "growth": growth}
 
 
+@contextlib.contextmanager
+def measuring(what):
+    """The benchmark's progress bar (on a terminal, genesis_core.progress) names `what` while it is measured and
+    counts it when done; the bar is drawn between measurements' timings, not inside them."""
+    global _BAR
+    if _BAR is None:
+        _BAR = progress(total=None, desc="benchmark", unit="measurement", leave=False)
+    _BAR.set_description(f"benchmark: {what}")
+    try:
+        yield
+    finally:
+        _BAR.update(1)
+
+
 def row_in_process(cmd, tag, what):
     """Run `cmd` (a row of a benchmark in a fresh process) and return the dict it printed after `tag`, or None
     (and a line naming `what` and why) when it failed."""
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    with measuring(what):
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     line = [x for x in res.stdout.splitlines() if x.startswith(tag + " ")]
     if res.returncode != 0 or not line:
         print(f"({what} failed, exit {res.returncode}: {(res.stderr.strip() or res.stdout.strip())[-1500:]})",
@@ -61,3 +81,34 @@ def check_rows(parser, args):
         parser.error("--warmup: at least 1 (the first step compiles the kernels)")
     if args.steps is not None and args.steps < 1:
         parser.error("--steps: at least 1")
+
+
+ANCHOR = "Genesis World 1.4.5"
+
+
+def add_json_option(parser):
+    """--json PATH: the table's figures also written as JSON (write_json), what benchmarks/plot.py plots."""
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write the table's figures to this JSON file (benchmarks/plot.py plots them)")
+
+
+def write_json(path, benchmark, title, unit, rows, anchor=ANCHOR):
+    """Write a benchmark's table for benchmarks/plot.py: {"benchmark", "title", "unit", "anchor", "rows"}, each row
+    {"scene", "n_envs", "ours", "anchor"} (throughputs in `unit`, None where that engine did not run or failed)
+    and optionally "others": {engine name: throughput} (a further anchor, a bare loop). Nothing is written when
+    path is None."""
+    if path is None:
+        return
+    out = []
+    for r in rows:
+        row = {"scene": str(r["scene"]), "n_envs": int(r["n_envs"]),
+               "ours": None if r.get("ours") is None else float(r["ours"]),
+               "anchor": None if r.get("anchor") is None else float(r["anchor"])}
+        others = {k: float(v) for k, v in (r.get("others") or {}).items() if v is not None}
+        if others:
+            row["others"] = others
+        out.append(row)
+    with open(path, "w") as fh:
+        json.dump({"benchmark": benchmark, "title": title, "unit": unit, "anchor": anchor, "rows": out}, fh,
+                  indent=1)
+    print(f"figures written to {path}")

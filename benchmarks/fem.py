@@ -4,6 +4,7 @@ substeps, float32, CPU; the explicit solver, and the implicit one (FEMOptions(us
 default Newton / CG settings), for each number of environments, in vertex-substeps per second.
 
     python benchmarks/fem.py [--solvers explicit implicit] [--envs 1 8 64] [--steps N] [--warmup N] [--no-anchor]
+                             [--json fem.json]
     GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv) python benchmarks/fem.py ...   # Genesis World 1.4.5 beside
 
 Every row is a fresh process of this script (`--one SOLVER N_ENVS`, `--engine genesis` for Genesis World). One
@@ -23,7 +24,7 @@ import json
 import os
 import sys
 
-from common import per_env, row_in_process, timed_row
+from common import add_json_option, per_env, row_in_process, timed_row, write_json
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 
@@ -74,6 +75,7 @@ def main():
     parser.add_argument("--maxvolume", type=float, default=2e-7, help="the sphere's tet volume bound (smaller: "
                         "more vertices)")
     parser.add_argument("--no-anchor", action="store_true", help="ours only, even with GENESIS_WORLD_PYTHON set")
+    add_json_option(parser)
     parser.add_argument("--one", nargs=2, metavar=("SOLVER", "N_ENVS"), help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=sorted(ENGINES), default="ours", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -116,6 +118,10 @@ def main():
                   f"| {ratio} | {mib['ours']} | {mib['genesis']} |")
     print("(vertex-substeps/s counts vertices, as Genesis World's own figure does; the meshes differ in size: the "
           "vertex and element counts are in the table)")
+    rate = {k: row["rate"] for k, row in rows.items() if row}
+    write_json(args.json, "fem", f"FEM sphere, maxvolume {args.maxvolume:g}", "vertex-substeps/s",
+               [{"scene": s, "n_envs": n, "ours": rate.get(("ours", s, n)), "anchor": rate.get(("genesis", s, n))}
+                for s in args.solvers for n in args.envs])
     if ours_failed:
         sys.exit("ours failed on at least one row (above)")
 

@@ -2,6 +2,7 @@
 substep (4 loops, float32, atomics, one environment) written in plain Taichi in the same process.
 
     python benchmarks/mpm.py [--sizes 27000 100000 300000] [--envs 1 8 64] [--seconds 3] [--rounds 5] [--profile]
+                             [--json mpm.json]
 
 Each row alternates rounds of the bare loop and of ours and keeps the best round of each: on a shared machine a
 round that another process slowed is dropped on both sides, and "vs bare" compares figures measured seconds
@@ -17,6 +18,7 @@ import numpy as np
 import taichi as ti
 
 import genesis_core as gs
+from common import add_json_option, measuring, write_json
 from genesis_core import launch
 
 
@@ -173,7 +175,7 @@ class Ours:
         step: every launch through genesis_core.launch.Launcher is timed (a CPU launch returns when the kernel is
         done)."""
         self.scene.reset()
-        times, launches = [], 0
+        times = []
         call = launch.Launcher.__call__
 
         def timed(launcher, kernel, *args):
@@ -219,24 +221,29 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0, help="time per row for ours (the bare loop as much)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="also time each kernel launch")
+    add_json_option(parser)
     args = parser.parse_args()
     gs.init(backend=gs.cpu, precision="32")
     bare = BareMPM(27000)
     print("bare: a plain-Taichi MLS-MPM substep (atomics, 1 env, 27k particles), in rounds alternating with ours")
     print(f"{'particles':>10}{'n_envs':>8}{'particle-substeps/s':>22}{'bare':>10}{'vs bare':>9}{'spread':>8}")
-    profiles = []
+    profiles, figures = [], []
     for size in args.sizes:
         for n_envs in args.envs:
             if size * n_envs > 4e6:
                 print(f"{size:>10}{n_envs:>8}{'(skipped: > 4M particles)':>31}")
                 continue
-            ours = Ours(size, n_envs)
-            rate, bare_rate, spread = best_of_rounds(bare, ours, args.seconds, args.rounds)
+            with measuring(f"{size} particles at n_envs {n_envs}"):
+                ours = Ours(size, n_envs)
+                rate, bare_rate, spread = best_of_rounds(bare, ours, args.seconds, args.rounds)
             print(f"{ours.n_particles:>10}{n_envs:>8}{rate:>22.3g}{bare_rate:>10.3g}{rate / bare_rate:>9.2f}"
                   f"{spread:>8.2f}", flush=True)
+            figures.append({"scene": f"{ours.n_particles} particles", "n_envs": n_envs, "ours": rate,
+                            "others": {"bare MLS-MPM loop (1 env, 27k particles)": bare_rate}})
             if args.profile:
                 profiles.append((ours.n_particles, n_envs, fastest(ours.kernel_times, args.rounds)))
             del ours
+    write_json(args.json, "mpm", "MPM elastic cube, 64^3 grid, dt 4e-4", "particle-substeps/s", figures, anchor=None)
     if args.profile:
         stages = fastest(bare.stage_times, args.rounds)
         print("\nms per substep, each launch timed (median launch of the fastest of the rounds):")

@@ -3,7 +3,7 @@ cell, written as an OBJ file) added with gs.materials.PBD.Cloth() and gs.morphs.
 gs.morphs.Plane; default PBDOptions, dt 4e-3, 10 substeps, float32, CPU; for each number of environments, in
 particle-substeps per second and resident memory per environment.
 
-    python benchmarks/pbd.py [--envs 1 8 64] [--steps N] [--warmup N] [--n 64] [--no-anchor]
+    python benchmarks/pbd.py [--envs 1 8 64] [--steps N] [--warmup N] [--n 64] [--no-anchor] [--json pbd.json]
     GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv) python benchmarks/pbd.py ...   # Genesis World 1.4.5 beside
     NEWTON_PYTHON=/path/to/python python benchmarks/pbd.py ...          # Newton XPBD cloth (newton_cloth.py) beside
 
@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import check_rows, per_env, row_in_process, timed_row
+from common import add_json_option, check_rows, per_env, row_in_process, timed_row, write_json
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 SUBSTEPS = 10
@@ -144,6 +144,7 @@ def main():
     parser.add_argument("--n", type=int, default=64, help="cloth vertices per side (default 64)")
     parser.add_argument("--no-anchor", action="store_true",
                         help="ours only, even with GENESIS_WORLD_PYTHON or NEWTON_PYTHON set")
+    add_json_option(parser)
     parser.add_argument("--one", type=int, metavar="N_ENVS", help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=sorted(ENGINES), default="ours", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -205,6 +206,10 @@ def main():
           "no self-collision; ours and Genesis World: 4 stretch and 1 bending sweeps plus particle self-collision)")
     print("(memory/env: the RSS growth over build and warm-up at 1 environment; above 1, the growth beyond the "
           "1-environment figure over n_envs - 1)")
+    rate = {k: row["rate"] for k, row in rows.items() if row}
+    write_json(args.json, "pbd", f"PBD cloth, {args.n} x {args.n} vertices", "particle-substeps/s",
+               [{"scene": "cloth", "n_envs": n, "ours": rate.get(("ours", n)), "anchor": rate.get(("genesis", n)),
+                 "others": {"Newton 1.8.0": rate.get(("newton", n))}} for n in args.envs])
     if ours_failed:
         sys.exit("ours failed on at least one row (above)")
 

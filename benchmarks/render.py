@@ -8,7 +8,7 @@ rasterizer, headless, VisOptions(split_envs=True) so that it returns one image p
 the same scene in that venv and prints its figures and the ratios beside ours, or the one-line reason its
 rendering failed here; without it, it says the anchor was skipped.
 
-    python benchmarks/render.py [--frames 20] [--warmup 2] [--rows 64x128x128 1x640x480]
+    python benchmarks/render.py [--frames 20] [--warmup 2] [--rows 64x128x128 1x640x480] [--json render.json]
 """
 
 import argparse
@@ -16,7 +16,8 @@ import json
 import os
 import subprocess
 import sys
-import time
+
+from common import add_json_option, measuring, write_json
 
 SCENE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "assets", "mjcf",
                      "franka_emika_panda", "scene.xml")
@@ -64,7 +65,8 @@ def run_row(python, engine, n_envs, w, h, warmup, frames):
     """One row in a fresh process: a dict (frames_per_s, warmup_s, shape), or a string saying why there is none."""
     cmd = [python, "-c", ROW, engine, SCENE, str(n_envs), str(w), str(h), str(warmup), str(frames), json.dumps(CAMERA)]
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        with measuring(f"{engine} at n_envs {n_envs}, {w} x {h}"):
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired:
         return "timed out after 1800 s"
     for line in res.stdout.splitlines():
@@ -84,6 +86,7 @@ def main():
                         help="rows as N_ENVSxWIDTHxHEIGHT (1 environment: the scene built unbatched)")
     parser.add_argument("--no-anchor", action="store_true",
                         help="skip Genesis World even if GENESIS_WORLD_PYTHON is set")
+    add_json_option(parser)
     args = parser.parse_args()
     if args.frames < 1 or args.warmup < 1:
         parser.error("--frames and --warmup: at least 1 (the first render compiles the kernel)")
@@ -104,7 +107,10 @@ def main():
     if anchor:
         header += f"  {'Genesis renders/s':>17}  {'Genesis env-frames/s':>20}  {'ratio':>6}"
     print(header, flush=True)
+    figures = []
     for n_envs, w, h in rows:
+        figure = {"scene": f"{w} x {h}", "n_envs": n_envs, "ours": None, "anchor": None}
+        figures.append(figure)
         ours = run_row(sys.executable, "ours", n_envs, w, h, args.warmup, args.frames)
         if isinstance(ours, str):
             line = f"{n_envs:>6}  {w:>4}x{h:<4}  ours failed: {ours}"
@@ -112,18 +118,21 @@ def main():
             fps = ours["frames_per_s"]
             line = (f"{n_envs:>6}  {w:>4}x{h:<4}  {fps:>14.2f}  {fps * ours['images']:>17.1f}  "
                     f"{ours['warmup_s']:>15.2f}")
+            figure["ours"] = fps * ours["images"]
         if anchor:
             theirs = run_row(anchor, "genesis", n_envs, w, h, args.warmup, args.frames)
             if isinstance(theirs, str):
                 line += f"  Genesis World could not render: {theirs}"
             elif not isinstance(ours, str):  # the ratio of env-frames/s, ours over Genesis World's
                 env_fps = theirs["frames_per_s"] * theirs["images"]
+                figure["anchor"] = env_fps
                 line += (f"  {theirs['frames_per_s']:>17.2f}  {env_fps:>20.1f}  "
                          f"{fps * ours['images'] / env_fps:>6.2f}")
         print(line, flush=True)
     if not anchor:
         print("anchor skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv) to run Genesis World's camera "
               "on the same scene")
+    write_json(args.json, "render", "panda scene.xml, RGB + depth per render", "env-frames/s", figures)
 
 
 if __name__ == "__main__":

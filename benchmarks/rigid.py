@@ -9,7 +9,7 @@ table. With GENESIS_WORLD_PYTHON set (GENESIS_WORLD_PYTHON=$(../shared/anchors/m
 Genesis World 1.4.5 on the same scenes and MuJoCo (from that venv) on the same model, and prints their figures
 and the ratios beside ours; without it, it says the anchor was skipped.
 
-    python benchmarks/rigid.py [--steps 200] [--envs 0 64 512]
+    python benchmarks/rigid.py [--steps 200] [--envs 0 64 512] [--json rigid.json]
     python benchmarks/rigid.py --spheres 128 256 512     # the broadphase against the number of geoms
     python benchmarks/rigid.py --resting 16 64 128 256 512  # whole steps of n free spheres resting on a plane
     python benchmarks/rigid.py --pyramid 1024 [--steps 100]  # Genesis's falling pyramid: speed, memory per env
@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from common import add_json_option, measuring, write_json
 
 PANDA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "assets", "mjcf",
                          "franka_emika_panda")
@@ -176,8 +178,9 @@ def pyramid(counts, steps):
     rows = []
 
     def one(engine, exe, n):
-        res = subprocess.run([exe, "-c", PYRAMID, engine, str(n), str(steps)], capture_output=True, text=True,
-                             timeout=3600)
+        with measuring(f"pyramid, {engine} at n_envs {n}"):
+            res = subprocess.run([exe, "-c", PYRAMID, engine, str(n), str(steps)], capture_output=True, text=True,
+                                 timeout=3600)
         line = [x for x in res.stdout.splitlines() if x.startswith("pyramid ")]
         if res.returncode != 0 or not line:
             print(f"({engine} failed at n_envs {n}: {res.stderr.strip()[-300:]})")
@@ -215,8 +218,9 @@ def pyramid(counts, steps):
 def run(n_envs, steps, cache, scene="held", **extra_env):
     env = dict(os.environ, TI_OFFLINE_CACHE_FILE_PATH=cache, **extra_env)
     path = SCENE if scene == "held" else os.path.join(PANDA_DIR, "panda.xml")
-    out = subprocess.run([sys.executable, "-c", CHILD, path, str(n_envs), str(steps), scene], capture_output=True,
-                         text=True, env=env, check=True)
+    with measuring(f"{scene} panda, ours at n_envs {n_envs}"):
+        out = subprocess.run([sys.executable, "-c", CHILD, path, str(n_envs), str(steps), scene],
+                             capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -232,7 +236,8 @@ def anchor(args, timeout=1800):
                 cmd = [python, os.path.join(ANCHORS, "gs_franka_bench.py"), str(n), str(args.steps)]
             else:
                 cmd = [python, "-c", GENESIS_HELD, str(n), str(args.steps)]
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            with measuring(f"{scene} panda, Genesis World at n_envs {n}"):
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             line = [x for x in res.stdout.splitlines() if x.startswith("genesis ")]
             if res.returncode != 0 or not line:
                 out["genesis"][(scene, n)] = None
@@ -240,8 +245,9 @@ def anchor(args, timeout=1800):
                 continue
             steps_per_s = float(line[-1].split("steps_per_s=")[1].split()[0])
             out["genesis"][(scene, n)] = steps_per_s * max(n, 1)
-        res = subprocess.run([python, "-c", MUJOCO, SCENE, str(args.steps * 10),
-                              scene], capture_output=True, text=True, timeout=timeout)
+        with measuring(f"{scene} panda, MuJoCo"):
+            res = subprocess.run([python, "-c", MUJOCO, SCENE, str(args.steps * 10),
+                                  scene], capture_output=True, text=True, timeout=timeout)
         line = [x for x in res.stdout.splitlines() if x.startswith("mujoco ")]
         out["mujoco"][scene] = tuple(float(x.split("=")[1]) for x in line[-1].split()[1:]) if line else None
     return out
@@ -310,6 +316,7 @@ def main():
     parser.add_argument("--spheres", type=int, nargs="+", help="time the broadphase instead, for these sphere counts")
     parser.add_argument("--resting", type=int, nargs="+", help="time whole steps of this many resting spheres instead")
     parser.add_argument("--pyramid", type=int, nargs="+", help="Genesis's falling pyramid at these n_envs instead")
+    add_json_option(parser)
     args = parser.parse_args()
     if args.pyramid:
         return pyramid(args.pyramid, args.steps)
@@ -338,12 +345,15 @@ def main():
               "MuJoCo on the same scenes in this command")
     print("\n| scene | n_envs | ours, env-steps/s | Genesis World 1.4.5, env-steps/s | ours / Genesis |")
     print("|---|---|---|---|---|")
+    figures = []
     for scene, table in (("held", rows), ("folding", folding)):
         for r in table:
             ours = r["steps_per_s"] * max(r["n_envs"], 1)
             theirs = anchors["genesis"].get((scene, r["n_envs"])) if anchors else None
             ratio = f"{ours / theirs:.2f}x" if theirs else "-"
             print(f"| {scene} | {r['n_envs']} | {ours:,.0f} | {f'{theirs:,.0f}' if theirs else '-'} | {ratio} |")
+            figures.append({"scene": scene, "n_envs": r["n_envs"], "ours": ours, "anchor": theirs})
+    write_json(args.json, "rigid", "Franka panda, float32, dt 0.01", "env-steps/s", figures)
     if anchors:
         for scene in ("held", "folding"):
             mj = anchors["mujoco"].get(scene)

@@ -4,7 +4,7 @@ particle_size 0.01 (64,000 particles), dt 4e-3, 10 substeps, float32, CPU; for e
 DFSPH) and each number of environments, in particle-substeps per second and resident memory per environment.
 
     python benchmarks/sph.py [--solvers WCSPH DFSPH] [--envs 1 8 64] [--steps N] [--warmup N] [--particle-size 0.01]
-                             [--no-anchor]
+                             [--no-anchor] [--json sph.json]
     GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv) python benchmarks/sph.py ...   # Genesis World 1.4.5 beside
 
 Every row is a fresh process of this script (`--one SOLVER N_ENVS`, `--engine genesis` for Genesis World), so that
@@ -36,7 +36,7 @@ import json
 import os
 import sys
 
-from common import check_rows, per_env, row_in_process, timed_row
+from common import add_json_option, check_rows, per_env, row_in_process, timed_row, write_json
 
 ENGINES = {"ours": "genesis_core", "genesis": "genesis"}
 
@@ -92,6 +92,7 @@ def main():
                         help="untimed steps before them (default: 2 at 1 environment, 1 above)")
     parser.add_argument("--particle-size", type=float, default=0.01)
     parser.add_argument("--no-anchor", action="store_true", help="ours only, even with GENESIS_WORLD_PYTHON set")
+    add_json_option(parser)
     parser.add_argument("--one", nargs=2, metavar=("SOLVER", "N_ENVS"), help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=sorted(ENGINES), default="ours", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -137,6 +138,10 @@ def main():
                   f"| {figs['ours'][1]} | {figs['genesis'][1]} |")
     print("(memory/env: the RSS growth over build and warm-up at 1 environment; above 1, the growth beyond the "
           "1-environment figure over n_envs - 1)")
+    rate = {k: row["rate"] for k, row in rows.items() if row}
+    write_json(args.json, "sph", f"SPH water cube, particle_size {args.particle_size}", "particle-substeps/s",
+               [{"scene": s, "n_envs": n, "ours": rate.get(("ours", s, n)), "anchor": rate.get(("genesis", s, n))}
+                for s in args.solvers for n in args.envs])
     if ours_failed:
         sys.exit("ours failed on at least one row (above)")
 

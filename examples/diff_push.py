@@ -10,6 +10,7 @@ import os
 import torch
 
 import genesis_core as gs
+from genesis_core.progress import progress
 
 PUSHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "pusher.xml")
 FLOOR = 0.0  # the MPM floor: the lower bound of its domain
@@ -35,7 +36,8 @@ def main(iterations=10, n_steps=60, target=(0.32, 0.2), lr=4.0, verbose=True):
     optimizer = torch.optim.SGD([velocity], lr=lr)
     goal = torch.tensor(target)
     misses = []
-    for it in range(iterations):
+    bar = progress(range(iterations), desc="optimising the launch velocity", unit="iteration")
+    for it in bar:
         scene.reset()
         tool.set_dofs_velocity(velocity)
         for _ in range(n_steps):
@@ -46,8 +48,9 @@ def main(iterations=10, n_steps=60, target=(0.32, 0.2), lr=4.0, verbose=True):
         loss.backward()
         optimizer.step()
         misses.append(float(loss.detach().sqrt()))
+        bar.set_postfix(miss=f"{misses[-1] * 100:.2f} cm")
         if verbose:
-            print(f"iteration {it}: launch velocity {velocity.detach().tolist()}, cube centre "
+            bar.write(f"iteration {it}: launch velocity {velocity.detach().tolist()}, cube centre "
                   f"{centre[:2].detach().tolist()}, miss {misses[-1] * 100:.2f} cm")
     return misses, velocity.detach()
 

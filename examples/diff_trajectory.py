@@ -9,6 +9,7 @@ import os
 import torch
 
 import genesis_core as gs
+from genesis_core.progress import progress
 
 ROBOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "robot.urdf")
 
@@ -31,7 +32,8 @@ def main(iterations=100, n_steps=100, verbose=True):
     target = torch.tensor([1.0, 0.0, 0.5], device=gs.device)
 
     losses = []
-    for step in range(iterations):
+    bar = progress(range(iterations), desc="optimising the controls", unit="iteration")
+    for step in bar:
         scene.reset()
         for t in range(n_steps):
             robot.control_dofs_force(controls[t])
@@ -44,8 +46,9 @@ def main(iterations=100, n_steps=100, verbose=True):
         optimizer.step()
 
         losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.4f}")
         if verbose:
-            print(f"step {step}: loss = {loss.item():.4f}")
+            bar.write(f"step {step}: loss = {loss.item():.4f}")
     return losses
 
 

@@ -4,7 +4,7 @@ the finger pads: the kit's particle contact between the cube's surface vertices 
 (the fingers feel the cube's weight). A 4 cm cube of 64 g needs a friction coefficient of at least
 0.064 * 9.81 / (2 * 1 N) = 0.31; the fingers' `coup_friction` is 1.
 
-    python examples/fem_grasp_soft_cube.py [--panda PATH] [--envs N]
+    python examples/fem_grasp_soft_cube.py [--panda PATH] [--envs N] [--gif grasp.gif [--gif-res 320x240]]
 
 With several environments, environment k pushes its fingers with grip[k] N (negative closes): an environment
 whose fingers open leaves the cube on the floor while the others lift theirs.
@@ -15,6 +15,7 @@ import argparse
 import numpy as np
 
 import genesis_core as gs
+from genesis_core.render import recording
 
 PANDA = "xml/franka_emika_panda/panda.xml"  # Genesis World's name: found on the asset search path
 KP = [4500, 4500, 3500, 3500, 2000, 2000, 2000, 100, 100]
@@ -23,9 +24,10 @@ FORCE = [87, 87, 87, 87, 12, 12, 12, 100, 100]
 
 
 def main(panda=PANDA, grip=(-1.0,), n_envs=0, close_steps=100, lift_steps=200, hold_steps=50, lift=0.1,
-         coup_friction=1.0):
+         coup_friction=1.0, gif=None):
     """Returns (the cube's mean height after closing, after lifting, at the end) and the hand's height after
-    closing and at the end, each a [max(n_envs, 1)] tensor (m)."""
+    closing and at the end, each a [max(n_envs, 1)] tensor (m). gif: a recording.Gif (or a path) to record
+    environment 0 to."""
     if not gs.runtime.initialized:
         gs.init(backend=gs.cpu, precision="64", logging_level="warning")
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=5e-3, substeps=15),
@@ -67,16 +69,24 @@ def main(panda=PANDA, grip=(-1.0,), n_envs=0, close_steps=100, lift_steps=200, h
     def hand_z():
         return hand.get_pos()[..., 2].reshape(B).clone()
 
+    # the fingers and the cube, seen from in front of the arm (+x), a little to the side and above
+    rec = recording.start(scene, gif, box=((0.5, -0.2, 0.0), (0.8, 0.2, 0.35)), azimuth=25, elevation=15,
+                          steps=close_steps + lift_steps + hold_steps)
     for _ in range(close_steps):
         scene.step()
+        rec.step()
     closed, hand0 = cube_z(), hand_z()
     for i in range(lift_steps):
         qpos = arm_target(0.135 + lift * (i + 1) / lift_steps)
         franka.control_dofs_position(qpos[..., :-2], motors)
         scene.step()
+        rec.step()
     lifted = cube_z()
     for _ in range(hold_steps):
         scene.step()
+        rec.step()
+    for path in rec.stop():
+        print(f"recorded {rec.frames} frames of environment 0 to {path}")
     return closed, lifted, cube_z(), hand0, hand_z()
 
 
@@ -85,9 +95,10 @@ if __name__ == "__main__":
     parser.add_argument("--panda", default=PANDA, help="the panda's MJCF (default: Genesis World's name on the "
                         "asset search path; e.g. ../shared/assets/mjcf/franka_emika_panda/panda.xml)")
     parser.add_argument("--envs", type=int, default=0)
+    recording.add_arguments(parser)
     args = parser.parse_args()
     grip = [-1.0 if k % 2 == 0 else 1.0 for k in range(max(args.envs, 1))]
-    closed, lifted, end, hand0, hand1 = main(args.panda, grip, args.envs)
+    closed, lifted, end, hand0, hand1 = main(args.panda, grip, args.envs, gif=recording.from_args(args))
     for k in range(max(args.envs, 1)):
         print(f"env {k}: grip {grip[k]:+.0f} N; the hand rose {float(hand1[k] - hand0[k]) * 100:.1f} cm, the cube "
               f"{float(end[k] - closed[k]) * 100:.1f} cm")

@@ -2,15 +2,18 @@
 cloths of the shipped meshes/cloth.obj scaled to 1 m, one held at its four corners, the other at one corner,
 dropped onto it from half a metre above.
 
-    python examples/pbd_cloth.py [--steps 1000]
+    python examples/pbd_cloth.py [--steps 1000] [--gif pbd_cloth.gif [--gif-res 320x240] [--gif-every K]]
 """
 
 import argparse
 
 import genesis_core as gs
+from genesis_core.progress import progress
+from genesis_core.render import recording
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=1000)
+recording.add_arguments(parser)
 args = parser.parse_args()
 
 ########################## init ##########################
@@ -75,8 +78,14 @@ cloth_1.fix_particles(cloth_1.find_closest_particle((1, -1, 1.0)))
 cloth_2.fix_particles(cloth_2.find_closest_particle((-1, -1, 1.0)))
 
 horizon = args.steps
-for i in range(horizon):
+# with --gif: both cloths, from the side and above
+rec = recording.start(scene, recording.from_args(args), box=((-0.6, -0.6, 0.0), (0.6, 0.6, 1.0)), azimuth=-60,
+                      elevation=25, steps=horizon)
+for i in progress(range(horizon), desc="cloth", unit="step"):
     scene.step()
+    rec.step()
+for path in rec.stop():
+    print(f"recorded {rec.frames} frames to {path}")
 
 low_1 = float(cloth_1.get_particles_pos()[:, 2].min())
 low_2 = float(cloth_2.get_particles_pos()[:, 2].min())

@@ -96,12 +96,26 @@ def _check_choice(name, value, choices):
         raise GenesisError(f"gs.init: {name}={value!r} is not accepted; choose one of {', '.join(map(repr, choices))}.")
 
 
-def init(backend=cpu, precision="32", seed=None, logging_level="warning", debug=False, offline_cache=True):
+def _add_log_handler():
+    """The engine's messages to standard error, once per process, unless the application has set up logging (a
+    handler on the root logger or on the engine's)."""
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[genesis-core] %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
+
+
+def init(backend=cpu, precision="32", seed=None, logging_level=None, debug=False, offline_cache=True):
     """Start the engine in this process.
 
     backend: ``gs.cpu`` or ``gs.gpu`` (CUDA, Vulkan or Metal, whichever Taichi finds; the CPU with one warning
     when none is present). precision: ``"32"`` or ``"64"``, the float width of every solver field.
     seed: seeds Python's, NumPy's, torch's and Taichi's generators. debug: Taichi bounds checks (slow).
+    logging_level: the engine's logger ("genesis_core"): "debug", "info" (None, the default, as in Genesis World),
+    "warning", "error" or "critical". At "info" and below, on a terminal, long work shows its progress
+    (genesis_core.progress); Taichi's own log stays at "warning" unless the level is "debug". Without a handler
+    of the application's, the engine's messages go to standard error.
     """
     import taichi as ti
 
@@ -110,15 +124,16 @@ def init(backend=cpu, precision="32", seed=None, logging_level="warning", debug=
     _check_choice("precision", precision, PRECISIONS)
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise GenesisError(f"gs.init: seed={seed!r} must be a non-negative int or None.")
+    levels = {"DEBUG": "debug", "INFO": "warn", "WARNING": "warn", "ERROR": "error", "CRITICAL": "critical"}
+    level = "INFO" if logging_level is None else logging_level.upper() if isinstance(logging_level, str) else None
+    if level not in levels:
+        raise GenesisError(f"gs.init: logging_level={logging_level!r} is not accepted; choose one of "
+                           f"{', '.join(repr(k.lower()) for k in levels)} or None (info).")
     if runtime.initialized:
         raise GenesisError("gs.init was already called in this process; call gs.destroy() first to re-initialise.")
 
-    levels = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error", "CRITICAL": "critical"}
-    level = logging_level.upper() if isinstance(logging_level, str) else None
-    if level not in levels:
-        raise GenesisError(f"gs.init: logging_level={logging_level!r} is not accepted; choose one of "
-                           f"{', '.join(repr(k.lower()) for k in levels)}.")
     logger.setLevel(level)
+    _add_log_handler()
     ti_level = levels[level]
 
     fp = ti.f64 if precision == "64" else ti.f32

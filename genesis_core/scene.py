@@ -17,6 +17,7 @@ from .materials import Material
 from .morphs import Morph
 from .options import SimOptions
 from .plugins import registry
+from .progress import compiling
 from .plugins.manager import missing_plugin_error
 from .state import SimState, SolverState, to_index
 from .stepping import substep
@@ -82,6 +83,7 @@ class Scene:
         self._couplings = list(reg.couplings)
         self._entities = []
         self._built = False
+        self._stepped = False  # the first step compiles the step's kernels (a status line on a terminal)
         self._generation = None
         self.n_envs = 0
         self._t = 0
@@ -177,9 +179,9 @@ class Scene:
 
     def add_camera(self, res=(320, 320), pos=(0.5, 2.5, 3.5), lookat=(0.5, 0.5, 0.5), up=(0.0, 0.0, 1.0), fov=30,
                    GUI=False, **options):
-        """A camera (`genesis_core.render.Camera`, Genesis World's arguments), before or after build; GUI=True
-        raises (no window). `transform` and `env_idx` are used as Genesis World uses them; its other camera options
-        (model, spp, near, far, ...) are accepted without effect."""
+        """A camera (`genesis_core.render.Camera`, Genesis World's arguments), before or after build; GUI=True shows
+        each render's image in the viewer's panel (show_viewer=True). `transform` and `env_idx` are used as Genesis
+        World uses them; its other camera options (model, spp, near, far, ...) are accepted without effect."""
         from .render import Camera
 
         cam = Camera(self, len(self._cameras), res=res, pos=pos, lookat=lookat, up=up, fov=fov, GUI=GUI, **options)
@@ -206,17 +208,18 @@ class Scene:
         self.n_envs = int(n_envs)
         opts = self.sim_options
         self._n_frames = opts.n_substeps_local + 1 if opts.requires_grad else 2
-        for s in self.active_solvers:
-            s.build(self.n_envs, self._n_frames)
-        self.coupler = Coupler(self._solvers, self._couplings, opts)
-        if opts.requires_grad:
-            self._tape = Tape(self)
+        with compiling():
             for s in self.active_solvers:
-                s.state.tape = self._tape
-        self._faults = FaultMonitor(self.active_solvers)
-        self._built = True
-        self._generation = runtime.generation
-        self._build_state = self.get_state().serializable()
+                s.build(self.n_envs, self._n_frames)
+            self.coupler = Coupler(self._solvers, self._couplings, opts)
+            if opts.requires_grad:
+                self._tape = Tape(self)
+                for s in self.active_solvers:
+                    s.state.tape = self._tape
+            self._faults = FaultMonitor(self.active_solvers)
+            self._built = True
+            self._generation = runtime.generation
+            self._build_state = self.get_state().serializable()
         self._init_state = self._build_state
         if self._viewer is not None:
             self._viewer.build()
@@ -241,7 +244,16 @@ class Scene:
 
     def step(self):
         """Advance every environment by dt: each solver's `process_input()`, then `substeps` substeps
-        (`genesis_core.stepping.substep`: pre-coupling, coupling, post-coupling)."""
+        (`genesis_core.stepping.substep`: pre-coupling, coupling, post-coupling). The first step compiles the
+        step's kernels (or loads them from the offline cache): on a terminal a status line says so while it
+        lasts more than a second (genesis_core.progress)."""
+        if self._stepped:
+            return self._step()
+        with compiling():
+            self._step()
+        self._stepped = True
+
+    def _step(self):
         self._require_built("scene.step()")
         active = self.active_solvers
         tape = self._tape
@@ -260,6 +272,9 @@ class Scene:
         self._t += 1
         if self.sim_options.on_invalid_env != "ignore":
             self._check_faults()
+        for cam in self._cameras:
+            if cam._recording:
+                cam._record_step()
         if self.show_FPS:
             self._report_fps()
         if self._viewer is not None:

@@ -23,11 +23,57 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("pbd.py", ["--n", "16", "--envs", "1", "--steps", "2", "--warmup", "1", "--no-anchor"],
      "particle-substeps/s"),
 ])
-def test_benchmark_runs_at_a_tiny_size(script, args, expect):
+def test_benchmark_runs_at_a_tiny_size(script, args, expect, tmp_path):
+    """Each script at a tiny size; those with a table of throughputs also write it with --json, as
+    benchmarks/plot.py reads it."""
+    table = tmp_path / "table.json"
+    writes_json = script in ("mpm.py", "sph.py", "fem.py", "pbd.py")
+    if writes_json:
+        args = [*args, "--json", str(table)]
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args], capture_output=True,
                          text=True, timeout=900, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert expect in run.stdout, run.stdout[-2000:]
+    if writes_json:
+        rows = _benchmark_module("plot").load(str(table))["rows"]
+        assert rows and all(r["ours"] > 0 and r["anchor"] is None for r in rows), rows
+
+
+def _benchmark_module(name):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
+def test_plot_draws_benchmark_tables_to_a_png(tmp_path):
+    """benchmarks/plot.py on made-up tables in write_json's layout (an anchor, a second engine, an unbatched
+    n_envs 0, a table without anchor): a PNG of the panels' size; a file that is not a table is refused."""
+    common, plot = _benchmark_module("common"), _benchmark_module("plot")
+    common.write_json(str(tmp_path / "sph.json"), "sph", "SPH", "particle-substeps/s", [
+        {"scene": s, "n_envs": n, "ours": o, "anchor": g}
+        for s, n, o, g in [("WCSPH", 1, 8.5e5, 3.8e5), ("WCSPH", 8, 9.4e5, 2.2e5), ("DFSPH", 1, 3.3e5, 9.0e4),
+                           ("DFSPH", 8, 4.0e5, None)]])
+    common.write_json(str(tmp_path / "pbd.json"), "pbd", "PBD cloth", "particle-substeps/s", [
+        {"scene": "cloth", "n_envs": n, "ours": o, "anchor": g, "others": {"Newton": w}}
+        for n, o, g, w in [(1, 1.0e6, 5.0e5, 1.4e6), (8, 2.0e6, 5.8e5, 2.0e6), (64, 2.5e6, 6.0e5, None)]])
+    common.write_json(str(tmp_path / "rigid.json"), "rigid", "panda", "env-steps/s", [
+        {"scene": "held", "n_envs": n, "ours": o, "anchor": g} for n, o, g in [(0, 6e3, 4.7e3), (64, 6.2e4, 5.5e4)]])
+    common.write_json(str(tmp_path / "mpm.json"), "mpm", "MPM", "particle-substeps/s",
+                      [{"scene": "27000 particles", "n_envs": 1, "ours": 2e6}], anchor=None)
+    out = tmp_path / "benchmarks.png"
+    tables = [str(tmp_path / f"{name}.json") for name in ("sph", "pbd", "rigid", "mpm")]
+    assert plot.main([*tables, "-o", str(out), "--columns", "3", "--dpi", "80"]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    # 5 panels in 3 columns of about 3.6 x 4.4 inches at 80 dpi (cropped to the drawing)
+    assert 600 < width < 1000 and 500 < height < 800, (width, height)
+    assert 20_000 < len(data) < 2_000_000, len(data)
+    (tmp_path / "bad.json").write_text('{"unit": "x", "rows": [{"scene": "a", "n_envs": -1, "ours": 1}]}')
+    assert plot.main([str(tmp_path / "bad.json"), "-o", str(tmp_path / "bad.png")]) == 2
+    assert not (tmp_path / "bad.png").exists()
 
 
 def test_render_benchmark_runs_at_a_tiny_size():

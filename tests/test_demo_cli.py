@@ -63,11 +63,11 @@ def test_demo_command_runs_in_a_fresh_process(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "yes (bitwise)" in out.stdout and "RigidSolver.qpos" in out.stdout and "MPMSolver.pos" in out.stdout
     assert "SPHSolver.pos" in out.stdout
-    assert f"recorded 10 frames of environment 0: {tmp_path / 'demo.gif'}" in out.stdout
+    assert f"recorded 5 frames of environment 0: {tmp_path / 'demo.gif'}" in out.stdout  # one every second step
 
 
 def test_demo_records_environment_0_and_still_matches_bitwise(tmp_path, monkeypatch):
-    """--video: a frame a step of environment 0 before the checkpoint, with the scene drawn in it (the floor and
+    """--video: a frame every second step of environment 0 before the checkpoint, with the scene drawn in it (the floor and
     the bodies: many colours), and the continuation still bitwise; a file that is neither .mp4 nor .gif is
     refused before anything is built."""
     import imageio.v2 as imageio
@@ -75,11 +75,11 @@ def test_demo_records_environment_0_and_still_matches_bitwise(tmp_path, monkeypa
 
     monkeypatch.setitem(demo.VIDEO, "res", (64, 48))
     lines = []
-    config = dict(demo.DEFAULTS, n_envs=2, steps_before_checkpoint=3, steps_after_checkpoint=3)
+    config = dict(demo.DEFAULTS, n_envs=2, steps_before_checkpoint=6, steps_after_checkpoint=3)
     assert demo.run(config, log=lines.append, video=str(tmp_path / "demo.gif"))
     assert "matches the original run: yes (bitwise)" in "\n".join(lines)
     frames = imageio.mimread(str(tmp_path / "demo.gif"))
-    assert len(frames) == 3 and frames[0].shape[:2] == (48, 64)
+    assert len(frames) == 3 and frames[0].shape[:2] == (48, 64)  # after steps 2, 4 and 6
     assert len(np.unique(frames[-1][..., :3].reshape(-1, 3), axis=0)) > 20
     with pytest.raises(gs.OptionError, match=".mp4 or .gif"):
         demo.run(config, log=lines.append, video=str(tmp_path / "demo.avi"))

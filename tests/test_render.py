@@ -221,8 +221,9 @@ def test_bad_camera_arguments_are_refused():
         scene.add_camera(res=(W, H), pos=(1, 1, 1), lookat=(1, 1, 1))
     with pytest.raises(OptionError, match="parallel"):
         scene.add_camera(res=(W, H), pos=(0, 0, 3), lookat=(0, 0, 0), up=(0, 0, 1))
-    with pytest.raises(OptionError, match="window"):
-        scene.add_camera(res=(W, H), GUI=True)
+    with pytest.raises(OptionError, match="GUI"):
+        scene.add_camera(res=(W, H), GUI="window")
+    assert scene.add_camera(res=(W, H), GUI=True).GUI  # shown in the viewer's panel when there is one
     with pytest.raises(OptionError, match="fvo"):
         scene.add_camera(res=(W, H), fvo=40)
     scene.add_camera(res=(W, H), spp=64, near=0.05, far=10.0, denoise=False)  # Genesis World's, without effect
@@ -238,23 +239,27 @@ def test_bad_camera_arguments_are_refused():
     assert rgb.shape == (H, W, 3)
 
 
-def test_recording_writes_a_gif_with_every_frame(tmp_path):
+def test_recording_writes_a_gif_with_a_frame_per_step_at_its_rate(tmp_path):
+    """Frames come from the steps, as in Genesis World 1.4.5: at fps = 1 / dt one a step (cam.render() adds none),
+    each the ball where it was moved before that step (no gravity: it stays), the camera following it."""
     import imageio.v2 as imageio
 
-    scene = gs.Scene()
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01, gravity=(0, 0, 0)))
     ball = scene.add_entity(gs.morphs.Sphere(pos=(0, 0, 1.0), radius=0.2))
     scene.add_entity(gs.morphs.Plane())
     cam = scene.add_camera(res=(W, H), pos=(3, 0, 1), lookat=(0, 0, 0.5), fov=40)
     scene.build()
     cam.follow_entity(ball, fixed_axis=(None, None, 1.0))
-    cam.start_recording()
-    for k in range(4):  # the ball moved by hand (a step would compile the rigid solver's kernels: a minute here)
+    cam.start_recording(fps=100)
+    for k in range(4):
         ball.set_pos((0.1 * k, 0.2 * k, 1.0 - 0.1 * k))
+        scene.step()
         cam.render()
     path = tmp_path / "fall.gif"
     assert cam.stop_recording(str(path), fps=20) == [str(path)]
     frames = imageio.mimread(str(path))
     assert len(frames) == 4 and frames[0].shape[:2] == (H, W)
+    assert not np.array_equal(frames[0], frames[3])
     assert float(cam.pos[2]) == 1.0  # the fixed axis held while following
     np.testing.assert_allclose(cam.pos[:2].numpy(), [3.3, 0.6], atol=1e-6)  # the offset kept in x and y
     np.testing.assert_allclose(cam.lookat.numpy(), [0.3, 0.6, 0.7], atol=1e-6)  # looking at the ball
@@ -501,9 +506,10 @@ def test_two_scenes_in_one_process_keep_their_own_images():
 
 
 def test_recording_to_mp4_named_at_start_and_an_odd_resolution(tmp_path):
-    """Genesis World 1.4.5's form, start_recording(save_to_filename, fps) then stop_recording(): an MP4 with one
-    frame per render; an odd width and height (which H.264 in yuv420p cannot hold) are padded by one row and
-    column, not written as an unreadable file. A surface colour that is not RGB(A) is refused at render."""
+    """Genesis World 1.4.5's form, start_recording(save_to_filename, fps) then stop_recording(): an MP4 with a
+    frame every round(1 / (fps dt)) = 10 steps; an odd width and height (which H.264 in yuv420p cannot hold) are
+    padded by one row and column, not written as an unreadable file. A surface colour that is not RGB(A) is
+    refused at render."""
     import imageio.v2 as imageio
 
     scene = gs.Scene()
@@ -512,8 +518,8 @@ def test_recording_to_mp4_named_at_start_and_an_odd_resolution(tmp_path):
     scene.build()
     path = str(tmp_path / "ball.mp4")
     cam.start_recording(save_to_filename=path, fps=10)
-    for _ in range(3):
-        cam.render()
+    for _ in range(35):
+        scene.step()
     assert cam.stop_recording() == [path]
     frames = imageio.mimread(path)
     assert len(frames) == 3 and frames[0].shape == (H + 2, W + 2, 3)

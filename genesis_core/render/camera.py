@@ -91,9 +91,8 @@ class Camera:
             raise OptionError(f"add_camera got unexpected keywords {unknown}; accepted: res, pos, lookat, up, fov, "
                               f"GUI, transform, env_idx, and Genesis World's {sorted(GENESIS_CAMERA_OPTIONS)} "
                               "(without effect here).")
-        if GUI:
-            raise OptionError("add_camera(GUI=True): genesis-core opens no window; use GUI=False and read the "
-                              "images from cam.render(), or record them with cam.start_recording().")
+        if not isinstance(GUI, bool):
+            raise OptionError(f"add_camera: GUI={GUI!r} must be a bool.")
         try:
             res = tuple(res)
         except TypeError:
@@ -121,9 +120,12 @@ class Camera:
         self._batched_pose = None  # [B, 3] x 3 once set per environment
         self._follow = None
         self._attach = None  # (link, offset [4, 4] float64)
+        self._gui = GUI  # each render's RGB image shown in the viewer's panel (show_viewer=True)
         self._recording = False
         self._record_to = (None, None)  # (save_to_filename, fps) given to start_recording
         self._frames = []
+        self._steps_per_frame = 1
+        self._next_frame_t = 0  # the scene step (scene.t) of the next recorded frame
         self._renderer = None
 
     # -- properties (Genesis World's names) ------------------------------------------------------------------------
@@ -138,7 +140,7 @@ class Camera:
 
     @property
     def GUI(self):
-        return False
+        return self._gui
 
     @property
     def env_idx(self):
@@ -345,11 +347,11 @@ class Camera:
             self._update_following()
         if self._renderer is None:
             self._renderer = Renderer(scene)
-        need_rgb = bool(rgb) or self._recording
+        need_rgb = bool(rgb) or self._gui
         one = self._env_idx if self._env_idx is not None and scene.n_envs else None  # drawn alone
         img, dep, seg, nrm = self._renderer.render(self._cam_f(runtime.device), self._res, shadows=need_rgb, env=one)
-        if self._recording:
-            self._frames.append((img if one is None else img[0]).cpu().numpy().copy())
+        if self._gui and getattr(scene, "viewer", None) is not None:
+            scene.viewer.show_image(self, img[0])
         if colorize_seg:
             pal = torch.as_tensor((PALETTE * 255).round().astype(np.uint8), device=seg.device)
             colored = pal[seg.clamp_min(0).long() % len(PALETTE)]
@@ -364,13 +366,32 @@ class Camera:
     # -- recording -------------------------------------------------------------------------------------------------
 
     def start_recording(self, save_to_filename=None, fps=None):
-        """Keep the RGB image of every later render (each `cam.render()` adds one frame) until stop_recording.
-        save_to_filename and fps may be given here (Genesis World 1.4.5's form) or to stop_recording (its earlier
-        form); called again after pause_recording, it resumes the same recording."""
+        """Record as the scene steps, as Genesis World 1.4.5 does: from now on every `scene.step()` that is due
+        renders the camera and keeps its RGB image, one frame every round(realtime_factor / (fps dt)) steps (at
+        least 1; realtime_factor from ViewerOptions, 1 when None; fps default 60), so that a second of video is a
+        second of simulated time paced as the viewer paces it. `cam.render()` adds no frame. save_to_filename and
+        fps may be given here (Genesis World 1.4.5's form) or to stop_recording (its earlier form, where fps only
+        sets the video's rate); called again after pause_recording, it resumes the same recording."""
+        self.scene._require_built("cam.start_recording()")
         if save_to_filename is not None or fps is not None:
             _check_recording_target(save_to_filename, fps, "start_recording")
             self._record_to = (save_to_filename, fps)
+        if not self._recording:
+            rf = self.scene.viewer_options.realtime_factor or 1.0
+            self._steps_per_frame = max(1, round(rf / ((self._record_to[1] or 60) * self.scene.dt)))
+            self._next_frame_t = self.scene.t + self._steps_per_frame
         self._recording = True
+
+    def _record_step(self):
+        """After a scene step: a frame if one is due (scene.step calls it on recording cameras)."""
+        t, spf = self.scene.t, self._steps_per_frame
+        if t + spf < self._next_frame_t:  # the scene was reset to an earlier step: count from there
+            self._next_frame_t = t + spf
+        if t < self._next_frame_t:
+            return
+        self._next_frame_t = t + spf
+        img = self.render(rgb=True)[0]
+        self._frames.append(img.cpu().numpy().copy())
 
     def pause_recording(self):
         if not self._recording:
@@ -380,35 +401,29 @@ class Camera:
     def stop_recording(self, save_to_filename=None, fps=None):
         """Write the recorded frames with imageio: MP4 (ffmpeg from imageio-ffmpeg) or GIF, by the file's
         extension; save_to_filename and fps default to those given to start_recording, else
-        `camera_<idx>.mp4` and 60. On a batched scene each environment goes to its own file,
-        `<name>_<env><ext>` (as Genesis World does). Returns the paths written."""
+        `camera_<idx>.mp4` and the rate the frames were taken at (realtime_factor / (steps per frame x dt)).
+        On a batched scene each environment goes to its own file, `<name>_<env><ext>` (as Genesis World does).
+        Returns the paths written."""
         if not self._recording and not self._frames:
             raise SceneError("stop_recording: recording was not started (cam.start_recording()).")
         _check_recording_target(save_to_filename, fps, "stop_recording")
         if save_to_filename is None:
             save_to_filename = self._record_to[0] or f"camera_{self.idx}.mp4"
         if fps is None:
-            fps = self._record_to[1] or 60
+            rf = self.scene.viewer_options.realtime_factor or 1.0
+            fps = rf / (self._steps_per_frame * self.scene.dt)
         name, ext = os.path.splitext(str(save_to_filename))
         if not self._frames:
-            raise SceneError("stop_recording: no frame was rendered since start_recording().")
-        import imageio.v2 as imageio
-
+            raise SceneError("stop_recording: no frame was recorded since start_recording() (frames are taken as "
+                             "the scene steps).")
         frames = np.stack(self._frames)  # [T, B, H, W, 3]
-        if frames.ndim == 4:  # a camera bound to one environment (env_idx)
+        if frames.ndim == 4:  # a camera bound to one environment (env_idx), or a scene without environments
             frames = frames[:, None]
         batched = bool(self.scene.n_envs) and self._env_idx is None
         paths = []
         for b in range(frames.shape[1]):
             path = f"{name}_{b}{ext}" if batched else str(save_to_filename)
-            if ext.lower() == ".gif":
-                imageio.mimsave(path, list(frames[:, b]), duration=1000.0 / fps, loop=0)
-            else:
-                # H.264 in yuv420p (what players read) needs even sides: an odd one gets its last row or column
-                # repeated
-                H, W = frames.shape[2:4]
-                even = np.pad(frames[:, b], ((0, 0), (0, H % 2), (0, W % 2), (0, 0)), mode="edge")
-                imageio.mimsave(path, list(even), fps=fps, macro_block_size=1)
+            write_video(path, frames[:, b], fps)
             paths.append(path)
         self._frames = []
         self._recording = False
@@ -416,4 +431,19 @@ class Camera:
         return paths
 
 
-__all__ = ["Camera"]
+def write_video(path, frames, fps: float):
+    """Write frames [T, H, W, 3] (uint8) with imageio, by the file's extension: a GIF (looping) or an MP4 (ffmpeg
+    from imageio-ffmpeg; H.264 in yuv420p, which players read, needs even sides: an odd one gets its last row or
+    column repeated)."""
+    import imageio.v2 as imageio
+
+    frames = np.asarray(frames)
+    if str(path).lower().endswith(".gif"):
+        imageio.mimsave(path, list(frames), duration=1000.0 / fps, loop=0)
+    else:
+        H, W = frames.shape[1:3]
+        even = np.pad(frames, ((0, 0), (0, H % 2), (0, W % 2), (0, 0)), mode="edge")
+        imageio.mimsave(path, list(even), fps=fps, macro_block_size=1)
+
+
+__all__ = ["Camera", "write_video"]
