@@ -76,19 +76,26 @@ class _RestrictedUnpickler(pickle.Unpickler):
 def write(path, payload: dict):
     """Pickle `payload`, sealed with its checksum, to `path` atomically (temporary file in the same folder, fsync,
     rename)."""
-    path = os.fspath(path)
     payload = seal(dict(payload))
+    write_atomically(path, lambda fh: pickle.dump(payload, fh, protocol=PICKLE_PROTOCOL), "wb", ".ckpt")
+
+
+def write_atomically(path, write_to, mode="wb", suffix=".tmp"):
+    """Call write_to(file) on a temporary file in `path`'s folder, fsync it and rename it to `path`: a reader sees
+    the old file or the whole new one, never a part; the temporary file is removed on any failure. The file gets
+    the permissions open() would give it (mkstemp's are 0600)."""
+    path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
     except OSError as exc:
         raise CheckpointError(f"cannot write checkpoint {path!r}: {exc.strerror or exc}.") from exc
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(payload, fh, protocol=PICKLE_PROTOCOL)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, mode) as fh:
+            write_to(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

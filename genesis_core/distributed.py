@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 
@@ -412,21 +411,7 @@ def _layout(scene) -> tuple[int, int, list[tuple[int, int]]]:
 
 
 def _write_json(path, data):
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    ckpt.write_atomically(path, lambda fh: json.dump(data, fh, indent=1, sort_keys=True), "w", ".json")
 
 
 def _all_ok(error: str | None) -> list[str | None]:

@@ -10,22 +10,10 @@ import trimesh
 import genesis_core as gs
 from genesis_core.render import RenderView
 
+from .test_render import pixel_rays  # the look-at frame written independently of the engine's
+
 W, H = 64, 48
 DEPTH_TOL = 1e-4  # m
-
-
-def pixel_rays(pos, lookat, up, fov, w=W, h=H):
-    """Unit ray directions [H, W, 3] (float64) through the pixel centres of a pinhole camera, and its forward axis."""
-    pos, lookat, up = (np.asarray(x, dtype=np.float64) for x in (pos, lookat, up))
-    fwd = (lookat - pos) / np.linalg.norm(lookat - pos)
-    right = np.cross(fwd, up)
-    right /= np.linalg.norm(right)
-    cam_up = np.cross(right, fwd)
-    tan = np.tan(np.radians(fov) / 2)
-    x = (2 * (np.arange(w) + 0.5) / w - 1) * tan * w / h
-    y = (1 - 2 * (np.arange(h) + 0.5) / h) * tan
-    d = fwd + x[None, :, None] * right + y[:, None, None] * cam_up
-    return d / np.linalg.norm(d, axis=-1, keepdims=True), fwd
 
 
 def box_depth(pos, rays, fwd, lo, hi):
