@@ -200,9 +200,10 @@ class VisOptions(Options):
     visualize_mpm_boundary / visualize_sph_boundary / visualize_pbd_boundary (the solver's domain as a wire box),
     particle_size_scale (drawn particle size), rendered_envs_idx (the environments shown, each offset by
     `scene.build(env_spacing=...)`; None: all; n_rendered_envs, the older name, means the first n).
+    Used by the cameras: segmentation_level ("entity", "link" or "geom": the keys behind the segmentation indices,
+    `scene.segmentation_idx_dict`).
     Accepted without effect: plane_reflection, split_envs (env_separate_rigid, its older name),
-    segmentation_level (the cameras' segmentation ids are entity indices), render_particle_as ("tet" is drawn as
-    spheres), contact_force_scale, n_support_neighbors.
+    render_particle_as ("tet" is drawn as spheres), contact_force_scale, n_support_neighbors.
     """
 
     show_world_frame: bool = attrs.field(default=False, validator=v.is_bool)

@@ -225,6 +225,16 @@ class Scene:
             self._viewer.build()
 
     @property
+    def segmentation_idx_dict(self) -> dict:
+        """Genesis World's map of the cameras' segmentation indices: {0: -1 (the background), 1: key, ...}, a key
+        being an entity index, (entity, link) or (entity, link, geom) by `vis_options.segmentation_level`
+        ("link" by default; particles are keyed by their entity). Numbered once per scene, in sorted key order."""
+        from .render.view import segmentation_map
+
+        self._require_built("scene.segmentation_idx_dict")
+        return segmentation_map(self).idx_dict
+
+    @property
     def viewer(self):
         """The viewer (genesis_core.render.viewer.Viewer: `url`, `update()`, `stop()`) of a scene made with
         show_viewer=True, None otherwise."""

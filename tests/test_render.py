@@ -20,6 +20,16 @@ W, H = 64, 48
 DEPTH_TOL = 1e-4  # m
 
 
+def entity_ids(scene, seg):
+    """The entity index behind each segmentation index (the first element of its key in
+    scene.segmentation_idx_dict; -1 on the background)."""
+    table = scene.segmentation_idx_dict
+    assert table[0] == -1 and sorted(table) == list(range(len(table)))
+    lut = torch.tensor([key if isinstance(key, int) else key[0] for _, key in sorted(table.items())],
+                       dtype=torch.int32)
+    return lut[seg.long()]
+
+
 def pixel_rays(pos, lookat, up, fov, w=W, h=H):
     """Unit ray directions [H, W, 3] (float64) through the pixel centres of a pinhole camera, and its forward
     axis: a look-at frame written independently of the engine's."""
@@ -79,6 +89,7 @@ def test_segmentation_gives_each_entity_its_index_and_rgb_its_surface_colour():
     cam = scene.add_camera(res=(W, H), **pose)
     scene.build()
     rgb, depth, seg, _ = cam.render(rgb=True, depth=True, segmentation=True)
+    seg = entity_ids(scene, seg)
     assert seg.dtype == torch.int32 and rgb.dtype == torch.uint8 and rgb.shape == (H, W, 3)
     rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
     ref, dist = sphere_depth(pose["pos"], rays, fwd, (0, 0.5, 0.3), 0.3)
@@ -94,7 +105,7 @@ def test_segmentation_gives_each_entity_its_index_and_rgb_its_surface_colour():
     assert up_rays.sum() > 50
     assert (seg.numpy()[up_rays] == -1).all() and np.isinf(depth.numpy()[up_rays]).all()
     late = scene.add_camera(res=(W, H), **pose)  # a camera added after build sees the same
-    assert torch.equal(late.render(segmentation=True)[2], seg)
+    assert torch.equal(entity_ids(scene, late.render(segmentation=True)[2]), seg)
     _, _, colored, _ = cam.render(rgb=False, segmentation=True, colorize_seg=True)
     assert colored.shape == (H, W, 3) and colored.dtype == torch.uint8
 
@@ -108,6 +119,7 @@ def test_box_normals_are_its_face_normals():
     cam = scene.add_camera(res=(W, H), **pose)
     scene.build()
     _, depth, seg, normal = cam.render(rgb=False, depth=True, segmentation=True, normal=True)
+    seg = entity_ids(scene, seg)
     rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
     o = np.asarray(pose["pos"])
     # the +x face x = 0.3 (|y|, |z| <= 0.3) and the top z = 0.3 (|x|, |y| <= 0.3): which one each ray meets first
@@ -170,6 +182,7 @@ def test_rigid_convex_mesh_renders_where_its_triangles_are():
     cam = scene.add_camera(res=(W, H), **pose)
     scene.build()
     _, depth, seg, _ = cam.render(rgb=False, depth=True, segmentation=True)
+    seg = entity_ids(scene, seg)
     verts, faces = [], []
     for line in open(path):
         if line.startswith("v "):
@@ -281,6 +294,7 @@ def test_particles_through_the_grid_match_a_brute_force_ray_cast():
     clouds = rng.uniform([-0.3, -0.3, 0.2], [0.3, 0.3, 0.8], size=(2, n, 3))
     liquid.set_particles_pos(torch.tensor(clouds, dtype=gs.tc_float))
     _, depth, seg, _ = cam.render(rgb=False, depth=True, segmentation=True)
+    seg = entity_ids(scene, seg)
     rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
     o = np.asarray(pose["pos"], dtype=np.float64)
     r = size / 2
@@ -318,6 +332,7 @@ def test_a_solver_that_gives_its_own_render_view_is_drawn_from_it():
                       geom_color=torch.tensor([[0.0, 1.0, 0.0]]))
     solver.render_view = lambda f: view  # what a third-party solver defines as a method
     rgb, depth, seg, normal = cam.render(depth=True, segmentation=True, normal=True)
+    seg = entity_ids(scene, seg)
     centre = (H // 2, W // 2)
     assert seg[centre] == ball.idx and abs(float(depth[centre]) - 2.9) < DEPTH_TOL  # the box's face at x = 0.1
     assert rgb[centre][0] == 0 and rgb[centre][2] == 0 and rgb[centre][1] > 0
@@ -352,6 +367,7 @@ def test_a_non_finite_environment_hides_its_geometry_there_only():
     scene.rigid_solver.render_view = lambda f: view
     try:
         rgb, depth, seg, _ = cam.render(rgb=True, depth=True, segmentation=True)
+        seg = entity_ids(scene, seg)
         assert (seg[0] == 0).sum() > 50 and (seg[1] == -1).all() and torch.isinf(depth[1]).all()
         assert (rgb[1] == 0).all()
         assert 2.45 < float(depth[0, H // 2, W // 2]) < 2.46  # env 0: the particle (r 0.05) before the box (2.8)
@@ -389,6 +405,7 @@ def test_many_primitives_through_the_bvh_match_a_brute_force_ray_cast():
             centres = rng.uniform([-0.6, -0.6, 0.0], [0.6, 0.6, 1.0], size=(2, G, 3)).astype(np.float32)
             view.geom_pos = torch.tensor(centres)
             _, depth, seg, _ = cam.render(rgb=False, depth=True, segmentation=True)
+            seg = entity_ids(scene, seg)
             for b in range(2):
                 oc = o - centres[b].astype(np.float64)
                 bb = rays @ oc.T
@@ -556,6 +573,7 @@ def test_the_floor_of_an_mjcf_file_is_that_file_s_entity(tmp_path):
     cam = scene.add_camera(res=(W, H), pos=(2.5, 0.0, 1.5), lookat=(0, 0, 0), fov=40)
     scene.build()
     _, _, seg, _ = cam.render(rgb=False, segmentation=True)
+    seg = entity_ids(scene, seg)
     assert (seg[-1] == model.idx).all()  # the bottom row looks down at the floor, in front of everything
 
 
@@ -606,3 +624,38 @@ def test_genesis_world_renderer_choices_are_accepted_and_checked():
         scene.build()
     with pytest.raises(OptionError, match="renderer"):
         gs.Scene(renderer="rasterizer")
+
+
+@pytest.mark.parametrize("level", ["entity", "link", "geom"])
+def test_segmentation_indices_follow_genesis_world_s_levels(level, tmp_path):
+    """Genesis World's segmentation: 0 is the background, scene.segmentation_idx_dict names the key of every other
+    index: the entity at "entity", (entity, link) at "link" (its default), (entity, link, geom) at "geom". A
+    two-link arm seen side on (two boxes on the upper link, one on the lower): each link's pixels carry its own key
+    at "link", each box its own at "geom", one key for all at "entity"; the floor plane is its entity's."""
+    path = tmp_path / "arm.xml"
+    path.write_text(
+        '<mujoco><worldbody><body name="upper" pos="0 0 2"><joint type="hinge" axis="0 1 0"/>'
+        '<geom type="box" pos="0 0 -0.25" size="0.12 0.12 0.25"/><geom type="box" pos="0 0 -0.75" size="0.12 0.12 0.25"/>'
+        '<body name="lower" pos="0 0 -1"><joint type="hinge" axis="0 1 0"/>'
+        '<geom type="box" pos="0 0 -0.4" size="0.12 0.12 0.4"/></body></body></worldbody></mujoco>')
+    scene = gs.Scene(vis_options=gs.options.VisOptions(segmentation_level=level))
+    plane = scene.add_entity(gs.morphs.Plane())
+    pendulum = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    cam = scene.add_camera(res=(W, H), pos=(0.0, -4.0, 1.0), lookat=(0.0, 0.0, 1.0), up=(0, 0, 1), fov=60)
+    scene.build()
+    _, _, seg, _ = cam.render(rgb=False, segmentation=True)
+    table = scene.segmentation_idx_dict
+    assert table[0] == -1 and sorted(table) == list(range(len(table)))
+    shown = {table[int(i)] for i in torch.unique(seg)}
+    ent_of = lambda key: key if isinstance(key, int) else key[0]  # noqa: E731
+    mine = {k for k in shown if k != -1 and ent_of(k) == pendulum.idx}
+    links = {lk.idx for lk in pendulum.links}
+    if level == "entity":
+        assert mine == {pendulum.idx} and plane.idx in shown
+    else:
+        assert all(len(k) == (2 if level == "link" else 3) for k in mine)
+        assert {k[1] for k in mine} == links  # both links
+        assert len(mine) == (2 if level == "link" else 3)  # at "geom", the upper link's two boxes apart
+    assert -1 in shown and (seg == 0).any()
+    if level == "link":  # Genesis World's default
+        assert gs.options.VisOptions().segmentation_level == "link"

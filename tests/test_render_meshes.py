@@ -10,7 +10,7 @@ import trimesh
 import genesis_core as gs
 from genesis_core.render import RenderView
 
-from .test_render import pixel_rays  # the look-at frame written independently of the engine's
+from .test_render import entity_ids, pixel_rays  # (the look-at frame written independently of the engine's)
 
 W, H = 64, 48
 DEPTH_TOL = 1e-4  # m
@@ -43,6 +43,7 @@ def test_a_box_given_as_a_mesh_has_the_analytic_depth_and_its_entity_id(tmp_path
     cam = scene.add_camera(res=(W, H), **pose)
     scene.build()
     _, depth, seg, normal = cam.render(rgb=False, depth=True, segmentation=True, normal=True)
+    seg = entity_ids(scene, seg)
     rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
     ref, slack = box_depth(pose["pos"], rays, fwd, centre - size / 2, centre + size / 2)
     clear = slack > 2e-3
@@ -75,6 +76,7 @@ def test_a_flat_cloth_lies_at_its_height_and_shows_from_below(tmp_path):
     scene.build()
     for cam, pose in zip(cams, (above, below)):
         _, depth, seg, _ = cam.render(rgb=False, depth=True, segmentation=True)
+        seg = entity_ids(scene, seg)
         rays, fwd = pixel_rays(pose["pos"], pose["lookat"], pose["up"], pose["fov"])
         o = np.asarray(pose["pos"])
         t = (h - o[2]) / rays[..., 2]
@@ -106,8 +108,9 @@ def test_an_fem_cube_looks_like_the_same_rigid_box():
     cam_fem, plane, box_fem = _fem_or_rigid_box(True)
     cam_rigid, _, box_rigid = _fem_or_rigid_box(False)
     assert box_fem.idx == box_rigid.idx
-    a = cam_fem.render(depth=True, segmentation=True)
-    b = cam_rigid.render(depth=True, segmentation=True)
+    a = list(cam_fem.render(depth=True, segmentation=True))
+    b = list(cam_rigid.render(depth=True, segmentation=True))
+    a[2], b[2] = entity_ids(cam_fem.scene, a[2]), entity_ids(cam_rigid.scene, b[2])
     rgb_off = (np.abs(a[0].numpy().astype(int) - b[0].numpy().astype(int)) > 16).any(-1)
     assert rgb_off.mean() < 0.02, rgb_off.mean()
     assert (a[2] != b[2]).float().mean() < 0.02
@@ -157,6 +160,7 @@ def test_a_solver_view_mesh_with_a_bad_index_or_shape_is_refused():
     solver = scene.rigid_solver
     solver.render_view = lambda f: RenderView(**good)
     _, depth, seg, _ = cam.render(depth=True, segmentation=True)
+    seg = entity_ids(scene, seg)
     assert seg[6, 8] == ball.idx and abs(float(depth[6, 8]) - 3.0) < DEPTH_TOL  # the triangle in x = 0
     for bad, match in ((dict(mesh_faces=torch.tensor([[0, 1, 3]], dtype=torch.int32)), "vertex indices"),
                        (dict(mesh_range=torch.tensor([[0, 2]], dtype=torch.int32)), "mesh_range"),
@@ -182,8 +186,8 @@ def test_the_panda_is_drawn_with_its_visual_meshes_unless_vis_mode_is_collision(
         panda = scene.add_entity(gs.morphs.MJCF(file=panda_xml), surface=gs.surfaces.Default(vis_mode=mode))
         cam = scene.add_camera(res=(W, H), pos=(1.4, 1.0, 0.9), lookat=(0.0, 0.0, 0.45), up=(0, 0, 1), fov=45)
         scene.build()
-        images[mode] = cam.render(segmentation=True)
-        seg = images[mode][2]
+        images[mode] = list(cam.render(segmentation=True))
+        seg = images[mode][2] = entity_ids(scene, images[mode][2])
         assert (seg == panda.idx).sum() > 100 and set(torch.unique(seg).tolist()) <= {-1, panda.idx}
     vis, col = images["visual"], images["collision"]
     assert (vis[2] != col[2]).sum() > 5  # other silhouettes
@@ -219,6 +223,7 @@ def test_a_urdf_visual_element_is_drawn_unless_vis_mode_is_collision(tmp_path, m
     cam = scene.add_camera(res=(W, H), pos=(3.0, 0.0, 0.55), lookat=(0.0, 0.0, 0.55), up=(0, 0, 1), fov=20)
     scene.build()
     rgb, depth, seg, _ = cam.render(depth=True, segmentation=True)
+    seg = entity_ids(scene, seg)
     centre = (H // 2, W // 2)
     assert seg[centre] == robot.idx
     if mode == "visual":

@@ -327,9 +327,11 @@ class Camera:
         """Render every environment: (rgb, depth, segmentation, normal), None for those not asked.
 
         rgb: uint8 ([n_envs,] H, W, 3). depth: float32 ([n_envs,] H, W), m along the camera's view axis (the
-        distance to the image plane; inf where no geometry is hit). segmentation: int32 ([n_envs,] H, W), the index
-        in scene.entities of what each pixel sees (-1: background); with colorize_seg, uint8 ([n_envs,] H, W, 3)
-        colours of those ids instead. normal: float32 ([n_envs,] H, W, 3), the world normal n facing the camera as
+        distance to the image plane; inf where no geometry is hit). segmentation: int32 ([n_envs,] H, W), Genesis
+        World's segmentation index of what each pixel sees: 0 the background, and `scene.segmentation_idx_dict`
+        maps each index to its key at `VisOptions.segmentation_level` ("link", the default: (entity, link) for a
+        rigid link, the entity index for particles; "entity"; "geom": (entity, link, geom)); with colorize_seg,
+        uint8 ([n_envs,] H, W, 3) colours of those indices instead (black background). normal: float32 ([n_envs,] H, W, 3), the world normal n facing the camera as
         (n + 1) / 2 (0 on the background)."""
         from .renderer import Renderer
         from .._runtime import runtime
@@ -354,8 +356,8 @@ class Camera:
             scene.viewer.show_image(self, img[0])
         if colorize_seg:
             pal = torch.as_tensor((PALETTE * 255).round().astype(np.uint8), device=seg.device)
-            colored = pal[seg.clamp_min(0).long() % len(PALETTE)]
-            seg = torch.where((seg >= 0)[..., None], colored, torch.zeros_like(colored))
+            colored = pal[(seg.long() - 1).clamp_min(0) % len(PALETTE)]
+            seg = torch.where((seg > 0)[..., None], colored, torch.zeros_like(colored))
         out = [img if rgb else None, dep if depth else None, seg if segmentation else None, nrm if normal else None]
         if not scene.n_envs:
             out = [None if x is None else x[0] for x in out]

@@ -9,12 +9,12 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
 
 - cam_f: f32 [B, 13]: position (3), right (3), up (3), back (3) (the camera's +x, +y, +z in world axes; it looks
   along -z), tan(fov_y / 2) (1).
-- prim_i: i32 [G, 4]: kind (PRIM_*), entity id, first hull plane, hull planes (a triangle mesh: its mesh index,
+- prim_i: i32 [G, 4]: kind (PRIM_*), segmentation index (>= 1), first hull plane, hull planes (a triangle mesh: its mesh index,
   0). prim_f: f32 [G, 4]: size (3, as `ColliderView.geom_size`), bounding radius (m; < 0: unbounded, a plane).
 - prim_pose: f32 [B, G, 13]: world position (3), rotation matrix (9, row-major; local to world), drawn (1: 1.0;
   0.0 where the environment's pose is not finite).
 - prim_color: f32 [G, 3], linear RGB in [0, 1]. hull_planes: f32 [P, 4] (outward normal, offset; local frame).
-- part_f: f32 [B, N, 4]: world position (3), radius (1; <= 0: not drawn). part_i: i32 [N]: entity id.
+- part_f: f32 [B, N, 4]: world position (3), radius (1; <= 0: not drawn). part_i: i32 [N]: segmentation index (>= 1).
   part_color: f32 [N, 3].
 - The particles' uniform grid, one per environment: grid_f f32 [B, 6]: origin (3, m), cell size (3, m, at
   least a particle's diameter); grid_i i32 [B, 4]: cells along x, y, z (0: no particle drawn), the index of
@@ -34,7 +34,7 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
   in its mesh (a float, exact below 2^24), which breaks ties between equal distances, so that the result does not
   depend on the tree.
 - light: f32 [5]: direction towards the light (3, unit), ambient term (1), shadows on (1: 1.0).
-- out_rgb: u8 [B, H, W, 3]; out_depth: f32 [B, H, W]; out_seg: i32 [B, H, W]; out_normal: f32 [B, H, W, 3].
+- out_rgb: u8 [B, H, W, 3]; out_depth: f32 [B, H, W]; out_seg: i32 [B, H, W] (0: nothing hit); out_normal: f32 [B, H, W, 3].
 """
 
 
@@ -495,7 +495,7 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
                     lit = 0.0
         if kind == 0:
             out_depth[b, i, j] = ti.math.inf
-            out_seg[b, i, j] = -1
+            out_seg[b, i, j] = 0
             for k in ti.static(range(3)):
                 out_rgb[b, i, j, k] = ti.cast(0, ti.u8)
                 out_normal[b, i, j, k] = 0.0

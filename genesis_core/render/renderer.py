@@ -12,7 +12,8 @@ import torch
 from ..errors import SceneError
 from ..rotations import quat_to_mat
 from . import kernels as K
-from .view import PALETTE, PRIM_OF_GEOM, RenderView, entity_color
+from .view import (PALETTE, PRIM_OF_GEOM, RenderView, entity_color, particle_codes, segmentation_map,
+                   view_keys)
 
 # the light: direction towards it (world, normalised below), the ambient share of the shading
 LIGHT_DIR = (0.4, 0.25, 1.0)
@@ -346,7 +347,7 @@ def _check_view(v: RenderView, B: int):
     expected = {}
     if G is not None:
         expected.update(geom_type=(G,), geom_size=(G, 3), geom_pos=(B, G, 3), geom_quat=(B, G, 4), geom_entity=(G,),
-                        geom_color=(G, 3), geom_hull=(G, 2))
+                        geom_color=(G, 3), geom_hull=(G, 2), geom_link=(G,), geom_id=(G,))
     if N is not None:
         expected.update(particle_pos=(B, N, 3), particle_radius=(N,), particle_active=(B, N),
                         particle_entity=(N,), particle_color=(N, 3))
@@ -357,7 +358,7 @@ def _check_view(v: RenderView, B: int):
                              f"({B}, V, 3).")
         M = None if v.mesh_range is None else v.mesh_range.shape[0]
         expected.update(mesh_range=(M, 2), mesh_entity=(M,), mesh_color=(M, 3), mesh_pos=(B, M, 3),
-                        mesh_quat=(B, M, 4))
+                        mesh_quat=(B, M, 4), mesh_link=(M,), mesh_id=(M,))
         if v.mesh_faces is None or v.mesh_faces.dim() != 2 or v.mesh_faces.shape[1] != 3:
             got = None if v.mesh_faces is None else tuple(v.mesh_faces.shape)
             raise SceneError(f"render view: mesh_faces has shape {got}, expected (F, 3).")
@@ -365,7 +366,7 @@ def _check_view(v: RenderView, B: int):
             raise SceneError("render view: mesh_pos is given with per-environment mesh_verts (B, V, 3), which are "
                              "world coordinates; give (V, 3) vertices for a posed mesh.")
     optional = {"geom_color", "geom_hull", "particle_active", "particle_color", "mesh_color", "mesh_pos",
-                "mesh_quat"}
+                "mesh_quat", "geom_link", "geom_id", "mesh_link", "mesh_id"}
     for name, shape in expected.items():
         x = getattr(v, name)
         if x is None and name in optional:
@@ -449,12 +450,16 @@ class Renderer:
 
     def _pack(self, views: list[RenderView], B: int, dev):
         scene = self.scene
+        for v in views:
+            _check_view(v, B)
+        smap, level = segmentation_map(scene), scene.vis_options.segmentation_level
         prim_i, prim_f, prim_pose, prim_color, planes = [], [], [], [], []
         n_planes = 0
         part_f, part_i, part_color = [], [], []
         meshes = []
         for v in views:
             _check_view(v, B)
+            geom_keys, mesh_keys, part_ents = view_keys(v, level)
             if v.geom_type is not None and v.geom_type.shape[0] > 0:
                 G = int(v.geom_type.shape[0])
                 kinds = v.geom_type.cpu().numpy()
@@ -470,6 +475,7 @@ class Renderer:
                 hp = None if v.hull_planes is None else v.hull_planes.detach().to("cpu", torch.float32).numpy()
                 rows = np.zeros((G, 4), np.int32)
                 fl = np.zeros((G, 4), np.float32)
+                seg = smap.codes(geom_keys)
                 for g in range(G):
                     kind = PRIM_OF_GEOM[int(kinds[g])]
                     first, count = int(hull[g, 0]), int(hull[g, 1])
@@ -483,7 +489,7 @@ class Renderer:
                     else:
                         first = count = 0
                         bound = _bound_radius(kind, size[g], None)
-                    rows[g] = kind, ent[g], first + n_planes, count
+                    rows[g] = kind, seg[g], first + n_planes, count
                     fl[g, :3] = size[g]
                     fl[g, 3] = bound
                 prim_i.append(rows)
@@ -502,8 +508,9 @@ class Renderer:
                     planes.append(hp.reshape(-1, 4))
                     n_planes += hp.shape[0]
             if v.mesh_verts is not None and v.mesh_range is not None and v.mesh_range.shape[0] > 0:
+                seg = smap.codes(mesh_keys)
                 for rec in self._view_meshes(v, B):
-                    kind_row = [K.PRIM_MESH, rec["entity"], len(meshes), 0]
+                    kind_row = [K.PRIM_MESH, seg[rec["index"]], len(meshes), 0]
                     prim_i.append(np.asarray([kind_row], np.int32))
                     prim_f.append(np.asarray([[0.0, 0.0, 0.0, rec["bound"]]], np.float32))
                     prim_pose.append(rec["pose"].to(dev, F32)[:, None])
@@ -521,7 +528,7 @@ class Renderer:
                     r = torch.where(v.particle_active.to(dev).reshape(B, N) > 0, r, torch.zeros_like(r))
                 part_f.append(torch.cat([pos, r[..., None]], dim=-1))
                 ent = v.particle_entity.cpu().numpy().astype(np.int32).reshape(N)
-                part_i.append(ent)
+                part_i.append(particle_codes(smap, part_ents).astype(np.int32))
                 if v.particle_color is not None:
                     part_color.append(v.particle_color.detach().cpu().numpy().astype(np.float32).reshape(N, 3))
                 else:
@@ -619,7 +626,7 @@ class Renderer:
                 rot = quat_to_mat(torch.nn.functional.normalize(q, dim=-1)).reshape(B, 9)
                 pose = torch.cat([pm, rot, shown[:, None].double()], dim=-1)
             out.append(dict(rows=rows, node_i=node_i, boxes=boxes, deforming=deforming, bound=bound, pose=pose,
-                            entity=int(ent[m]), color=colors[m]))
+                            entity=int(ent[m]), color=colors[m], index=m))
         return out
 
     def _bvh_arrays(self, prims: dict, n_prims: int, B: int, dev) -> dict:
@@ -659,7 +666,7 @@ class Renderer:
 
     def render(self, cam_f: torch.Tensor, res: tuple[int, int], shadows: bool = True, env: int | None = None):
         """cam_f: [B, 13] (Camera's layout, kernels.py). Returns rgb u8 [B, H, W, 3], depth f32 [B, H, W] (inf
-        where nothing is hit), seg i32 [B, H, W] (-1: background), normal f32 [B, H, W, 3] in [0, 1]. env: draw
+        where nothing is hit), seg i32 [B, H, W] (segmentation indices; 0: background), normal f32 [B, H, W, 3] in [0, 1]. env: draw
         that environment alone (B = 1 in what is returned; cam_f is still every environment's)."""
         from .view import solver_render_views
 

@@ -54,6 +54,9 @@ class RenderView:
     first; None: the identity; only with [V, 3] vertices), mesh_entity int32 [M], mesh_color [M, 3] (None: the
     entities' colours). Triangles are two-sided; a mesh with a non-finite vertex or pose in an environment is not
     drawn there. Any part may be absent (None).
+    Segmentation (VisOptions.segmentation_level, Genesis World's keys): geom_link / mesh_link int32 [G] / [M] (the
+    solver's link index of each primitive or mesh; -1: none) and geom_id / mesh_id int32 [G] / [M] (its geom index,
+    unique within the solver; -1: none). Without them a primitive is segmented as its entity at every level.
     """
 
     geom_type: torch.Tensor | None = None
@@ -76,6 +79,10 @@ class RenderView:
     mesh_quat: torch.Tensor | None = None
     mesh_entity: torch.Tensor | None = None
     mesh_color: torch.Tensor | None = None
+    geom_link: torch.Tensor | None = None
+    geom_id: torch.Tensor | None = None
+    mesh_link: torch.Tensor | None = None
+    mesh_id: torch.Tensor | None = None
 
 
 def entity_color(scene, idx: int) -> np.ndarray:
@@ -154,7 +161,87 @@ def _from_collider(solver, f: int) -> RenderView:
         geom_type=v.geom_type[keep_t], geom_size=v.geom_size[keep_t].detach(),
         geom_pos=v.geom_pos[:, keep_t].detach(), geom_quat=v.geom_quat[:, keep_t].detach(),
         geom_entity=torch.as_tensor(ent[keep], dtype=torch.int32), geom_hull=hull[keep_t],
-        hull_planes=None if v.hull_planes is None else v.hull_planes.detach())
+        hull_planes=None if v.hull_planes is None else v.hull_planes.detach(),
+        geom_link=v.geom_body.detach().cpu().to(torch.int32)[torch.as_tensor(keep)],
+        geom_id=torch.as_tensor(keep, dtype=torch.int32))
+
+
+def segmentation_key(level: str, entity: int, link: int = -1, geom: int = -1):
+    """Genesis World's segmentation key of a drawn element at `level`: the entity index ("entity"), (entity, link)
+    ("link") or (entity, link, geom) ("geom"); an element without a link (or geom) falls back to the coarser key.
+    -1 (no entity) is the background's."""
+    if entity < 0:
+        return -1
+    if level == "entity" or link < 0:
+        return entity
+    if level == "link" or geom < 0:
+        return (entity, link)
+    return (entity, link, geom)
+
+
+def _ints(x, n):
+    return np.full(n, -1, dtype=np.int64) if x is None else x.detach().cpu().numpy().astype(np.int64).reshape(n)
+
+
+def view_keys(v: RenderView, level: str) -> tuple[list, list, list]:
+    """The segmentation keys of a render view's primitives and meshes at `level`, and its particles' entity ids
+    (a particle is keyed by its entity at every level, as Genesis World keys particle entities)."""
+    geoms = meshes = parts = []
+    if v.geom_type is not None and v.geom_type.shape[0] > 0:
+        G = int(v.geom_type.shape[0])
+        ent, link, gid = _ints(v.geom_entity, G), _ints(v.geom_link, G), _ints(v.geom_id, G)
+        geoms = [segmentation_key(level, int(e), int(lk), int(g)) for e, lk, g in zip(ent, link, gid)]
+    if v.mesh_verts is not None and v.mesh_range is not None and v.mesh_range.shape[0] > 0:
+        M = int(v.mesh_range.shape[0])
+        ent, link, gid = _ints(v.mesh_entity, M), _ints(v.mesh_link, M), _ints(v.mesh_id, M)
+        meshes = [segmentation_key(level, int(e), int(lk), int(g)) for e, lk, g in zip(ent, link, gid)]
+    if v.particle_pos is not None and v.particle_pos.shape[-2] > 0:
+        N = int(v.particle_pos.shape[-2])
+        parts = _ints(v.particle_entity, N)  # entity ids: a particle's key is its entity's
+    return geoms, meshes, parts
+
+
+def particle_codes(smap: "SegmentationMap", entities: np.ndarray) -> np.ndarray:
+    """The segmentation index of each particle (its entity's key) [N]."""
+    uniq, inv = np.unique(entities, return_inverse=True)
+    return smap.codes([segmentation_key("entity", int(e)) for e in uniq])[inv.reshape(-1)]
+
+
+def segmentation_map(scene) -> "SegmentationMap":
+    """The scene's SegmentationMap, every drawn element numbered (at the first render, or when
+    scene.segmentation_idx_dict is first read)."""
+    smap = getattr(scene, "_segmentation_map", None)
+    if smap is None:
+        smap = scene._segmentation_map = SegmentationMap()
+        level = scene.vis_options.segmentation_level
+        keys = []
+        for v in solver_render_views(scene):
+            geoms, meshes, parts = view_keys(v, level)
+            keys += geoms + meshes + [segmentation_key(level, int(e)) for e in np.unique(parts)]
+        smap.codes(keys)
+    return smap
+
+
+class SegmentationMap:
+    """A scene's segmentation indices, as Genesis World numbers them: 0 is the background (key -1), 1, 2, ... the
+    keys of its drawn elements (`segmentation_key`), in sorted order of (entity, link, geom) when first seen, so
+    that a scene built the same way numbers them the same way. `idx_dict` is `scene.segmentation_idx_dict`."""
+
+    def __init__(self):
+        self.index = {-1: 0}
+
+    def codes(self, keys) -> np.ndarray:
+        """The index of each key, numbering the new ones after the known ones (sorted among themselves)."""
+        def order(k):
+            return (k, -1, -1) if isinstance(k, int) else tuple(k) + (-1,) * (3 - len(k))
+
+        for k in sorted({k for k in keys if k not in self.index}, key=order):
+            self.index[k] = len(self.index)
+        return np.asarray([self.index[k] for k in keys], dtype=np.int32)
+
+    @property
+    def idx_dict(self) -> dict:
+        return {i: k for k, i in self.index.items()}
 
 
 def _kit_particles(solver, frame: int) -> RenderView:

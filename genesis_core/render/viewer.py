@@ -19,7 +19,6 @@ import time
 import weakref
 
 import numpy as np
-import torch
 
 from .._runtime import logger
 from ..coupler import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_MESH, GEOM_PLANE, GEOM_SPHERE
@@ -511,12 +510,10 @@ class Viewer:
         """What changed since build, as (node, {property: value}): poses, points, vertices. The views' small
         tensors are computed on one torch thread: beside Taichi's thread pool, torch's intra-op threads made a
         read of the panda at 64 environments 15 times slower (30 ms against 2 ms, measured on 2 cores)."""
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        from .renderer import _torch_one_thread
+
+        with _torch_one_thread():
             return self._read_views()
-        finally:
-            torch.set_num_threads(threads)
 
     def _read_views(self) -> list:
         views = None

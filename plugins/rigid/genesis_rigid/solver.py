@@ -1132,11 +1132,13 @@ class RigidSolver(gs.SolverBase):
             geom_type=geom_type, geom_size=geom_size, geom_pos=geom_pos, geom_quat=geom_quat,
             geom_entity=torch.as_tensor(entity, dtype=torch.int32), geom_hull=geom_hull,
             geom_color=torch.as_tensor(np.asarray(colors, dtype=np.float32).reshape(-1, 3)),
-            hull_planes=None if v.hull_planes is None else v.hull_planes.detach())
+            hull_planes=None if v.hull_planes is None else v.hull_planes.detach(),
+            geom_link=rm["geom_link"], geom_id=rm["geom_id"])
         if rm["meshes"]:
             view.mesh_pos, view.mesh_quat = posed(rm["meshes"])
             view.mesh_verts, view.mesh_faces, view.mesh_range = rm["mesh_arrays"]
             view.mesh_entity, view.mesh_color = rm["mesh_entity"], rm["mesh_color"]
+            view.mesh_link, view.mesh_id = rm["mesh_link"], rm["mesh_id"]
         return view
 
     def _visual_model(self) -> dict:
@@ -1198,6 +1200,14 @@ class RigidSolver(gs.SolverBase):
                 n_verts += len(vv)
                 n_faces += len(ff)
         out = dict(geoms=geoms, geom_colors=geom_colors, geom_entity=geom_entity, prims=prims, meshes=meshes)
+        # segmentation: each drawn element's link, and a geom id unique in the solver (a collision geom's index;
+        # visual primitives and meshes numbered after the collision geoms)
+        n_geoms = len(self._geoms)
+        out["geom_link"] = torch.as_tensor([self._geoms[g]["link"] for g in geoms] + [it[0] for it in prims],
+                                           dtype=torch.int32)
+        out["geom_id"] = torch.as_tensor(list(geoms) + [n_geoms + k for k in range(len(prims))], dtype=torch.int32)
+        out["mesh_link"] = torch.as_tensor([it[0] for it in meshes], dtype=torch.int32)
+        out["mesh_id"] = torch.as_tensor([n_geoms + len(prims) + k for k in range(len(meshes))], dtype=torch.int32)
         if meshes:
             out["mesh_arrays"] = (torch.as_tensor(np.concatenate(verts), dtype=torch.float64),
                                   torch.as_tensor(np.concatenate(faces), dtype=torch.int32),
