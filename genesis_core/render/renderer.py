@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 
 import attrs
@@ -12,6 +11,7 @@ import torch
 from ..errors import SceneError
 from ..rotations import quat_to_mat
 from . import kernels as K
+from ..launch import torch_one_thread
 from .view import (PALETTE, PRIM_OF_GEOM, RenderView, entity_color, particle_codes, segmentation_map,
                    view_keys)
 
@@ -388,16 +388,6 @@ def _one_env(v: RenderView, env: int) -> RenderView:
     return attrs.evolve(v, **cut)
 
 
-@contextlib.contextmanager
-def _torch_one_thread():
-    """torch's small CPU ops on one thread: beside Taichi's thread pool, torch's own pool made the particle grid
-    ~10x slower on a 2-core machine (measured: 33 ms against 3 ms for 3375 particles)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def _mesh_arrays(meshes: list[dict], B: int, dev) -> dict:
@@ -680,7 +670,7 @@ class Renderer:
                 _check_view(v, B)
             views = [_one_env(v, env) for v in views]
             cam_f, B = cam_f[env:env + 1], 1
-        with _torch_one_thread():
+        with torch_one_thread():
             prims, parts, n_prims, n_parts = self._pack(views, B, dev)
         light = torch.tensor([*(np.asarray(LIGHT_DIR) / np.linalg.norm(LIGHT_DIR)), AMBIENT, float(shadows)],
                              dtype=F32, device=dev)

@@ -21,6 +21,7 @@ import weakref
 import numpy as np
 
 from .._runtime import logger
+from ..launch import torch_one_thread
 from ..coupler import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_MESH, GEOM_PLANE, GEOM_SPHERE
 from ..errors import OptionError, SceneError
 from .view import RenderView, entity_color, solver_render_views
@@ -510,9 +511,7 @@ class Viewer:
         """What changed since build, as (node, {property: value}): poses, points, vertices. The views' small
         tensors are computed on one torch thread: beside Taichi's thread pool, torch's intra-op threads made a
         read of the panda at 64 environments 15 times slower (30 ms against 2 ms, measured on 2 cores)."""
-        from .renderer import _torch_one_thread
-
-        with _torch_one_thread():
+        with torch_one_thread():
             return self._read_views()
 
     def _read_views(self) -> list:

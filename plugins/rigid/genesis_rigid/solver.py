@@ -10,7 +10,7 @@ import taichi as ti
 import torch
 
 import genesis_core as gs
-from genesis_core.launch import Launcher
+from genesis_core.launch import Launcher, torch_one_thread
 from genesis_core.coupler import ColliderView
 
 from . import kernels_step
@@ -64,6 +64,9 @@ def _quat_mul_torch(a, b):
     return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
                         aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], dim=-1)
 
+# contacts per geom pair when the pool is sized by RigidOptions.max_collision_pairs (Genesis World's budget for a
+# convex pair without contact patches)
+CONTACTS_PER_PAIR = 5
 # contact slots a pair of geom types owns (types ordered so that the first <= the second)
 PAIR_SLOTS = {
     (PLANE, SPHERE): 1, (PLANE, CAPSULE): 2, (PLANE, BOX): 8, (PLANE, CYLINDER): 8,
@@ -442,7 +445,8 @@ class RigidSolver(gs.SolverBase):
         # max_contacts=None: sized from the model, 16 contacts per moving body (a box resting on two others and
         # touched by two more), at least 64; never more than the candidate slots
         moving = sum(1 for k in self._links if k["dofs"][1] > k["dofs"][0])
-        wanted = (opts.max_contacts if opts.max_contacts is not None else opts.max_collision_pairs
+        # max_collision_pairs counts geom pairs, as in Genesis World, which keeps up to 5 contacts per convex pair
+        wanted = (opts.max_contacts if opts.max_contacts is not None else CONTACTS_PER_PAIR * opts.max_collision_pairs
                   if opts.max_collision_pairs is not None else max(64, 16 * moving))
         self.max_contacts = int(max(1, min(max(self.n_slots, 1), wanted)))
         params_i[PP_MAX_CONTACTS] = self.max_contacts
@@ -1054,7 +1058,7 @@ class RigidSolver(gs.SolverBase):
             v.body_quat = st.at("links_quat", fn) if self.n_links else None
             return v
         self._view_key = self._static[0] if ready and self._static[0] == self._static_key() else None
-        with torch.no_grad():  # the inverse inertia in world axes at frame fn: R I^-1 R^T
+        with torch.no_grad(), torch_one_thread():  # the inverse inertia in world axes at frame fn: R I^-1 R^T
             n_links = self._link_inv_inertia.shape[0]
             if self.n_links:
                 rot = quat_to_mat(st.at("links_quat", fn).detach())
