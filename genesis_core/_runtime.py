@@ -106,7 +106,8 @@ def _add_log_handler():
     logger.addHandler(handler)
 
 
-def init(backend=cpu, precision="32", seed=None, logging_level=None, debug=False, offline_cache=True):
+def init(backend=cpu, precision="32", seed=None, logging_level=None, debug=False, offline_cache=True, eps=1e-15,
+         theme="dark", logger_verbose_time=False, performance_mode=False, use_deterministic_algorithms=None):
     """Start the engine in this process.
 
     backend: ``gs.cpu`` or ``gs.gpu`` (CUDA, Vulkan or Metal, whichever Taichi finds; the CPU with one warning
@@ -116,6 +117,9 @@ def init(backend=cpu, precision="32", seed=None, logging_level=None, debug=False
     "warning", "error" or "critical". At "info" and below, on a terminal, long work shows its progress
     (genesis_core.progress); Taichi's own log stays at "warning" unless the level is "debug". Without a handler
     of the application's, the engine's messages go to standard error.
+    Genesis World's eps (a positive float), theme, logger_verbose_time, performance_mode and
+    use_deterministic_algorithms (bools or None) are validated and have no effect: every solver here is
+    deterministic, and kernels are compiled the same way whatever the mode.
     """
     import taichi as ti
 
@@ -124,6 +128,14 @@ def init(backend=cpu, precision="32", seed=None, logging_level=None, debug=False
     _check_choice("precision", precision, PRECISIONS)
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise GenesisError(f"gs.init: seed={seed!r} must be a non-negative int or None.")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        raise GenesisError(f"gs.init: eps={eps!r} must be a positive float.")
+    if not isinstance(theme, str):
+        raise GenesisError(f"gs.init: theme={theme!r} must be a string.")
+    for name, value in (("logger_verbose_time", logger_verbose_time), ("performance_mode", performance_mode),
+                        ("use_deterministic_algorithms", use_deterministic_algorithms)):
+        if value is not None and not isinstance(value, bool):
+            raise GenesisError(f"gs.init: {name}={value!r} must be a bool.")
     levels = {"DEBUG": "debug", "INFO": "warn", "WARNING": "warn", "ERROR": "error", "CRITICAL": "critical"}
     level = "INFO" if logging_level is None else logging_level.upper() if isinstance(logging_level, str) else None
     if level not in levels:

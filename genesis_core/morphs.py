@@ -134,9 +134,37 @@ class Plane(Morph, CollisionFilter):
 
 @attrs.define(frozen=True, kw_only=True)
 class Box(Primitive):
-    """A box centred at `pos` with full edge lengths `size` (metres)."""
+    """A box centred at `pos` with full edge lengths `size` (metres). As in Genesis World, it may be given by its
+    corners instead: `lower` and `upper` (both, with upper > lower on every axis) set `pos` to their midpoint and
+    `size` to their difference; they are not kept (the box is then described by `pos` and `size` alone)."""
 
     size: tuple = attrs.field(default=(1.0, 1.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3, True))
+    lower: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(v.to_float_tuple))
+    upper: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(v.to_float_tuple))
+
+    def __attrs_post_init__(self):
+        if (self.lower is None) != (self.upper is None):
+            raise OptionError("Box: give both lower and upper (the box's corners), or neither.")
+        if self.lower is not None:
+            fields = attrs.fields(type(self))
+            v.vec(3)(self, fields.lower, self.lower)
+            v.vec(3)(self, fields.upper, self.upper)
+            if self.pos != (0.0, 0.0, 0.0) or self.size != (1.0, 1.0, 1.0):
+                raise OptionError("Box: give the corners (lower, upper) or pos and size, not both.")
+            if not all(u > lo for lo, u in zip(self.lower, self.upper)):
+                raise OptionError(f"Box(lower={self.lower!r}, upper={self.upper!r}) is not accepted: upper must "
+                                  f"exceed lower on every axis.")
+            object.__setattr__(self, "pos", tuple((lo + u) / 2 for lo, u in zip(self.lower, self.upper)))
+            object.__setattr__(self, "size", tuple(u - lo for lo, u in zip(self.lower, self.upper)))
+            object.__setattr__(self, "lower", None)
+            object.__setattr__(self, "upper", None)
+        super().__attrs_post_init__()
+
+    def as_dict(self) -> dict:
+        d = super().as_dict()
+        d.pop("lower", None)  # folded into pos and size at construction
+        d.pop("upper", None)
+        return d
 
 
 @attrs.define(frozen=True, kw_only=True)

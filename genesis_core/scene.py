@@ -22,6 +22,9 @@ from .plugins.manager import missing_plugin_error
 from .state import SimState, SolverState, to_index
 from .stepping import substep
 
+# Genesis World's surface vis_mode values (the cameras draw rigid entities by "visual" or "collision")
+VIS_MODES = ("visual", "collision", "particle", "sdf", "recon")
+
 DEFAULT_MATERIAL = "Rigid"
 
 
@@ -155,9 +158,18 @@ class Scene:
         if not isinstance(morph, Morph):
             raise OptionError(f"add_entity: morph must be a gs.morphs.* object, got {type(morph).__name__}.")
         if kwargs:
-            extra = [k for k in kwargs if k not in ("surface", "visualize_contact")]  # rendering only
+            extra = [k for k in kwargs if k not in ("surface", "visualize_contact", "vis_mode")]  # rendering only
             if extra:
                 raise OptionError(f"add_entity got unexpected keywords {sorted(extra)}.")
+        vis_mode = kwargs.pop("vis_mode", None)
+        if vis_mode is not None:  # Genesis World's shorthand for the surface's vis_mode
+            if vis_mode not in VIS_MODES:
+                raise OptionError(f"add_entity: vis_mode={vis_mode!r} is not one of {', '.join(VIS_MODES)}.")
+            from .surfaces import Default
+
+            surface = kwargs.get("surface")
+            kwargs["surface"] = (Default(vis_mode=vis_mode) if surface is None
+                                 else type(surface)(**{**surface.options, "vis_mode": vis_mode}))
         if material is None:
             material = registry().lookup("materials", DEFAULT_MATERIAL)()
         if not isinstance(material, Material):

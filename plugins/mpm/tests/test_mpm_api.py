@@ -92,7 +92,7 @@ def test_reset_envs_idx_on_mpm_leaves_other_envs_untouched():
 
 def test_mesh_morphs_are_filled_with_particles(tmp_path):
     """Particles fill a closed mesh: their count times the particle volume is the mesh's volume (within the
-    lattice's resolution), and a mesh with a hole is refused."""
+    lattice's resolution); a mesh with holes is filled as if closed (its generalized winding number)."""
     import trimesh
 
     sphere = trimesh.creation.icosphere(subdivisions=3, radius=0.1)
@@ -101,12 +101,13 @@ def test_mesh_morphs_are_filled_with_particles(tmp_path):
     ball = scene.add_entity(gs.morphs.Mesh(file=str(tmp_path / "ball.obj"), pos=(0.5, 0.5, 0.5)),
                             material=gs.materials.MPM.Elastic())
     open_mesh = trimesh.Trimesh(sphere.vertices, sphere.faces[:-10])
+    assert not open_mesh.is_watertight
     open_mesh.export(tmp_path / "open.obj")
-    with pytest.raises(gs.OptionError, match="holes"):
-        scene.add_entity(gs.morphs.Mesh(file=str(tmp_path / "open.obj"), pos=(0.5, 0.5, 0.5)),
-                         material=gs.materials.MPM.Elastic())
+    holed = scene.add_entity(gs.morphs.Mesh(file=str(tmp_path / "open.obj"), pos=(0.5, 0.5, 0.2)),
+                             material=gs.materials.MPM.Elastic())
     scene.build()
     assert ball.n_particles * (1 / 64) ** 3 == pytest.approx(sphere.volume, rel=0.05)
+    assert holed.n_particles == ball.n_particles
     assert torch.allclose(ball.get_pos(), torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64), atol=1e-3)
 
 

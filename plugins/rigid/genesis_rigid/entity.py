@@ -622,9 +622,15 @@ class RigidEntity(gs.Entity):
                 lo, hi = with_entity.link_start, with_entity.link_end
                 mask = mask & (((c["link_a"] >= lo) & (c["link_a"] < hi)) | ((c["link_b"] >= lo) & (c["link_b"] < hi)))
         mask = mask & c.pop("valid")
+        sweeps = c.pop("sweeps", None)  # per environment, not per contact: never masked
         if not self.scene.n_envs:
-            return {k: v[0][mask[0]] for k, v in c.items()}
+            out = {k: v[0][mask[0]] for k, v in c.items()}
+            if sweeps is not None:
+                out["sweeps"] = sweeps[0]
+            return out
         c["valid_mask"] = mask
+        if sweeps is not None:
+            c["sweeps"] = sweeps
         return c
 
     def get_links_net_contact_force(self, envs_idx=None):

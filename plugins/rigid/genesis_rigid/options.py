@@ -29,8 +29,8 @@ class RigidOptions(Options):
     enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
 
     Genesis World's names, accepted where they mean something here: dt and gravity (the solver steps with the
-    scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (the contact pool's size
-    when max_contacts is None); constraint_solver (None, the default, or gs.constraint_solver.Newton: projected
+    scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (geom pairs in contact at
+    once, as in Genesis World: the contact pool holds 5 contacts for each when max_contacts is None); constraint_solver (None, the default, or gs.constraint_solver.Newton: projected
     Gauss-Seidel; gs.constraint_solver.CG: its velocity pass accelerated by nonsmooth nonlinear conjugate gradients,
     which follows a converged solve more closely where rows are nearly dependent, not with requires_grad; see
     docs/rigid.md, "Constraints"); batch_dofs_info, batch_links_info, batch_joints_info (the dof and link
@@ -82,7 +82,6 @@ GENESIS_ONLY = {
                             "max_correction_velocity",
     "use_gjk_collision": "the narrowphase is fixed (analytic primitives, convex hulls by support mapping and "
                          "clipping)",
-    "box_box_detection": "box pairs always go through the convex-hull narrowphase",
     "max_dynamic_constraints": "the constraint rows follow the contact pool: set max_contacts",
     "sparse_solve": "the mass matrix is always factorised along the kinematic tree (sparse)",
     "IK_max_targets": "inverse kinematics takes any number of targets",
@@ -92,7 +91,22 @@ GENESIS_ONLY = {
 _attrs_init = RigidOptions.__init__
 
 
+# Genesis World's RigidOptions fields that ask for what this solver always does: accepted with that value only
+ALWAYS_ON = {
+    "box_box_detection": (True, "two boxes always meet through the dedicated box-box test (the separating axis of "
+                                "least overlap among 15, then the face manifold or the edge pair)"),
+}
+
+
 def _init(self, **kwargs):
+    for name, (value, what) in ALWAYS_ON.items():
+        if name in kwargs:
+            given = kwargs.pop(name)
+            if given is not value:
+                from genesis_core.errors import OptionError
+
+                raise OptionError(f"RigidOptions({name}={given!r}) is not accepted: only {name}={value!r}, what "
+                                  f"this solver always does: {what}.")
     for name in kwargs:
         if name in GENESIS_ONLY:
             from genesis_core.errors import OptionError

@@ -327,18 +327,20 @@ def test_domain_randomization_per_environment():
 
 def test_genesis_rigid_option_names():
     """RigidOptions(dt=...) equal to the scene's is accepted, a different one refused naming SimOptions;
-    max_collision_pairs sizes the contact pool when max_contacts is not given; Genesis World's constants are
+    max_collision_pairs (geom pairs, 5 contacts each) sizes the contact pool when max_contacts is not given; Genesis World's constants are
     accepted (its implicit integrators are this solver's "euler")."""
     opts = gs.options.RigidOptions(integrator=gs.integrator.implicitfast, constraint_solver=gs.constraint_solver.Newton)
     assert opts.integrator == "euler" and gs.options.RigidOptions(integrator=gs.integrator.RK4).integrator == "rk4"
     with pytest.raises(Exception, match="integrator"):
         gs.options.RigidOptions(integrator="verlet")
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01),
-                     rigid_options=gs.options.RigidOptions(dt=0.01, max_collision_pairs=77, batch_dofs_info=True))
-    scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
+                     rigid_options=gs.options.RigidOptions(dt=0.01, max_collision_pairs=7, batch_dofs_info=True))
+    for k in range(4):
+        scene.add_entity(gs.morphs.Box(pos=(0.3 * k, 0, 1), size=(0.1, 0.1, 0.1)))
     scene.add_entity(gs.morphs.Plane())
     scene.build()
-    assert scene.rigid_solver.max_contacts == min(77, scene.rigid_solver.n_slots)
+    # pairs, as in Genesis World: 5 contacts each
+    assert scene.rigid_solver.n_slots > 35 and scene.rigid_solver.max_contacts == 35
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01), rigid_options=gs.options.RigidOptions(dt=0.02))
     scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
     with pytest.raises(gs.OptionError, match=r"SimOptions\(dt=\.\.\.\)"):

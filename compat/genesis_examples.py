@@ -1,0 +1,969 @@
+"""Run Genesis World's own example scripts on genesis-core and check that their physics happened.
+
+    python compat/genesis_examples.py --examples ../Genesis/examples [--only NAME] [--timeout S] [--json PATH]
+
+For each target script (TARGETS below) the runner makes a temporary copy with only these changes:
+`import genesis as gs` becomes `import genesis_core as gs` (and every other `genesis.` module import
+`genesis_core.`), `show_viewer=True` becomes `show_viewer=False`. It runs the copy in a fresh Python process with
+`PYTEST_VERSION` set (Genesis World's scripts shorten their loops when it is, as under its own tests) and no
+command-line arguments (Genesis World's tests/test_examples.py passes none), under a timeout. Inside that process a
+small harness records every `gs.Scene` the script creates, runs the script through `runpy`, then runs the script's
+CHECK on the recorded scenes: a test, in figures, that the physics the script is about happened. One line per
+script:
+
+    PASS    the script ran and its check held
+    FAIL    the script ran, its check did not hold (the figures say by how much)
+    ERROR   the script raised (its exception's last line) or ran out of time
+    SKIP    the script needs a feature genesis-core lacks (named): an attribute missing from the engine's API,
+            NotImplementedError, or a Python package that is not installed
+
+Genesis World's assets (`<checkout>/genesis/assets`, beside `examples/`) are put on genesis-core's asset search
+path (GENESIS_CORE_ASSETS) when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+EXAMPLES_ENV = "GENESIS_EXAMPLES_DIR"
+DEFAULT_TIMEOUT = 600  # seconds per script, as Genesis World's own tests/test_examples.py
+G = 9.81
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the targets
+
+
+@dataclass
+class Target:
+    name: str  # path under examples/, without ".py"
+    check: object  # check(rec) -> (ok: bool, figures: str)
+    probe: object = None  # probe(rec, scene), called after every step of every recorded scene
+    driver: object = None  # driver(ns, rec): run after the script's own code (scripts that only define things)
+    extra_files: tuple = ()  # sibling files the script imports, copied (with the same rewriting) beside it
+    what: str = ""  # what the check verifies, in words (docs/compatibility.md)
+
+
+def np_(x):
+    """A NumPy float64 array of a tensor / array / number."""
+    if hasattr(x, "detach"):
+        x = x.detach()
+        if hasattr(x, "sceneless"):
+            x = x.sceneless()
+        x = x.cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def fmt(x, digits=3):
+    return np.array2string(np.asarray(x, dtype=np.float64), precision=digits, suppress_small=True,
+                           separator=",", max_line_width=200)
+
+
+def particle_entities(scene):
+    return [e for e in scene.entities if hasattr(e, "get_particles_pos")]
+
+
+def morph_file(e):
+    return os.path.basename(str(getattr(e.morph, "file", "") or ""))
+
+
+def by_file(scene, name):
+    return [e for e in scene.entities if morph_file(e) == name]
+
+
+def by_morph(scene, kind, rigid=None):
+    """The entities of morph type `kind`; rigid=True / False: only the rigid / only the particle ones."""
+    out = [e for e in scene.entities if type(e.morph).__name__ == kind]
+    if rigid is not None:
+        out = [e for e in out if hasattr(e, "get_particles_pos") != rigid]
+    return out
+
+
+def only_scene(rec):
+    if len(rec.scenes) != 1:
+        raise CheckError(f"expected the script to create one scene, it created {len(rec.scenes)}")
+    return rec.scenes[0]
+
+
+class CheckError(Exception):
+    """The recorded scenes are not what the check expects (reported as FAIL with the message)."""
+
+
+def free_fall(rec, scene, entity, tol=0.15):
+    """(ok, figures): the mean vertical velocity of a particle entity is -g t within `tol` (relative), t the time
+    stepped, and its mean height dropped."""
+    t = scene.t * scene.dt
+    z0 = rec.initial[(id(scene), entity.idx)][..., 2].mean()
+    pos = np_(entity.get_particles_pos())
+    vel = np_(entity.get_particles_vel())
+    vz, z = vel[..., 2].mean(), pos[..., 2].mean()
+    g = abs(float(np.asarray(scene.sim_options.gravity)[2]))
+    ok = bool(np.isfinite(pos).all() and abs(vz + g * t) <= tol * g * t and z < z0)
+    return ok, f"mean vz {vz:.4f} m/s vs -g*t {-g * t:.4f}, mean z {z0:.4f} -> {z:.4f}"
+
+
+def within_bounds(pos, lower, upper, margin=1e-6):
+    pos = np_(pos).reshape(-1, 3)
+    return bool(((pos >= np.asarray(lower) - margin) & (pos <= np.asarray(upper) + margin)).all())
+
+
+# -- tutorials ------------------------------------------------------------------------------------------------
+
+def check_hello_genesis(rec):
+    scene = only_scene(rec)
+    (franka,) = by_file(scene, "panda.xml")
+    base = np_(franka.get_link("link0").get_pos())
+    hand_z0 = rec.initial_links[(id(scene), franka.idx)][franka.get_link("hand").idx_local, 2]
+    hand = np_(franka.get_link("hand").get_pos())
+    low = np_(franka.get_links_pos())[..., 2].min()
+    ok = scene.t == 1000 and np.allclose(base, 0, atol=1e-4) and hand[2] < hand_z0 - 0.05 and low > -0.02
+    return ok, (f"{scene.t} steps; base {fmt(base)}; uncontrolled arm sagged: hand z {hand_z0:.3f} -> {hand[2]:.3f}; "
+                f"lowest link origin z {low:.3f}")
+
+
+def check_parallel_simulation(rec):
+    scene = only_scene(rec)
+    (franka,) = by_file(scene, "panda.xml")
+    target = np.array([0, 0, 0, -1.0, 0, 1.0, 0, 0.02, 0.02])
+    q = np_(franka.get_dofs_position())
+    err = np.abs(q - target).max()
+    spread = np.abs(q - q[0]).max()
+    ok = q.shape == (20, 9) and err < 0.05 and spread < 1e-4
+    return ok, f"20 envs reach the PD target: max |q - target| {err:.4f} rad, spread across envs {spread:.2e}"
+
+
+def check_control_your_robot(rec):
+    scene = only_scene(rec)
+    (franka,) = by_file(scene, "panda.xml")
+    q = np_(franka.get_dofs_position())
+    f = np_(franka.get_dofs_control_force())
+    limit = np.array([87, 87, 87, 87, 12, 12, 12, 100, 100])
+    # after the hard resets (the last to all zeros) the PD controller drives joints 1 and 2 towards +1 rad
+    ok = scene.t == 155 and q[0] > 0.01 and q[1] > 0.01 and bool((np.abs(f) <= limit + 1e-3).all())
+    return ok, (f"{scene.t} steps; joints 1,2 moved from 0 towards 1 rad: {q[0]:.3f}, {q[1]:.3f}; control force "
+                f"{fmt(f, 1)} within the force range")
+
+
+def check_mpm(rec):
+    scene = only_scene(rec)
+    out, ok = [], True
+    for e in particle_entities(scene):
+        o, s = free_fall(rec, scene, e)
+        ok &= o
+        out.append(f"{type(e.material).__name__}: {s}")
+    return ok and len(out) == 3, f"three MPM bodies fall freely ({scene.t} steps): " + "; ".join(out)
+
+
+def check_sph_liquid(rec):
+    scene = only_scene(rec)
+    (liquid,) = particle_entities(scene)
+    ok, s = free_fall(rec, scene, liquid)
+    inside = within_bounds(liquid.get_particles_pos(), (-0.5, -0.5, 0.0), (0.5, 0.5, 1.0))
+    return ok and inside, f"SPH block falls ({scene.t} steps): {s}; inside the domain: {inside}"
+
+
+def check_pbd_cloth(rec):
+    scene = only_scene(rec)
+    cloth_1, cloth_2 = particle_entities(scene)
+    figs, ok = [], True
+    for name, cloth, corners in (("cloth_1", cloth_1, [(-1, -1, 1.0), (1, 1, 1.0), (-1, 1, 1.0), (1, -1, 1.0)]),
+                                 ("cloth_2", cloth_2, [(-1, -1, 1.0)])):
+        p0 = rec.initial[(id(scene), cloth.idx)]
+        p = np_(cloth.get_particles_pos())
+        fixed = [int(cloth.find_closest_particle(c)) for c in corners]
+        moved_fixed = np.abs(p[fixed] - p0[fixed]).max()
+        free = np.setdiff1d(np.arange(len(p)), fixed)
+        drop = (p0[free, 2] - p[free, 2]).mean()
+        t = scene.t * scene.dt
+        ok &= moved_fixed < 1e-6 and 0.2 * 0.5 * G * t * t < drop < 2.0 * 0.5 * G * t * t
+        figs.append(f"{name}: pinned corners moved {moved_fixed:.1e} m, free particles fell {drop * 1e3:.2f} mm "
+                    f"(free fall {0.5 * G * t * t * 1e3:.2f} mm)")
+    return ok, "; ".join(figs)
+
+
+def probe_joint0(rec, scene):
+    for e in scene.entities:
+        if morph_file(e) == "panda.xml":
+            rec.trace.append((scene.t, float(np_(e.get_dofs_position())[..., 0].reshape(-1)[0])))
+
+
+def check_position_control_comparison(rec):
+    scene = only_scene(rec)
+    A, f, dt = 0.5, 1.0, scene.dt
+    n = int(round(2.0 / dt))
+    trace = dict(rec.trace)
+    rms = []
+    for t0 in (0, n):  # the two phases, each 2 s, each started from q = A
+        errs = []
+        for k in range(1, n):
+            t = k * dt
+            if t < 0.5:  # past the start-up transient
+                continue
+            errs.append(trace[t0 + k] - A * (1 + math.sin(2 * math.pi * f * t)))
+        rms.append(float(np.sqrt(np.mean(np.square(errs)))))
+    ok = scene.t == 2 * n and rms[1] < rms[0] and rms[1] < 0.05
+    return ok, (f"{scene.t} steps; tracking RMS error over 0.5-2 s: control_dofs_position {rms[0]:.4f} rad, "
+                f"control_dofs_position_velocity {rms[1]:.4f} rad")
+
+
+def check_batched_IK(rec):
+    only_scene(rec)
+    ns = rec.ns
+    robot, target = ns["robot"], np.asarray(ns["target_pos"])
+    hand = np_(robot.get_link("hand").get_pos())
+    quat = np_(robot.get_link("hand").get_quat())
+    w, x, y, z = quat.T
+    z_axis_z = 1 - 2 * (x * x + y * y)  # the z component of the hand's z axis
+    err = np.linalg.norm(hand - target, axis=-1).max()
+    ok = hand.shape == (16, 3) and err < 0.01 and z_axis_z.max() < -0.99
+    return ok, (f"16 envs, hand vs IK target after the last step: max error {err * 1e3:.2f} mm; hand z axis points "
+                f"down (z component <= {z_axis_z.max():.4f})")
+
+
+def check_grasp_lift(rec, cube_entity, franka, min_z):
+    cube_pos = np_(cube_entity.get_pos()).reshape(-1)
+    hand = np_(franka.get_link("hand").get_pos()).reshape(-1)
+    ok = cube_pos[2] > min_z and np.linalg.norm(cube_pos[:2] - hand[:2]) < 0.03
+    off = np.linalg.norm(cube_pos[:2] - hand[:2])
+    return ok, f"cube lifted to z {cube_pos[2]:.3f} m (> {min_z}), {off * 1e3:.1f} mm from the hand's axis"
+
+
+def check_IK_motion_planning_grasp(rec):
+    scene = only_scene(rec)
+    (cube,) = by_morph(scene, "Box")
+    (franka,) = by_file(scene, "panda.xml")
+    return check_grasp_lift(rec, cube, franka, 0.03)
+
+
+# -- rigid ------------------------------------------------------------------------------------------------------
+
+
+def check_single_franka_envs(rec):
+    scene = only_scene(rec)
+    (franka,) = by_file(scene, "panda.xml")
+    imgs = rec.extra.get("render")
+    q = np_(franka.get_dofs_position())
+    ok = scene.t == 100 and np.isfinite(q).all() and imgs is not None and imgs["rgb_std"] > 1.0
+    return ok, f"{scene.t} steps; last render: {imgs}"
+
+
+def check_franka_cube(rec):
+    scene = only_scene(rec)
+    (cube,) = by_morph(scene, "Box")
+    (franka,) = by_file(scene, "panda.xml")
+    ok, s = check_grasp_lift(rec, cube, franka, 0.15)
+    return ok and scene.t == 401, f"{scene.t} steps; {s}"
+
+
+def check_domain_randomization(rec):
+    scene = only_scene(rec)
+    (robot,) = by_file(scene, "go2.urdf")
+    fr = np_(robot.get_friction_ratio())
+    ms = np_(robot.get_links_mass_shift())
+    cs = np_(robot.get_links_COM_shift())
+    thigh = float(np_(robot.get_links_inertial_mass([robot.get_link("RR_thigh").idx_local])).max())
+    base = np_(robot.get_pos())
+    ok = (fr.shape[0] == 8 and ((fr >= 0.5) & (fr < 1.5)).all() and np.ptp(fr, axis=0).min() > 0
+          and ((ms >= -0.5) & (ms < 0.5)).all() and np.ptp(ms, axis=0).min() > 0
+          and (np.abs(cs) <= 0.05 + 1e-6).all() and np.ptp(cs, axis=0).min() > 0
+          and abs(thigh - 1.0) < 1e-6 and np.isfinite(base).all() and (base[:, 2] > 0.3).all())
+    return ok, (f"8 envs: friction ratios in [{fr.min():.3f}, {fr.max():.3f}], mass shifts in [{ms.min():.3f}, "
+                f"{ms.max():.3f}] kg, COM shifts in [{cs.min():.3f}, {cs.max():.3f}] m, all different across envs; "
+                f"RR_thigh inertial mass set to {thigh:.4f} kg; base z after the step {fmt(base[:, 2])}")
+
+
+def probe_franka_q(rec, scene):
+    for e in scene.entities:
+        if morph_file(e) == "panda.xml":
+            rec.trace.append((scene.t, np_(e.get_dofs_position()), np_(e.get_dofs_velocity())))
+
+
+PD_PHASES = (  # (last step of the phase, the target of joints 1-7), the PD part of control_franka / set_phys_attr
+    (150 + 250, [1, 1, 0, 0, 0, 0, 0]),
+    (150 + 500, [-1, 0.8, 1, -2, 1, 0.5, -0.5]),
+    (150 + 750, [0, 0, 0, 0, 0, 0, 0]),
+)
+
+
+# the ranges of joints 1-7 in Genesis World's xml/franka_emika_panda/panda.xml (a target outside is held at the limit)
+PANDA_RANGES = np.array([(-2.8973, 2.8973), (-1.7628, 1.7628), (-2.8973, 2.8973), (-3.0718, -0.0698),
+                         (-2.8973, 2.8973), (-0.0175, 3.7525), (-2.8973, 2.8973)])
+
+
+def _pd_phases(rec, env=None, tol=0.05):
+    trace = {t: (q, v) for t, q, v in rec.trace}
+    figs, ok = [], True
+    for t_end, target in PD_PHASES:
+        q = trace[t_end][0]
+        q = q[env] if env is not None else q
+        err = np.abs(q[:7] - np.clip(target, PANDA_RANGES[:, 0], PANDA_RANGES[:, 1]))
+        ok &= err.max() < tol
+        figs.append(f"max |q - target| at step {t_end}: {err.max():.4f} rad (joint {int(err.argmax()) + 1})")
+    v = trace[150 + 1000][1]
+    v = v[env] if env is not None else v
+    ok &= abs(v[0] - 1.0) < 0.05
+    figs.append(f"joint 1 under velocity control (1 rad/s) at step 1150: {v[0]:.3f} rad/s")
+    return ok, "; ".join(figs)
+
+
+def check_control_franka(rec):
+    scene = only_scene(rec)
+    ok, s = _pd_phases(rec)
+    return ok and scene.t == 1400, f"{scene.t} steps; {s}"
+
+
+def check_set_phys_attr(rec):
+    scene = only_scene(rec)
+    (franka,) = by_file(scene, "panda.xml")
+    kp = np_(franka.get_dofs_kp())
+    ok_kp = np.allclose(kp, [[4500, 4500, 3500, 3500, 2000, 2000, 2000, 100, 100],
+                             [100, 100, 2000, 2000, 2000, 3500, 3500, 4500, 4500]])
+    ok0, s0 = _pd_phases(rec, env=0)
+    q_end = np_(franka.get_dofs_position())
+    differ = np.abs(q_end[0] - q_end[1]).max()
+    ok = ok_kp and ok0 and differ > 1e-3 and scene.t == 1400
+    return ok, f"{scene.t} steps; per-env kp kept: {ok_kp}; env 0: {s0}; envs differ by {differ:.3f} rad at the end"
+
+
+def probe_cube(rec, scene):
+    for e in scene.entities:
+        if type(e.morph).__name__ == "Box":
+            rec.trace.append((scene.t, np_(e.get_pos()).reshape(-1), np_(e.get_ang()).reshape(-1)))
+
+
+def check_apply_external_force_torque(rec):
+    scene = only_scene(rec)
+    (cube,) = by_morph(scene, "Box")
+    mass = float(cube.get_mass())
+    sag = mass * G / 100.0  # the force -100 (p - (0,0,1)) is a spring holding the cube against gravity
+    p = np.array([x for _, x, _ in rec.trace])
+    w = np.array([a for _, _, a in rec.trace])
+    # undamped, the cube oscillates between z = 1 and z = 1 - 2 sag, about the equilibrium 1 - sag
+    z_mid = 0.5 * (p[:, 2].max() + p[:, 2].min())
+    amp = 0.5 * (p[:, 2].max() - p[:, 2].min())
+    inertia = mass * 0.2 ** 2 / 6.0
+    w_peak = 5.0 / inertia * 0.5  # the torque, 5 N m, flips every second: half a second of spin-up from rest
+    wz = np.abs(w[:, 2]).max()
+    ok = (np.abs(p[:, :2]).max() < 0.01 and abs(z_mid - (1 - sag)) < 0.1 * sag and abs(amp - sag) < 0.1 * sag
+          and abs(wz - w_peak) < 0.1 * w_peak and np.abs(w[:, :2]).max() < 0.01 * wz and scene.t == 1000)
+    return ok, (f"{scene.t} steps; the force holds the cube ({mass:.2f} kg) on a spring: z oscillates about "
+                f"{z_mid:.4f} (equilibrium {1 - sag:.4f}) with amplitude {amp:.4f} (expected {sag:.4f}), max |x|,|y| "
+                f"{np.abs(p[:, :2]).max():.1e}; the torque spins it about z: max |wz| {wz:.1f} rad/s (expected "
+                f"{w_peak:.1f}), max |wx|,|wy| {np.abs(w[:, :2]).max():.1e}")
+
+
+def probe_hands(rec, scene):
+    rec.trace.append((scene.t, [float(np_(e.get_link("hand").get_pos()).reshape(-1)[2])
+                                for e in scene.entities if morph_file(e) == "panda.xml"]))
+
+
+def check_gravity_compensation(rec):
+    scene = only_scene(rec)
+    frankas = by_file(scene, "panda.xml")
+    z0 = np.array([rec.initial_links[(id(scene), e.idx)][e.get_link("hand").idx_local, 2] for e in frankas])
+    first = [None] * len(frankas)  # the first step at which each hand has dropped 0.2 m
+    for t, z in rec.trace:
+        for k, drop in enumerate(z0 - np.array(z)):
+            if first[k] is None and drop > 0.2:
+                first[k] = t
+    end = z0 - np.array(rec.trace[-1][1])
+    # the limp arms fall from rest under the net gravity g (1 - c): half the gravity takes sqrt(2) times as long
+    ratio = first[1] / first[0] if first[0] and first[1] else float("nan")
+    ok = (len(frankas) == 3 and abs(ratio - math.sqrt(2)) < 0.15 and first[2] is None and abs(end[2]) < 0.01
+          and scene.t == 1000)
+    return ok, (f"{scene.t} steps; the hand has dropped 0.2 m at step {first[0]} (compensation 0), {first[1]} (0.5; "
+                f"ratio {ratio:.3f}, sqrt(2) expected), {first[2]} (1.0); drops at the end {fmt(end, 4)} m")
+
+
+def check_nonconvex_mesh(rec):
+    scene = only_scene(rec)
+    (tank,) = by_file(scene, "tank.obj")
+    (ball,) = by_morph(scene, "Sphere")
+    aabb = np_(tank.get_AABB()).reshape(2, 3)
+    pos = np_(ball.get_pos()).reshape(-1)
+    speed = np.linalg.norm(np_(ball.get_vel()))
+    inside = bool((pos[:2] > aabb[0, :2]).all() and (pos[:2] < aabb[1, :2]).all())
+    ok = inside and aabb[0, 2] + 0.05 < pos[2] < 1.0 and speed < 0.05
+    return ok, (f"{scene.t} steps; ball at rest ({speed:.4f} m/s) inside the tank at {fmt(pos)}; tank AABB "
+                f"{fmt(aabb)}")
+
+
+# -- collision --------------------------------------------------------------------------------------------------
+
+
+def check_pyramid(rec):
+    scene = only_scene(rec)
+    boxes = by_morph(scene, "Box")
+    moved, speed = 0.0, 0.0
+    for b in boxes:
+        p0 = np.asarray(b.morph.pos, dtype=np.float64)
+        moved = max(moved, np.abs(np_(b.get_pos()).reshape(-1) - p0).max())
+        speed = max(speed, np.linalg.norm(np_(b.get_vel())))
+    ok = len(boxes) == 15 and moved < 0.01 and speed < 0.05 and scene.t == 150
+    return ok, f"{scene.t} steps; 15 boxes stand: max displacement {moved * 1e3:.2f} mm, max speed {speed:.4f} m/s"
+
+
+def check_tower(rec):
+    scene = only_scene(rec)
+    boxes = by_morph(scene, "Box")
+    (cyl,) = by_morph(scene, "Cylinder")
+    pos = np.array([np_(b.get_pos()).reshape(-1) for b in boxes])
+    start = np.array([b.morph.pos for b in boxes])
+    height = boxes[0].morph.size[2]
+    slid = np.abs(pos[:, :2] - start[:, :2]).max()
+    # the script stacks the layers 1 mm into each other; standing, each layer stays on the one below: the
+    # centres of successive layers stay a box height apart (within 2 mm), neither sunk in nor thrown off
+    layer_z = pos[:, 2].reshape(-1, 2).mean(axis=1)
+    gaps = np.diff(layer_z)
+    t = scene.t * scene.dt
+    drop = cyl.morph.pos[2] - float(np_(cyl.get_pos()).reshape(-1)[2])
+    ok = (len(boxes) == 100 and slid < 0.01 and np.abs(gaps - height).max() < 0.002
+          and abs(drop - 0.5 * G * t * t) < 0.05 * 0.5 * G * t * t)
+    return ok, (f"{scene.t} steps; the 100-box tower stands: max horizontal displacement {slid * 1e3:.2f} mm, layer "
+                f"spacing {gaps.min():.4f}-{gaps.max():.4f} m (box height {height}); the cylinder falls {drop:.4f} m "
+                f"(free fall {0.5 * G * t * t:.4f} m)")
+
+
+def check_contype(rec):
+    scene = only_scene(rec)
+    red, green, blue = by_morph(scene, "Box")
+    (dragon,) = by_file(scene, "dragon.obj")
+    z = [float(np_(b.get_pos()).reshape(-1)[2]) for b in (red, green, blue)]
+    dmin = float(np_(dragon.get_AABB()).reshape(2, 3)[0, 2])
+    # red and green share no bit: green falls through red onto the floor; blue (both bits) rests on both
+    ok = abs(z[0] - 0.05) < 0.01 and abs(z[1] - 0.05) < 0.01 and abs(z[2] - 0.15) < 0.015 and abs(dmin) < 0.02
+    return ok, (f"{scene.t} steps; box heights red {z[0]:.3f}, green {z[1]:.3f} (through red, on the floor), blue "
+                f"{z[2]:.3f} (on both); dragon's lowest point {dmin:.3f} m (floor only)")
+
+
+# -- coupling ---------------------------------------------------------------------------------------------------
+
+
+def _rigid_free_fall(scene, body):
+    t = scene.t * scene.dt
+    vz = float(np_(body.get_vel()).reshape(-1)[2])
+    return abs(vz + G * t) < 0.1 * G * t, f"vz {vz:.4f} m/s vs -g*t {-G * t:.4f}"
+
+
+def check_sph_rigid(rec):
+    scene = only_scene(rec)
+    (water,) = particle_entities(scene)
+    (cube,) = by_morph(scene, "Box", rigid=True)
+    ok_c, s_c = _rigid_free_fall(scene, cube)
+    p = np_(water.get_particles_pos())
+    z0 = rec.initial[(id(scene), water.idx)][:, 2].mean()
+    inside = within_bounds(p, (0.0, -1.0, 0.0), (1.0, 1.0, 2.4))
+    ok = ok_c and inside and abs(p[:, 2].mean() - z0) < 0.02
+    return ok, (f"{scene.t} steps; cube falling towards the water: {s_c}; water in the tank: {inside}, mean z "
+                f"{z0:.4f} -> {p[:, 2].mean():.4f}")
+
+
+def check_sph_mpm(rec):
+    scene = only_scene(rec)
+    water = [e for e in particle_entities(scene) if "SPH" in type(e.solver).__name__]
+    duck = [e for e in particle_entities(scene) if "MPM" in type(e.solver).__name__]
+    ok_d, s_d = free_fall(rec, scene, duck[0])
+    p = np_(water[0].get_particles_pos())
+    z0 = rec.initial[(id(scene), water[0].idx)][:, 2].mean()
+    inside = within_bounds(p, (-0.03, -0.03, -0.08), (1.03, 1.03, 1.0))
+    ok = ok_d and inside and abs(p[:, 2].mean() - z0) < 0.02
+    return ok, (f"{scene.t} steps; MPM duck falls: {s_d}; SPH water in the tank: {inside}, mean z {z0:.4f} -> "
+                f"{p[:, 2].mean():.4f}")
+
+
+def check_cloth_on_rigid(rec):
+    scene = only_scene(rec)
+    (cloth,) = particle_entities(scene)
+    ok, s = free_fall(rec, scene, cloth, tol=0.2)
+    p = np_(cloth.get_particles_pos())
+    dmin = np.linalg.norm(p, axis=-1).min()  # the sphere: radius 0.2 at the origin
+    return ok and dmin > 0.2 - 0.01, (f"{scene.t} steps; cloth falls onto the sphere: {s}; nearest to its centre "
+                                      f"{dmin:.4f} m")
+
+
+def check_grasp_soft_cube(rec):
+    scene = only_scene(rec)
+    (cube,) = particle_entities(scene)
+    z0 = rec.initial[(id(scene), cube.idx)][:, 2].mean()
+    z = np_(cube.get_particles_pos())[:, 2].mean()
+    ok = z > z0 + 0.1 and scene.t == 500
+    return ok, f"{scene.t} steps; soft cube lifted: mean z {z0:.4f} -> {z:.4f} m (the hand rose 0.15 m)"
+
+
+def check_sand_wheel(rec):
+    scene = only_scene(rec)
+    (sand,) = particle_entities(scene)
+    n = int(np_(sand.get_particles_active()).sum()) if hasattr(sand, "get_particles_active") else 0
+    return n > 0, f"{scene.t} steps; {n} sand particles emitted"
+
+
+# -- top level --------------------------------------------------------------------------------------------------
+
+
+def check_differentiable_push(rec):
+    loss = rec.extra.get("loss")
+    grads = rec.extra.get("grads")
+    ok = loss is not None and math.isfinite(loss) and grads is not None and grads["finite"] and grads["nonzero"]
+    return ok, f"loss {loss}; gradients of the stick's velocities: {grads}"
+
+
+def check_elastic_dragon(rec):
+    scene = only_scene(rec)
+    (dragon,) = particle_entities(scene)
+    ok, s = free_fall(rec, scene, dragon)
+    return ok, f"{scene.t} steps; PBD elastic dragon falls: {s}"
+
+
+def check_pbd_liquid(rec):
+    scene = only_scene(rec)
+    (liquid,) = particle_entities(scene)
+    ok, s = free_fall(rec, scene, liquid, tol=0.2)
+    inside = within_bounds(liquid.get_particles_pos(), (0, 0, 0), (1, 1, 1))
+    return ok and inside, f"{scene.t} steps; PBD liquid column falls: {s}; inside the domain: {inside}"
+
+
+def check_speed_benchmark_franka(rec):
+    scene = only_scene(rec)
+    (franka,) = by_file(scene, "panda.xml")
+    target = np.array([0, 0, 0, -1.0, 0, 1.0, 0, 0.02, 0.02])
+    q = np_(franka.get_dofs_position())
+    err = np.abs(q - target).max()
+    return q.shape[0] == 30000 and err < 0.05, f"{scene.t} steps of {q.shape[0]} envs; max |q - target| {err:.4f} rad"
+
+
+def drive_go2_env(ns, rec):
+    """go2_env.py only defines Go2Env: start the engine as go2_eval.py does (gs.init(backend=gs.cpu)), build the
+    environment with go2_train.py's get_cfgs() and 4 envs, reset, and step it with zero actions (the default
+    standing pose) for 100 steps, counting the environments it resets."""
+    import torch
+
+    ns["gs"].init(backend=ns["gs"].cpu)
+    cfgs = rec.load_function("go2_train.py", "get_cfgs")()
+    env = ns["Go2Env"](4, *cfgs)
+    env.reset()
+    actions = torch.zeros((4, env.num_actions), device=env.device)
+    resets = 0
+    for _ in range(100):
+        _, _, reset_buf, _ = env.step(actions)
+        resets += int(reset_buf.sum())
+    rec.extra["go2_env"] = env
+    rec.extra["go2_resets"] = resets
+
+
+def check_go2_env(rec):
+    env = rec.extra["go2_env"]
+    scene = env.scene
+    (robot,) = by_file(scene, "go2.urdf")
+    base = np_(robot.get_pos())
+    quat = np_(robot.get_quat())
+    w, x, y, z = quat.T
+    up = 1 - 2 * (x * x + y * y)  # z component of the base's z axis
+    resets = rec.extra["go2_resets"]
+    ok = (scene.t >= 100 and (base[:, 2] > 0.2).all() and (base[:, 2] < 0.45).all() and (up > 0.9).all()
+          and resets == 0)
+    return ok, (f"{scene.t} steps of 4 envs: base z {fmt(base[:, 2])}, base z-axis up component >= {up.min():.3f}, "
+                f"{resets} terminations")
+
+
+TARGETS = [
+    Target("tutorials/hello_genesis", check_hello_genesis,
+           what="the base of the fixed Franka stays put, its uncontrolled arm sags under gravity (the hand drops "
+                "more than 5 cm) and no link goes through the floor"),
+    Target("tutorials/parallel_simulation", check_parallel_simulation,
+           what="all 20 environments reach the PD target within 0.05 rad, identically (spread < 1e-4)"),
+    Target("tutorials/control_your_robot", check_control_your_robot,
+           what="after the hard resets, PD control moves joints 1 and 2 towards their target; the reported control "
+                "force lies within the force range set"),
+    Target("tutorials/mpm", check_mpm,
+           what="the three MPM bodies (elastic, liquid, elasto-plastic) fall freely: mean vertical velocity -g t "
+                "within 15 %"),
+    Target("tutorials/sph_liquid", check_sph_liquid,
+           what="the SPH block falls freely (mean vertical velocity -g t within 15 %) and stays inside the domain"),
+    Target("tutorials/pbd_cloth", check_pbd_cloth,
+           what="the pinned corners stay exactly put, the rest of each cloth falls (0.2-2x the free-fall drop)"),
+    Target("tutorials/position_control_comparison", check_position_control_comparison, probe=probe_joint0,
+           what="joint 1 tracks the 1 Hz sinusoid; the RMS error (0.5-2 s) of control_dofs_position_velocity is "
+                "below 0.05 rad and below that of control_dofs_position"),
+    Target("tutorials/batched_IK", check_batched_IK,
+           what="in all 16 environments the hand ends within 1 cm of its IK target with its z axis pointing down"),
+    Target("tutorials/IK_motion_planning_grasp", check_IK_motion_planning_grasp,
+           what="the cube is lifted off the floor, held under the hand"),
+    Target("rigid/single_franka_envs", check_single_franka_envs,
+           what="100 steps with a camera render (RGB, depth, segmentation, normals) each step; the image is not "
+                "blank"),
+    Target("rigid/franka_cube", check_franka_cube,
+           what="after grasp and lift the cube is above 0.15 m, within 3 cm of the hand's axis"),
+    Target("rigid/domain_randomization", check_domain_randomization,
+           what="per-environment friction ratios, mass shifts and COM shifts are in the ranges drawn and differ "
+                "across the 8 environments; link.set_mass took; the go2s step"),
+    Target("rigid/set_phys_attr", check_set_phys_attr, probe=probe_franka_q,
+           what="per-environment gains are kept; environment 0 reaches each PD target within 0.05 rad and turns "
+                "joint 1 at 1 rad/s under velocity control; the two environments' motions differ"),
+    Target("rigid/apply_external_force_torque", check_apply_external_force_torque, probe=probe_cube,
+           what="the external force (a spring to (0, 0, 1)) makes the cube oscillate about its equilibrium height "
+                "with the amplitude of an undamped spring (within 10 %) above the origin; the external torque spins "
+                "it about z only, to the peak rate 5 N m / I x 0.5 s (within 10 %)"),
+    Target("rigid/control_franka", check_control_franka, probe=probe_franka_q,
+           what="each PD target (held at the joint's range where it lies outside) is reached within 0.05 rad; "
+                "joint 1 turns at 1 rad/s under velocity control"),
+    Target("rigid/gravity_compensation", check_gravity_compensation, probe=probe_hands,
+           what="the limp arms fall under the net gravity: the half-compensated hand takes sqrt(2) times as long "
+                "(+- 0.15) as the uncompensated one to drop 0.2 m; the fully compensated hand never does, and ends "
+                "within 1 cm of its start"),
+    Target("rigid/nonconvex_mesh", check_nonconvex_mesh,
+           what="the ball comes to rest inside the non-convex tank (on its floor, within its walls)"),
+    Target("collision/pyramid", check_pyramid,
+           what="the 15-box pyramid stands: every box within 1 cm of its start, all at rest"),
+    Target("collision/tower", check_tower,
+           what="the 100-box tower stands (no box slides 1 cm; successive layers stay a box height apart within "
+                "2 mm) while the cylinder falls freely (within 5 %)"),
+    Target("collision/contype", check_contype,
+           what="contact filtering: green falls through red onto the floor, blue rests on both, the dragon on the "
+                "floor"),
+    Target("coupling/sph_rigid", check_sph_rigid,
+           what="the cube falls freely towards the water (within 10 %); the water stays in its tank, settled"),
+    Target("coupling/sph_mpm", check_sph_mpm,
+           what="the MPM duck falls freely (within 15 %); the SPH water stays in its tank, settled"),
+    Target("coupling/cloth_on_rigid", check_cloth_on_rigid,
+           what="the cloth falls (within 20 % of free fall) and no particle enters the sphere"),
+    Target("coupling/grasp_soft_cube", check_grasp_soft_cube,
+           what="the Franka grasps the soft MPM cube and lifts it by more than 10 cm"),
+    Target("coupling/sand_wheel", check_sand_wheel,
+           what="sand particles are emitted onto the wheels"),
+    Target("differentiable_push", check_differentiable_push,
+           what="the loss is finite and its gradients to the stick's velocities are finite and not all zero"),
+    Target("elastic_dragon", check_elastic_dragon,
+           what="the PBD elastic dragon falls freely (within 15 %)"),
+    Target("pbd_liquid", check_pbd_liquid,
+           what="the PBD liquid column falls (within 20 % of free fall) inside the domain"),
+    Target("speed_benchmark/franka", check_speed_benchmark_franka,
+           what="all 30000 environments reach the PD target within 0.05 rad"),
+    Target("locomotion/go2_env", check_go2_env, driver=drive_go2_env, extra_files=("go2_train.py",),
+           what="Go2Env (4 environments, go2_train's configuration) resets and steps 100 times with zero actions; "
+                "every go2 stands (base 0.2-0.45 m, upright), none terminated"),
+]
+TARGETS_BY_NAME = {t.name: t for t in TARGETS}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rewriting a script
+
+_REWRITES = [
+    (re.compile(r"^(\s*)import genesis as gs\b", re.M), r"\1import genesis_core as gs"),
+    (re.compile(r"^(\s*)import genesis\.", re.M), r"\1import genesis_core."),
+    (re.compile(r"^(\s*)from genesis\.", re.M), r"\1from genesis_core."),
+    (re.compile(r"^(\s*)from genesis import\b", re.M), r"\1from genesis_core import"),
+    (re.compile(r"^(\s*)import genesis\s*$", re.M), r"\1import genesis_core as genesis"),
+    (re.compile(r"show_viewer\s*=\s*True"), "show_viewer=False"),
+]
+
+
+def rewrite(source: str) -> str:
+    for pattern, repl in _REWRITES:
+        source = pattern.sub(repl, source)
+    return source
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the child process: run one script under the harness
+
+
+class Recorder:
+    def __init__(self, script_dir):
+        self.scenes = []  # strong references: most scripts build their scene inside main(), which has returned
+        self.initial = {}  # (id(scene), entity idx) -> particle positions at build
+        self.initial_links = {}  # (id(scene), entity idx) -> link positions at build
+        self.trace = []
+        self.extra = {}
+        self.ns = {}
+        self.script_dir = script_dir
+
+    def load_function(self, filename, name):
+        """A top-level function of a sibling file, without running the rest of that file (its imports may need
+        packages the function does not)."""
+        import ast
+
+        path = os.path.join(self.script_dir, filename)
+        tree = ast.parse(open(path).read())
+        node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        ns = {}
+        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), ns)
+        return ns[name]
+
+
+def _snapshot(rec, scene):
+    for e in scene.entities:
+        try:
+            if hasattr(e, "get_particles_pos"):
+                rec.initial[(id(scene), e.idx)] = np_(e.get_particles_pos())
+            elif hasattr(e, "get_links_pos"):
+                rec.initial_links[(id(scene), e.idx)] = np_(e.get_links_pos())
+        except Exception:  # noqa: BLE001 - a snapshot is best effort; the check says what it lacks
+            pass
+
+
+def _install_harness(rec, target):
+    import genesis_core as gs
+
+    Scene = gs.Scene
+    init, build, step = Scene.__init__, Scene.build, Scene.step
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        rec.scenes.append(self)
+
+    def _build(self, *args, **kwargs):
+        out = build(self, *args, **kwargs)
+        _snapshot(rec, self)
+        return out
+
+    def _step(self, *args, **kwargs):
+        out = step(self, *args, **kwargs)
+        if target.probe is not None:
+            target.probe(rec, self)
+        return out
+
+    Scene.__init__, Scene.build, Scene.step = __init__, _build, _step
+
+    if target.name == "rigid/single_franka_envs":  # keep figures of the last render for the check
+        from genesis_core.render import camera as camera_mod
+
+        cam_cls = next(v for k, v in vars(camera_mod).items() if k == "Camera")
+        render = cam_cls.render
+
+        def _render(self, *args, **kwargs):
+            out = render(self, *args, **kwargs)
+            rgb = out[0] if isinstance(out, tuple) else out
+            if rgb is not None:
+                a = np_(rgb)
+                rec.extra["render"] = {"rgb_shape": list(a.shape), "rgb_std": float(a.std())}
+            return out
+
+        cam_cls.render = _render
+
+    if target.name == "differentiable_push":  # the loss and the gradients live in main(): read them from there
+        import torch
+
+        backward = torch.Tensor.backward
+
+        def _backward(self, *args, **kwargs):
+            rec.extra["loss"] = float(self.detach().cpu().reshape(-1)[0])
+            out = backward(self, *args, **kwargs)
+            frame = sys._getframe(1)
+            v_list = frame.f_locals.get("v_list")
+            if v_list:
+                g = [v.grad for v in v_list]
+                rec.extra["grads"] = {
+                    "finite": all(x is not None and bool(torch.isfinite(x).all()) for x in g),
+                    "nonzero": any(x is not None and bool((x != 0).any()) for x in g),
+                    "norm": float(sum(float(x.norm()) for x in g if x is not None)),
+                }
+            return out
+
+        torch.Tensor.backward = _backward
+
+
+def _engine_call_line(exc, script):
+    """The line of `script` that made the call that raised `exc`, where that line calls the engine (`gs.`), else
+    None."""
+    import linecache
+
+    tb, line = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == script:
+            line = linecache.getline(script, tb.tb_lineno).strip()
+        tb = tb.tb_next
+    return line if line and re.search(r"\bgs\.|\.add_entity\(|\.add_camera\(|\.build\(", line) else None
+
+
+def _missing_feature(exc, script=None):
+    """The name of the missing feature when `exc` says the engine (or an optional package) lacks one, else None."""
+    if isinstance(exc, TypeError) and script is not None:
+        m = re.search(r"([\w.]+)\(\) got an unexpected keyword argument '(\w+)'", str(exc))
+        if m and _engine_call_line(exc, script):
+            return f"keyword {m.group(2)}= of {m.group(1).replace('.__init__', '')}"
+    if isinstance(exc, ModuleNotFoundError):
+        return f"Python package {exc.name!r} not installed"
+    if isinstance(exc, NotImplementedError):
+        return f"not implemented: {exc}"
+    if isinstance(exc, AttributeError):
+        obj = getattr(exc, "obj", None)
+        is_module = isinstance(obj, type(sys))
+        mod = getattr(obj, "__name__", "") if is_module else type(obj).__module__
+        if obj is not None and str(mod).split(".")[0] in {"genesis_core", "genesis_rigid", "genesis_mpm",
+                                                          "genesis_sph", "genesis_pbd", "genesis_fem"}:
+            owner = obj.__name__ if isinstance(obj, type(sys)) else type(obj).__name__
+            return f"{owner}.{exc.name}"
+    return None
+
+
+def child(script, target_name, out_path):
+    target = TARGETS_BY_NAME[target_name]
+    script_dir = os.path.dirname(script)
+    rec = Recorder(script_dir)
+    result = {"name": target_name}
+    t0 = time.perf_counter()
+    try:
+        sys.path.insert(0, script_dir)
+        sys.argv = [script]
+        import runpy
+
+        _install_harness(rec, target)
+        rec.ns = runpy.run_path(script, run_name="__main__")
+        if target.driver is not None:
+            target.driver(rec.ns, rec)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            result.update(status="ERROR", detail=f"SystemExit({e.code})")
+    except BaseException as e:  # noqa: BLE001 - every failure of the script is reported
+        traceback.print_exc()
+        missing = _missing_feature(e, script)
+        last = traceback.format_exception_only(type(e), e)[-1].strip()
+        if missing:
+            result.update(status="SKIP", detail=f"missing: {missing} ({last})")
+        else:
+            result.update(status="ERROR", detail=last)
+    result["run_s"] = round(time.perf_counter() - t0, 1)
+    if "status" not in result:
+        try:
+            ok, figures = target.check(rec)
+            result.update(status="PASS" if ok else "FAIL", detail=str(figures))
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            result.update(status="FAIL", detail="check could not read the scene: "
+                                                + traceback.format_exception_only(type(e), e)[-1].strip())
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown (Taichi's can be slow or noisy); the result is written
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the parent: one fresh process per script
+
+
+def find_examples(arg=None):
+    """The examples folder: the argument, $GENESIS_EXAMPLES_DIR, or ../Genesis/examples beside the repository."""
+    for cand in (arg, os.environ.get(EXAMPLES_ENV), os.path.join(os.path.dirname(REPO), "Genesis", "examples")):
+        if cand and os.path.isfile(os.path.join(cand, "tutorials", "hello_genesis.py")):
+            return os.path.abspath(cand)
+    return None
+
+
+def _env(examples):
+    env = dict(os.environ)
+    try:
+        import pytest
+
+        env.setdefault("PYTEST_VERSION", pytest.__version__)
+    except ImportError:
+        env.setdefault("PYTEST_VERSION", "8.0.0")
+    env["PYNPUT_BACKEND"] = "dummy"
+    env.setdefault("MPLBACKEND", "Agg")
+    env.setdefault("GENESIS_CORE_PROGRESS", "0")
+    assets = os.path.join(os.path.dirname(examples), "genesis", "assets")
+    if os.path.isdir(assets):
+        env["GENESIS_CORE_ASSETS"] = os.pathsep.join(p for p in (env.get("GENESIS_CORE_ASSETS"), assets) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_one(examples, name, timeout=DEFAULT_TIMEOUT, log_dir=None):
+    """Run one target script; returns {"name", "status", "detail", "wall_s"}."""
+    target = TARGETS_BY_NAME[name]
+    src = os.path.join(examples, name + ".py")
+    if not os.path.isfile(src):
+        return {"name": name, "status": "ERROR", "detail": f"no such script: {src}", "wall_s": 0.0}
+    work = tempfile.mkdtemp(prefix="gs_example_")
+    try:
+        script = os.path.join(work, os.path.basename(src))
+        for fname in (os.path.basename(src),) + tuple(target.extra_files):
+            with open(os.path.join(os.path.dirname(src), fname)) as f:
+                text = rewrite(f.read())
+            with open(os.path.join(work, fname), "w") as f:
+                f.write(text)
+        out_path = os.path.join(work, "result.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--_child", script, name, out_path]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=work, env=_env(examples), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            log, _ = proc.communicate()
+            timed_out = True
+        wall = round(time.perf_counter() - t0, 1)
+        log = log.decode(errors="replace")
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+            with open(os.path.join(log_dir, name.replace("/", "__") + ".log"), "w") as f:
+                f.write(log)
+        if timed_out:
+            return {"name": name, "status": "ERROR", "detail": f"timed out after {timeout} s", "wall_s": wall}
+        if not os.path.isfile(out_path):
+            tail = [ln for ln in log.strip().splitlines() if ln.strip()][-1:] or [f"exit code {proc.returncode}"]
+            return {"name": name, "status": "ERROR", "detail": f"crashed: {tail[0]}", "wall_s": wall}
+        with open(out_path) as f:
+            result = json.load(f)
+        result["wall_s"] = wall
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--_child"]:
+        return child(*argv[1:4])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--examples", help=f"Genesis World's examples folder (default: ${EXAMPLES_ENV}, or "
+                                      "../Genesis/examples beside this repository)")
+    p.add_argument("--only", action="append", help="run only this script (e.g. rigid/franka_cube); repeatable")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per script (default 600)")
+    p.add_argument("--json", help="write the results to this file")
+    p.add_argument("--logs", help="write each script's output to this folder")
+    args = p.parse_args(argv)
+    examples = find_examples(args.examples)
+    if examples is None:
+        p.error(f"no Genesis World examples folder found: pass --examples DIR or set ${EXAMPLES_ENV}")
+    names = [t.name for t in TARGETS]
+    if args.only:
+        unknown = [n for n in args.only if n not in TARGETS_BY_NAME]
+        if unknown:
+            p.error(f"unknown script(s) {unknown}; known: {names}")
+        names = [n for n in names if n in args.only]
+    results = []
+    for name in names:
+        r = run_one(examples, name, timeout=args.timeout, log_dir=args.logs)
+        results.append(r)
+        print(f"{r['status']:5s} {name} ({r['wall_s']} s): {r.get('detail', '')}", flush=True)
+    n_pass = sum(r["status"] == "PASS" for r in results)
+    print(f"{n_pass}/{len(results)} passed ("
+          + ", ".join(f"{sum(r['status'] == s for r in results)} {s}" for s in ("FAIL", "ERROR", "SKIP")) + ")")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"examples": examples, "results": results, "passed": n_pass, "total": len(results)}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
