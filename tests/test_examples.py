@@ -252,3 +252,32 @@ def test_recording_camera_frames_its_box_whole_and_tight():
             depth = -(r @ back)
             extent.append(max(abs(r @ right) / (depth * tan_y * res[0] / res[1]), abs(r @ up) / (depth * tan_y)))
         assert 0.85 < max(extent) <= 1.0, (lo, hi, max(extent))
+
+
+def test_recording_paints_a_plane_entity_as_a_checkered_floor_and_leaves_the_rest(tmp_path):
+    """The recorder repaints a Plane entity's pixels (found through the segmentation indices) as the checkered
+    floor, keeping their light: most of the plane's pixels change from the camera's flat grey and take two shades,
+    while the box's pixels are the camera's own."""
+    import numpy as np
+
+    import genesis_core as gs
+    from genesis_core.render import recording
+
+    scene = gs.Scene()
+    plane = scene.add_entity(gs.morphs.Plane(), surface=gs.surfaces.Default(color=(0.6, 0.6, 0.6)))
+    box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.2), size=(0.4, 0.4, 0.4), fixed=True),
+                           surface=gs.surfaces.Default(color=(1.0, 0.0, 0.0)))
+    scene.build()
+    pose = dict(pos=(2.0, -1.5, 1.2), lookat=(0.0, 0.0, 0.2), up=(0.0, 0.0, 1.0), fov=40)
+    rec = recording.start(scene, recording.Gif(str(tmp_path / "floor.gif"), res=(64, 48), supersample=1),
+                          camera=pose, tile=0.25)
+    frame = rec.images[0]
+    rgb, _, seg, _ = rec.cam.render(rgb=True, depth=True, segmentation=True)
+    table = scene.segmentation_idx_dict
+    owner = np.array([k if isinstance(k, int) else k[0] for _, k in sorted(table.items())])[seg.numpy()]
+    on_plane, on_box = owner == plane.idx, owner == box.idx
+    assert on_plane.sum() > 500 and on_box.sum() > 50
+    changed = np.any(frame != rgb.numpy(), axis=-1)
+    assert changed[on_plane].mean() > 0.5
+    assert not changed[on_box].any()
+    assert len(np.unique(frame[on_plane][:, 0] // 16)) >= 2  # the checkers' two shades

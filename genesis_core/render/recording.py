@@ -156,14 +156,15 @@ class Recorder:
     def _setup(self):
         """The per-pixel ray directions (through the pixels' centres, as the render kernel casts them), the sky and
         the floor behind everything, and the Plane entities with their colours."""
+        import torch
+
+        from .camera import _frame
+
         W, H = self.cam.res
-        pos, lookat, up = (np.asarray(x.detach().cpu(), dtype=float).reshape(3)
+        pos, lookat, up = (x.detach().cpu().to(torch.float64).reshape(1, 3)
                            for x in (self.cam.pos, self.cam.lookat, self.cam.up))
-        back = pos - lookat
-        back /= np.linalg.norm(back)
-        right = np.cross(up, back)
-        right /= np.linalg.norm(right)
-        cam_up = np.cross(back, right)
+        right, cam_up, back = (x[0].numpy() for x in _frame(pos, lookat, up, "recording"))
+        pos = pos[0].numpy()
         tan_y = math.tan(math.radians(self.cam.fov) / 2)
         x = (2 * (np.arange(W) + 0.5) / W - 1) * tan_y * W / H
         y = (1 - 2 * (np.arange(H) + 0.5) / H) * tan_y
@@ -182,8 +183,15 @@ class Recorder:
         from ..morphs import Plane
         from .view import entity_color
 
-        self._planes = {e.idx: np.asarray(entity_color(self.scene, e.idx), dtype=float) for e in self.scene.entities
-                        if isinstance(getattr(e, "morph", None), Plane)}
+        # the segmentation indices of the Plane entities' pixels (every key of the entity: its link at "link")
+        planes = {e.idx: np.asarray(entity_color(self.scene, e.idx), dtype=float) for e in self.scene.entities
+                  if isinstance(getattr(e, "morph", None), Plane)}
+        self._planes = {}
+        if planes:
+            for i, key in self.scene.segmentation_idx_dict.items():
+                entity = key if isinstance(key, int) else key[0]
+                if entity in planes:
+                    self._planes[i] = planes[entity]
 
     def _checker(self, p, shade, depth):
         """Floor colours [..., 3] at world points p [..., 3] (squares of `tile` in x and y), times shade [...],
@@ -204,8 +212,8 @@ class Recorder:
         img = np.where(np.isinf(depth)[..., None], self._backdrop, rgb)
         if self._planes:
             seg = seg.cpu().numpy()
-            for idx, colour in self._planes.items():
-                mask = (seg == idx) & np.isfinite(depth)
+            for code, colour in self._planes.items():
+                mask = (seg == code) & np.isfinite(depth)
                 if not mask.any():
                     continue
                 c = int(np.argmax(colour))
