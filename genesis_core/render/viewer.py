@@ -170,6 +170,7 @@ class Viewer:
         self._cond = threading.Condition()
         self._pending = None  # the newest state read and not yet sent
         self._images = {}  # camera index -> its image in the panel (GUI=True cameras)
+        self._topology = {}  # view index -> its meshes' (used vertices, faces over them, colour), read at build
         self._flusher = None
 
     # -- life ------------------------------------------------------------------------------------------------------
@@ -315,7 +316,7 @@ class Viewer:
             if view.mesh_faces is not None:
                 if view.mesh_verts.ndim == 2:
                     pos, wxyz = self._mesh_poses(view)
-                for m, (verts, faces, color) in enumerate(self._meshes(view)):
+                for m, (verts, faces, color) in enumerate(self._meshes(vi, view)):
                     if verts.ndim == 2:  # a fixed shape, posed per environment: instanced
                         h = sv.scene.add_batched_meshes_simple(
                             f"/solver{vi}/mesh{m}", verts, faces, batched_wxyzs=wxyz[:, m],
@@ -383,33 +384,27 @@ class Viewer:
         size = 2.0 * float(radius[drawn].mean()) * self.vis_options.particle_size_scale if drawn.any() else 0.01
         return pts, cols, size
 
-    def _meshes(self, view):
-        """Each triangle mesh of a view as (vertices, faces, colour): the vertices it uses, [V_m, 3] in its own
+    def _meshes(self, vi, view):
+        """Each triangle mesh of view `vi` as (vertices, faces, colour): the vertices it uses, [V_m, 3] in its own
         frame for a fixed shape, [shown, V_m, 3] in the world (with the layout's offsets) for a deforming surface
-        (a non-finite vertex, where the mesh is not drawn, at the origin); faces renumbered over them. The fixed
-        shapes' geometry is computed once per view layout."""
-        faces_all = view.mesh_faces.detach().cpu().numpy().astype(np.int64)
-        ranges = view.mesh_range.detach().cpu().numpy()
-        ents = view.mesh_entity.detach().cpu().numpy() if view.mesh_entity is not None else None
-        colors = view.mesh_color.detach().cpu().numpy() if view.mesh_color is not None else None
+        (a non-finite vertex, where the mesh is not drawn, at the origin); faces renumbered over them."""
+        topology = self._topology.get(vi)
+        if topology is None:  # a view's faces and colours do not change after build: read once
+            faces_all = view.mesh_faces.detach().cpu().numpy().astype(np.int64)
+            ents = view.mesh_entity.detach().cpu().numpy() if view.mesh_entity is not None else None
+            colors = view.mesh_color.detach().cpu().numpy() if view.mesh_color is not None else None
+            topology = []
+            for m, (first, count) in enumerate(view.mesh_range.detach().cpu().numpy()):
+                used, faces = np.unique(faces_all[first:first + count], return_inverse=True)
+                color = colors[m] if colors is not None else entity_color(self.scene, -1 if ents is None
+                                                                           else int(ents[m]))
+                topology.append((used, faces.reshape(-1, 3).astype(np.int32), _rgb255(color)))
+            self._topology[vi] = topology
         verts = view.mesh_verts.detach().cpu().numpy().astype(np.float64)
-        out = []
-        for m, (first, count) in enumerate(ranges):
-            used, faces = np.unique(faces_all[first:first + count], return_inverse=True)
-            faces = faces.reshape(-1, 3).astype(np.int32)
-            color = colors[m] if colors is not None else entity_color(self.scene, int(ents[m]) if ents is not None
-                                                                       else -1)
-            if verts.ndim == 2:
-                v = verts[used].astype(np.float32)
-            else:
-                v = verts[self.shown][:, used] + self.offsets[self.shown][:, None, :]
-                v = np.where(np.isfinite(v), v, 0.0).astype(np.float32)
-            out.append((v, faces, _rgb255(color)))
-        return out
-
-    def _surface_vertices(self, view):
-        """A deforming view's vertices of each mesh, [shown, V_m, 3] (as _meshes gives them)."""
-        return [v for v, _, _ in self._meshes(view)]
+        if verts.ndim == 3:
+            verts = verts[self.shown] + self.offsets[self.shown][:, None, :]
+            verts = np.where(np.isfinite(verts), verts, 0.0)
+        return [(verts[..., used, :].astype(np.float32), faces, color) for used, faces, color in topology]
 
     def _mesh_poses(self, view):
         """Fixed meshes' world poses for the shown environments, [shown, M, 3] and [shown, M, 4]."""
@@ -533,7 +528,7 @@ class Viewer:
                 out.append((h, {"batched_positions": pos[:, item], "batched_wxyzs": wxyz[:, item]}))
             elif kind == "surface":
                 if vi not in surfaces:
-                    surfaces[vi] = self._surface_vertices(views[vi])
+                    surfaces[vi] = [v for v, _, _ in self._meshes(vi, views[vi])]
                 m, k = item
                 out.append((h, {"vertices": surfaces[vi][m][k]}))
             elif kind == "links":

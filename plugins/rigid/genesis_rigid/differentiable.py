@@ -22,7 +22,6 @@ derivative almost everywhere). The model (masses, geometry, friction) is constan
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -49,21 +48,6 @@ INPUT_FIELDS = ("qpos", "dofs_vel", "contact_impulse", "links_ext_impulse", "dof
 OUTPUT_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse")
 # the ColliderView arrays computed from frame fn
 VIEW_ARRAYS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel", "body_quat")
-
-
-@contextlib.contextmanager
-def one_thread():
-    """torch with one intra-op thread: these tensors are tiny, and on a busy CPU a parallel region waits for a
-    descheduled thread (measured on 2 shared cores: a 6 x 6 Cholesky solve 15 ms instead of 8 us)."""
-    n = torch.get_num_threads()
-    if n == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 # -- small torch functions (quaternions (w, x, y, z), spatial vectors (angular, linear) at the world origin) ----------

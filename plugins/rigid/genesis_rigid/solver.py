@@ -14,7 +14,7 @@ from genesis_core.launch import Launcher, torch_one_thread
 from genesis_core.coupler import ColliderView
 
 from . import kernels_step
-from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, one_thread, tangent_basis
+from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, quat_mul, tangent_basis
 from .entity import RigidEntity
 from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SWEEPS,
                                 HASH_FACTOR, KEY_SPAN)
@@ -57,12 +57,6 @@ def _visual_mesh(path, scale):
         _VISUAL_MESHES[key] = (verts, faces)
     return _VISUAL_MESHES[key]
 
-
-def _quat_mul_torch(a, b):
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], dim=-1)
 
 # contacts per geom pair when the pool is sized by RigidOptions.max_collision_pairs (Genesis World's budget for a
 # convex pair without contact patches)
@@ -942,7 +936,7 @@ class RigidSolver(gs.SolverBase):
         for x in inputs.values():
             x.requires_grad_(True)
         params = self._param_copies(grad=True)
-        with torch.enable_grad(), one_thread():
+        with torch.enable_grad(), torch_one_thread():
             self._diff_params(params)
             out = self._diff.substep(inputs, st.at("dofs_ctrl_mode", f), self.scratch["s_con_f"],
                                      self.scratch["s_con_i"],
@@ -967,7 +961,7 @@ class RigidSolver(gs.SolverBase):
             names = [n for n in VIEW_ARRAYS if getattr(self._view, n).grad is not None and outs[n].requires_grad]
             grads = [getattr(self._view, n).grad for n in names]
             if grads and any(bool(g.any()) for g in grads):
-                with one_thread():
+                with torch_one_thread():
                     g_q, g_v = torch.autograd.grad([outs[n] for n in names], [q, v], grads, allow_unused=True)
                 with torch.no_grad():
                     for name, g in (("qpos", g_q), ("dofs_vel", g_v)):
@@ -987,7 +981,7 @@ class RigidSolver(gs.SolverBase):
         self._diff_tape = None
         if not names:
             return
-        with one_thread():
+        with torch_one_thread():
             grads = torch.autograd.grad([out[n] for n in names], [inputs[n] for n in wrt],
                                         [st.grad_at(n, fn) for n in names], allow_unused=True)
         with torch.no_grad():
@@ -1118,7 +1112,7 @@ class RigidSolver(gs.SolverBase):
             w, u = lq[..., :1], lq[..., 1:]
             p = p.expand_as(lp)
             t = 2.0 * torch.linalg.cross(u, p)
-            return lp + p + w * t + torch.linalg.cross(u, t), _quat_mul_torch(lq, q.expand_as(lq))
+            return lp + p + w * t + torch.linalg.cross(u, t), quat_mul(lq, q.expand_as(lq))
 
         if rm["prims"]:  # visual primitives that are not geoms (URDF <visual> boxes, spheres, ...)
             items = rm["prims"]
@@ -1362,6 +1356,6 @@ class RigidSolver(gs.SolverBase):
         st = self.state
         q = st.at("qpos", fn).clone().requires_grad_(True)
         vel = st.at("dofs_vel", fn).clone().requires_grad_(True)
-        with torch.enable_grad(), one_thread():
+        with torch.enable_grad(), torch_one_thread():
             outs = self._diff.collider(q, vel)
         self._view_tape = ((q, vel), outs)
