@@ -442,13 +442,12 @@ class Renderer:
         scene = self.scene
         for v in views:
             _check_view(v, B)
-        smap, level = segmentation_map(scene), scene.vis_options.segmentation_level
+        smap, level = segmentation_map(scene, views), scene.vis_options.segmentation_level
         prim_i, prim_f, prim_pose, prim_color, planes = [], [], [], [], []
         n_planes = 0
         part_f, part_i, part_color = [], [], []
         meshes = []
         for v in views:
-            _check_view(v, B)
             geom_keys, mesh_keys, part_ents = view_keys(v, level)
             if v.geom_type is not None and v.geom_type.shape[0] > 0:
                 G = int(v.geom_type.shape[0])

@@ -207,15 +207,15 @@ def particle_codes(smap: "SegmentationMap", entities: np.ndarray) -> np.ndarray:
     return smap.codes([segmentation_key("entity", int(e)) for e in uniq])[inv.reshape(-1)]
 
 
-def segmentation_map(scene) -> "SegmentationMap":
-    """The scene's SegmentationMap, every drawn element numbered (at the first render, or when
-    scene.segmentation_idx_dict is first read)."""
+def segmentation_map(scene, views=None) -> "SegmentationMap":
+    """The scene's SegmentationMap, every drawn element numbered (at the first render, from the views it draws, or
+    when scene.segmentation_idx_dict is first read)."""
     smap = getattr(scene, "_segmentation_map", None)
     if smap is None:
         smap = scene._segmentation_map = SegmentationMap()
         level = scene.vis_options.segmentation_level
         keys = []
-        for v in solver_render_views(scene):
+        for v in solver_render_views(scene) if views is None else views:
             geoms, meshes, parts = view_keys(v, level)
             keys += geoms + meshes + [segmentation_key(level, int(e)) for e in np.unique(parts)]
         smap.codes(keys)
