@@ -33,12 +33,6 @@ TIMEOUT = float(os.environ.get("GENESIS_EXAMPLES_TIMEOUT", runner.DEFAULT_TIMEOU
 KNOWN_FAILING = {
     "tutorials/IK_motion_planning_grasp": "motion planning: RigidEntity.plan_path (and Scene.draw_debug_path, "
                                           "Scene.clear_debug_object) are not implemented",
-    "rigid/set_phys_attr": "self-collision pairs touching in the neutral pose are kept (Genesis World drops them): "
-                           "the Franka's hand-link5 contact holds joint 6 at 0.19 rad",
-    "rigid/control_franka": "self-collision pairs touching in the neutral pose are kept (Genesis World drops them): "
-                            "the Franka's hand-link5 contact holds joint 6 at 0.19 rad",
-    "rigid/gravity_compensation": "self-collision pairs touching in the neutral pose are kept (Genesis World drops "
-                                  "them): the fully compensated Franka's hand is pushed up 2 cm",
     "coupling/sand_wheel": "particle emitters: URDF(convexify=...) and Scene.add_emitter are not implemented",
     "differentiable_push": "differentiable tools: gs.materials.Tool is not implemented",
     "elastic_dragon": "tets for a surface with holes: the dragon's mesh is not closed",

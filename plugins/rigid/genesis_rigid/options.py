@@ -27,6 +27,9 @@ class RigidOptions(Options):
     max_contacts: the contact pool's entries per environment (a full pool keeps the deepest contacts); None
     (default): sized from the model, 16 per moving body, at least 64. enable_collision,
     enable_joint_limit, enable_self_collision, enable_adjacent_collision: switches (adjacent: parent-child links).
+    enable_neutral_collision: False (the default, as in Genesis World): geom pairs of one kinematic tree that
+    already overlap in the neutral configuration (qpos0), as a hand inside its wrist's hull, never collide (a
+    warning names them); True keeps them.
 
     Genesis World's names, accepted where they mean something here: dt and gravity (the solver steps with the
     scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (geom pairs in contact at
@@ -51,6 +54,7 @@ class RigidOptions(Options):
     enable_joint_limit: bool = attrs.field(default=True, validator=v.is_bool)
     enable_self_collision: bool = attrs.field(default=True, validator=v.is_bool)
     enable_adjacent_collision: bool = attrs.field(default=False, validator=v.is_bool)
+    enable_neutral_collision: bool = attrs.field(default=False, validator=v.is_bool)
     dt: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
     gravity: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(v.to_float_tuple),
                                         validator=attrs.validators.optional(v.vec(3)))
@@ -85,7 +89,6 @@ GENESIS_ONLY = {
     "max_dynamic_constraints": "the constraint rows follow the contact pool: set max_contacts",
     "sparse_solve": "the mass matrix is always factorised along the kinematic tree (sparse)",
     "IK_max_targets": "inverse kinematics takes any number of targets",
-    "enable_neutral_collision": "set enable_collision / enable_self_collision / enable_adjacent_collision",
 }
 
 _attrs_init = RigidOptions.__init__

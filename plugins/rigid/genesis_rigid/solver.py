@@ -31,6 +31,7 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_N,
                      TI_START)
 from .material import Rigid
+from .neutral import neutral_overlaps
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
 from .options import RigidOptions
 from .robots import describe
@@ -532,7 +533,34 @@ class RigidSolver(gs.SolverBase):
                 if ga["entity"] == gb["entity"] and not opts.enable_self_collision:
                     continue
                 pairs.append((a, b) if _pair_order(ga["type"], gb["type"]) else (b, a))
+        if opts.enable_self_collision and not opts.enable_neutral_collision:
+            pairs = self._drop_neutral_overlaps(pairs)
         return pairs
+
+    def _drop_neutral_overlaps(self, pairs):
+        """`pairs` without the pairs of one kinematic tree that overlap at qpos0 (RigidOptions'
+        enable_neutral_collision; genesis_rigid.neutral), with a warning naming them."""
+        links, geoms = self._links, self._geoms
+        root = []
+        for l, k in enumerate(links):  # parents come first
+            root.append(l if k["parent"] < 0 else root[k["parent"]])
+        same_tree = [p for p in pairs if root[geoms[p[0]]["link"]] == root[geoms[p[1]]["link"]]]
+        if not same_tree:
+            return pairs
+        dropped = set(neutral_overlaps(same_tree, geoms, links, self._joints, self._qpos0))
+        if dropped:
+            names = ", ".join(f"{self._geom_label(a)} / {self._geom_label(b)}" for a, b in sorted(dropped))
+            warnings.warn(f"RigidSolver: {len(dropped)} geom pair(s) overlap in the neutral configuration (qpos0) "
+                              f"and will not collide: {names}. RigidOptions(enable_neutral_collision=True) keeps "
+                              "them.")
+        return [p for p in pairs if p not in dropped]
+
+    def _geom_label(self, g):
+        """A geom as a warning names it: entity, link and geom name."""
+        gm = self._geoms[g]
+        entity = next(e for e in self.entities if e.idx == gm["entity"])
+        geom = f" geom {gm['desc'].name!r}" if gm["desc"].name else f" geom {g}"
+        return f"(entity {entity.idx} link {entity.links[gm['link'] - entity.link_start].name!r}{geom})"
 
     def state_dims(self):
         quats = [j["q"] + (3 if j["type"] == FREE else 0) for j in self._joints if j["type"] in (FREE, BALL)]
