@@ -10,8 +10,9 @@ class OptionError(GenesisError, ValueError):
 
 
 class MeshNotWatertight(OptionError):
-    """A Mesh morph's file is to be meshed into tets but its surface is not closed (the message names the file
-    and counts its open edges)."""
+    """A Mesh morph's file is to be meshed into tets but its surface encloses no volume (a sheet, no faces), or
+    the mesher's tets do not bound a closed surface (the message names the file). A surface with holes is meshed,
+    with a warning."""
 
 
 class PluginNotInstalledError(GenesisError, AttributeError):

@@ -35,7 +35,6 @@ KNOWN_FAILING = {
                                           "Scene.clear_debug_object) are not implemented",
     "coupling/sand_wheel": "particle emitters: URDF(convexify=...) and Scene.add_emitter are not implemented",
     "differentiable_push": "differentiable tools: gs.materials.Tool is not implemented",
-    "elastic_dragon": "tets for a surface with holes: the dragon's mesh is not closed",
 }
 
 needs_examples = pytest.mark.skipif(EXAMPLES is None, reason=(
