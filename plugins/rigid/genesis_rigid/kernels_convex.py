@@ -39,6 +39,7 @@ EPA_V = 32  # polytope vertices: the 4 of the GJK tetrahedron, then one per expa
 EPA_F = 128  # polytope faces, discarded ones included
 EPA_E = 32  # horizon edges of one expansion
 EPA_TOL = 1e-6  # m: EPA stops once the support in the nearest face's normal is this close to the face
+SEPARATION_MARGIN = 1e-5  # m: a cached separating direction settles a pair only if it clears it by this much
 FACE_COS = 0.99  # a hull face this well aligned with the EPA normal makes a face contact
 CLIP_N = MAX_HULL_VERTICES  # points of a clipped polygon (also the candidates of a whole hull below a plane)
 # scratch rows: s_nar_f [B, NAR_ROWS, 6]: polytope vertices (Minkowski point, witness on A) at rows [0, EPA_V),
@@ -118,7 +119,9 @@ def epa_visible(b, f, p, s_nar_f, s_nar_i):
 @func_ref("ca", "rot_a", "cb", "rot_b")
 def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f, s_nar_f, s_nar_i):
     """GJK, then EPA from its tetrahedron, in one loop that evaluates one support point per iteration.
-    Returns (1 if the shapes overlap, the normal u from A to B, the depth, the witness point on A)."""
+    Returns (1 if the shapes overlap, the normal u from A to B, the depth, the witness point on A); when they do not,
+    u is a unit direction d along which the support of A - B stays below the origin (a proof of separation), or 0
+    if GJK ran out of iterations."""
     # the GJK simplex: rows ka (the newest point), kb, kc, kd of s_nar_f (point, witness on A); `used`: their bits
     ka, kb, kc, kd = 0, 0, 0, 0
     used = 0
@@ -127,6 +130,7 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
         d = ti.Vector([1.0, 0.0, 0.0])
     phase = 0  # 0: GJK, 1: EPA, 2: done
     hit = 0
+    apart = ti.Vector([0.0, 0.0, 0.0])  # the direction GJK proved separating, if it did
     dim = 0
     n_v, n_f, best, nearest = 4, 4, 0, 0.0
     for it in range(GJK_ITERS + EPA_V - 3):
@@ -143,6 +147,7 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
         if phase == 0:
             if dim > 0 and p.dot(d) < 0:
                 phase = 2  # the support does not pass the origin: d separates the shapes
+                apart = d
             else:
                 ka = 0  # a free row for the new point
                 while used & (1 << ka) != 0:
@@ -259,6 +264,8 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
     for c in ti.static(range(3)):
         witness[c] = (1.0 - l1 - l2) * s_nar_f[b, i0, 3 + c] + l1 * s_nar_f[b, i1, 3 + c] + \
             l2 * s_nar_f[b, i2, 3 + c]
+    if hit == 0:  # no overlap: u is the separating direction GJK proved (unit), or 0 if it ran out of iterations
+        u = apart / ti.max(apart.norm(), 1e-30)
     return hit, u, depth, witness
 
 
@@ -287,8 +294,14 @@ def clip_point(b, row, x, count, s_nar_f):
 
 
 @func_ref("ca", "rot_a", "sa", "cb", "rot_b", "sb")
-def convex_contacts(b, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f, hull_i, s_nar_f, s_nar_i):
-    """Candidate contacts of a pair with a hull: (count, first row in s_nar_f, normal from a to b)."""
+def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f, hull_i, s_nar_f, s_nar_i,
+                    s_sep):
+    """Candidate contacts of pair p with a hull: (count, first row in s_nar_f, normal from a to b).
+
+    s_sep[b, p] keeps, in A's frame, the direction that last proved the pair apart (0: none). One support point
+    along it settles most pairs that stay apart from substep to substep (a folding arm's links near each other:
+    GJK took most of the mesh kernel's time); a pair it does not settle by SEPARATION_MARGIN goes through GJK as
+    if there were none, so the contacts found never depend on it (a checkpoint need not hold it)."""
     ra = sa[0] if ta == SPHERE or ta == CAPSULE or ta == CYLINDER else 0.0
     rb = sb[0] if tb == SPHERE or tb == CAPSULE or tb == CYLINDER else 0.0
     ha = sa[1] if ta == CAPSULE or ta == CYLINDER else 0.0
@@ -296,8 +309,19 @@ def convex_contacts(b, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hul
     va, na = geom_i[ga, GI_VERT], geom_i[ga, GI_N_VERTS]
     vb, nb = geom_i[gb, GI_VERT], geom_i[gb, GI_N_VERTS]
     n_cand, base, normal = 0, 0, ti.Vector([0.0, 0.0, 1.0])
-    hit, u, depth, witness = penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f, s_nar_f,
-                                         s_nar_i)
+    cached = ti.Vector([s_sep[b, p, 0], s_sep[b, p, 1], s_sep[b, p, 2]])
+    apart = False
+    if cached.norm_sqr() > 0.25:
+        d = rot_a @ cached
+        sp, _ = minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f)
+        apart = sp.dot(d) < -SEPARATION_MARGIN * d.norm()
+    hit, u, depth, witness = 0, ti.Vector([0.0, 0.0, 0.0]), 0.0, ti.Vector([0.0, 0.0, 0.0])
+    if not apart:
+        hit, u, depth, witness = penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
+                                             s_nar_f, s_nar_i)
+        local = rot_a.transpose() @ u
+        for c in ti.static(range(3)):
+            s_sep[b, p, c] = local[c] if hit == 0 else 0.0
     if hit == 1:
         if depth > 0 and depth < 1e29:  # (1e30: only degenerate faces were left)
             normal = u
@@ -589,7 +613,7 @@ def emit_manifold(b, slot, key0, n_slots, base, n, normal, mu, la, lb, coded, s_
 
 @func
 def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
-                         s_nar_f, s_nar_i):
+                         s_nar_f, s_nar_i, s_sep):
     """The contacts of the near pairs with a mesh (always geom b) or of two boxes that kernels_collision.detect_contacts
     listed in s_near_i: two boxes by box_box_candidates, a plane against the hull's vertices, anything else by
     convex_contacts; then emit_manifold."""
@@ -614,8 +638,8 @@ def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, p
         else:
             sa = v3(geom_f, ga, GF_SIZE)
             sb = v3(geom_f, gb, GF_SIZE)
-            n_cand, base, normal = convex_contacts(b, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f,
-                                                   hull_i, s_nar_f, s_nar_i)
+            n_cand, base, normal = convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i,
+                                                   hull_f, hull_i, s_nar_f, s_nar_i, s_sep)
         if n_cand > 0:
             emit_manifold(b, pair_i[p, PI_SLOT], p * KEY_SPAN, pair_i[p, PI_N_SLOTS], base, n_cand, normal,
                           ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION]), la, lb, coded, s_nar_f, s_nar_i,

@@ -96,7 +96,8 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
                    geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2), hull_f: nd(ndim=2),
                    hull_i: nd(ndim=2),
                    pair_i: nd(ndim=2), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
-                   s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3), s_nar_i: nd(ndim=3), s_hash: nd(ndim=2)):
+                   s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3), s_nar_i: nd(ndim=3), s_sep: nd(ndim=3),
+                   s_hash: nd(ndim=2)):
     """The contacts of frame f of the near pairs with a mesh that `collide` listed; then the warm starts."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
@@ -106,7 +107,7 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
             continue
         b = t // spread
         detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
-                             s_nar_f, s_nar_i)
+                             s_nar_f, s_nar_i, s_sep)
         finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)
 
 

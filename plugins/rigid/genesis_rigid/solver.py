@@ -627,7 +627,7 @@ class RigidSolver(gs.SolverBase):
             s_row_f=z(B, R, RF_N),
             s_row_i=z(B, R, RI_N, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
-            s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"),
+            s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"), s_sep=z(B, max(self.n_pairs, 1), 3),
             s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),
             s_sap_axis=z(B, kind="i"), s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
@@ -902,7 +902,7 @@ class RigidSolver(gs.SolverBase):
                        s["s_hash"])
             collide_meshes = (st.links_pos, st.contact_key, m["geom_f"], m["geom_mu"], m["geom_i"], m["hull_f"],
                               m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
-                              s["s_nar_f"], s["s_nar_i"], s["s_hash"])
+                              s["s_nar_f"], s["s_nar_i"], s["s_sep"], s["s_hash"])
             head = (st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat, st.contact_impulse)
             tail = (st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp,
                     st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"], m["joint_i"],
