@@ -246,7 +246,7 @@ class DifferentiableStep:
         self.S = solver.n_slots
         self.max_contacts = solver.max_contacts
         self.max_rows = 3 * self.max_contacts + len(limited)
-        self._setup_contacts(geom_f, geom_i, pair_i[:solver.n_pairs], moves)
+        self._setup_contacts(geom_f, geom_i, pair_i[:solver.n_pairs, :4], moves)
 
     # -- build-time tables of the contact slots -------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from .hull import MAX_HULL_VERTICES
 from .kernels_collision import CI_FEATURE, KEY_SPAN, box_support_radius, closest_between_segments, emit, geom_pose
 from .kernels_math import func, func_ref, tangent_basis, v3
 from .layout import (GF_FRICTION, GF_SIZE, GI_FACE, GI_LINK, GI_N_FACES, GI_N_VERTS, GI_TYPE, GI_VERT, PI_GEOM_A,
-                     PI_GEOM_B, PI_N_SLOTS, PI_SLOT)
+                     PI_GEOM_B, PI_N_SLOTS, PI_SEP, PI_SLOT)
 from .model import BOX, CAPSULE, CYLINDER, PLANE, SPHERE
 
 # box-box: an edge-edge axis closer than this (cosine, about 2.6 degrees) to a face normal of either box is left to
@@ -294,11 +294,11 @@ def clip_point(b, row, x, count, s_nar_f):
 
 
 @func_ref("ca", "rot_a", "sa", "cb", "rot_b", "sb")
-def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f, hull_i, s_nar_f, s_nar_i,
-                    s_sep):
+def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f, hull_i, pair_i, s_nar_f,
+                    s_nar_i, s_sep):
     """Candidate contacts of pair p with a hull: (count, first row in s_nar_f, normal from a to b).
 
-    s_sep[b, p] keeps, in A's frame, the direction that last proved the pair apart (0: none). One support point
+    s_sep[b, pair_i[p, PI_SEP]] keeps, in A's frame, the direction that last proved the pair apart (0: none). One support point
     along it settles most pairs that stay apart from substep to substep (a folding arm's links near each other:
     GJK took most of the mesh kernel's time); a pair it does not settle by SEPARATION_MARGIN goes through GJK as
     if there were none, so the contacts found never depend on it (a checkpoint need not hold it)."""
@@ -309,7 +309,8 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, 
     va, na = geom_i[ga, GI_VERT], geom_i[ga, GI_N_VERTS]
     vb, nb = geom_i[gb, GI_VERT], geom_i[gb, GI_N_VERTS]
     n_cand, base, normal = 0, 0, ti.Vector([0.0, 0.0, 1.0])
-    cached = ti.Vector([s_sep[b, p, 0], s_sep[b, p, 1], s_sep[b, p, 2]])
+    slot = pair_i[p, PI_SEP]
+    cached = ti.Vector([s_sep[b, slot, 0], s_sep[b, slot, 1], s_sep[b, slot, 2]])
     apart = False
     if cached.norm_sqr() > 0.25:
         d = rot_a @ cached
@@ -321,7 +322,7 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, 
                                              s_nar_f, s_nar_i)
         local = rot_a.transpose() @ u
         for c in ti.static(range(3)):
-            s_sep[b, p, c] = local[c] if hit == 0 else 0.0
+            s_sep[b, slot, c] = local[c] if hit == 0 else 0.0
     if hit == 1:
         if depth > 0 and depth < 1e29:  # (1e30: only degenerate faces were left)
             normal = u
@@ -639,7 +640,7 @@ def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, p
             sa = v3(geom_f, ga, GF_SIZE)
             sb = v3(geom_f, gb, GF_SIZE)
             n_cand, base, normal = convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i,
-                                                   hull_f, hull_i, s_nar_f, s_nar_i, s_sep)
+                                                   hull_f, hull_i, pair_i, s_nar_f, s_nar_i, s_sep)
         if n_cand > 0:
             emit_manifold(b, pair_i[p, PI_SLOT], p * KEY_SPAN, pair_i[p, PI_N_SLOTS], base, n_cand, normal,
                           ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION]), la, lb, coded, s_nar_f, s_nar_i,

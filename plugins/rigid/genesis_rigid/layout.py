@@ -32,7 +32,7 @@ GI_TYPE, GI_LINK, GI_VERT, GI_N_VERTS, GI_FACE, GI_N_FACES, GI_N = range(7)
 # seen from outside.
 HF_N, HI_N = 4, 2
 # pair_i [P, 4]: the two geoms (type of the first <= type of the second), first contact slot, number of slots
-PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_N = range(5)
+PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_SEP, PI_N = range(6)
 # params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity,
 # regularisation, constraint-solver tolerance (largest impulse change of a sweep that ends the iterations)
 PF_GRAVITY, PF_DT, PF_BAUMGARTE, PF_SLOP, PF_MAX_CORRECTION, PF_REG, PF_TOL, PF_N = 0, 3, 4, 5, 6, 7, 8, 9

@@ -399,12 +399,16 @@ class RigidSolver(gs.SolverBase):
             hull_i[row:row + len(loop), 0] = loop
             row += len(loop)
         pair_i = np.zeros((max(len(pairs), 1), PI_N), dtype=np.int32)
-        n_slots = 0
+        n_slots, n_sep = 0, 0
         for p, (ga, gb) in enumerate(pairs):
             k = PAIR_SLOTS[(geoms[ga]["type"], geoms[gb]["type"])] if (geoms[ga]["type"], geoms[gb]["type"]) in \
                 PAIR_SLOTS else PAIR_SLOTS[(geoms[gb]["type"], geoms[ga]["type"])]
-            pair_i[p] = (ga, gb, n_slots, k)
+            # the pairs GJK tests (kernels_convex.convex_contacts) keep a separating direction in s_sep[:, PI_SEP]
+            gjk = self._hull_pair(ga, gb) and not (geoms[ga]["type"] == geoms[gb]["type"] == BOX) and \
+                PLANE not in (geoms[ga]["type"], geoms[gb]["type"])
+            pair_i[p] = (ga, gb, n_slots, k, n_sep if gjk else -1)
             n_slots += k
+            n_sep += gjk
         # the broadphase: pairs with a plane are tested directly, the others found by sweep and prune over the
         # geoms that take part in them, through a table of the candidate pairs
         pair_lut = np.full((max(G, 1), max(G, 1)), -1, dtype=np.int32)
@@ -427,6 +431,7 @@ class RigidSolver(gs.SolverBase):
         self.collision = bool(self.options.enable_collision and pairs)
         # pairs the mesh kernel handles: with a mesh, or two boxes
         self.n_mesh_pairs = sum(self._hull_pair(ga, gb) for ga, gb in pairs)
+        self.n_gjk_pairs = n_sep
         opts, sim = self.options, self.sim_options
         params_f = np.zeros(PF_N)
         params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity
@@ -627,7 +632,7 @@ class RigidSolver(gs.SolverBase):
             s_row_f=z(B, R, RF_N),
             s_row_i=z(B, R, RI_N, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
-            s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"), s_sep=z(B, max(self.n_pairs, 1), 3),
+            s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"), s_sep=z(B, max(self.n_gjk_pairs, 1), 3),
             s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),
             s_sap_axis=z(B, kind="i"), s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
