@@ -77,22 +77,38 @@ def _world(hull, pos, quat):
     for loop in hull.face_loops:
         idx = np.asarray(loop)
         edges.append(hull.vertices[np.roll(idx, -1)] - hull.vertices[idx])
-    edges = np.concatenate(edges) @ rot.T
+    edges = np.concatenate(edges)
     edges /= np.linalg.norm(edges, axis=1, keepdims=True)
-    return verts, np.asarray(hull.face_normals) @ rot.T, edges
+    # each edge is on two faces, walked both ways: one direction per line (sign fixed, near-duplicates merged)
+    lead = edges[np.arange(len(edges)), np.argmax(np.abs(edges), axis=1)]
+    edges = np.unique(np.round(edges * np.sign(lead)[:, None], 9), axis=0)
+    return verts, np.asarray(hull.face_normals) @ rot.T, edges @ rot.T
 
 
-def penetration_depth(a, b):
+def _overlap(va, vb, axes):
+    """The overlaps of two point sets' projections on each axis (rows)."""
+    pa, pb = va @ axes.T, vb @ axes.T
+    return np.minimum(pa.max(axis=0) - pb.min(axis=0), pb.max(axis=0) - pa.min(axis=0))
+
+
+def penetration_depth(a, b, stop=None):
     """The penetration depth of two convex polytopes, each (vertices, face normals, edge directions) in one frame:
-    the smallest overlap of their projections over the separating-axis candidates; <= 0 when they are apart."""
+    the smallest overlap of their projections over the separating-axis candidates; <= 0 when they are apart.
+    With `stop`, the search may end at the first axis whose overlap is at most `stop`, and return that overlap
+    (enough to know the depth does not exceed it)."""
     va, na, ea = a
     vb, nb, eb = b
-    cross = np.cross(ea[:, None, :], eb[None, :, :]).reshape(-1, 3)
-    norm = np.linalg.norm(cross, axis=1)
-    axes = np.concatenate([na, nb, cross[norm > 1e-6] / norm[norm > 1e-6, None]])
-    pa, pb = va @ axes.T, vb @ axes.T
-    overlap = np.minimum(pa.max(axis=0) - pb.min(axis=0), pb.max(axis=0) - pa.min(axis=0))
-    return float(overlap.min())
+    depth = float(_overlap(va, vb, np.concatenate([na, nb])).min())
+    chunk = max(1, 4096 // max(len(eb), 1))  # edges of a taken at a time: the cross products stay small
+    for i in range(0, len(ea), chunk):
+        if stop is not None and depth <= stop:
+            break
+        cross = np.cross(ea[i:i + chunk, None, :], eb[None, :, :]).reshape(-1, 3)
+        norm = np.linalg.norm(cross, axis=1)
+        keep = norm > 1e-6
+        if keep.any():
+            depth = min(depth, float(_overlap(va, vb, cross[keep] / norm[keep, None]).min()))
+    return depth
 
 
 def neutral_overlaps(pairs, geoms, links, joints, qpos0):
@@ -122,6 +138,7 @@ def neutral_overlaps(pairs, geoms, links, joints, qpos0):
         (ca, ra), (cb, rb) = radius[ga], radius[gb]
         if np.linalg.norm(ca - cb) >= ra + rb:
             continue
-        if penetration_depth(a, b) > RELATIVE_DEPTH * min(ra, rb):
+        tol = RELATIVE_DEPTH * min(ra, rb)
+        if penetration_depth(a, b, stop=tol) > tol:
             found.append((ga, gb))
     return found
