@@ -50,7 +50,8 @@ from .errors import MeshNotWatertight, OptionError
 from .rotations import quat_to_mat
 
 DEFAULT_CELLS = 10  # cells across the smallest dimension at maxvolume=-1
-CACHE_FORMAT = 1  # part of every cache key; bump when what is cached changes
+CACHE_FORMAT = 2  # part of every cache key; bump when what is cached changes (2: pruned to a manifold boundary,
+#                   with the surface's open-edge counts)
 
 # The 4 faces of a positive tet (a, b, c, d), each ordered so that its right-hand normal points out of the tet.
 _TET_FACES = np.array([[1, 2, 3], [0, 3, 2], [0, 1, 3], [0, 2, 1]])
@@ -227,7 +228,8 @@ def _file_mesh(morph):
     if not morph.force_retet:
         cached = _load(path)
         if cached is not None:
-            return cached
+            _warn_open(morph, cached[2])
+            return cached[:2]
 
     import trimesh
 
@@ -236,20 +238,28 @@ def _file_mesh(morph):
     _, uses = np.unique(edges, axis=0, return_counts=True)
     if len(mesh.faces) == 0:
         raise MeshNotWatertight(f"Mesh.file={morph.file!r} has no faces: there is no surface to fill with tets.")
-    if np.any(uses != 2):
-        warnings.warn(
-            f"Mesh.file={morph.file!r} is not a closed surface: {np.sum(uses == 1)} open edges (on one face only) "
-            f"and {np.sum(uses > 2)} edges on more than two faces, of {len(uses)}. fTetWild fills the volume its "
-            "generalized winding number puts inside, as if the holes were closed; check the result, or close the "
-            "surface first (for instance trimesh's fill_holes, or a remesher).", stacklevel=4)
+    surface = np.array([np.sum(uses == 1), np.sum(uses > 2), len(uses)], dtype=np.int64)
+    _warn_open(morph, surface)
     verts, tets = _run_mesher(np.asarray(mesh.vertices, np.float64) * morph.scale, np.asarray(mesh.faces), morph)
     if len(tets) == 0:
         raise MeshNotWatertight(
             f"Mesh.file={morph.file!r} encloses no volume: the mesher found no tet inside its surface "
-            f"({np.sum(uses == 1)} open edges of {len(uses)}). Tets need a surface around a volume.")
+            f"({surface[0]} open edges of {surface[2]}). Tets need a surface around a volume.")
     verts, tets = _positive(*_compact(verts, _manifold(tets, f"Mesh.file={morph.file!r}")))
-    _save(path, verts, tets)
+    _save(path, verts, tets, surface)
     return verts, tets
+
+
+def _warn_open(morph, surface):
+    """Warn (each time the mesh is used, from the cache too) when the surface was not closed: surface holds its
+    counts of open edges, of edges on more than two faces, and of edges."""
+    n_open, n_multi, n_edges = (int(x) for x in surface)
+    if n_open or n_multi:
+        warnings.warn(
+            f"Mesh.file={morph.file!r} is not a closed surface: {n_open} open edges (on one face only) and "
+            f"{n_multi} edges on more than two faces, of {n_edges}. fTetWild fills the volume its generalized "
+            "winding number puts inside, as if the holes were closed; check the result, or close the surface "
+            "first (for instance trimesh's fill_holes, or a remesher).", stacklevel=5)
 
 
 def _import_pytetwild():
@@ -306,9 +316,9 @@ def _manifold(tets, where):
         if not len(bad):
             break
         on_boundary = boundary.reshape(-1, 4).any(axis=1)
-        holds = np.zeros(len(tets), dtype=bool)
-        for a, b in bad:
-            holds |= (tets == a).any(axis=1) & (tets == b).any(axis=1)
+        n = int(tets.max()) + 1
+        tet_edges = np.sort(tets[:, [0, 1, 0, 2, 0, 3, 1, 2, 1, 3, 2, 3]].reshape(-1, 6, 2), axis=2)
+        holds = np.isin(tet_edges[..., 0] * n + tet_edges[..., 1], bad[:, 0] * n + bad[:, 1]).any(axis=1)
         tets = tets[~(holds & on_boundary)]
         if n0 - len(tets) > MAX_PRUNED * n0:
             break
@@ -325,25 +335,26 @@ def _compact(verts, tets):
 
 
 def _load(path):
-    """The cached (verts, tets), or None if absent or unreadable (then it is meshed again and rewritten)."""
+    """The cached (verts, tets, surface counts), or None if absent or unreadable (then it is meshed again and
+    rewritten)."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            verts, tets = z["verts"], z["tets"]
+            verts, tets, surface = z["verts"], z["tets"], z["surface"]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     ok = (verts.dtype == np.float64 and verts.ndim == 2 and verts.shape[1] == 3 and tets.dtype == np.int64
           and tets.ndim == 2 and tets.shape[1] == 4 and tets.size > 0 and tets.min() >= 0
-          and tets.max() < len(verts))
-    return (verts, tets) if ok else None
+          and tets.max() < len(verts) and surface.dtype == np.int64 and surface.shape == (3,))
+    return (verts, tets, surface) if ok else None
 
 
-def _save(path, verts, tets):
+def _save(path, verts, tets, surface):
     """Write atomically (a temporary file renamed), so that a concurrent reader never sees half a file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, verts=verts, tets=tets)
+            np.savez(fh, verts=verts, tets=tets, surface=surface)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

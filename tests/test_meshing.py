@@ -256,6 +256,9 @@ def test_open_mesh_is_meshed_with_a_warning_naming_the_file_and_its_open_edges(t
         verts, tets = tetrahedralize(gs.morphs.Mesh(file=path))
     check_mesh(verts, tets, 10)
     assert len(fake_mesher) == 1 and issubclass(MeshNotWatertight, OptionError)
+    with pytest.warns(UserWarning, match="3 open edges"):  # from the cache too
+        v2, t2 = tetrahedralize(gs.morphs.Mesh(file=path))
+    assert len(fake_mesher) == 1 and v2.tobytes() == verts.tobytes() and t2.tobytes() == tets.tobytes()
 
 
 def test_a_surface_enclosing_nothing_is_refused(tmp_path, cache, monkeypatch):
@@ -288,7 +291,7 @@ def test_cache_hit_applies_the_pose_after_loading(tmp_path, cache, fake_mesher):
     assert np.array_equal(t0, t1)
     np.testing.assert_allclose(v1, v0 @ quat_to_mat(moved.quat).T + np.array(moved.pos), atol=1e-15)
     with np.load(next(cache.glob("*.npz")), allow_pickle=False) as z:
-        assert sorted(z.files) == ["tets", "verts"]
+        assert sorted(z.files) == ["surface", "tets", "verts"] and z["surface"].tolist() == [0, 0, 18]
 
 
 def test_cache_key_covers_content_scale_and_options(tmp_path, cache, fake_mesher):
@@ -307,7 +310,7 @@ def test_force_retet_bypasses_and_rewrites_the_cache(tmp_path, cache, fake_meshe
     tetrahedralize(gs.morphs.Mesh(file=path))
     entry = next(cache.glob("*.npz"))
     with open(entry, "wb") as fh:  # a valid entry that is not what the mesher gives
-        np.savez(fh, verts=np.eye(4, 3), tets=np.array([[0, 1, 2, 3]]))
+        np.savez(fh, verts=np.eye(4, 3), tets=np.array([[0, 1, 2, 3]]), surface=np.zeros(3, dtype=np.int64))
     assert len(tetrahedralize(gs.morphs.Mesh(file=path))[1]) == 1
     verts, tets = tetrahedralize(gs.morphs.Mesh(file=path, force_retet=True))
     assert len(fake_mesher) == 2 and len(tets) > 1

@@ -39,9 +39,11 @@ CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
 # point's index in the pair's manifold: what the differentiable step computes the point from), the entry of the
 # last substep with the same key (-1: none, no warm start); row CI_META holds the number of entries (column 0), of
 # the contacts found, kept or not (column 1), and the Gauss-Seidel sweeps of the last constraint solve, velocity
-# pass and position pass (columns CM_SWEEPS, CM_SWEEPS + 1)
+# pass and position pass (columns CM_SWEEPS, CM_SWEEPS + 1), and the pairs the mesh narrowphase settled as apart by
+# their kept separating direction, without GJK (column CM_SETTLED; kernels_convex.convex_contacts)
 CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_FEATURE, CI_KEY, CI_SLOT, CI_PREV, CI_META, CI_N = range(9)
 CM_SWEEPS = 2
+CM_SETTLED = 4
 # a key is pair * KEY_SPAN + feature (features: a point index < 8, or a box-box code < 3840)
 KEY_SPAN = 4096
 # the warm-start table of finish_contacts: open addressing over HASH_FACTOR * max_contacts rows (a power of two)
@@ -86,6 +88,7 @@ def clear_contacts(b, s_con_i):
         s_con_i[b, CI_ACTIVE, i] = 0
     s_con_i[b, CI_META, 0] = 0
     s_con_i[b, CI_META, 1] = 0
+    s_con_i[b, CI_META, CM_SETTLED] = 0
 
 
 @ti.func

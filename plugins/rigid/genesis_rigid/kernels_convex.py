@@ -24,7 +24,8 @@ that would overflow a buffer ends the iteration early with the best answer so fa
 import taichi as ti
 
 from .hull import MAX_HULL_VERTICES
-from .kernels_collision import CI_FEATURE, KEY_SPAN, box_support_radius, closest_between_segments, emit, geom_pose
+from .kernels_collision import (CI_FEATURE, CI_META, CM_SETTLED, KEY_SPAN, box_support_radius, closest_between_segments,
+                                emit, geom_pose)
 from .kernels_math import func, func_ref, tangent_basis, v3
 from .layout import (GF_FRICTION, GF_SIZE, GI_FACE, GI_LINK, GI_N_FACES, GI_N_VERTS, GI_TYPE, GI_VERT, PI_GEOM_A,
                      PI_GEOM_B, PI_N_SLOTS, PI_SEP, PI_SLOT)
@@ -294,14 +295,14 @@ def clip_point(b, row, x, count, s_nar_f):
 
 
 @func_ref("ca", "rot_a", "sa", "cb", "rot_b", "sb")
-def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f, hull_i, pair_i, s_nar_f,
-                    s_nar_i, s_sep):
+def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, hull_f, hull_i, pair_i, s_con_i,
+                    s_nar_f, s_nar_i, s_sep):
     """Candidate contacts of pair p with a hull: (count, first row in s_nar_f, normal from a to b).
 
-    s_sep[b, pair_i[p, PI_SEP]] keeps, in A's frame, the direction that last proved the pair apart (0: none). One support point
-    along it settles most pairs that stay apart from substep to substep (a folding arm's links near each other:
-    GJK took most of the mesh kernel's time); a pair it does not settle by SEPARATION_MARGIN goes through GJK as
-    if there were none, so the contacts found never depend on it (a checkpoint need not hold it)."""
+    s_sep[b, pair_i[p, PI_SEP]] keeps, in A's frame, the direction that last proved the pair apart (0: none).
+    One support point along it settles most pairs that stay apart from substep to substep (a folding arm's links
+    near each other: GJK took most of the mesh kernel's time); a pair it does not settle by SEPARATION_MARGIN goes
+    through GJK as if there were none, so the contacts found never depend on it (a checkpoint need not hold it)."""
     ra = sa[0] if ta == SPHERE or ta == CAPSULE or ta == CYLINDER else 0.0
     rb = sb[0] if tb == SPHERE or tb == CAPSULE or tb == CYLINDER else 0.0
     ha = sa[1] if ta == CAPSULE or ta == CYLINDER else 0.0
@@ -316,6 +317,8 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, 
         d = rot_a @ cached
         sp, _ = minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f)
         apart = sp.dot(d) < -SEPARATION_MARGIN * d.norm()
+        if apart:
+            s_con_i[b, CI_META, CM_SETTLED] += 1
     hit, u, depth, witness = 0, ti.Vector([0.0, 0.0, 0.0]), 0.0, ti.Vector([0.0, 0.0, 0.0])
     if not apart:
         hit, u, depth, witness = penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
@@ -640,7 +643,7 @@ def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, p
             sa = v3(geom_f, ga, GF_SIZE)
             sb = v3(geom_f, gb, GF_SIZE)
             n_cand, base, normal = convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i,
-                                                   hull_f, hull_i, pair_i, s_nar_f, s_nar_i, s_sep)
+                                                   hull_f, hull_i, pair_i, s_con_i, s_nar_f, s_nar_i, s_sep)
         if n_cand > 0:
             emit_manifold(b, pair_i[p, PI_SLOT], p * KEY_SPAN, pair_i[p, PI_N_SLOTS], base, n_cand, normal,
                           ti.max(geom_f[ga, GF_FRICTION], geom_f[gb, GF_FRICTION]), la, lb, coded, s_nar_f, s_nar_i,

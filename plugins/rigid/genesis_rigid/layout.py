@@ -31,7 +31,8 @@ GI_TYPE, GI_LINK, GI_VERT, GI_N_VERTS, GI_FACE, GI_N_FACES, GI_N = range(7)
 # its vertex loop in hull_i, loop length); a loop row holds (vertex row in hull_f, 0). Loops run counter-clockwise
 # seen from outside.
 HF_N, HI_N = 4, 2
-# pair_i [P, 4]: the two geoms (type of the first <= type of the second), first contact slot, number of slots
+# pair_i [P, 5]: the two geoms (type of the first <= type of the second), first contact slot, number of slots,
+# the pair's row of the separating directions kept per environment (s_sep; -1 for a pair GJK never tests)
 PI_GEOM_A, PI_GEOM_B, PI_SLOT, PI_N_SLOTS, PI_SEP, PI_N = range(6)
 # params_f: gravity (3), substep dt, Baumgarte factor, penetration slop, largest correction velocity,
 # regularisation, constraint-solver tolerance (largest impulse change of a sweep that ends the iterations)

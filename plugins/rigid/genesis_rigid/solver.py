@@ -16,7 +16,8 @@ from genesis_core.coupler import ColliderView
 from . import kernels_step
 from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, quat_mul, tangent_basis
 from .entity import RigidEntity
-from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SWEEPS,
+from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED,
+                                CM_SWEEPS,
                                 HASH_FACTOR, KEY_SPAN)
 from .kernels_constraint import RF_N, SD_SWEEP
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
@@ -637,7 +638,7 @@ class RigidSolver(gs.SolverBase):
             s_sap_axis=z(B, kind="i"), s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
             s_con_f=torch.zeros((B, C, CF_N), dtype=self.float_dtype, device=self.device),
-            s_con_i=torch.zeros((B, CI_N, max(C, 4)), dtype=torch.int32, device=self.device))
+            s_con_i=torch.zeros((B, CI_N, max(C, CM_SETTLED + 1)), dtype=torch.int32, device=self.device))
         # the dofs' parameters per environment, as the kernels read them: the model's, with the columns of the
         # state's dofs_* parameters (_sync_dof_params)
         base = self._arrays_np["dof_f"][:self.n_dofs]

@@ -15,7 +15,7 @@ import genesis_core as gs
 from genesis_rigid import assets
 from genesis_rigid.entity import _quat_to_mat
 from genesis_rigid.hull import MAX_HULL_VERTICES, box_hull, hull_of_points, mesh_hull
-from genesis_rigid.kernels_collision import CI_ACTIVE, CI_KEY, CI_META, KEY_SPAN
+from genesis_rigid.kernels_collision import CI_ACTIVE, CI_KEY, CI_META, CM_SETTLED, KEY_SPAN
 from genesis_rigid.kernels_convex import FACE_COS
 from genesis_rigid.model import MESH
 from genesis_core.rotations import quat_to_mat
@@ -483,7 +483,7 @@ def test_cached_separating_directions_change_no_contact(shared_assets, n_envs):
     """The mesh narrowphase keeps, per pair, the direction that last proved it apart (s_sep) and tries it first.
     The panda folding onto its floor (links near each other, then contacts) follows bitwise the same trajectory,
     contacts included, as when every substep starts without them (the cache cleared before each step), and the
-    cache does hold directions (so the test exercises it)."""
+    cache is used: directions are stored, and the narrowphase counts the pairs they settled without GJK."""
     def fold(clear):
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2))
         scene.add_entity(gs.morphs.Plane())
@@ -491,7 +491,7 @@ def test_cached_separating_directions_change_no_contact(shared_assets, n_envs):
         scene.build(n_envs=n_envs)
         if n_envs:
             panda.set_dofs_velocity(torch.tensor([[0.0] * 9, [0.3] * 9, [-0.3] * 9], dtype=torch.float64))
-        qs, cached = [], 0
+        qs, cached, settled = [], 0, 0
         for _ in range(120):
             if clear:
                 scene.rigid_solver.scratch["s_sep"].fill(0.0)
@@ -499,9 +499,10 @@ def test_cached_separating_directions_change_no_contact(shared_assets, n_envs):
             qs.append(panda.get_qpos().clone())
             sep = scene.rigid_solver.scratch["s_sep"].to_numpy()
             cached = max(cached, int((np.abs(sep).sum(-1) > 0).sum()))
-        return torch.stack(qs), cached, active_contacts(scene)
+            settled += int(scene.rigid_solver.scratch["s_con_i"][:, CI_META, CM_SETTLED].sum())
+        return torch.stack(qs), cached, settled, active_contacts(scene)
 
-    q_cached, n_cached, contacts = fold(False)
-    q_fresh, _, _ = fold(True)
-    assert n_cached > 0 and contacts > 0
+    q_cached, n_cached, n_settled, contacts = fold(False)
+    q_fresh, _, n_settled_fresh, _ = fold(True)
+    assert n_cached > 0 and n_settled > 0 and n_settled_fresh == 0 and contacts > 0
     assert torch.equal(q_cached, q_fresh)

@@ -9,8 +9,8 @@ import torch
 import genesis_core as gs
 from genesis_core.rotations import mat_to_quat, quat_to_mat
 from genesis_rigid import assets
-from genesis_rigid.hull import box_hull
-from genesis_rigid.neutral import _world, neutral_link_poses, penetration_depth
+from genesis_rigid.model import BOX, CAPSULE, SPHERE, GeomDesc
+from genesis_rigid.neutral import neutral_link_poses, penetration_depth, world_shape
 
 # a fixed base box; a hinged upper link; a hinged lower link (the base's grandchild, so not adjacent to it) whose
 # box "overlap" sinks 3 cm into the base's top and whose box "touch" only touches the base's +x face
@@ -26,6 +26,25 @@ ARM = """
           <joint name="j2" type="hinge" axis="1 0 0"/>
           <geom name="overlap" type="box" size="0.05 0.05 0.05" pos="0 0 0.12" mass="1"/>
           <geom name="touch" type="box" size="0.05 0.05 0.05" pos="0.15 0 0" mass="1"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+REF_ARM = """
+<mujoco>
+  <worldbody>
+    <body name="r0" pos="0 2 1" euler="0 0 30">
+      <geom type="box" size="0.1 0.1 0.1"/>
+      <body name="r1" pos="0.3 0 0" euler="20 0 0">
+        <joint name="h" type="hinge" axis="0 1 1" ref="30"/>
+        <geom type="capsule" size="0.03 0.1" mass="1"/>
+        <body name="r2" pos="0 0.2 0">
+          <joint name="s" type="slide" axis="1 0 0" ref="0.1"/>
+          <geom type="sphere" size="0.04" mass="1"/>
         </body>
       </body>
     </body>
@@ -50,9 +69,14 @@ def pair_names(scene):
     return {frozenset(solver._geoms[g]["desc"].name for g in p) for p in pairs}
 
 
+def shape(kind, size, pos, mat=np.eye(3)):
+    """A geom as penetration_depth takes it, in the world frame."""
+    desc = GeomDesc(name="g", type=kind, size=np.asarray(size, dtype=np.float64))
+    return world_shape(desc, np.asarray(pos, dtype=np.float64), mat_to_quat(mat))
+
+
 def box(half, pos, mat):
-    """A box as penetration_depth takes it: world vertices, face normals, edge directions."""
-    return _world(box_hull(half), np.asarray(pos, dtype=np.float64), mat_to_quat(mat))
+    return shape(BOX, half, pos, mat)
 
 
 def test_penetration_depth_is_the_separating_axis_depth():
@@ -77,17 +101,46 @@ def test_penetration_depth_is_the_separating_axis_depth():
     assert penetration_depth(lower, upper) == pytest.approx(0.03, abs=1e-12)
 
 
-def test_neutral_link_poses_are_the_built_scene_poses():
+def test_penetration_depth_of_spheres_and_capsules_is_exact():
+    """Swept shapes: two spheres (the centre line), a sphere at a box's corner (the corner's direction: apart by
+    2 mm, or 2 mm deep), a capsule lying across a box's edge (the edge's perpendicular) and two parallel capsules
+    side by side (the perpendicular between their segments), each against the distance computed by hand."""
+    r, h = 0.05, 0.1
+    assert penetration_depth(shape(SPHERE, [r, 0, 0], [0, 0, 0]), shape(SPHERE, [0.03, 0, 0], [0.07, 0, 0])) == \
+        pytest.approx(0.01, abs=1e-12)
+    corner = np.array([h, h, h])
+    u = np.ones(3) / np.sqrt(3)
+    cube = box([h, h, h], [0, 0, 0], np.eye(3))
+    for gap in (0.002, -0.002):
+        ball = shape(SPHERE, [r, 0, 0], corner + (r + gap) * u)
+        assert penetration_depth(cube, ball) == pytest.approx(-gap, abs=1e-12)
+        assert penetration_depth(ball, cube) == pytest.approx(-gap, abs=1e-12)
+    # a capsule along y over the box's top edge at x = h (the edge along y): its axis 45 degrees out, 3 mm deep
+    w = np.array([1.0, 0.0, 1.0]) / np.sqrt(2)
+    along_y = quat_to_mat([np.cos(np.pi / 4), np.sin(np.pi / 4), 0.0, 0.0])
+    cap = shape(CAPSULE, [r, 0.3, 0], np.array([h, 0, h]) + (r - 0.003) * w, along_y)
+    assert penetration_depth(cube, cap) == pytest.approx(0.003, abs=1e-12)
+    a = shape(CAPSULE, [r, 0.2, 0], [0, 0, 0])
+    b = shape(CAPSULE, [0.02, 0.1, 0], [0.06, 0.0, 0.05])
+    assert penetration_depth(a, b) == pytest.approx(0.01, abs=1e-12)
+
+
+def test_neutral_link_poses_are_the_built_scene_poses(tmp_path):
     """The poses the filter reads are those the kinematics gives the built scene at qpos0: a placed fixed base
-    (the arm, moved and turned) and a free base (the quadruped, placed by its morph)."""
+    (the arm, moved and turned), a free base (the quadruped, placed by its morph) and a hinge and a slide with a
+    ref (at qpos0 = ref the body is where the file puts it)."""
     scene = gs.Scene()
     arm = scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(0.3, -0.2, 0.5),
                                           euler=(10.0, 20.0, 30.0)))
     quad = scene.add_entity(gs.morphs.MJCF(file=assets.path("quadruped.xml"), pos=(1.0, 2.0, 0.7)))
+    path = tmp_path / "ref.xml"
+    path.write_text(REF_ARM)
+    ref = scene.add_entity(gs.morphs.MJCF(file=str(path)))
     scene.build()
+    assert ref.get_qpos().tolist() == pytest.approx([np.radians(30), 0.1]), "qpos0 of a joint is its ref"
     solver = scene.sim.rigid_solver
     poses = neutral_link_poses(solver._links, solver._joints, solver._qpos0)
-    for ent in (arm, quad):
+    for ent in (arm, quad, ref):
         pos, quat = ent.get_links_pos().double().numpy(), ent.get_links_quat().double().numpy()
         for i in range(ent.n_links):
             p, q = poses[ent.link_start + i]
