@@ -34,8 +34,8 @@ from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 
 # contact record columns of s_con_f [B, max_contacts, CF_N]: point (3), normal (3), depth, friction, restitution
 CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
-# s_con_i [B, CI_N, max(max_contacts, 4)] (each row contiguous): per pool entry its active flag, the links of geoms
-# a and b, the box-box feature code (-1 otherwise), the key, the candidate slot (the pair's first slot plus the
+# s_con_i [B, CI_N, max(max_contacts, 5)] (each row contiguous; the pool is its first max_contacts columns): per
+# pool entry its active flag, the links of geoms a and b, the box-box feature code (-1 otherwise), the key, the candidate slot (the pair's first slot plus the
 # point's index in the pair's manifold: what the differentiable step computes the point from), the entry of the
 # last substep with the same key (-1: none, no warm start); row CI_META holds the number of entries (column 0), of
 # the contacts found, kept or not (column 1), and the Gauss-Seidel sweeps of the last constraint solve, velocity

@@ -29,7 +29,8 @@ def contacts_at(boxes):
     ents = [scene.add_entity(gs.morphs.Box(size=s, pos=p, euler=e)) for s, p, e in boxes]
     scene.build()
     scene.step()  # contacts are found at the start of the step, at the poses set
-    con_f, con_i = scene.rigid_solver.scratch["s_con_f"][0], scene.rigid_solver.scratch["s_con_i"][0]
+    con_f = scene.rigid_solver.scratch["s_con_f"][0]
+    con_i = scene.rigid_solver.scratch["s_con_i"][0, :, :len(con_f)]  # the pool's entries
     ours = con_f[con_i[0] == 1].numpy()
     poses = [(e.get_pos().numpy(), e.get_quat().numpy()) for e in ents]
     return ours, poses
@@ -108,7 +109,8 @@ def test_box_pair_depth_is_the_separating_axis_minimum(pair_scene, qa, qb, pos):
     va, ra = box_vertices((0.2, 0.1, 0.06), np.zeros(3), qa)
     vb, rb = box_vertices((0.12, 0.08, 0.16), np.array(pos), qb)
     depth = separating_axis_depth(va, ra, vb, rb)
-    con_f, con_i = scene.rigid_solver.scratch["s_con_f"][0], scene.rigid_solver.scratch["s_con_i"][0]
+    con_f = scene.rigid_solver.scratch["s_con_f"][0]
+    con_i = scene.rigid_solver.scratch["s_con_i"][0, :, :len(con_f)]  # the pool's entries
     ours = con_f[con_i[0] == 1].numpy()
     if depth < -1e-9:
         assert len(ours) == 0
@@ -211,7 +213,8 @@ def test_crossed_beams_tilted_a_little_keep_their_face_contact(roll, pitch):
     beam = scene.add_entity(gs.morphs.Box(size=(2.0, 0.25, 0.1), pos=upper, euler=(roll, pitch, 0)))
     scene.build()
     scene.step()
-    con_f, con_i = scene.rigid_solver.scratch["s_con_f"][0], scene.rigid_solver.scratch["s_con_i"][0]
+    con_f = scene.rigid_solver.scratch["s_con_f"][0]
+    con_i = scene.rigid_solver.scratch["s_con_i"][0, :, :len(con_f)]  # the pool's entries
     ours = con_f[con_i[0] == 1].numpy()
     codes = con_i[3][con_i[0] == 1]
     up = quat_to_mat(beam.get_quat().numpy())[:, 2]
