@@ -34,13 +34,14 @@ from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 
 # contact record columns of s_con_f [B, max_contacts, CF_N]: point (3), normal (3), depth, friction, restitution
 CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
-# s_con_i [B, CI_N, max(max_contacts, 5)] (each row contiguous; the pool is its first max_contacts columns): per
-# pool entry its active flag, the links of geoms a and b, the box-box feature code (-1 otherwise), the key, the candidate slot (the pair's first slot plus the
-# point's index in the pair's manifold: what the differentiable step computes the point from), the entry of the
-# last substep with the same key (-1: none, no warm start); row CI_META holds the number of entries (column 0), of
-# the contacts found, kept or not (column 1), and the Gauss-Seidel sweeps of the last constraint solve, velocity
-# pass and position pass (columns CM_SWEEPS, CM_SWEEPS + 1), and the pairs the mesh narrowphase settled as apart by
-# their kept separating direction, without GJK (column CM_SETTLED; kernels_convex.convex_contacts)
+# s_con_i [B, CI_N, max(max_contacts, 5)] (each row contiguous; the pool is its first max_contacts columns): per pool
+# entry its active flag, the links of geoms a and b, the box-box feature code (-1 otherwise), the key, the candidate
+# slot (the pair's first slot plus the point's index in the pair's manifold: what the differentiable step computes the
+# point from), the entry of the last substep with the same key (-1: none, no warm start); row CI_META holds the number
+# of entries (column 0), of the contacts found, kept or not (column 1), and the Gauss-Seidel sweeps of the last
+# constraint solve, velocity pass and position pass (columns CM_SWEEPS, CM_SWEEPS + 1), and the pairs the mesh
+# narrowphase settled as apart by their kept separating direction, without GJK (column CM_SETTLED;
+# kernels_convex.convex_contacts)
 CI_ACTIVE, CI_LINK_A, CI_LINK_B, CI_FEATURE, CI_KEY, CI_SLOT, CI_PREV, CI_META, CI_N = range(9)
 CM_SWEEPS = 2
 CM_SETTLED = 4
