@@ -84,9 +84,21 @@ def tetrahedralize(morph) -> tuple[np.ndarray, np.ndarray]:
 def surface_faces(tets) -> np.ndarray:
     """The boundary triangles of a tet mesh of positive tets, int64 (k, 3): the faces that belong to exactly
     one tet, ordered so that the right-hand normal points out of the solid, in the order of their tets."""
+    faces, boundary = _tet_faces(tets)
+    return faces[boundary]
+
+
+def _tet_faces(tets):
+    """The faces of every tet [4 m, 3] (outward), and which of them are on the boundary (in one tet only)."""
     faces = np.asarray(tets, dtype=np.int64)[:, _TET_FACES].reshape(-1, 3)
     _, inverse, counts = np.unique(np.sort(faces, axis=1), axis=0, return_inverse=True, return_counts=True)
-    return faces[counts[inverse.ravel()] == 1]
+    return faces, counts[inverse.ravel()] == 1
+
+
+def _edge_uses(faces):
+    """The edges of triangles [k, 3], as sorted vertex pairs, and how many triangles each is on."""
+    edges = np.sort(np.asarray(faces)[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
+    return np.unique(edges, axis=0, return_counts=True)
 
 
 def mean_edge_lengths(verts, edges) -> np.ndarray:
@@ -234,8 +246,7 @@ def _file_mesh(morph):
     import trimesh
 
     mesh = trimesh.load(morph.file, force="mesh")  # merges coincident vertices, so seams are not open
-    edges = np.sort(mesh.faces[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
-    _, uses = np.unique(edges, axis=0, return_counts=True)
+    _, uses = _edge_uses(mesh.faces)
     if len(mesh.faces) == 0:
         raise MeshNotWatertight(f"Mesh.file={morph.file!r} has no faces: there is no surface to fill with tets.")
     surface = np.array([np.sum(uses == 1), np.sum(uses > 2), len(uses)], dtype=np.int64)
@@ -307,11 +318,8 @@ def _manifold(tets, where):
     tets = np.asarray(tets, dtype=np.int64)
     n0 = len(tets)
     while len(tets):
-        faces = tets[:, _TET_FACES].reshape(-1, 3)
-        _, inverse, counts = np.unique(np.sort(faces, axis=1), axis=0, return_inverse=True, return_counts=True)
-        boundary = counts[inverse.ravel()] == 1
-        edges = np.sort(faces[boundary][:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
-        keys, uses = np.unique(edges, axis=0, return_counts=True)
+        faces, boundary = _tet_faces(tets)
+        keys, uses = _edge_uses(faces[boundary])
         bad = keys[uses != 2]
         if not len(bad):
             break

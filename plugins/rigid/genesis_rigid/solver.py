@@ -78,6 +78,14 @@ MIN_MASS_FRACTION = 0.1
 _RANK = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, MESH: 5}
 
 
+def _link_roots(links):
+    """Each link's topmost ancestor (itself for a base): the root of its kinematic tree."""
+    root = []
+    for l, k in enumerate(links):  # parents come first
+        root.append(l if k["parent"] < 0 else root[k["parent"]])
+    return root
+
+
 def _pair_order(ta, tb):
     """True if (ta, tb) is the order the narrowphase expects: planes first, then boxes, meshes last."""
     return _RANK[ta] <= _RANK[tb]
@@ -277,9 +285,7 @@ class RigidSolver(gs.SolverBase):
         constraint row on a link only involves its tree's dofs (the mass matrix is block diagonal over trees), so
         its loops run over that range alone. If some tree's dofs are not contiguous, every range is all dofs."""
         links = self._links
-        root = []
-        for l, k in enumerate(links):  # parents come first
-            root.append(l if k["parent"] < 0 else root[k["parent"]])
+        root = _link_roots(links)
         dofs = {}
         for l, k in enumerate(links):
             dofs.setdefault(root[l], []).extend(range(*k["dofs"]))
@@ -547,9 +553,7 @@ class RigidSolver(gs.SolverBase):
         """`pairs` without the pairs of one kinematic tree that overlap at qpos0 (RigidOptions'
         enable_neutral_collision; genesis_rigid.neutral), with a warning naming them."""
         links, geoms = self._links, self._geoms
-        root = []
-        for l, k in enumerate(links):  # parents come first
-            root.append(l if k["parent"] < 0 else root[k["parent"]])
+        root = _link_roots(links)
         same_tree = [p for p in pairs if root[geoms[p[0]]["link"]] == root[geoms[p[1]]["link"]]]
         if not same_tree:
             return pairs
