@@ -18,17 +18,17 @@ entry in the declared state `contact_impulse` (read at frame f, written at frame
 
 import taichi as ti
 
-from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV,
-                                CM_SWEEPS)
-from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve
-from .kernels_math import func, quat_integrate, tangent_basis
-from .layout import (CTRL_FORCE, DF_DAMPING, PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
+from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_FEATURE, CI_KEY, CI_LINK_A, CI_LINK_B,
+                                CI_META, CI_PREV, CM_SWEEPS, KEY_SPAN)
+from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve, ldl_solve_reverse
+from .kernels_math import func, quat_integrate, quat_mul, quat_to_mat, tangent_basis
+from .layout import (CTRL_FORCE, DF_DAMPING, GF_QUAT, GF_SIZE, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
                      TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_START, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
                      JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
                      PF_SLOP, PF_TOL, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2,
                      RI_KIND, RI_LO, RI_LO2, RI_NORMAL, RI_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
-from .model import BALL, FREE, HINGE, SLIDE
+from .model import BALL, BOX, CAPSULE, FREE, HINGE, PLANE, SLIDE, SPHERE
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
 BOUNCE_THRESHOLD = 0.05
@@ -154,7 +154,8 @@ def add_row_response(b, r, s_row_i, s_W, s_dof, impulse, col):
 
 
 @func
-def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof):
+def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof,
+           s_hist):
     """Projected Gauss-Seidel on the rows' impulses (column lambda_col of s_row_f) toward J v >= target
     (target_col) for v = s_dof[b, :, col]: normal and limit rows lambda >= 0, friction rows inside the friction
     pyramid of their normal row's impulse (none in the position pass: mu is read from RF_MU only for the velocity
@@ -172,7 +173,12 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
     tests: rounding alone moves float32 values by more than any absolute bound small enough for float64). The
     velocity test ends the sweeps where the impulses drift along combinations that change no velocity (more rows
     than the dofs they move). Column SD_SWEEP of s_dof holds v at the start of the current sweep. Returns the
-    number of sweeps run."""
+    number of sweeps run.
+
+    Differentiable mode (s_hist [B, 2 (iterations + 1), rows], not the [1, 1, 1] placeholder): s_hist[b, base + i]
+    holds the impulses after sweep i (0: on entry), base 0 for the velocity pass and half of s_hist's second axis
+    for the position pass (solve_constraints_reverse replays the sweeps from it; with CG a sweep is recorded before
+    its conjugate step: CG is refused in differentiable mode)."""
     n = s_dof.shape[1]
     speed = 0.0
     count = 0
@@ -181,6 +187,11 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
     if accelerate:
         for r in range(n_rows):
             s_row_f[b, r, RF_DIR] = 0.0
+    record = s_hist.shape[1] > 1
+    base = 0 if lambda_col == RF_LAMBDA else s_hist.shape[1] // 2
+    if record:
+        for r in range(n_rows):
+            s_hist[b, base, r] = s_row_f[b, r, lambda_col]
     for _ in range(params_i[PP_ITERATIONS]):
         count += 1
         largest = 0.0
@@ -209,6 +220,9 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
             if accelerate:
                 s_row_f[b, r, RF_STEP] = delta
                 norm += delta * delta
+        if record:
+            for r in range(n_rows):
+                s_hist[b, base + count, r] = s_row_f[b, r, lambda_col]
         moved = 0.0
         for d in range(n):
             moved = ti.max(moved, ti.abs(s_dof[b, d, col] - s_dof[b, d, SD_SWEEP]))
@@ -283,7 +297,7 @@ def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i,
 
 @func
 def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                      s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i):
+                      s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist):
     """Build the rows, warm start from contact_impulse[f], run PGS, store the impulses in contact_impulse[fn];
     the final velocity is left in s_dof[b, :, 2]."""
     n = dof_i.shape[0]
@@ -371,7 +385,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
     s_con_i[b, CI_META, CM_SWEEPS + 1] = 0
     if n_rows > 0:
         s_con_i[b, CI_META, CM_SWEEPS] = sweeps(b, n_rows, SD_VEL, RF_TARGET, RF_LAMBDA, params_f, params_i,
-                                                s_row_i, s_row_f, s_J, s_W, s_dof)
+                                                s_row_i, s_row_f, s_J, s_W, s_dof, s_hist)
     # the position pass (split impulse): penetrations and limit violations are undone by a pseudo-velocity that
     # moves the positions of this substep only, so correcting them adds no momentum (a stack of bodies started
     # into each other does not fly apart)
@@ -383,7 +397,7 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             correct = 1
     if correct != 0:
         s_con_i[b, CI_META, CM_SWEEPS + 1] = sweeps(b, n_rows, SD_PSEUDO, RF_PTARGET, RF_PLAMBDA, params_f, params_i,
-                                                    s_row_i, s_row_f, s_J, s_W, s_dof)
+                                                    s_row_i, s_row_f, s_J, s_W, s_dof, s_hist)
     for s in range(n_contacts, contact_impulse.shape[2]):
         for k in ti.static(range(3)):
             if contact_impulse[fn, b, s, k] != 0.0:  # most entries are idle: reading leaves their cache lines clean
@@ -416,3 +430,521 @@ def advance_q(b, src, fs, dst, fd, vel, fv, scale, joint_i):
             qn = quat_integrate(q, omega, scale)
             for k in ti.static(range(4)):
                 dst[fd, b, qs + r0 + k] = qn[k]
+
+
+# -- reverse (adjoint) functions of the differentiable substep ----------------------------------------------------
+# Each reads the adjoints of its forward's outputs and accumulates (+=) into the adjoints of its inputs (g_* arrays,
+# per environment; zeroed by the caller). Discrete decisions (which rows exist, which side of a projection each PGS
+# update took, which target branch a row used) are the forward's, read from what it left or recomputed with its
+# arithmetic.
+
+# g_row columns (solve_constraints_reverse's per-row scratch [B, rows, GR_N]): the adjoints of the row's impulse in
+# the velocity pass and in the position pass, of its target, position-pass target, 1 / (J W + reg) and friction
+# coefficient
+GR_LAM, GR_PLAM, GR_TARGET, GR_PTARGET, GR_DINV, GR_MU, GR_N = range(7)
+# g_v columns (its per-dof scratch [B, D, GV_N]): the adjoints of the velocity and of the pseudo-velocity, and the
+# velocity and pseudo-velocity as the replay rebuilds them backwards
+GV_VEL, GV_PSEUDO, GV_V, GV_U, GV_N = range(5)
+
+
+@func
+def add_row_outer(b, r, s_row_i, g_W, x, col, scale):
+    """g_W[b, r] += scale x[b, :, col] over row r's dofs (compact row layout)."""
+    for seg in ti.static(range(2)):
+        shift = seg_shift(b, r, seg, s_row_i)
+        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+            g_W[b, r, d + shift] += scale * x[b, d, col]
+
+
+@func
+def add_row_scaled(b, r, s_row_i, g_J, s_W, scale):
+    """g_J[b, r] += scale s_W[b, r] over row r's dofs (both compact rows)."""
+    for seg in ti.static(range(2)):
+        shift = seg_shift(b, r, seg, s_row_i)
+        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+            g_J[b, r, d + shift] += scale * s_W[b, r, d + shift]
+
+
+@func
+def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gtarget_col, velocity, s_row_i,
+                   s_row_f, s_J, s_W, s_hist, g_J, g_W, g_row, g_v):
+    """Adjoint of `count` Gauss-Seidel sweeps (the velocity pass if velocity != 0, else the position pass, which
+    skips friction rows), replayed backwards from the impulses s_hist[b, base + i] after each sweep i. On entry
+    g_v[b, :, vcol] holds the velocity the sweeps ended with and g_v[b, :, gcol] its adjoint, g_row[b, :, glam_col]
+    the adjoint of the final impulses; on exit they hold the velocity, its adjoint and the impulses' adjoints at the
+    start of the sweeps. Accumulates into g_J, g_W and g_row's target, 1 / (J W + reg) and friction coefficient
+    columns. An update of row r: u = lambda_r + (target_r - J_r v) dinv_r (friction: no target), lambda_r <- P(u)
+    (normal, limit: max(u, 0); friction: clamped to +-mu_r lambda_normal, the normal row's impulse of this sweep),
+    v += W_r (P(u) - lambda_r). The side of each projection is read from the history (a friction row whose bound
+    is 0 from the sign of u)."""
+    for it_ in range(count):
+        i = count - 1 - it_
+        for r_ in range(n_rows):
+            r = n_rows - 1 - r_
+            kind = s_row_i[b, r, RI_KIND]
+            if velocity != 0 or kind != ROW_FRICTION:
+                old = s_hist[b, base + i, r]
+                new = s_hist[b, base + i + 1, r]
+                delta = new - old
+                if delta != 0.0:
+                    add_row_response(b, r, s_row_i, s_W, g_v, -delta, vcol)  # v before the update
+                wg = row_dot(b, r, s_row_i, s_W, g_v, gcol, False)
+                g_new = g_row[b, r, glam_col] + wg
+                add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
+                glam = -wg
+                dinv = s_row_f[b, r, RF_DINV]
+                ubar = 0.0
+                if kind == ROW_FRICTION:
+                    nr = s_row_i[b, r, RI_NORMAL]
+                    mu = s_row_f[b, r, RF_MU]
+                    lam_n = s_hist[b, base + i + 1, nr]
+                    bound = mu * lam_n
+                    side = 0.0
+                    if bound > 0.0:
+                        if new == bound:
+                            side = 1.0
+                        elif new == -bound:
+                            side = -1.0
+                    else:
+                        u = old - row_dot(b, r, s_row_i, s_J, g_v, vcol, False) * dinv
+                        if u > 0.0:
+                            side = 1.0
+                        elif u < 0.0:
+                            side = -1.0
+                    if side != 0.0:
+                        g_row[b, nr, glam_col] += side * mu * g_new
+                        g_row[b, r, GR_MU] += side * lam_n * g_new
+                    else:
+                        ubar = g_new
+                elif new > 0.0:
+                    ubar = g_new
+                if ubar != 0.0:
+                    glam += ubar
+                    free = -row_dot(b, r, s_row_i, s_J, g_v, vcol, False)
+                    if kind != ROW_FRICTION:
+                        free += s_row_f[b, r, target_col]
+                        g_row[b, r, gtarget_col] += ubar * dinv
+                    g_row[b, r, GR_DINV] += ubar * free
+                    add_row_outer(b, r, s_row_i, g_J, g_v, vcol, -ubar * dinv)
+                    add_row_response(b, r, s_row_i, s_J, g_v, -ubar * dinv, gcol)
+                g_row[b, r, glam_col] = glam
+
+
+@func
+def point_jacobian_reverse(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, g_J, g_cdof):
+    """Adjoint of add_point_jacobian for row r's adjoint g_J[b, r]: into g_cdof of the dofs moving link l; returns
+    the adjoints of direction and point."""
+    g_dir = ti.Vector([0.0, 0.0, 0.0])
+    g_point = ti.Vector([0.0, 0.0, 0.0])
+    d = link_i[l, LI_LAST_DOF]
+    arm = point.cross(direction)
+    while d >= 0:
+        gj = g_J[b, r, d + shift]
+        cd = s_cdof[b, d]
+        ang = ti.Vector([cd[0], cd[1], cd[2]])
+        lin = ti.Vector([cd[3], cd[4], cd[5]])
+        g_cdof[b, d] += gj * ti.Vector([arm[0], arm[1], arm[2], direction[0], direction[1], direction[2]])
+        g_dir += gj * (lin + ang.cross(point))
+        g_point += gj * direction.cross(ang)
+        d = dof_i[d, DI_PARENT]
+    return g_dir, g_point
+
+
+@ti.func
+def tangent_basis_reverse(n, g_t1, g_t2):
+    """The adjoint of the normal n of tangent_basis(n) = (t1, t2) for the adjoints g_t1, g_t2 of the tangents."""
+    t1u = ti.Vector([0.0, 0.0, 0.0])
+    if ti.abs(n[0]) < 0.57:
+        t1u = ti.Vector([0.0, n[2], -n[1]])
+    else:
+        t1u = ti.Vector([n[1], -n[0], 0.0])
+    norm = t1u.norm()
+    t1 = t1u / norm
+    g_n = t1.cross(g_t2)  # t2 = n x t1
+    g1 = g_t1 + g_t2.cross(n)
+    g_u = (g1 - t1 * t1.dot(g1)) / norm
+    if ti.abs(n[0]) < 0.57:
+        g_n += ti.Vector([0.0, -g_u[2], g_u[1]])
+    else:
+        g_n += ti.Vector([-g_u[1], g_u[0], 0.0])
+    return g_n
+
+
+@func
+def count_rows(b, f, qpos, params_i, dof_f, dof_i, ten_f, ten_i, s_con_i, max_rows):
+    """The rows solve_constraints made: 3 per contact, then the violated limits (its tests, replayed)."""
+    n_rows = 0
+    if params_i[PP_COLLISION] != 0:
+        n_rows = 3 * s_con_i[b, CI_META, 0]
+    if params_i[PP_LIMITS] != 0:
+        for d in range(dof_i.shape[0]):
+            if dof_i[d, DI_LIMITED] != 0 and n_rows < max_rows:
+                q = qpos[f, b, dof_i[d, DI_Q]]
+                if q < dof_f[b, d, DF_RANGE_LO] or q > dof_f[b, d, DF_RANGE_HI]:
+                    n_rows += 1
+        for t in range(params_i[PP_TENDONS]):
+            if ten_f[t, TF_LIMITED] != 0.0 and n_rows < max_rows:
+                length = tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i)
+                if length < ten_f[t, TF_RANGE_LO] or length > ten_f[t, TF_RANGE_HI]:
+                    n_rows += 1
+    return n_rows
+
+
+@ti.func
+def correction_slope(x, beta, h, max_correction):
+    """d/dx of min(beta max(x, 0) / h, max_correction), on the side the forward took."""
+    slope = 0.0
+    if x > 0.0 and beta * x / h < max_correction:
+        slope = beta / h
+    return slope
+
+
+@func
+def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
+                              contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
+                              s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f, g_row, g_J,
+                              g_W, g_v):
+    """Adjoint of solve_constraints (Euler, plain Gauss-Seidel) from what its forward left: the rows (s_J, s_W,
+    s_row_f, s_row_i), the factorised M~ (s_mass), the final velocity and pseudo-velocity (s_dof[b, :, 2],
+    s_dof[b, :, SD_PSEUDO]), the sweeps' impulses (s_hist) and counts (s_con_i[b, CI_META, CM_SWEEPS + 0/1]), the
+    contact pool (s_con_f, s_con_i) and qpos[f].
+
+    Reads g_dof[b, :, 3] (the final velocity's adjoint), g_dof[b, :, 4] (the pseudo-velocity's) and g_imp_out[b, s, k]
+    (contact_impulse[fn, b, s, k]'s). Accumulates into g_dof[b, :, 2] (v_free), g_mass (the lower entries of M~,
+    symmetric counterpart folded in), g_cdof, g_con[b, s] (point 0:3, normal 3:6, depth 6, friction coefficient 7),
+    g_imp_in[b, prev, k] (the warm start contact_impulse[f, b, prev, k]), g_qpos[b] and g_dof_f[b, d, DF_RANGE_LO /
+    DF_RANGE_HI] (the limits' violations; a fixed tendon's limit row through its length). Restitution, the
+    regularisation, Baumgarte's factor, the slop and the largest correction are constants. Scratch: g_row [B, rows,
+    >= GR_N], g_J and g_W ([B, rows, row width], as s_J / s_W), g_v [B, D, >= GV_N]; the function zeroes what it
+    uses."""
+    n = dof_i.shape[0]
+    max_rows = s_J.shape[1]
+    n_contacts = 0
+    if params_i[PP_COLLISION] != 0:
+        n_contacts = s_con_i[b, CI_META, 0]
+    n_rows = count_rows(b, f, qpos, params_i, dof_f, dof_i, ten_f, ten_i, s_con_i, max_rows)
+    for r in range(n_rows):
+        for c in ti.static(range(GR_N)):
+            g_row[b, r, c] = 0.0
+        for c in range(s_row_i[b, r, RI_HI] - s_row_i[b, r, RI_LO] + s_row_i[b, r, RI_HI2] - s_row_i[b, r, RI_LO2]):
+            g_J[b, r, c] = 0.0
+            g_W[b, r, c] = 0.0
+    for r in range(3 * n_contacts):
+        g_row[b, r, GR_LAM] = g_imp_out[b, r // 3, r % 3]
+    for d in range(n):
+        g_v[b, d, GV_VEL] = g_dof[b, d, 3]
+        g_v[b, d, GV_PSEUDO] = g_dof[b, d, 4]
+        g_v[b, d, GV_V] = s_dof[b, d, SD_VEL]
+        g_v[b, d, GV_U] = s_dof[b, d, SD_PSEUDO]
+    # the position pass, from zero impulses and pseudo-velocity: nothing flows past its start
+    sweeps_reverse(b, n_rows, s_con_i[b, CI_META, CM_SWEEPS + 1], s_hist.shape[1] // 2, GV_U, GV_PSEUDO, RF_PTARGET,
+                   GR_PLAM, GR_PTARGET, 0, s_row_i, s_row_f, s_J, s_W, s_hist, g_J, g_W, g_row, g_v)
+    sweeps_reverse(b, n_rows, s_con_i[b, CI_META, CM_SWEEPS], 0, GV_V, GV_VEL, RF_TARGET, GR_LAM, GR_TARGET, 1,
+                   s_row_i, s_row_f, s_J, s_W, s_hist, g_J, g_W, g_row, g_v)
+    # the warm start v = v_free + W lambda0 (g_v[b, :, GV_V] becomes v_free)
+    for r in range(n_rows):
+        lam0 = s_hist[b, 0, r]
+        if lam0 != 0.0:
+            add_row_response(b, r, s_row_i, s_W, g_v, -lam0, GV_V)
+            add_row_outer(b, r, s_row_i, g_W, g_v, GV_VEL, lam0)
+        g_row[b, r, GR_LAM] += row_dot(b, r, s_row_i, s_W, g_v, GV_VEL, False)
+    for d in range(n):
+        g_dof[b, d, 2] += g_v[b, d, GV_VEL]
+    for s in range(n_contacts):
+        prev = s_con_i[b, CI_PREV, s]
+        if prev >= 0:
+            for k in ti.static(range(3)):
+                g_imp_in[b, prev, k] += g_row[b, 3 * s + k, GR_LAM]
+    # the rows' targets, 1 / (J W + reg) and W = M~^-1 J^T into the Jacobian's adjoint and g_mass
+    beta = params_f[PF_BAUMGARTE]
+    slop = params_f[PF_SLOP]
+    max_correction = params_f[PF_MAX_CORRECTION]
+    for r in range(n_rows):
+        s = s_row_i[b, r, RI_CONTACT]
+        if s >= 0:
+            if r == s_row_i[b, r, RI_NORMAL]:
+                depth = s_con_f[b, s, CF_DEPTH]
+                g_t = g_row[b, r, GR_TARGET]
+                if depth < 0.0:
+                    g_con[b, s, 6] += g_t / h
+                elif s_row_f[b, r, RF_TARGET] != 0.0:  # a bounce: target -e J v_free
+                    g_approach = -s_con_f[b, s, CF_REST] * g_t
+                    add_row_outer(b, r, s_row_i, g_J, g_v, GV_V, g_approach)
+                    for seg in ti.static(range(2)):
+                        shift = seg_shift(b, r, seg, s_row_i)
+                        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+                            g_dof[b, d, 2] += g_approach * s_J[b, r, d + shift]
+                g_con[b, s, 6] += g_row[b, r, GR_PTARGET] * correction_slope(depth - slop, beta, h, max_correction)
+            else:
+                g_con[b, s, 7] += g_row[b, r, GR_MU]
+        dinv = s_row_f[b, r, RF_DINV]
+        g_sum = -g_row[b, r, GR_DINV] * dinv * dinv  # dinv = 1 / (reg + J_r . W_r)
+        if g_sum != 0.0:
+            add_row_scaled(b, r, s_row_i, g_J, s_W, g_sum)
+            add_row_scaled(b, r, s_row_i, g_W, s_J, g_sum)
+        for seg in ti.static(range(2)):
+            shift = seg_shift(b, r, seg, s_row_i)
+            lo = s_row_i[b, r, RI_LO + 2 * seg]
+            hi = s_row_i[b, r, RI_HI + 2 * seg]
+            ldl_solve_reverse(b, lo, hi, s_mass, dof_i, s_W, r, True, shift, g_W, r, g_mass)
+            for d in range(lo, hi):
+                g_J[b, r, d + shift] += g_W[b, r, d + shift]
+    # the contact rows' Jacobians: the point, the normal and its tangents, the motion subspaces
+    for s in range(n_contacts):
+        normal = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1], s_con_f[b, s, CF_NORMAL + 2]])
+        point = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
+        t1, t2 = tangent_basis(normal)
+        la = s_con_i[b, CI_LINK_A, s]
+        lb = s_con_i[b, CI_LINK_B, s]
+        g_point = ti.Vector([0.0, 0.0, 0.0])
+        g_n = ti.Vector([0.0, 0.0, 0.0])
+        g_t1 = ti.Vector([0.0, 0.0, 0.0])
+        g_t2 = ti.Vector([0.0, 0.0, 0.0])
+        for k in ti.static(range(3)):
+            r = 3 * s + k
+            direction = normal
+            if ti.static(k == 1):
+                direction = t1
+            if ti.static(k == 2):
+                direction = t2
+            shift_b = seg_shift(b, r, 0, s_row_i)
+            shift_a = shift_b
+            if s_row_i[b, r, RI_HI2] > s_row_i[b, r, RI_LO2]:
+                shift_a = seg_shift(b, r, 1, s_row_i)
+            gd_b, gp_b = point_jacobian_reverse(b, r, lb, direction, point, shift_b, link_i, dof_i, s_cdof, g_J,
+                                                g_cdof)
+            gd_a, gp_a = point_jacobian_reverse(b, r, la, -direction, point, shift_a, link_i, dof_i, s_cdof, g_J,
+                                                g_cdof)
+            g_point += gp_b + gp_a
+            g_dir = gd_b - gd_a
+            if ti.static(k == 0):
+                g_n += g_dir
+            if ti.static(k == 1):
+                g_t1 += g_dir
+            if ti.static(k == 2):
+                g_t2 += g_dir
+        g_n += tangent_basis_reverse(normal, g_t1, g_t2)
+        for c in ti.static(range(3)):
+            g_con[b, s, c] += g_point[c]
+            g_con[b, s, 3 + c] += g_n[c]
+    # the limit rows' position-pass targets: the violations of the joints' ranges and of the tendons'
+    if params_i[PP_LIMITS] != 0:
+        r = 3 * n_contacts
+        for d in range(n):
+            if dof_i[d, DI_LIMITED] != 0 and r < max_rows:
+                qi = dof_i[d, DI_Q]
+                q = qpos[f, b, qi]
+                lo = dof_f[b, d, DF_RANGE_LO]
+                hi = dof_f[b, d, DF_RANGE_HI]
+                if q < lo or q > hi:
+                    violation = lo - q if q < lo else q - hi
+                    g = g_row[b, r, GR_PTARGET] * correction_slope(violation, beta, h, max_correction)
+                    if q < lo:
+                        g_dof_f[b, d, DF_RANGE_LO] += g
+                        g_qpos[b, qi] -= g
+                    else:
+                        g_qpos[b, qi] += g
+                        g_dof_f[b, d, DF_RANGE_HI] -= g
+                    r += 1
+        for t in range(params_i[PP_TENDONS]):
+            if ten_f[t, TF_LIMITED] != 0.0 and r < max_rows:
+                length = tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i)
+                lo = ten_f[t, TF_RANGE_LO]
+                hi = ten_f[t, TF_RANGE_HI]
+                if length < lo or length > hi:
+                    violation = lo - length if length < lo else length - hi
+                    g = g_row[b, r, GR_PTARGET] * correction_slope(violation, beta, h, max_correction)
+                    g_length = -g if length < lo else g
+                    for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+                        g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] += ten_f[k, 0] * g_length
+                    r += 1
+
+
+# how a contact's frame is carried by its links (contact_frame_reverse)
+FRAME_GENERIC, FRAME_FACE_A, FRAME_FACE_B, FRAME_CORES = 0, 1, 2, 3
+
+
+@func
+def contact_frame_kind(b, s, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i):
+    """How pool entry s's frame moves with its links, from its geoms' kinds and feature, and the radii (ra, rb) of
+    the geoms swept by a ball (sphere, capsule; 0 otherwise):
+    - FRAME_FACE_A / FRAME_FACE_B: the normal lies on a face of geom a / b (a plane; a box face against a sphere's,
+      a capsule's or a box's vertex); the other geom's point is a vertex, or a core point plus its radius;
+    - FRAME_CORES: two spheres or capsules, or one against a box's edge or vertex: the normal joins two core points;
+    - FRAME_GENERIC: the witness points and the normal fixed in the links' frames (meshes, cylinders, box edges)."""
+    key = s_con_i[b, CI_KEY, s]
+    pair = key // KEY_SPAN
+    ga = pair_i[pair, PI_GEOM_A]
+    gb = pair_i[pair, PI_GEOM_B]
+    ta = geom_i[ga, GI_TYPE]
+    tb = geom_i[gb, GI_TYPE]
+    swept_a = ta == SPHERE or ta == CAPSULE
+    swept_b = tb == SPHERE or tb == CAPSULE
+    ra = geom_f[ga, GF_SIZE] if swept_a else 0.0
+    rb = geom_f[gb, GF_SIZE] if swept_b else 0.0
+    kind = FRAME_GENERIC
+    if ta == PLANE:
+        kind = FRAME_FACE_A
+    elif swept_a and swept_b:
+        kind = FRAME_CORES
+    elif swept_a and tb == BOX:
+        # a box face's normal, or the direction from a box edge or vertex to the core
+        n = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1], s_con_f[b, s, CF_NORMAL + 2]])
+        local = (s_R[b, s_con_i[b, CI_LINK_B, s]] @ geom_rot(geom_f, gb)).transpose() @ n
+        kind = FRAME_FACE_B if ti.max(ti.max(ti.abs(local[0]), ti.abs(local[1])), ti.abs(local[2])) > 1.0 - 1e-9 \
+            else FRAME_CORES
+    elif ta == BOX and tb == BOX:
+        code = s_con_i[b, CI_FEATURE, s]
+        axis = code // 256
+        if code % 32 < 4 and axis < 6:  # an incident vertex below a reference face (kernels_convex.box_box_candidates)
+            kind = FRAME_FACE_A if axis < 3 else FRAME_FACE_B
+    return kind, ra, rb
+
+
+@ti.func
+def geom_rot(geom_f: ti.template(), g):
+    return quat_to_mat(ti.Vector([geom_f[g, GF_QUAT], geom_f[g, GF_QUAT + 1], geom_f[g, GF_QUAT + 2],
+                                  geom_f[g, GF_QUAT + 3]]))
+
+
+@func
+def add_point_adjoint(b, l, f, point, g_point, links_pos, s_R, g_lpos, g_R):
+    """point = x_l + R_l local, local fixed: its adjoint g_point into link l's position and rotation (l < 0: none)."""
+    if l >= 0:
+        g_lpos[b, l] += g_point
+        g_R[b, l] += g_point.outer_product(s_R[b, l].transpose() @ (point - links_pos[f, b, l]))
+
+
+@func
+def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R):
+    """Adjoint of the contacts' geometry (point p, normal n from geom a to geom b, depth d) as functions of the poses
+    of their links (CI_LINK_A / CI_LINK_B) at frame f (links_pos[f, b], s_R[b]), the narrowphase's decisions held:
+    the contact is a frame carried by the links (Newton's differentiable contacts), each kind of contact the way
+    its geometry moves (contact_frame_kind), the witness points wa = p + d n / 2 and wb = p - d n / 2:
+    - a face of F against a point of V (a vertex, or the core c = w_V -+ r n of a geom swept by a ball of radius r):
+      n and a point q on the face are fixed in F's frame, c in V's; d = sigma n . (q - c) + r and
+      p = c + sigma (d / 2 - r) n, sigma = +1 if V is geom b, -1 if it is geom a;
+    - two cores c_a, c_b (fixed in their frames): n = (c_b - c_a) / L, d = ra + rb - L, p = c_a + (ra - d / 2) n;
+    - otherwise wa, n fixed in a's frame and wb in b's: p = (wa + wb) / 2, d = n . (wa - wb).
+    Each is the narrowphase's value at the forward's poses. Reads g_con[b, s, 0:7] (column 7, the friction
+    coefficient, is no function of the poses) and accumulates into g_lpos[b, l] and g_R[b, l]."""
+    for s in range(s_con_i[b, CI_META, 0]):
+        p = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
+        n = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1], s_con_f[b, s, CF_NORMAL + 2]])
+        depth = s_con_f[b, s, CF_DEPTH]
+        g_p = ti.Vector([g_con[b, s, 0], g_con[b, s, 1], g_con[b, s, 2]])
+        g_n = ti.Vector([g_con[b, s, 3], g_con[b, s, 4], g_con[b, s, 5]])
+        g_d = g_con[b, s, 6]
+        wa = p + 0.5 * depth * n
+        wb = p - 0.5 * depth * n
+        la = s_con_i[b, CI_LINK_A, s]
+        lb = s_con_i[b, CI_LINK_B, s]
+        kind, ra, rb = contact_frame_kind(b, s, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i)
+        if kind == FRAME_FACE_A or kind == FRAME_FACE_B:
+            sigma = 1.0 if kind == FRAME_FACE_A else -1.0
+            lf = la if kind == FRAME_FACE_A else lb
+            lv = lb if kind == FRAME_FACE_A else la
+            q = wa if kind == FRAME_FACE_A else wb
+            r = rb if kind == FRAME_FACE_A else ra
+            c = (wb + r * n) if kind == FRAME_FACE_A else (wa - r * n)
+            g_c = g_p
+            g_dt = g_d + 0.5 * sigma * g_p.dot(n)
+            g_nt = g_n + sigma * (0.5 * depth - r) * g_p + sigma * g_dt * (q - c)
+            g_c -= sigma * g_dt * n
+            add_point_adjoint(b, lv, f, c, g_c, links_pos, s_R, g_lpos, g_R)
+            add_point_adjoint(b, lf, f, q, sigma * g_dt * n, links_pos, s_R, g_lpos, g_R)
+            if lf >= 0:  # n = R_F n_local
+                g_R[b, lf] += g_nt.outer_product(s_R[b, lf].transpose() @ n)
+        elif kind == FRAME_CORES:
+            ca = wa - ra * n
+            cb = wb + rb * n
+            length = (cb - ca).norm()
+            g_dt = g_d - 0.5 * g_p.dot(n)
+            g_nt = g_n + (ra - 0.5 * depth) * g_p
+            g_delta = -g_dt * n + (g_nt - n * n.dot(g_nt)) / ti.max(length, 1e-30)
+            add_point_adjoint(b, la, f, ca, g_p - g_delta, links_pos, s_R, g_lpos, g_R)
+            add_point_adjoint(b, lb, f, cb, g_delta, links_pos, s_R, g_lpos, g_R)
+        else:
+            g_wa = 0.5 * g_p + g_d * n
+            g_wb = 0.5 * g_p - g_d * n
+            g_nt = g_n + g_d * (wa - wb)
+            add_point_adjoint(b, la, f, wa, g_wa, links_pos, s_R, g_lpos, g_R)
+            add_point_adjoint(b, lb, f, wb, g_wb, links_pos, s_R, g_lpos, g_R)
+            if la >= 0:
+                g_R[b, la] += g_nt.outer_product(s_R[b, la].transpose() @ n)
+
+
+@ti.func
+def quat_mul_reverse(a, c, g):
+    """The adjoints of a and c for the adjoint g of quat_mul(a, c)."""
+    g_a = ti.Vector([g[0] * c[0] + g[1] * c[1] + g[2] * c[2] + g[3] * c[3],
+                     -g[0] * c[1] + g[1] * c[0] - g[2] * c[3] + g[3] * c[2],
+                     -g[0] * c[2] + g[1] * c[3] + g[2] * c[0] - g[3] * c[1],
+                     -g[0] * c[3] - g[1] * c[2] + g[2] * c[1] + g[3] * c[0]])
+    g_c = ti.Vector([g[0] * a[0] + g[1] * a[1] + g[2] * a[2] + g[3] * a[3],
+                     -g[0] * a[1] + g[1] * a[0] + g[2] * a[3] - g[3] * a[2],
+                     -g[0] * a[2] - g[1] * a[3] + g[2] * a[0] + g[3] * a[1],
+                     -g[0] * a[3] + g[1] * a[2] - g[2] * a[1] + g[3] * a[0]])
+    return g_a, g_c
+
+
+@ti.func
+def quat_integrate_reverse(q, omega, h, g_out):
+    """The adjoints of q and omega for the adjoint g_out of quat_integrate(q, omega, h). At an angle the forward
+    does not rotate by (|omega| h <= 1e-30, h > 0) omega gets the derivative's limit at omega = 0."""
+    a = omega.norm()
+    angle = a * h
+    g_q = g_out
+    g_w = ti.Vector([0.0, 0.0, 0.0])
+    if angle > 1e-30:
+        half = 0.5 * angle
+        c = ti.cos(half)
+        sn = ti.sin(half)
+        e = ti.Vector([c, sn * omega[0] / a, sn * omega[1] / a, sn * omega[2] / a])
+        m = quat_mul(q, e)
+        norm = m.norm()
+        out = m / ti.max(norm, 1e-30)
+        g_m = (g_out - out * out.dot(g_out)) / ti.max(norm, 1e-30)
+        g_q, g_e = quat_mul_reverse(q, e, g_m)
+        g_ev = ti.Vector([g_e[1], g_e[2], g_e[3]])
+        unit = omega / a
+        # e = (cos(a h / 2), sin(a h / 2) / a * omega)
+        g_w = (g_e[0] * (-sn * 0.5 * h) + g_ev.dot(omega) * (c * 0.5 * h / a - sn / (a * a))) * unit + \
+            (sn / a) * g_ev
+    elif h > 0.0:
+        _, g_e = quat_mul_reverse(q, ti.Vector([1.0, 0.0, 0.0, 0.0]), g_out)
+        g_w = 0.5 * h / ti.max(q.norm(), 1e-30) * ti.Vector([g_e[1], g_e[2], g_e[3]])
+    return g_q, g_w
+
+
+@func
+def advance_q_reverse(b, src, fs, vel, fv, scale, joint_i, g_dst, g_src, g_vel):
+    """Adjoint of advance_q(b, src, fs, dst, fd, vel, fv, scale, joint_i) for the adjoint g_dst[b, :] of dst[fd, b];
+    accumulates into g_src[b, :] (src[fs, b]) and g_vel[b, :] (vel[fv, b]). Hinge, slide, ball and free joints
+    (quat_integrate's normalisation included)."""
+    for j in range(joint_i.shape[0]):
+        jtype = joint_i[j, JI_TYPE]
+        qs = joint_i[j, JI_Q_START]
+        d0 = joint_i[j, JI_DOF_START]
+        if jtype == HINGE or jtype == SLIDE:
+            g = g_dst[b, qs]
+            g_src[b, qs] += g
+            g_vel[b, d0] += scale * g
+        elif jtype == FREE or jtype == BALL:
+            r0 = 0
+            if jtype == FREE:
+                for k in ti.static(range(3)):
+                    g = g_dst[b, qs + k]
+                    g_src[b, qs + k] += g
+                    g_vel[b, d0 + k] += scale * g
+                r0 = 3
+            q = ti.Vector([src[fs, b, qs + r0], src[fs, b, qs + r0 + 1], src[fs, b, qs + r0 + 2],
+                           src[fs, b, qs + r0 + 3]])
+            omega = ti.Vector([vel[fv, b, d0 + r0], vel[fv, b, d0 + r0 + 1], vel[fv, b, d0 + r0 + 2]])
+            g_out = ti.Vector([g_dst[b, qs + r0], g_dst[b, qs + r0 + 1], g_dst[b, qs + r0 + 2],
+                               g_dst[b, qs + r0 + 3]])
+            g_q, g_w = quat_integrate_reverse(q, omega, scale, g_out)
+            for k in ti.static(range(4)):
+                g_src[b, qs + r0 + k] += g_q[k]
+            for k in ti.static(range(3)):
+                g_vel[b, d0 + r0 + k] += g_w[k]

@@ -12,9 +12,10 @@ import taichi as ti
 
 from .kernels_math import func, force_cross, inertia_apply, quat_to_mat, spatial, v3e, v4e
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
-                     DI_LINK, DI_PARENT, DI_Q, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
-                     LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END, LI_DOF_START,
-                     LI_PARENT)
+                     DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_FLUID_BOX, LF_FLUID_DENSITY,
+                     LF_FLUID_IQUAT, LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END,
+                     LI_DOF_START, LI_PARENT, PP_TENDONS, TF_DAMPING, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS,
+                     TI_COUNT, TI_START)
 
 
 @func
@@ -36,6 +37,26 @@ def control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_
     elif mode == CTRL_VELOCITY:
         raw = ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
     return raw
+
+
+@func
+def pd_saturated(b, f, d, h, m_dd, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                 ctrl_kv):
+    """1 where dof d's PD law (position or velocity mode) saturates, else 0: its implicit value, the explicit one
+    scaled by m / (m + h (kv + h kp)) with m = m_dd + armature the dof's own inertia (m_dd: its entry of the CRBA
+    mass matrix), leaves the force range. h is the implicit step."""
+    mode = ctrl_mode[b, d]
+    out = 0
+    if mode == CTRL_POSITION or mode == CTRL_VELOCITY:
+        kp = ctrl_kp[b, d] if mode == CTRL_POSITION else 0.0
+        kv = ctrl_kv[b, d]
+        raw = control_raw(b, f, d, h, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                          ctrl_kv)
+        m_eff = m_dd + dof_f[b, d, DF_ARMATURE]
+        est = raw * m_eff / ti.max(m_eff + h * (kv + h * kp), 1e-30)
+        if est < dof_f[b, d, DF_FORCE_LO] or est > dof_f[b, d, DF_FORCE_HI]:
+            out = 1
+    return out
 
 
 @func
@@ -132,23 +153,17 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
     for d in range(n_dofs):
         gain_v = dof_f[b, d, DF_DAMPING]
         gain_p = 0.0
-        # a PD law saturates where its implicit value (the explicit one scaled by m / (m + h (kv + h kp)), m the
-        # dof's own inertia) leaves the force range: it then acts as its clamped force, explicitly (s_dof[b, d, 5]
-        # = 1 for smooth_acceleration); otherwise its gains enter the matrix
+        # a saturated PD law acts as its clamped force, explicitly (s_dof[b, d, 5] = 1 for smooth_acceleration);
+        # otherwise its gains enter the matrix
         mode = ctrl_mode[b, d]
         s_dof[b, d, 5] = 0.0
         if mode == CTRL_POSITION or mode == CTRL_VELOCITY:
-            kp = ctrl_kp[b, d] if mode == CTRL_POSITION else 0.0
-            kv = ctrl_kv[b, d]
-            raw = control_raw(b, f, d, h, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
-                              ctrl_kv)
-            m_eff = s_mass[b, d, d] + dof_f[b, d, DF_ARMATURE]
-            est = raw * m_eff / ti.max(m_eff + h * (kv + h * kp), 1e-30)
-            if est < dof_f[b, d, DF_FORCE_LO] or est > dof_f[b, d, DF_FORCE_HI]:
+            if pd_saturated(b, f, d, h, s_mass[b, d, d], qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force,
+                            ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv):
                 s_dof[b, d, 5] = 1.0
             else:
-                gain_v += kv
-                gain_p = kp
+                gain_v += ctrl_kv[b, d]
+                gain_p = ctrl_kp[b, d] if mode == CTRL_POSITION else 0.0
         s_mass[b, d, d] += dof_f[b, d, DF_ARMATURE] + h * gain_v + h * h * gain_p
 
 
@@ -207,3 +222,334 @@ def ldl_solve(b, lo, hi, ldl, dof_i, x, fixed, by_row: ti.template(), shift):
         while i >= 0:
             _scale_add(x, b, fixed, k, by_row, shift, 1.0, -ldl[b, k, i] * entry(x, b, fixed, i, by_row, shift))
             i = dof_i[i, DI_PARENT]
+
+
+# -- reverse (adjoint) functions of the differentiable substep --------------------------------------------------
+# Each reads the adjoints of its forward's outputs and accumulates (+=) into the adjoints of its inputs (g_* arrays,
+# per environment, shaped as what they are the adjoints of; zeroed by the caller). g_mass holds dL/dM~ at the lower
+# entries [b, k, i] (i == k or i an ancestor dof of k), the symmetric counterpart folded in. Discrete decisions (a
+# saturated PD law, an active clamp, a tendon outside its slack) are the forward's, recomputed with its arithmetic.
+
+
+@func
+def ldl_solve_reverse(b, lo, hi, ldl, dof_i, x, fixed, by_row: ti.template(), shift, g_x, g_fixed, g_mass):
+    """Adjoint of ldl_solve, y = M~^-1 r on the dofs lo..hi-1 (M~ factorised in place in ldl by factor_ldl).
+
+    x[b, fixed, :] / x[b, :, fixed] (by_row, shift as ldl_solve's) holds the forward's solution y; the vector g_x
+    at g_fixed, same layout, holds dL/dy on entry and dL/dr = M~^-1 dL/dy on exit (M~ is symmetric). Accumulates
+    dL/dM~ = -(dL/dr) y^T, folded symmetric, into the lower entries of g_mass: g_mass[b, k, i] -= rb_k y_i + rb_i
+    y_k for i a strict ancestor dof of k, g_mass[b, k, k] -= rb_k y_k."""
+    ldl_solve(b, lo, hi, ldl, dof_i, g_x, g_fixed, by_row, shift)
+    for k in range(lo, hi):
+        yk = entry(x, b, fixed, k, by_row, shift)
+        rk = entry(g_x, b, g_fixed, k, by_row, shift)
+        g_mass[b, k, k] -= rk * yk
+        i = dof_i[k, DI_PARENT]
+        while i >= 0:
+            g_mass[b, k, i] -= rk * entry(x, b, fixed, i, by_row, shift) + entry(g_x, b, g_fixed, i, by_row, shift) * yk
+            i = dof_i[i, DI_PARENT]
+
+
+@func
+def crba_diagonal(b, d, dof_i, s_cdof, s_crb_m, s_crb_mc, s_crb_io):
+    """Dof d's entry of the CRBA mass matrix (before the implicit terms), from the composite inertias that
+    bias_and_mass leaves in s_crb_* and the motion subspaces s_cdof: the value bias_and_mass computed."""
+    l = dof_i[d, DI_LINK]
+    force = inertia_apply(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l], s_cdof[b, d])
+    return s_cdof[b, d].dot(force)
+
+
+@func
+def control_raw_reverse(b, f, d, hi, raw_bar, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_pos, ctrl_vel, ctrl_kp,
+                        ctrl_kv, g_qpos, g_vel, g_ctrl):
+    """Adjoint of control_raw for dL/draw = raw_bar: into g_ctrl[b, d, 0..4] (force, pos, vel, kp, kv),
+    g_qpos[b] and g_vel[b]."""
+    v = dofs_vel[f, b, d]
+    mode = ctrl_mode[b, d]
+    if mode == CTRL_FORCE:
+        g_ctrl[b, d, 0] += raw_bar
+    elif mode == CTRL_POSITION:
+        qi = dof_i[d, DI_Q]
+        q = 0.0
+        if qi >= 0:
+            q = qpos[f, b, qi]
+            g_qpos[b, qi] -= raw_bar * ctrl_kp[b, d]
+        g_ctrl[b, d, 1] += raw_bar * ctrl_kp[b, d]
+        g_ctrl[b, d, 2] += raw_bar * ctrl_kv[b, d]
+        g_ctrl[b, d, 3] += raw_bar * (ctrl_pos[b, d] - q - hi * v)
+        g_ctrl[b, d, 4] += raw_bar * (ctrl_vel[b, d] - v)
+        g_vel[b, d] -= raw_bar * (hi * ctrl_kp[b, d] + ctrl_kv[b, d])
+    elif mode == CTRL_VELOCITY:
+        g_ctrl[b, d, 2] += raw_bar * ctrl_kv[b, d]
+        g_ctrl[b, d, 4] += raw_bar * (ctrl_vel[b, d] - v)
+        g_vel[b, d] -= raw_bar * ctrl_kv[b, d]
+
+
+@func
+def smooth_acceleration_reverse(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode,
+                                ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_crb_m, s_crb_mc, s_crb_io, s_cdof,
+                                s_mass, s_dof, g_qpos, g_vel, g_dof, g_mass, g_dof_f, g_ctrl):
+    """Adjoint of kernels_constraint.smooth_acceleration (Euler: hi = h), qacc = M~^-1 tau with tau = -c
+    - damping v - stiffness (q - springref) + control + external + the fixed tendons' spring and damper.
+
+    Reads the forward's state: s_mass[b] the factor of M~ (factor_ldl ran), s_dof[b, :, 1] qacc, s_cdof and s_crb_*
+    as bias_and_mass left them (the PD saturation test is recomputed from them: s_dof[b, :, 5] is overwritten
+    later in the substep). g_dof[b, :, 1] holds dL/dqacc on entry and dL/dtau = M~^-1 dL/dqacc on exit.
+    Accumulates into g_dof[b, :, 0] (bias c) and [b, :, 5] (external force s_dof[b, :, 6]), g_mass (lower entries
+    of M~), g_qpos[b], g_vel[b], g_dof_f[b] (damping, stiffness, springref, the force range where a clamp is active)
+    and g_ctrl[b]."""
+    n = dof_i.shape[0]
+    ldl_solve_reverse(b, 0, n, s_mass, dof_i, s_dof, 1, False, 0, g_dof, 1, g_mass)
+    for t in range(params_i[PP_TENDONS]):
+        length = 0.0
+        pull_bar = 0.0
+        for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+            length += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
+            pull_bar += ten_f[k, 0] * g_dof[b, ten_i[k, 0], 1]
+        length_bar = 0.0
+        if length > ten_f[t, TF_SPRING_HI] or length < ten_f[t, TF_SPRING_LO]:
+            length_bar = -ten_f[t, TF_STIFFNESS] * pull_bar
+        rate_bar = -ten_f[t, TF_DAMPING] * pull_bar
+        for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+            g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] += ten_f[k, 0] * length_bar
+            g_vel[b, ten_i[k, 0]] += ten_f[k, 0] * rate_bar
+    for d in range(n):
+        tb = g_dof[b, d, 1]
+        v = dofs_vel[f, b, d]
+        g_dof[b, d, 0] -= tb
+        g_dof[b, d, 5] += tb
+        g_dof_f[b, d, DF_DAMPING] -= tb * v
+        g_vel[b, d] -= tb * dof_f[b, d, DF_DAMPING]
+        qi = dof_i[d, DI_Q]
+        if qi >= 0:
+            g_dof_f[b, d, DF_STIFFNESS] -= tb * (qpos[f, b, qi] - dof_f[b, d, DF_SPRINGREF])
+            g_dof_f[b, d, DF_SPRINGREF] += tb * dof_f[b, d, DF_STIFFNESS]
+            g_qpos[b, qi] -= tb * dof_f[b, d, DF_STIFFNESS]
+        raw_bar = tb
+        clamped = ctrl_mode[b, d] == CTRL_FORCE
+        if not clamped:
+            clamped = pd_saturated(b, f, d, hi, crba_diagonal(b, d, dof_i, s_cdof, s_crb_m, s_crb_mc, s_crb_io),
+                                   qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                                   ctrl_kv) != 0
+        if clamped:
+            raw = control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                              ctrl_kv)
+            if ti.max(raw, dof_f[b, d, DF_FORCE_LO]) > dof_f[b, d, DF_FORCE_HI]:
+                g_dof_f[b, d, DF_FORCE_HI] += tb
+                raw_bar = 0.0
+            elif raw < dof_f[b, d, DF_FORCE_LO]:
+                g_dof_f[b, d, DF_FORCE_LO] += tb
+                raw_bar = 0.0
+        control_raw_reverse(b, f, d, hi, raw_bar, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_pos, ctrl_vel, ctrl_kp,
+                            ctrl_kv, g_qpos, g_vel, g_ctrl)
+
+
+@ti.func
+def inertia_apply_reverse(m, mc, inertia_o, a, out_bar):
+    """Adjoint of inertia_apply(m, mc, inertia_o, a) for dL/dout = out_bar: (dL/dm, dL/dmc, dL/dinertia_o, dL/da)."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    nb = ti.Vector([out_bar[0], out_bar[1], out_bar[2]])
+    fb = ti.Vector([out_bar[3], out_bar[4], out_bar[5]])
+    w_bar = inertia_o.transpose() @ nb - fb.cross(mc)
+    v_bar = nb.cross(mc) + m * fb
+    return v.dot(fb), v.cross(nb) - w.cross(fb), nb.outer_product(w), spatial(w_bar, v_bar)
+
+
+@ti.func
+def force_cross_reverse(a, f, out_bar):
+    """Adjoint of force_cross(a, f) for dL/dout = out_bar: (dL/da, dL/df)."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    n = ti.Vector([f[0], f[1], f[2]])
+    fl = ti.Vector([f[3], f[4], f[5]])
+    p = ti.Vector([out_bar[0], out_bar[1], out_bar[2]])
+    q = ti.Vector([out_bar[3], out_bar[4], out_bar[5]])
+    return spatial(n.cross(p) + fl.cross(q), fl.cross(p)), spatial(p.cross(w), p.cross(v) + q.cross(w))
+
+
+@ti.func
+def quat_to_mat_reverse(q, g):
+    """Adjoint of quat_to_mat (the formula, for any q) for dL/dR = g: dL/dq."""
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    return 2.0 * ti.Vector([
+        -z * g[0, 1] + y * g[0, 2] + z * g[1, 0] - x * g[1, 2] - y * g[2, 0] + x * g[2, 1],
+        y * g[0, 1] + z * g[0, 2] + y * g[1, 0] - 2.0 * x * g[1, 1] - w * g[1, 2] + z * g[2, 0] + w * g[2, 1]
+        - 2.0 * x * g[2, 2],
+        -2.0 * y * g[0, 0] + x * g[0, 1] + w * g[0, 2] + x * g[1, 0] + z * g[1, 2] - w * g[2, 0] + z * g[2, 1]
+        - 2.0 * y * g[2, 2],
+        -2.0 * z * g[0, 0] - w * g[0, 1] + x * g[0, 2] + w * g[1, 0] - 2.0 * z * g[1, 1] + y * g[1, 2] + x * g[2, 0]
+        + y * g[2, 1]])
+
+
+@func
+def link_inertia_world_reverse(b, l, link_f, s_R, s_com, m_bar, mc_bar, io_bar, g_R, g_com, g_link_f):
+    """Adjoint of link_inertia_world for dL/d(m, mc, io) = (m_bar, mc_bar, io_bar): into g_R[b, l], g_com[b, l]
+    and g_link_f[b, l] (LF_MASS, the 9 LF_INERTIA entries)."""
+    m = link_f[b, l, LF_MASS]
+    ic = ti.Matrix.zero(float, 3, 3)
+    for r in ti.static(range(3)):
+        for c in ti.static(range(3)):
+            ic[r, c] = link_f[b, l, LF_INERTIA + 3 * r + c]
+    rot = s_R[b, l]
+    c = s_com[b, l]
+    tr = io_bar.trace()
+    g_R[b, l] += io_bar @ rot @ ic.transpose() + io_bar.transpose() @ rot @ ic
+    ic_bar = rot.transpose() @ io_bar @ rot
+    for r in ti.static(range(3)):
+        for k in ti.static(range(3)):
+            g_link_f[b, l, LF_INERTIA + 3 * r + k] += ic_bar[r, k]
+    g_link_f[b, l, LF_MASS] += m_bar + c.dot(mc_bar) + tr * c.dot(c) - c.dot(io_bar @ c)
+    g_com[b, l] += m * mc_bar + m * (2.0 * tr * c - (io_bar + io_bar.transpose()) @ c)
+
+
+@func
+def fluid_wrench_reverse(b, l, link_f, s_R, s_com, cvel, force_bar, torque_bar, g_R, g_com, g_link_f):
+    """Adjoint of fluid_wrench for dL/d(its force, its torque) = (force_bar, torque_bar): into g_R[b, l],
+    g_com[b, l] and g_link_f[b, l] (density, viscosity, wind, box, iquat); returns dL/dcvel."""
+    density = link_f[b, l, LF_FLUID_DENSITY]
+    viscosity = link_f[b, l, LF_FLUID_VISCOSITY]
+    box = v3e(link_f, b, l, LF_FLUID_BOX)
+    iquat = v4e(link_f, b, l, LF_FLUID_IQUAT)
+    rot_i = quat_to_mat(iquat)
+    rot = s_R[b, l] @ rot_i
+    omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
+    lin = ti.Vector([cvel[3], cvel[4], cvel[5]]) + omega.cross(s_com[b, l]) - v3e(link_f, b, l, LF_FLUID_WIND)
+    w = rot.transpose() @ omega
+    v = rot.transpose() @ lin
+    diam = (box[0] + box[1] + box[2]) / 3.0
+    b4 = box * box * box * box
+    area = ti.Vector([box[1] * box[2], box[0] * box[2], box[0] * box[1]])
+    cube = ti.Vector([box[0] * (b4[1] + b4[2]), box[1] * (b4[0] + b4[2]), box[2] * (b4[0] + b4[1])])
+    pi = ti.math.pi
+    # the local force and torque before the rotation to world axes
+    force = -3.0 * pi * diam * viscosity * v - 0.5 * density * area * ti.abs(v) * v
+    torque = -pi * diam * diam * diam * viscosity * w - density / 64.0 * cube * ti.abs(w) * w
+    fb = rot.transpose() @ force_bar
+    tb = rot.transpose() @ torque_bar
+    rot_bar = force_bar.outer_product(force) + torque_bar.outer_product(torque)
+    w_bar = -pi * diam * diam * diam * viscosity * tb - density / 32.0 * cube * ti.abs(w) * tb
+    v_bar = -3.0 * pi * diam * viscosity * fb - density * area * ti.abs(v) * fb
+    g_link_f[b, l, LF_FLUID_VISCOSITY] += -pi * diam * diam * diam * w.dot(tb) - 3.0 * pi * diam * v.dot(fb)
+    g_link_f[b, l, LF_FLUID_DENSITY] += -(cube * ti.abs(w) * w).dot(tb) / 64.0 - 0.5 * (area * ti.abs(v) * v).dot(fb)
+    diam_bar = -3.0 * pi * diam * diam * viscosity * w.dot(tb) - 3.0 * pi * viscosity * v.dot(fb)
+    area_bar = -0.5 * density * ti.abs(v) * v * fb
+    cube_bar = -density / 64.0 * ti.abs(w) * w * tb
+    b3 = box * box * box
+    box_bar = diam_bar / 3.0 * ti.Vector([1.0, 1.0, 1.0])
+    box_bar += ti.Vector([area_bar[1] * box[2] + area_bar[2] * box[1], area_bar[0] * box[2] + area_bar[2] * box[0],
+                          area_bar[0] * box[1] + area_bar[1] * box[0]])
+    box_bar += ti.Vector([cube_bar[0] * (b4[1] + b4[2]) + 4.0 * b3[0] * (cube_bar[1] * box[1] + cube_bar[2] * box[2]),
+                          cube_bar[1] * (b4[0] + b4[2]) + 4.0 * b3[1] * (cube_bar[0] * box[0] + cube_bar[2] * box[2]),
+                          cube_bar[2] * (b4[0] + b4[1]) + 4.0 * b3[2] * (cube_bar[0] * box[0] + cube_bar[1] * box[1])])
+    rot_bar += omega.outer_product(w_bar) + lin.outer_product(v_bar)
+    omega_bar = rot @ w_bar
+    lin_bar = rot @ v_bar
+    omega_bar += s_com[b, l].cross(lin_bar)
+    g_com[b, l] += lin_bar.cross(omega)
+    g_R[b, l] += rot_bar @ rot_i.transpose()
+    iquat_bar = quat_to_mat_reverse(iquat, s_R[b, l].transpose() @ rot_bar)
+    for k in ti.static(range(3)):
+        g_link_f[b, l, LF_FLUID_WIND + k] -= lin_bar[k]
+        g_link_f[b, l, LF_FLUID_BOX + k] += box_bar[k]
+    for k in ti.static(range(4)):
+        g_link_f[b, l, LF_FLUID_IQUAT + k] += iquat_bar[k]
+    return spatial(omega_bar, lin_bar)
+
+
+@func
+def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force,
+                          ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc,
+                          s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_vel, g_R, g_com, g_cdof, g_cdof_dot, g_cvel, g_mass,
+                          g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m, g_crb_mc, g_crb_io):
+    """Adjoint of bias_and_mass (h: the implicit step it ran with).
+
+    Reads the forward's state: s_R, s_com, s_cdof, s_cdof_dot, s_cvel of the stage (s_R and s_com are rewritten by
+    the substep's last forward_kinematics: the caller restores them), s_cacc (per link) and s_cfrc, s_crb_* (subtree
+    sums) as bias_and_mass left them. Reads dL/dc from g_dof[b, :, 0] and dL/dM~ from the lower entries of g_mass.
+    Accumulates into g_vel[b], g_R[b], g_com[b], g_cdof[b], g_cdof_dot[b], g_cvel[b], g_link_f[b] (mass, inertia,
+    gravity compensation, the fluid's columns), g_dof_f[b] (armature, damping) and g_ctrl[b] (kp, kv of the live PD
+    laws, through the matrix's diagonal). g_cacc, g_cfrc ([B, L] 6-vectors), g_crb_m ([B, L]), g_crb_mc ([B, L]
+    3-vectors) and g_crb_io ([B, L] 3x3) are its own scratch (overwritten)."""
+    n_links = link_i.shape[0]
+    n_dofs = dof_i.shape[0]
+    gravity = ti.Vector([params_f[0], params_f[1], params_f[2]])
+    for l in range(n_links):
+        g_cacc[b, l] = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        g_cfrc[b, l] = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        g_crb_m[b, l] = 0.0
+        g_crb_mc[b, l] = ti.Vector([0.0, 0.0, 0.0])
+        g_crb_io[b, l] = ti.Matrix.zero(float, 3, 3)
+    # the diagonal's implicit terms, the CRBA entries and the bias (adjoints of the subtree sums)
+    for d in range(n_dofs):
+        gdd = g_mass[b, d, d]
+        g_dof_f[b, d, DF_ARMATURE] += gdd
+        g_dof_f[b, d, DF_DAMPING] += h * gdd
+        mode = ctrl_mode[b, d]
+        if mode == CTRL_POSITION or mode == CTRL_VELOCITY:
+            if pd_saturated(b, f, d, h, crba_diagonal(b, d, dof_i, s_cdof, s_crb_m, s_crb_mc, s_crb_io), qpos,
+                            dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv) == 0:
+                g_ctrl[b, d, 4] += h * gdd
+                if mode == CTRL_POSITION:
+                    g_ctrl[b, d, 3] += h * h * gdd
+        l = dof_i[d, DI_LINK]
+        force = inertia_apply(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l], s_cdof[b, d])
+        force_bar = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        i = d
+        while i >= 0:
+            g = g_mass[b, d, i]
+            g_cdof[b, i] += g * force
+            force_bar += g * s_cdof[b, i]
+            i = dof_i[i, DI_PARENT]
+        m_bar, mc_bar, io_bar, a_bar = inertia_apply_reverse(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l],
+                                                             s_cdof[b, d], force_bar)
+        g_crb_m[b, l] += m_bar
+        g_crb_mc[b, l] += mc_bar
+        g_crb_io[b, l] += io_bar
+        g_cdof[b, d] += a_bar
+        c_bar = g_dof[b, d, 0]
+        g_cdof[b, d] += c_bar * s_cfrc[b, l]
+        g_cfrc[b, l] += c_bar * s_cdof[b, d]
+    # the subtree sums: a link's value enters its own and every ancestor's
+    for l in range(n_links):
+        parent = link_i[l, LI_PARENT]
+        if parent >= 0:
+            g_cfrc[b, l] += g_cfrc[b, parent]
+            g_crb_m[b, l] += g_crb_m[b, parent]
+            g_crb_mc[b, l] += g_crb_mc[b, parent]
+            g_crb_io[b, l] += g_crb_io[b, parent]
+    # the forward pass, leaves first: link forces, inertias, bias accelerations
+    for i in range(n_links):
+        l = n_links - 1 - i
+        parent = link_i[l, LI_PARENT]
+        m, mc, io = link_inertia_world(b, l, link_f, s_R, s_com)
+        cvel = s_cvel[b, l]
+        fb = g_cfrc[b, l]
+        fb_ang = ti.Vector([fb[0], fb[1], fb[2]])
+        fb_lin = ti.Vector([fb[3], fb[4], fb[5]])
+        com = s_com[b, l]
+        m_bar = g_crb_m[b, l]
+        if link_f[b, l, LF_FLUID_DENSITY] + link_f[b, l, LF_FLUID_VISCOSITY] > 0.0 and m > 1e-15:
+            fl, tq = fluid_wrench(b, l, link_f, s_R, s_com, cvel)
+            g_com[b, l] -= fl.cross(fb_ang)
+            g_cvel[b, l] += fluid_wrench_reverse(b, l, link_f, s_R, s_com, cvel, -fb_lin - fb_ang.cross(com),
+                                                 -fb_ang, g_R, g_com, g_link_f)
+        comp = link_f[b, l, LF_GRAVCOMP]
+        lift = -comp * m * gravity
+        lift_bar = -fb_ang.cross(com) - fb_lin
+        g_com[b, l] -= lift.cross(fb_ang)
+        g_link_f[b, l, LF_GRAVCOMP] -= m * lift_bar.dot(gravity)
+        m_bar -= comp * lift_bar.dot(gravity)
+        cacc = s_cacc[b, l]
+        a_bar, icv_bar = force_cross_reverse(cvel, inertia_apply(m, mc, io, cvel), fb)
+        m1, mc1, io1, cvel_bar = inertia_apply_reverse(m, mc, io, cvel, icv_bar)
+        m2, mc2, io2, cacc_bar = inertia_apply_reverse(m, mc, io, cacc, fb)
+        g_cvel[b, l] += a_bar + cvel_bar
+        link_inertia_world_reverse(b, l, link_f, s_R, s_com, m_bar + m1 + m2, g_crb_mc[b, l] + mc1 + mc2,
+                                   g_crb_io[b, l] + io1 + io2, g_R, g_com, g_link_f)
+        cacc_bar += g_cacc[b, l]
+        for d in range(link_i[l, LI_DOF_START], link_i[l, LI_DOF_END]):
+            g_cdof_dot[b, d] += cacc_bar * dofs_vel[f, b, d]
+            g_vel[b, d] += cacc_bar.dot(s_cdof_dot[b, d])
+        if parent >= 0:
+            g_cacc[b, parent] += cacc_bar

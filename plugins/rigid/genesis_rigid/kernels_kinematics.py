@@ -9,9 +9,10 @@ body-axis dofs.
 
 import taichi as ti
 
-from .kernels_math import func, axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat, spatial, v3, v3e, v4e
-from .layout import (JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_JOINT_END,
-                     LI_JOINT_START, LI_PARENT)
+from .kernels_math import (func, axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat,
+                           spatial, v3, v3e, v4e)
+from .layout import (JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_DOF_START,
+                     LI_JOINT_END, LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, SLIDE
 
 
@@ -101,3 +102,265 @@ def dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_ja
                 s_cdof_dot[b, d0] = motion_cross(cvel, s_cdof[b, d0])
                 cvel += s_cdof[b, d0] * dofs_vel[f, b, d0]
         s_cvel[b, l] = cvel
+
+
+# -- reverse mode ----------------------------------------------------------------------------------------------------
+# Hand-written adjoints of the two functions above (kernels_step.substep_reverse). Each reverse function reads the
+# adjoints of the outputs of its forward and accumulates (+=) into the adjoints of its inputs.
+
+
+@ti.func
+def quat_conj(q):
+    return ti.Vector([q[0], -q[1], -q[2], -q[3]])
+
+
+@ti.func
+def quat_mul_reverse(a, b, g):
+    """Adjoints (of a, of b) of c = quat_mul(a, b) for the adjoint g of c."""
+    return quat_mul(g, quat_conj(b)), quat_mul(quat_conj(a), g)
+
+
+@ti.func
+def quat_normalize_reverse(q, g):
+    """Adjoint of q for n = quat_normalize(q) and the adjoint g of n."""
+    norm = q.norm()
+    scale = 1.0 / ti.max(norm, 1e-30)
+    out = g * scale
+    if norm > 1e-30:
+        u = q * scale
+        out -= u * (u.dot(g) * scale)
+    return out
+
+
+@ti.func
+def quat_to_mat_reverse(q, g):
+    """Adjoint of q (any quaternion: the polynomial quat_to_mat) for the adjoint g (3x3) of R = quat_to_mat(q)."""
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    gw = 2.0 * (-z * g[0, 1] + y * g[0, 2] + z * g[1, 0] - x * g[1, 2] - y * g[2, 0] + x * g[2, 1])
+    gx = 2.0 * (y * g[0, 1] + z * g[0, 2] + y * g[1, 0] - 2.0 * x * g[1, 1] - w * g[1, 2] + z * g[2, 0]
+                + w * g[2, 1] - 2.0 * x * g[2, 2])
+    gy = 2.0 * (-2.0 * y * g[0, 0] + x * g[0, 1] + w * g[0, 2] + x * g[1, 0] + z * g[1, 2] - w * g[2, 0]
+                + z * g[2, 1] - 2.0 * y * g[2, 2])
+    gz = 2.0 * (-2.0 * z * g[0, 0] - w * g[0, 1] + x * g[0, 2] + w * g[1, 0] - 2.0 * z * g[1, 1] + y * g[1, 2]
+                + x * g[2, 0] + y * g[2, 1])
+    return ti.Vector([gw, gx, gy, gz])
+
+
+@ti.func
+def axis_angle_quat_reverse(axis, angle, g):
+    """Adjoint of the angle for q = axis_angle_quat(axis, angle) (axis held fixed) and the adjoint g of q."""
+    s = ti.sin(0.5 * angle)
+    c = ti.cos(0.5 * angle)
+    return -0.5 * s * g[0] + 0.5 * c * (axis[0] * g[1] + axis[1] * g[2] + axis[2] * g[3])
+
+
+@ti.func
+def motion_cross_reverse(a, b, g):
+    """Adjoints (of a, of b) of r = motion_cross(a, b) for the adjoint g of r."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    bw = ti.Vector([b[0], b[1], b[2]])
+    bv = ti.Vector([b[3], b[4], b[5]])
+    g1 = ti.Vector([g[0], g[1], g[2]])
+    g2 = ti.Vector([g[3], g[4], g[5]])
+    return spatial(bw.cross(g1) + bv.cross(g2), bw.cross(g2)), spatial(g1.cross(w) + g2.cross(v), g2.cross(w))
+
+
+@func
+def link_frame_before(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, l, j_stop):
+    """(xpos, xquat) of link l of env b as forward_kinematics has them after the link's offset and its joints before
+    j_stop (xquat not normalised), from the parent's pose in links_pos / links_quat[f, b] and qpos[f, b]."""
+    parent = link_i[l, LI_PARENT]
+    xpos = v3e(link_f, b, l, LF_POS)
+    xquat = v4e(link_f, b, l, LF_QUAT)
+    if parent >= 0:
+        xpos = links_pos[f, b, parent] + quat_to_mat(links_quat[f, b, parent]) @ xpos
+        xquat = quat_mul(links_quat[f, b, parent], xquat)
+    for j in range(link_i[l, LI_JOINT_START], j_stop):
+        jtype = joint_i[j, JI_TYPE]
+        qs = joint_i[j, JI_Q_START]
+        jpos = v3(joint_f, j, JF_POS)
+        jaxis = v3(joint_f, j, JF_AXIS)
+        rot = quat_to_mat(xquat)
+        anchor = rot @ jpos + xpos
+        if jtype == FREE:
+            xpos = ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2]])
+            xquat = quat_normalize(ti.Vector([qpos[f, b, qs + 3], qpos[f, b, qs + 4], qpos[f, b, qs + 5],
+                                              qpos[f, b, qs + 6]]))
+        elif jtype == BALL:
+            q = quat_normalize(ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2],
+                                          qpos[f, b, qs + 3]]))
+            xquat = quat_mul(xquat, q)
+            xpos = anchor - quat_to_mat(xquat) @ jpos
+        elif jtype == HINGE:
+            xquat = quat_mul(xquat, axis_angle_quat(jaxis, qpos[f, b, qs] - joint_f[j, JF_REF]))
+            xpos = anchor - quat_to_mat(xquat) @ jpos
+        elif jtype == SLIDE:
+            xpos = xpos + (rot @ jaxis) * (qpos[f, b, qs] - joint_f[j, JF_REF])
+    return xpos, xquat
+
+
+@func
+def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_qpos, g_lpos,
+                               g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f):
+    """Reverse of forward_kinematics(b, f, ...). Reads qpos[f, b], link_f[b], the forward's links_pos / links_quat
+    [f, b] (the parents' poses; the rotations are recomputed from links_quat, s_R is not read) and the adjoints
+    g_lpos, g_lquat, g_R, g_com (per link), g_janchor, g_jaxis (per joint); accumulates into g_qpos[b],
+    g_link_f[b, :, LF_POS:+3 / LF_QUAT:+4 / LF_COM:+3] and, links in reverse order, into the parent's
+    g_lpos / g_lquat / g_R (which the parent then reads)."""
+    n_links = link_i.shape[0]
+    for l_rev in range(n_links):
+        l = n_links - 1 - l_rev
+        parent = link_i[l, LI_PARENT]
+        j0 = link_i[l, LI_JOINT_START]
+        j1 = link_i[l, LI_JOINT_END]
+        xpos, xquat = link_frame_before(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, l, j1)
+        xquat_n = quat_normalize(xquat)
+        rot_n = quat_to_mat(xquat_n)
+        com = v3e(link_f, b, l, LF_COM)
+        gcom = g_com[b, l]
+        gc = rot_n.transpose() @ gcom
+        for c in ti.static(range(3)):
+            g_link_f[b, l, LF_COM + c] += gc[c]
+        gp = g_lpos[b, l] + gcom
+        gq = quat_normalize_reverse(xquat, g_lquat[b, l]
+                                    + quat_to_mat_reverse(xquat_n, g_R[b, l] + gcom.outer_product(com)))
+        for j_rev in range(j1 - j0):
+            j = j1 - 1 - j_rev
+            xp, xq = link_frame_before(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, l, j)
+            jtype = joint_i[j, JI_TYPE]
+            qs = joint_i[j, JI_Q_START]
+            jpos = v3(joint_f, j, JF_POS)
+            jaxis = v3(joint_f, j, JF_AXIS)
+            g_rot = g_jaxis[b, j].outer_product(jaxis)
+            gp_prev = ti.Vector([0.0, 0.0, 0.0])
+            gq_prev = ti.Vector([0.0, 0.0, 0.0, 0.0])
+            if jtype == FREE:
+                g_anchor = g_janchor[b, j]
+                qraw = ti.Vector([qpos[f, b, qs + 3], qpos[f, b, qs + 4], qpos[f, b, qs + 5], qpos[f, b, qs + 6]])
+                gqr = quat_normalize_reverse(qraw, gq)
+                for c in ti.static(range(3)):
+                    g_qpos[b, qs + c] += gp[c] + g_anchor[c]
+                for c in ti.static(range(4)):
+                    g_qpos[b, qs + 3 + c] += gqr[c]
+            elif jtype == SLIDE:
+                g_anchor = g_janchor[b, j]
+                dq = qpos[f, b, qs] - joint_f[j, JF_REF]
+                g_qpos[b, qs] += gp.dot(quat_to_mat(xq) @ jaxis)
+                g_rot += (gp * dq).outer_product(jaxis) + g_anchor.outer_product(jpos)
+                gp_prev = gp + g_anchor
+                gq_prev = gq
+            else:
+                g_anchor = g_janchor[b, j] + gp
+                q = ti.Vector([1.0, 0.0, 0.0, 0.0])
+                qraw = ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2], qpos[f, b, qs + 3]])
+                dq = qpos[f, b, qs] - joint_f[j, JF_REF]
+                if jtype == BALL:
+                    q = quat_normalize(qraw)
+                else:
+                    q = axis_angle_quat(jaxis, dq)
+                xq_new = quat_mul(xq, q)
+                gxq, gqj = quat_mul_reverse(xq, q, gq + quat_to_mat_reverse(xq_new, -gp.outer_product(jpos)))
+                if jtype == BALL:
+                    gqr = quat_normalize_reverse(qraw, gqj)
+                    for c in ti.static(range(4)):
+                        g_qpos[b, qs + c] += gqr[c]
+                else:
+                    g_qpos[b, qs] += axis_angle_quat_reverse(jaxis, dq, gqj)
+                g_rot += g_anchor.outer_product(jpos)
+                gp_prev = g_anchor
+                gq_prev = gxq
+            gp = gp_prev
+            gq = gq_prev + quat_to_mat_reverse(xq, g_rot)
+        p_off = v3e(link_f, b, l, LF_POS)
+        q_off = v4e(link_f, b, l, LF_QUAT)
+        g_poff = gp
+        g_qoff = gq
+        if parent >= 0:
+            qp = links_quat[f, b, parent]
+            g_poff = quat_to_mat(qp).transpose() @ gp
+            g_qp, g_qoff2 = quat_mul_reverse(qp, q_off, gq)
+            g_qoff = g_qoff2
+            g_lpos[b, parent] += gp
+            g_R[b, parent] += gp.outer_product(p_off)
+            g_lquat[b, parent] += g_qp
+        for c in ti.static(range(3)):
+            g_link_f[b, l, LF_POS + c] += g_poff[c]
+        for c in ti.static(range(4)):
+            g_link_f[b, l, LF_QUAT + c] += g_qoff[c]
+
+
+@func
+def _motion_axis_reverse(anchor, axis, g):
+    """Adjoints (of the anchor, of the axis) of the rotation subspace spatial(axis, anchor x axis) for its adjoint
+    g."""
+    g_ang = ti.Vector([g[0], g[1], g[2]])
+    g_lin = ti.Vector([g[3], g[4], g[5]])
+    return axis.cross(g_lin), g_ang + g_lin.cross(anchor)
+
+
+@func
+def dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_vel, g_R,
+                        g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel):
+    """Reverse of dof_motions(b, f, ...). Reads dofs_vel[f, b], the forward's s_R, s_janchor, s_jaxis, s_cdof, s_cvel
+    (the running link velocities are recomputed from s_cvel of the parent and s_cdof), and the adjoints g_cdof,
+    g_cdof_dot, g_cvel; accumulates into g_vel[b], g_R[b] (ball and free rotation axes: the columns of s_R),
+    g_janchor[b], g_jaxis[b], and, links in reverse order, into the parent's g_cvel (which the parent then reads)."""
+    n_links = link_i.shape[0]
+    for l_rev in range(n_links):
+        l = n_links - 1 - l_rev
+        parent = link_i[l, LI_PARENT]
+        rot = s_R[b, l]
+        g_rot = ti.Matrix.zero(float, 3, 3)
+        gcv = g_cvel[b, l]
+        j0 = link_i[l, LI_JOINT_START]
+        j1 = link_i[l, LI_JOINT_END]
+        for j_rev in range(j1 - j0):
+            j = j1 - 1 - j_rev
+            jtype = joint_i[j, JI_TYPE]
+            d0 = joint_i[j, JI_DOF_START]
+            anchor = s_janchor[b, j]
+            cvel = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+            if parent >= 0:
+                cvel = s_cvel[b, parent]
+            for d in range(link_i[l, LI_DOF_START], d0):
+                cvel += s_cdof[b, d] * dofs_vel[f, b, d]
+            g_anchor = ti.Vector([0.0, 0.0, 0.0])
+            if jtype == FREE or jtype == BALL:
+                r0 = 0
+                if jtype == FREE:
+                    r0 = 3
+                    for i in ti.static(range(3)):
+                        cvel += s_cdof[b, d0 + i] * dofs_vel[f, b, d0 + i]
+                g_cross = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+                for i in ti.static(range(3)):
+                    d = d0 + r0 + i
+                    cd = s_cdof[b, d]
+                    g_vel[b, d] += gcv.dot(cd)
+                    ga, gcd = motion_cross_reverse(cvel, cd, g_cdof_dot[b, d])
+                    g_cross += ga
+                    ganc, gax = _motion_axis_reverse(anchor, ti.Vector([rot[0, i], rot[1, i], rot[2, i]]),
+                                                     g_cdof[b, d] + gcv * dofs_vel[f, b, d] + gcd)
+                    g_anchor += ganc
+                    for k in ti.static(range(3)):
+                        g_rot[k, i] += gax[k]
+                gcv += g_cross
+                if jtype == FREE:
+                    for i in ti.static(range(3)):
+                        g_vel[b, d0 + i] += gcv[3 + i]
+            else:
+                cd = s_cdof[b, d0]
+                g_vel[b, d0] += gcv.dot(cd)
+                ga, gcd = motion_cross_reverse(cvel, cd, g_cdof_dot[b, d0])
+                gcd += g_cdof[b, d0] + gcv * dofs_vel[f, b, d0]
+                gcv += ga
+                if jtype == HINGE:
+                    ganc, gax = _motion_axis_reverse(anchor, s_jaxis[b, j], gcd)
+                    g_anchor += ganc
+                    g_jaxis[b, j] += gax
+                else:
+                    g_jaxis[b, j] += ti.Vector([gcd[3], gcd[4], gcd[5]])
+            g_janchor[b, j] += g_anchor
+        g_R[b, l] += g_rot
+        if parent >= 0:
+            g_cvel[b, parent] += gcv

@@ -23,11 +23,12 @@ ARRAY_PARAMS = {
 
 
 def func(fn):
-    """ti.func whose array parameters (ARRAY_PARAMS and every s_* scratch array) are passed by reference."""
+    """ti.func whose array parameters (ARRAY_PARAMS, every s_* scratch array, and the reverse's adjoint arrays g_*
+    and state gradients G_*) are passed by reference."""
     import inspect
 
     for name in inspect.signature(fn).parameters:
-        if name in ARRAY_PARAMS or name.startswith("s_"):
+        if name in ARRAY_PARAMS or name.startswith(("s_", "g_", "G_")):
             fn.__annotations__[name] = ti.template()
     return ti.func(fn)
 

@@ -20,11 +20,13 @@ import taichi as ti
 from genesis_core.launch import serial_variant
 
 from .kernels_collision import detect_contacts, finish_contacts
-from .kernels_constraint import SD_PSEUDO, advance_q, smooth_acceleration, solve_constraints
+from .kernels_constraint import (SD_PSEUDO, advance_q, advance_q_reverse, contact_frame_reverse, smooth_acceleration,
+                                 solve_constraints, solve_constraints_reverse)
 from .kernels_convex import detect_mesh_contacts
-from .kernels_dynamics import bias_and_mass
-from .kernels_kinematics import dof_motions, forward_kinematics
-from .kernels_math import V3, V4, func, quat_mul, quat_to_mat, v3, v4
+from .kernels_dynamics import bias_and_mass, bias_and_mass_reverse, smooth_acceleration_reverse
+from .kernels_kinematics import (dof_motions, dof_motions_reverse, forward_kinematics, forward_kinematics_reverse,
+                                 quat_mul_reverse)
+from .kernels_math import V3, V4, func, quat_mul, quat_to_mat, spatial, v3, v4
 from .layout import DI_PARENT, GF_POS, GF_QUAT, GI_LINK, LI_LAST_DOF, PF_DT, PP_RK4
 
 # True in the serial copies of the kernels (SERIAL_OF, for one environment: no thread-pool dispatch per launch)
@@ -123,7 +125,7 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
             s_crb_io: nd(ndim=2),
             s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
-            s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3)):
+            s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3)):
     """One substep: frame f -> frame fn. The smooth dynamics are evaluated on the stage arrays s_qs / s_vs
     (once for Euler; four Runge-Kutta stages and a final evaluation at the start for RK4), then the constraints
     act at the start configuration (the contacts `collide` found there), then positions advance."""
@@ -178,7 +180,7 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             s_dof[b, d, 2] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
             s_dof[b, d, 5] = s_dof[b, d, 2]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                          s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i)
+                          s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
         for d in range(n_v):
             v = s_dof[b, d, 2]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
@@ -244,3 +246,265 @@ def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_
 
 # each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
 SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry)}
+
+
+
+# -- differentiable mode: the reverse of `substep` (Euler), in three kernels (Taichi takes at most 64 arguments a
+# kernel, and its compile time grows faster than a kernel's size). The solver re-runs the plain substep f -> fn
+# first, so every scratch array holds what the forward computed; then, per environment, each stage's reverse (beside
+# its forward in kernels_<stage>.py) runs, in the opposite order of the forward's. The adjoint arrays g_* are
+# per-substep scratch (zeroed here); G_* are the state's gradients: frame fn's read, frame f's accumulated (last
+# kernel). g_q1 / g_q2: adjoints of qpos[f] / qpos[fn]; g_v: of dofs_vel[f]; g_vu: of the velocity the positions
+# advanced with.
+
+@ti.kernel
+def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3),
+                         links_pos: nd(dtype=V3, ndim=3),
+                         links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4), params_f: nd(ndim=1),
+                         params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
+                         joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2),
+                         ten_i: nd(ndim=2), s_vs: nd(ndim=3), s_R: nd(ndim=2), s_com: nd(ndim=2),
+                         s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2),
+                         s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_J: nd(ndim=3),
+                         s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3),
+                         g_q1: nd(ndim=2), g_q2: nd(ndim=2), g_v: nd(ndim=2), g_vu: nd(ndim=2), g_lpos: nd(ndim=2),
+                         g_lquat: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_janchor: nd(ndim=2),
+                         g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2), g_mass: nd(ndim=3), g_dof: nd(ndim=3),
+                         g_con: nd(ndim=3), g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3), g_link_f: nd(ndim=3),
+                         g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3),
+                         g_vs: nd(ndim=3), G_qpos: nd(ndim=3), G_vel: nd(ndim=3), G_acc: nd(ndim=3), G_lpos: nd(ndim=4),
+                         G_lquat: nd(ndim=4), G_imp: nd(ndim=4)):
+    """Frame fn back to the constraint stage: the kinematics of fn, the positions' advance, the velocity and
+    acceleration written, the constraint stage and its contact frames at frame f's poses; leaves the adjoint of the
+    smooth acceleration in g_dof[:, :, 1]. The kinematics and dof motions of frame f are computed again (the
+    collider view's kernel, between the re-run and its reverse, leaves frame fn's in the scratch arrays)."""
+    h = params_f[PF_DT]
+    n_q = qpos.shape[2]
+    n_v = g_v.shape[1]
+    spread = env_spread(qpos.shape[1], False)
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
+        zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis)
+        for l in range(g_link_f.shape[1]):
+            for k in range(g_link_f.shape[2]):
+                g_link_f[b, l, k] = 0.0
+        for d in range(n_v):
+            g_v[b, d] = 0.0
+            g_vu[b, d] = 0.0
+            g_cdof[b, d] = ti.Vector.zero(float, 6)
+            for k in range(g_dof.shape[2]):
+                g_dof[b, d, k] = 0.0
+            for i in range(g_mass.shape[2]):
+                g_mass[b, d, i] = 0.0
+            for k in range(g_dof_f.shape[2]):
+                g_dof_f[b, d, k] = 0.0
+        for s in range(g_con.shape[1]):
+            for k in range(g_con.shape[2]):
+                g_con[b, s, k] = 0.0
+            for k in ti.static(range(3)):
+                g_imp_in[b, s, k] = 0.0
+                g_imp_out[b, s, k] = G_imp[fn, b, s, k]
+        for i in range(n_q):
+            g_q1[b, i] = 0.0
+            g_q2[b, i] = G_qpos[fn, b, i]
+        # the kinematics of frame fn (s_R holds its rotations after the re-run)
+        for l in range(G_lpos.shape[2]):
+            g_lpos[b, l] = ti.Vector([G_lpos[fn, b, l, 0], G_lpos[fn, b, l, 1], G_lpos[fn, b, l, 2]])
+            g_lquat[b, l] = ti.Vector([G_lquat[fn, b, l, 0], G_lquat[fn, b, l, 1], G_lquat[fn, b, l, 2],
+                                       G_lquat[fn, b, l, 3]])
+        forward_kinematics_reverse(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q2,
+                                   g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
+        # the advance: qpos[fn] from qpos[f] and s_vs = the new velocity plus the pseudo-velocity
+        advance_q_reverse(b, qpos, f, s_vs, 0, h, joint_i, g_q2, g_q1, g_vu)
+        for d in range(n_v):
+            g_dof[b, d, 3] = g_vu[b, d] + G_vel[fn, b, d] + G_acc[fn, b, d] / h
+            g_dof[b, d, 4] = g_vu[b, d]
+            g_v[b, d] = -G_acc[fn, b, d] / h
+        # the constraint stage, at frame f's poses
+        zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis)
+        forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                           s_janchor, s_jaxis)
+        dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
+                                  contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
+                                  s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_q1, g_dof_f,
+                                  g_row, g_J, g_W, g_vs)
+        for s in range(g_imp_in.shape[1]):
+            for k in ti.static(range(3)):
+                G_imp[f, b, s, k] += g_imp_in[b, s, k]
+        for d in range(n_v):  # v_free = v + h qacc
+            g_v[b, d] += g_dof[b, d, 2]
+            g_dof[b, d, 1] = h * g_dof[b, d, 2]
+
+
+@ti.kernel
+def substep_reverse_dynamics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), ext_impulse: nd(ndim=4),
+                             ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2),
+                             ctrl_vel: nd(ndim=2), ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2), params_f: nd(ndim=1),
+                             params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), dof_f: nd(ndim=3),
+                             dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2), s_R: nd(ndim=2),
+                             s_com: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
+                             s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
+                             s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), g_q1: nd(ndim=2),
+                             g_v: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_cdof: nd(ndim=2),
+                             g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_mass: nd(ndim=3), g_dof: nd(ndim=3),
+                             g_link_f: nd(ndim=3), g_dof_f: nd(ndim=3), g_ctrl: nd(ndim=3), g_cacc: nd(ndim=2),
+                             g_cfrc: nd(ndim=2), g_crb_m: nd(ndim=2), g_crb_mc: nd(ndim=2), g_crb_io: nd(ndim=2),
+                             G_ext: nd(ndim=4)):
+    """The smooth dynamics backwards: the acceleration's solve and generalized forces, the couplings' impulses,
+    the bias forces and the implicit mass matrix."""
+    h = params_f[PF_DT]
+    spread = env_spread(qpos.shape[1], False)
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
+        for l in range(g_cvel.shape[1]):
+            g_cvel[b, l] = ti.Vector.zero(float, 6)
+            g_cacc[b, l] = ti.Vector.zero(float, 6)
+            g_cfrc[b, l] = ti.Vector.zero(float, 6)
+            g_crb_m[b, l] = 0.0
+            g_crb_mc[b, l] = ti.Vector.zero(float, 3)
+            g_crb_io[b, l] = ti.Matrix.zero(float, 3, 3)
+        for d in range(g_cdof_dot.shape[1]):
+            g_cdof_dot[b, d] = ti.Vector.zero(float, 6)
+            for k in ti.static(range(5)):
+                g_ctrl[b, d, k] = 0.0
+        smooth_acceleration_reverse(b, f, h, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode,
+                                    ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_crb_m, s_crb_mc,
+                                    s_crb_io, s_cdof, s_mass, s_dof, g_q1, g_v, g_dof, g_mass, g_dof_f, g_ctrl)
+        external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, g_dof, g_com, g_cdof, G_ext)
+        bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force,
+                              ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc,
+                              s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_v, g_R, g_com, g_cdof, g_cdof_dot,
+                              g_cvel, g_mass, g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m, g_crb_mc,
+                              g_crb_io)
+
+
+@ti.kernel
+def substep_reverse_kinematics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                               links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=3), link_i: nd(ndim=2),
+                               joint_f: nd(ndim=2), joint_i: nd(ndim=2), pair_i: nd(ndim=2), geom_i: nd(ndim=2),
+                               geom_f: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), g_con: nd(ndim=3),
+                               s_R: nd(ndim=2), s_janchor: nd(ndim=2),
+                               s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cvel: nd(ndim=2), g_q1: nd(ndim=2),
+                               g_v: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2), g_R: nd(ndim=2),
+                               g_com: nd(ndim=2), g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2),
+                               g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_link_f: nd(ndim=3), G_qpos: nd(ndim=3),
+                               G_vel: nd(ndim=3)):
+    """The contacts' frames, the dof motions and the kinematics of frame f backwards; then the gradients of qpos[f]
+    and dofs_vel[f]."""
+    spread = env_spread(qpos.shape[1], False)
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
+        contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
+        dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_v, g_R,
+                            g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel)
+        forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q1,
+                                   g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
+        for i in range(qpos.shape[2]):
+            G_qpos[f, b, i] += g_q1[b, i]
+        for d in range(g_v.shape[1]):
+            G_vel[f, b, d] += g_v[b, d]
+
+
+@func
+def zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis):
+    for l in range(g_lpos.shape[1]):
+        g_lpos[b, l] = ti.Vector.zero(float, 3)
+        g_lquat[b, l] = ti.Vector.zero(float, 4)
+        g_R[b, l] = ti.Matrix.zero(float, 3, 3)
+        g_com[b, l] = ti.Vector.zero(float, 3)
+    for j in range(g_janchor.shape[1]):
+        g_janchor[b, j] = ti.Vector.zero(float, 3)
+        g_jaxis[b, j] = ti.Vector.zero(float, 3)
+
+
+@func
+def external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, g_dof, g_com, g_cdof, G_ext):
+    """The reverse of external_forces: from the adjoint of the generalized force g_dof[b, :, 5], the adjoints of the
+    impulses (G_ext[f, b, l, :], accumulated), of the centres of mass and of the motion subspaces."""
+    for l in range(ext_impulse.shape[2]):
+        lin = ti.Vector([ext_impulse[f, b, l, 0], ext_impulse[f, b, l, 1], ext_impulse[f, b, l, 2]])
+        ang = ti.Vector([ext_impulse[f, b, l, 3], ext_impulse[f, b, l, 4], ext_impulse[f, b, l, 5]])
+        torque = ang + s_com[b, l].cross(lin)
+        g_torque = ti.Vector([0.0, 0.0, 0.0])
+        g_lin = ti.Vector([0.0, 0.0, 0.0])
+        d = link_i[l, LI_LAST_DOF]
+        while d >= 0:
+            g = g_dof[b, d, 5] / h
+            cd = s_cdof[b, d]
+            g_torque += g * ti.Vector([cd[0], cd[1], cd[2]])
+            g_lin += g * ti.Vector([cd[3], cd[4], cd[5]])
+            g_cdof[b, d] += g * ti.Vector([torque[0], torque[1], torque[2], lin[0], lin[1], lin[2]])
+            d = dof_i[d, DI_PARENT]
+        # torque = ang + com x lin
+        g_lin += g_torque.cross(s_com[b, l])
+        g_com[b, l] += lin.cross(g_torque)
+        for c in ti.static(range(3)):
+            G_ext[f, b, l, c] += g_lin[c]
+            G_ext[f, b, l, 3 + c] += g_torque[c]
+
+
+@ti.kernel
+def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                              links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=3), link_i: nd(ndim=2),
+                              joint_f: nd(ndim=2), joint_i: nd(ndim=2), geom_f: nd(ndim=2), geom_i: nd(ndim=2),
+                              s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2),
+                              s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), g_q2: nd(ndim=2),
+                              g_vu: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2), g_R: nd(ndim=2),
+                              g_com: nd(ndim=2), g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2),
+                              g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_link_f: nd(ndim=3),
+                              G_geom_pos: nd(ndim=3), G_geom_quat: nd(ndim=3), G_com: nd(ndim=3),
+                              G_lin_vel: nd(ndim=3), G_ang_vel: nd(ndim=3), G_quat: nd(ndim=3), G_qpos: nd(ndim=3),
+                              G_vel: nd(ndim=3)):
+    """The reverse of collider_geometry: the gradients of the ColliderView's arrays (G_*: geom poses, centres of
+    mass, link velocities and orientations at frame fn) into those of qpos[fn] and dofs_vel[fn]."""
+    spread = env_spread(qpos.shape[1], False)
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
+        zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis)
+        for l in range(g_cvel.shape[1]):
+            g_cvel[b, l] = ti.Vector.zero(float, 6)
+        for d in range(g_vu.shape[1]):
+            g_vu[b, d] = 0.0
+            g_cdof[b, d] = ti.Vector.zero(float, 6)
+            g_cdof_dot[b, d] = ti.Vector.zero(float, 6)
+        for i in range(g_q2.shape[1]):
+            g_q2[b, i] = 0.0
+        forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                           s_janchor, s_jaxis)
+        dof_motions(b, fn, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        for g in range(ti.min(G_geom_pos.shape[1], geom_i.shape[0])):
+            l = geom_i[g, GI_LINK]
+            if l < 0:
+                continue
+            gp = ti.Vector([G_geom_pos[b, g, 0], G_geom_pos[b, g, 1], G_geom_pos[b, g, 2]])
+            gq = ti.Vector([G_geom_quat[b, g, 0], G_geom_quat[b, g, 1], G_geom_quat[b, g, 2], G_geom_quat[b, g, 3]])
+            g_lpos[b, l] += gp
+            g_R[b, l] += gp.outer_product(v3(geom_f, g, GF_POS))
+            ga, _ = quat_mul_reverse(links_quat[fn, b, l], v4(geom_f, g, GF_QUAT), gq)
+            g_lquat[b, l] += ga
+        for l in range(link_i.shape[0]):
+            com = s_com[b, l]
+            cvel = s_cvel[b, l]
+            omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
+            glin = ti.Vector([G_lin_vel[b, l, 0], G_lin_vel[b, l, 1], G_lin_vel[b, l, 2]])
+            gomega = ti.Vector([G_ang_vel[b, l, 0], G_ang_vel[b, l, 1], G_ang_vel[b, l, 2]]) + com.cross(glin)
+            g_cvel[b, l] += spatial(gomega, glin)
+            g_com[b, l] += ti.Vector([G_com[b, l, 0], G_com[b, l, 1], G_com[b, l, 2]]) + glin.cross(omega)
+            g_lquat[b, l] += ti.Vector([G_quat[b, l, 0], G_quat[b, l, 1], G_quat[b, l, 2], G_quat[b, l, 3]])
+        dof_motions_reverse(b, fn, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_vu, g_R,
+                            g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel)
+        forward_kinematics_reverse(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q2,
+                                   g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
+        for i in range(g_q2.shape[1]):
+            G_qpos[fn, b, i] += g_q2[b, i]
+        for d in range(g_vu.shape[1]):
+            G_vel[fn, b, d] += g_vu[b, d]

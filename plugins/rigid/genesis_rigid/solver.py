@@ -16,7 +16,7 @@ from genesis_core.coupler import ColliderView
 from . import kernels_step
 from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, quat_mul, tangent_basis
 from .entity import RigidEntity
-from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED,
+from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_ACTIVE, CI_KEY, CI_SLOT, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED,
                                 CM_SWEEPS,
                                 HASH_FACTOR, KEY_SPAN)
 from .kernels_constraint import RF_N, SD_SWEEP
@@ -28,6 +28,7 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
                      LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_GEOM_A, PI_GEOM_B, PI_N,
+                     PI_N_SLOTS, PI_SLOT,
                      PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, PP_TENDONS, RI_N, TF_DAMPING,
                      TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_N,
                      TI_START)
@@ -635,7 +636,11 @@ class RigidSolver(gs.SolverBase):
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
             s_mass=z(B, D, D), s_dof=z(B, D, SD_SWEEP + 1), s_J=z(B, R, self._row_width), s_W=z(B, R, self._row_width),
             s_row_f=z(B, R, RF_N),
-            s_row_i=z(B, R, RI_N, kind="i"), s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
+            s_row_i=z(B, R, RI_N, kind="i"),
+            # differentiable mode: the impulses after each sweep of the two passes, for the constraint stage's
+            # reverse (kernels_constraint); a placeholder otherwise
+            s_hist=z(1, 1, 1),
+            s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"), s_sep=z(B, max(self.n_gjk_pairs, 1), 3),
             s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),
@@ -657,6 +662,31 @@ class RigidSolver(gs.SolverBase):
         self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
         self._link_params_seen = None
         self._args = None
+        self.adjoint = self._allocate_adjoints() if self.sim_options.requires_grad else None
+
+    def _allocate_adjoints(self):
+        """Differentiable mode: the reverse kernels' per-substep arrays (kernels_step.substep_reverse_*): the
+        adjoints g_* of what a substep computes, and the impulses after each sweep of the constraint passes."""
+        B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
+        C, Q = self.max_contacts, max(self.n_qs, 1)
+        R = 3 * C + self.n_limited
+
+        def z(*shape, element=()):
+            return self._taichi_array(shape, "f", element)
+
+        def t(*shape):  # read from Python afterwards (_parameter_gradients): torch
+            return torch.zeros(shape, dtype=self.float_dtype, device=self.device)
+
+        v3, v6, m3 = (3,), (6,), (3, 3)
+        return dict(
+            s_hist=z(B, 2 * (self.options.iterations + 1), R), g_q1=z(B, Q), g_q2=z(B, Q), g_v=z(B, D),
+            g_vu=z(B, D), g_lpos=z(B, L, element=v3), g_lquat=z(B, L, element=(4,)), g_R=z(B, L, element=m3),
+            g_com=z(B, L, element=v3), g_janchor=z(B, J, element=v3), g_jaxis=z(B, J, element=v3),
+            g_cdof=z(B, D, element=v6), g_cdof_dot=z(B, D, element=v6), g_cvel=z(B, L, element=v6),
+            g_mass=z(B, D, D), g_dof=z(B, D, 6), g_con=t(B, C, 8), g_imp_in=z(B, C, 3), g_imp_out=z(B, C, 3),
+            g_link_f=t(B, L, LF_N), g_dof_f=t(B, D, DF_N), g_ctrl=t(B, D, 5), g_cacc=z(B, L, element=v6),
+            g_cfrc=z(B, L, element=v6), g_crb_m=z(B, L), g_crb_mc=z(B, L, element=v3), g_crb_io=z(B, L, element=m3),
+            g_row=z(B, R, RF_N), g_J=z(B, R, self._row_width), g_W=z(B, R, self._row_width), g_vs=z(B, D, 4))
 
     def memory_per_env(self) -> dict:
         """Bytes per environment of each state field (all its frames) and scratch array: what a batch costs."""
@@ -824,12 +854,7 @@ class RigidSolver(gs.SolverBase):
         L, G, base = self.n_links, self.n_geoms, self._arrays_np["link_f"]
         t = lambda a: torch.as_tensor(a, dtype=self.float_dtype, device=self.device)  # noqa: E731
         if L:
-            mass0, shift = fields["links_inertial_mass"], fields["links_mass_shift"]
-            mass = torch.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
-            m_model = t(base[:L, LF_MASS])
-            scale = torch.where(m_model > 0, mass / torch.where(m_model > 0, m_model, torch.ones_like(m_model)),
-                                torch.ones_like(mass))
-            inertia = t(base[:L, LF_INERTIA:LF_INERTIA + 9]) * scale[..., None]
+            mass, inertia = self._link_inertial(fields["links_inertial_mass"], fields["links_mass_shift"])
             com = t(base[:L, LF_COM:LF_COM + 3]) + fields["links_com_shift"]
             self._diff.set_link_params(mass, com, inertia.reshape(self.batch, L, 3, 3))
         if G:
@@ -884,7 +909,10 @@ class RigidSolver(gs.SolverBase):
         self._sync_link_params()
         self._sync_dof_params()
         if self._recording():
-            self._diff_substep(f)
+            if self._kernel_backward():
+                self._rerun_substep(f)
+            else:
+                self._diff_substep(f)
             return
         if self._static_world(f):
             return
@@ -919,7 +947,7 @@ class RigidSolver(gs.SolverBase):
                     m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"]) + tuple(s[name] for name in (
                         "s_qs", "s_vs", "s_lpos", "s_lquat", "s_R", "s_com", "s_janchor", "s_jaxis", "s_cdof",
                         "s_cdof_dot", "s_cvel", "s_cacc", "s_cfrc", "s_crb_m", "s_crb_mc", "s_crb_io", "s_mass",
-                        "s_dof", "s_con_f", "s_con_i", "s_J", "s_W", "s_row_f", "s_row_i"))
+                        "s_dof", "s_con_f", "s_con_i", "s_J", "s_W", "s_row_f", "s_row_i", "s_hist"))
             self._args = (kernels, (collide, collide_meshes, head, tail))
         return self._args
 
@@ -959,6 +987,148 @@ class RigidSolver(gs.SolverBase):
         tape = self.state.tape
         return tape is not None and tape.consumed
 
+    # the frame fn fields the re-run of a substep writes again (put back after its reverse: a setter may have changed
+    # them after the forward)
+    RERUN_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "contact_key")
+
+    def _kernel_backward(self) -> bool:
+        """Whether the substep's reverse runs on the reverse kernels (kernels_step.substep_reverse_*); otherwise on
+        the torch step (differentiable.DifferentiableStep)."""
+        return self.n_dofs > 0 and os.environ.get("GENESIS_RIGID_TORCH_BACKWARD", "0") != "1"
+
+    def _rerun_substep(self, f):
+        """The backward's re-run of the substep at frame f on the plain kernels, recording the constraint sweeps'
+        impulses (s_hist): every scratch array then holds what the reverse kernels read."""
+        st, fn = self.state, self.frames.next(f)
+        self._fn_keep = {name: st.at(name, fn).clone() for name in self.RERUN_FIELDS}
+        if self.collision:
+            self._collide(f)
+        (_, _, substep), (_, _, head, tail) = self._step_args()
+        self._launch(substep, f, fn, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
+        self._diff_tape = (f, None, None)
+        self._view_tape = None
+
+    def _reverse_substep(self, f):
+        """The reverse kernels of the substep at frame f (after _rerun_substep): the gradients of frame fn's fields
+        into frame f's, the controls' and the parameters'."""
+        st, m, s, a, fn = self.state, self.model, self.scratch, self.adjoint, self.frames.next(f)
+        G = {name: st.tensors[name].grad for name in ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat",
+                                                       "contact_impulse", "links_ext_impulse")}
+        ext = self._ext_impulse(f) if self._step_wrench() is not None else st.links_ext_impulse
+        run = self._launch
+        run(kernels_step.substep_reverse_head, f, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat, st.contact_impulse,
+            m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"],
+            m["dof_i"], m["ten_f"], m["ten_i"], s["s_vs"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"],
+            s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], s["s_mass"], s["s_dof"], s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"],
+            s["s_row_i"], a["s_hist"], a["g_q1"], a["g_q2"], a["g_v"], a["g_vu"], a["g_lpos"], a["g_lquat"],
+            a["g_R"], a["g_com"], a["g_janchor"], a["g_jaxis"], a["g_cdof"], a["g_mass"], a["g_dof"], a["g_con"],
+            a["g_imp_in"], a["g_imp_out"], a["g_link_f"], a["g_dof_f"], a["g_row"], a["g_J"], a["g_W"], a["g_vs"], G["qpos"],
+            G["dofs_vel"], G["dofs_acc"], G["links_pos"], G["links_quat"], G["contact_impulse"])
+        run(kernels_step.substep_reverse_dynamics, f, st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode,
+            st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, m["params_f"],
+            m["params_i"], m["link_f"], m["link_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], s["s_R"],
+            s["s_com"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], s["s_cacc"], s["s_cfrc"], s["s_crb_m"],
+            s["s_crb_mc"], s["s_crb_io"], s["s_mass"], s["s_dof"], a["g_q1"], a["g_v"], a["g_R"], a["g_com"],
+            a["g_cdof"], a["g_cdof_dot"], a["g_cvel"], a["g_mass"], a["g_dof"], a["g_link_f"], a["g_dof_f"],
+            a["g_ctrl"], a["g_cacc"], a["g_cfrc"], a["g_crb_m"], a["g_crb_mc"], a["g_crb_io"], G["links_ext_impulse"])
+        run(kernels_step.substep_reverse_kinematics, f, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
+            m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["pair_i"], m["geom_i"], m["geom_f"],
+            s["s_con_f"], s["s_con_i"], a["g_con"], s["s_R"], s["s_janchor"], s["s_jaxis"],
+            s["s_cdof"], s["s_cvel"], a["g_q1"], a["g_v"], a["g_lpos"], a["g_lquat"], a["g_R"], a["g_com"],
+            a["g_janchor"], a["g_jaxis"], a["g_cdof"], a["g_cdof_dot"], a["g_cvel"], a["g_link_f"], G["qpos"],
+            G["dofs_vel"])
+        self._parameter_gradients(f)
+        with torch.no_grad():
+            for name, x in self._fn_keep.items():
+                st.at(name, fn).copy_(x)
+        self._fn_keep = None
+
+    def _reverse_view(self, fn):
+        """The gradients of the collider view's arrays (their .grad, which the couplings' backward filled) into those
+        of qpos[fn] and dofs_vel[fn] (kernels_step.collider_geometry_reverse); the view's gradients are then zeroed."""
+        v, st, m, s, a = self._view, self.state, self.model, self.scratch, self.adjoint
+        grads = [getattr(v, n).grad for n in ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel",
+                                               "body_quat")]
+        if any(g is not None and bool(g.any()) for g in grads) and self.n_links:
+            self._launch(kernels_step.collider_geometry_reverse, fn, st.qpos, st.dofs_vel, st.links_pos,
+                         st.links_quat, m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"],
+                         m["geom_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"],
+                         s["s_cdof_dot"], s["s_cvel"], a["g_q2"], a["g_vu"], a["g_lpos"], a["g_lquat"], a["g_R"],
+                         a["g_com"], a["g_janchor"], a["g_jaxis"], a["g_cdof"], a["g_cdof_dot"], a["g_cvel"],
+                         a["g_link_f"], *[g.contiguous() for g in grads], st.tensors["qpos"].grad,
+                         st.tensors["dofs_vel"].grad)
+        for g in grads:
+            if g is not None:
+                g.zero_()
+
+    def _parameter_gradients(self, f):
+        """The controls' and the parameters' gradients from the reverse kernels' adjoints of the arrays the kernels
+        read (g_ctrl, g_dof_f, g_link_f, and each contact's friction in g_con), into the state fields that carry a
+        gradient."""
+        st, a = self.state, self.adjoint
+        D, L, G = self.n_dofs, self.n_links, self.n_geoms
+        g_ctrl = a["g_ctrl"][:, :D]
+        for k, name in enumerate(("dofs_ctrl_force", "dofs_ctrl_pos", "dofs_ctrl_vel", "dofs_kp", "dofs_kv")):
+            if st.has_grad(name):
+                st.grad_at(name, f).add_(g_ctrl[..., k])
+        g_dof_f = a["g_dof_f"][:, :D]
+        for name, col in self.DOF_PARAMS:
+            if st.has_grad(name):
+                st.grad_at(name, f).add_(g_dof_f[..., col])
+        wanted = [n for n in ("links_inertial_mass", "links_mass_shift") if st.has_grad(n)]
+        if L and wanted:
+            g_link_f = a["g_link_f"][:, :L]
+            fields = {n: st.tensors[n].detach().clone().requires_grad_(n in wanted) for n in
+                      ("links_inertial_mass", "links_mass_shift")}
+            with torch.enable_grad():
+                mass, inertia = self._link_inertial(fields["links_inertial_mass"], fields["links_mass_shift"])
+                grads = torch.autograd.grad([mass, inertia], [fields[n] for n in wanted],
+                                            [g_link_f[..., LF_MASS], g_link_f[..., LF_INERTIA:LF_INERTIA + 9]])
+            for n, g in zip(wanted, grads):
+                st.grad_at(n, f).add_(g)
+        if G and self.max_contacts and st.has_grad("geoms_friction_ratio"):
+            # an entry's friction is the larger of its geoms' (kernels_collision.finish_contacts): its gradient
+            # goes to that geom's ratio, times the geom's friction in the model
+            g_mu = a["g_con"][..., 7]
+            con_i = self.scratch["s_con_i"]
+            C = self.max_contacts
+            active = con_i[:, CI_ACTIVE, :C] == 1
+            slot = torch.where(active, con_i[:, CI_SLOT, :C].long(), torch.zeros_like(active, dtype=torch.long))
+            ga, gb = self._slot_geoms()
+            ga, gb = ga[slot], gb[slot]
+            mu = self.model["geom_mu"]
+            mu = mu if isinstance(mu, torch.Tensor) else torch.as_tensor(mu.to_numpy(), device=self.device)
+            mu_a, mu_b = torch.gather(mu, 1, ga), torch.gather(mu, 1, gb)
+            g = torch.where(active, g_mu, torch.zeros_like(g_mu))
+            geom = torch.where(mu_a >= mu_b, ga, gb)
+            base = torch.as_tensor(self._geom_f_np[:G, GF_FRICTION], dtype=self.float_dtype, device=self.device)
+            out = torch.zeros_like(st.grad_at("geoms_friction_ratio", f))
+            out.scatter_add_(1, geom, g * base[geom])
+            st.grad_at("geoms_friction_ratio", f).add_(out)
+
+    def _slot_geoms(self):
+        """The two geoms of each candidate contact slot (long tensors [S])."""
+        if self.__dict__.get("_slot_geoms_t") is None:
+            pair_i = self._arrays_np["pair_i"]
+            n = max(int((pair_i[:, PI_SLOT] + pair_i[:, PI_N_SLOTS]).max()) if len(pair_i) else 0, 1)
+            ga, gb = np.zeros(n, np.int64), np.zeros(n, np.int64)
+            for row in pair_i:
+                ga[row[PI_SLOT]:row[PI_SLOT] + row[PI_N_SLOTS]] = row[PI_GEOM_A]
+                gb[row[PI_SLOT]:row[PI_SLOT] + row[PI_N_SLOTS]] = row[PI_GEOM_B]
+            self._slot_geoms_t = (torch.as_tensor(ga, device=self.device), torch.as_tensor(gb, device=self.device))
+        return self._slot_geoms_t
+
+    def _link_inertial(self, mass0, shift):
+        """The links' mass and rotational inertia [B, L], [B, L, 9] the kernels read (link_f), from the state's
+        inertial mass and shift, with torch (_sync_link_params' rule)."""
+        L, base = self.n_links, self._arrays_np["link_f"]
+        t = lambda x: torch.as_tensor(x, dtype=self.float_dtype, device=self.device)  # noqa: E731
+        mass = torch.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
+        m_model = t(base[:L, LF_MASS])
+        scale = torch.where(m_model > 0, mass / torch.where(m_model > 0, m_model, torch.ones_like(m_model)),
+                            torch.ones_like(mass))
+        return mass, t(base[:L, LF_INERTIA:LF_INERTIA + 9]) * scale[..., None]
+
     def _diff_substep(self, f):
         """The backward's re-run of the substep at frame f: the contacts as the forward found them, then the torch
         graph of the substep from frame f's inputs, kept for the adjoint. Frame fn keeps what the forward's kernels
@@ -992,6 +1162,9 @@ class RigidSolver(gs.SolverBase):
         """The couplings' gradients of the view (geom poses, centres of mass, velocities at frame fn) into the
         gradients of frame fn; then the substep's adjoint: dL/d(frame f) and the controls' gradients."""
         st, fn = self.state, self.frames.next(f)
+        if self._view_tape is not None and not isinstance(self._view_tape, tuple):  # the reverse kernel
+            self._reverse_view(self._view_tape)
+            self._view_tape = None
         if self._view_tape is not None:
             (q, v), outs = self._view_tape
             # (an output that does not depend on the state, such as the orientation of a geom on slide joints
@@ -1014,6 +1187,10 @@ class RigidSolver(gs.SolverBase):
             raise gs.GenesisError(f"{self.name}: the adjoint of the substep at frame {f} needs its forward first "
                                   "(the core re-runs it before the backward of each substep).")
         _, inputs, out = tape
+        if inputs is None:  # the reverse kernels
+            self._diff_tape = None
+            self._reverse_substep(f)
+            return
         names = [n for n in OUTPUT_FIELDS if out[n].requires_grad]
         wrt = [n for n in inputs if inputs[n].requires_grad]
         self._diff_tape = None
@@ -1110,7 +1287,10 @@ class RigidSolver(gs.SolverBase):
                      s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
                      v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
         if self._recording():
-            self._diff_view(fn)
+            if self._kernel_backward():
+                self._view_tape = fn
+            else:
+                self._diff_view(fn)
         return v
 
     # -- what the cameras draw (genesis_core.render.RenderView) ---------------------------------------------------

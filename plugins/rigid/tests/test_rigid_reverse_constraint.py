@@ -1,0 +1,472 @@
+"""The constraint stage's reverse functions (kernels_constraint) against central finite differences in float64.
+
+A plain step of each scene leaves the contact pool, the motion subspaces and the warm start; a test kernel then
+runs solve_constraints from a given v_free and M~ (factorised in the kernel) and, on request, its reverse, whose
+adjoints are compared with central differences of loss = sum of random weights * (final velocity, pseudo-velocity,
+impulses written to contact_impulse[fn]). The tolerance stop is off (PF_TOL = 0) except in the test that checks
+it replays the forward's sweep count. Relative errors are required under 1e-6.
+"""
+
+import numpy as np
+import taichi as ti
+import torch
+
+import genesis_core as gs
+from genesis_rigid.kernels_collision import CF_DEPTH, CF_MU, CF_N, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV, \
+    CM_SWEEPS
+from genesis_rigid.kernels_constraint import (GR_N, GV_N, SD_PSEUDO, advance_q, advance_q_reverse,
+                                              contact_frame_reverse, solve_constraints, solve_constraints_reverse)
+from genesis_rigid.kernels_dynamics import factor_ldl
+from genesis_rigid.kernels_math import V3
+from genesis_rigid.layout import DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, PF_DT, PF_TOL, PP_ITERATIONS
+
+nd = ti.types.ndarray
+TOL = 1e-6
+ITERATIONS = 15  # few enough that no sweep of these cases reaches a fixed point (the stop would end it)
+
+
+@ti.kernel
+def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), mass_in: nd(ndim=3), qpos: nd(ndim=3),
+                      contact_impulse: nd(ndim=4), params_f: nd(ndim=1), params_i: nd(ndim=1), link_i: nd(ndim=2),
+                      dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
+                      s_cdof: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3),
+                      s_con_i: nd(ndim=3), s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3),
+                      s_row_i: nd(ndim=3), s_hist: nd(ndim=3), g_dof: nd(ndim=3), g_mass: nd(ndim=3),
+                      g_cdof: nd(ndim=2), g_con: nd(ndim=3), g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3),
+                      g_qpos: nd(ndim=2), g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3),
+                      g_v: nd(ndim=3)):
+    """solve_constraints from v_free = vfree[b] and M~ = mass_in[b] (factorised here); mode 1: then its reverse."""
+    ti.loop_config(serialize=True)
+    for b in range(vfree.shape[0]):
+        n = dof_i.shape[0]
+        h = params_f[PF_DT]
+        for i in range(n):
+            for j in range(n):
+                s_mass[b, i, j] = mass_in[b, i, j]
+        factor_ldl(b, n, s_mass, dof_i)
+        for d in range(n):
+            s_dof[b, d, 2] = vfree[b, d]
+        solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
+                          s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
+        if mode == 1:
+            solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
+                                      contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
+                                      s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos,
+                                      g_dof_f, g_row, g_J, g_W, g_v)
+
+
+@ti.kernel
+def aux_kernel(mode: ti.i32, f: ti.i32, scale: nd(ndim=1), qsrc: nd(ndim=3), vel: nd(ndim=3), qdst: nd(ndim=3),
+               joint_i: nd(ndim=2), g_dst: nd(ndim=2), g_src: nd(ndim=2), g_vel: nd(ndim=2),
+               links_pos: nd(dtype=V3, ndim=3), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
+               g_con: nd(ndim=3), g_lpos: nd(ndim=2), g_R: nd(ndim=2)):
+    """advance_q of qsrc[0] by scale[0] * vel[0] into qdst[0]; mode 1: then advance_q_reverse and
+    contact_frame_reverse of frame f's pool."""
+    ti.loop_config(serialize=True)
+    for b in range(qsrc.shape[1]):
+        advance_q(b, qsrc, 0, qdst, 0, vel, 0, scale[0], joint_i)
+        if mode == 1:
+            advance_q_reverse(b, qsrc, 0, vel, 0, scale[0], joint_i, g_dst, g_src, g_vel)
+            contact_frame_reverse(b, f, links_pos, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
+
+
+ARM = """<mujoco>
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 1 0" range="-0.5 0.5" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="0 1 0" range="-0.4 0.4"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      </body>
+      <body name="b2" pos="0 0 -0.1">
+        <joint name="j5" type="hinge" axis="1 0 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0.2 0" size="0.02"/>
+      </body>
+    </body>
+    <body name="c" pos="1 0 1">
+      <joint name="j3" type="slide" axis="0 0 1" range="-0.1 0.1"/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+    </body>
+    <body name="d" pos="2 0 1">
+      <joint name="j4" type="ball"/>
+      <geom type="capsule" fromto="0 0 0 0.2 0.05 0" size="0.03"/>
+    </body>
+    <body name="e" pos="3 0 1">
+      <freejoint/>
+      <geom type="box" size="0.05 0.07 0.04"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t" range="-0.3 0.3"><joint joint="j5" coef="0.7"/><joint joint="j3" coef="2"/></fixed>
+  </tendon>
+</mujoco>"""
+
+
+def contact_scene():
+    """A box (friction 0.5) started 1 mm into the plane and a sphere 1 mm into the box, two steps from rest."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=1),
+                     rigid_options=gs.options.RigidOptions(iterations=ITERATIONS))
+    scene.add_entity(gs.morphs.Plane())
+    scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.099), size=(0.2, 0.2, 0.2)), material=gs.materials.Rigid(friction=0.5))
+    scene.add_entity(gs.morphs.Sphere(pos=(0.02, -0.01, 0.248), radius=0.05))
+    scene.build(n_envs=2)
+    scene.step()
+    scene.step()
+    return scene
+
+
+def arm_scene(tmp_path, iterations=ITERATIONS):
+    """A branched arm, a slider, a ball joint and a free body, no collisions, started past the joints' and the
+    tendon's limits (differently in the two environments), one step."""
+    path = tmp_path / "arm.xml"
+    path.write_text(ARM)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=1),
+                     rigid_options=gs.options.RigidOptions(iterations=iterations, enable_collision=False))
+    arm = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build(n_envs=2)
+    q = arm.get_qpos().numpy().copy()
+    q[0, :4] = [0.53, -0.43, 0.2, 0.11]  # j1, j2 (past 0.5, -0.4), j5, j3 (past 0.1)
+    q[1, :4] = [-0.56, 0.45, -0.2, -0.12]  # j1, j2, j5, j3; the tendon past +-0.3 in both
+    arm.set_qpos(q)
+    arm.set_dofs_velocity(np.array([[0.3, -0.2, 0.1, 0.05, 0.2, -0.1, 0.3, 0.1, 0, 0, 0.2, -0.3, 0.1],
+                                    [-0.4, 0.3, 0.0, -0.1, 0.1, 0.2, -0.2, 0, 0.1, 0, -0.1, 0.2, 0.3]]))
+    scene.step()
+    return scene
+
+
+class ConstraintCase:
+    """The test kernel's inputs (copies of what a plain step left, perturbable) and adjoints."""
+
+    def __init__(self, scene, seed, vfree=None, tol=0.0):
+        s = self.solver = scene.rigid_solver
+        self.f = s.frames.prev(scene._frame)
+        self.fn = scene._frame
+        m, sc, st = s.model, s.scratch, s.state
+        B, D = s.batch, max(s.n_dofs, 1)
+        C, R, width = s.max_contacts, sc["s_J"].shape[1], sc["s_J"].shape[2]
+        rng = np.random.default_rng(seed)
+        self.dof_i = m["dof_i"].to_numpy()
+        pf = m["params_f"].to_numpy()
+        pf[PF_TOL] = tol
+        m["params_f"].from_numpy(pf)
+        # M~ = L^T D L from the factor the step left
+        fac = sc["s_mass"].to_numpy()
+        mass = np.zeros_like(fac)
+        for b in range(B):
+            low = np.eye(D)
+            for k in range(D):
+                i = self.dof_i[k, DI_PARENT]
+                while i >= 0:
+                    low[k, i] = fac[b, k, i]
+                    i = self.dof_i[i, DI_PARENT]
+            mass[b] = low.T @ np.diag(np.diag(fac[b])) @ low
+        arr = s._taichi_array
+        self.vfree = arr((B, D), values=sc["s_dof"].to_numpy()[:, :, 5] if vfree is None else vfree)
+        self.mass = arr((B, D, D), values=mass)
+        self.hist = arr((B, 2 * (int(m["params_i"].to_numpy()[PP_ITERATIONS]) + 1), R))
+        self.g = dict(g_dof=arr((B, D, 6)), g_mass=arr((B, D, D)), g_cdof=arr((B, D), element=(6,)),
+                      g_con=arr((B, C, 8)), g_imp_in=arr((B, C, 3)), g_imp_out=arr((B, C, 3)),
+                      g_qpos=arr((B, st.qpos.shape[2])), g_dof_f=arr((B, D, DF_N)), g_J=arr((B, R, width)),
+                      g_W=arr((B, R, width)), g_row=arr((B, R, GR_N)), g_v=arr((B, D, GV_N)))
+        self.w_v, self.w_u = rng.normal(size=(B, D)), rng.normal(size=(B, D))
+        self.w_imp = rng.normal(size=(B, C, 3))
+        self.counts = set()
+
+    def run(self, mode=0, hist=None):
+        s = self.solver
+        m, sc, st = s.model, s.scratch, s.state
+        constraint_kernel(mode, self.f, self.fn, self.vfree, self.mass, st.qpos, st.contact_impulse, m["params_f"],
+                          m["params_i"], m["link_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], sc["s_cdof"],
+                          sc["s_mass"], sc["s_dof"], sc["s_con_f"], sc["s_con_i"], sc["s_J"], sc["s_W"],
+                          sc["s_row_f"], sc["s_row_i"], self.hist if hist is None else hist,
+                          *(self.g[k] for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_imp_out",
+                                                "g_qpos", "g_dof_f", "g_row", "g_J", "g_W", "g_v")))
+        self.counts.add(tuple(sc["s_con_i"][:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].flatten().tolist()))
+
+    def outputs(self):
+        sd = self.solver.scratch["s_dof"].to_numpy()
+        return sd[:, :, 2], sd[:, :, SD_PSEUDO], self.solver.state.contact_impulse[self.fn].numpy().copy()
+
+    def loss(self):
+        self.run(0)
+        v, u, imp = self.outputs()
+        return float((self.w_v * v).sum() + (self.w_u * u).sum() + (self.w_imp * imp).sum())
+
+    def gradients(self):
+        for a in self.g.values():
+            a.fill(0)
+        g_dof = np.zeros(self.g["g_dof"].shape)
+        g_dof[:, :, 3], g_dof[:, :, 4] = self.w_v, self.w_u
+        self.g["g_dof"].from_numpy(g_dof)
+        self.g["g_imp_out"].from_numpy(self.w_imp)
+        self.run(1)
+        return {k: self.g[k].to_numpy() for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_qpos",
+                                                  "g_dof_f")}
+
+    def differences(self, get, put, entries, eps=1e-6):
+        """Central differences of the loss in the entries (index tuples) of the array get() returns (put(a) writes
+        it back); eps: a step, or one per entry."""
+        base = get()
+        out = []
+        for idx, eps in zip(entries, np.broadcast_to(eps, (len(entries),))):
+            a = base.copy()
+            a[idx] += eps
+            put(a)
+            up = self.loss()
+            a[idx] -= 2 * eps
+            put(a)
+            down = self.loss()
+            out.append((up - down) / (2 * eps))
+        put(base)
+        return np.array(out)
+
+    def check(self, grads, name, get, put, entries, errors, moves=True, eps=1e-6):
+        """The adjoint grads[entries] against the differences; the relative error goes into errors[name]."""
+        fd = self.differences(get, put, entries, eps)
+        g = np.array([grads[idx] for idx in entries])
+        if moves:
+            assert np.abs(fd).max() > 1e-6, f"{name}: the loss does not move"
+        err = np.linalg.norm(g - fd) / max(np.linalg.norm(fd), 1e-300)
+        errors[name] = err
+        assert err < TOL, f"{name}: relative error {err:.2e}\nadjoint {g}\ndifferences {fd}"
+
+    # perturbable inputs: (get, put) pairs
+    def taichi(self, a):
+        return a.to_numpy, lambda x: a.from_numpy(np.ascontiguousarray(x))
+
+    def torch_view(self, t):
+        return (lambda: t.numpy().copy()), (lambda x: t.copy_(torch.as_tensor(x)))
+
+    def lower_entries(self):
+        B, D = self.mass.shape[0], self.mass.shape[1]
+        out = []
+        for b in range(B):
+            for k in range(D):
+                i = k
+                while i >= 0:
+                    out.append((b, k, i))
+                    i = self.dof_i[i, DI_PARENT]
+        return out
+
+
+def check_constraints(case, errors, contacts=True, limits=False, same_counts=True):
+    """Every input adjoint of the case against differences; same_counts: every run made the same sweeps."""
+    s, st, sc, m = case.solver, case.solver.state, case.solver.scratch, case.solver.model
+    B, D = case.mass.shape[0], case.mass.shape[1]
+    grads = case.gradients()
+    gd = grads["g_dof"]
+    case.check(gd[:, :, 2], "v_free", *case.taichi(case.vfree), list(np.ndindex(B, D)), errors)
+    mass, entries = case.mass.to_numpy(), case.lower_entries()  # steps relative to the entries' scale
+    steps = [1e-6 * np.sqrt(mass[b, k, k] * mass[b, i, i]) for b, k, i in entries]
+    case.check(grads["g_mass"], "mass", *case.taichi(case.mass), entries, errors, eps=steps)
+    n_con = sc["s_con_i"][:, CI_META, 0].numpy()
+    if contacts:
+        case.check(grads["g_cdof"], "cdof", *case.taichi(sc["s_cdof"]), list(np.ndindex(B, D, 6)), errors)
+        entries = [(b, c, k) for b in range(B) for c in range(n_con[b]) for k in range(8)]
+        case.check(grads["g_con"], "con", *case.torch_view(sc["s_con_f"]), entries, errors)
+        prev = sc["s_con_i"][:, CI_PREV].numpy()
+        entries = [(b, int(prev[b, c]), k) for b in range(B) for c in range(n_con[b]) if prev[b, c] >= 0
+                   for k in range(3)]
+        assert entries, "no warm start"
+        case.check(grads["g_imp_in"], "imp_in", *case.torch_view(st.contact_impulse[case.f]), entries, errors)
+    if limits:
+        q_idx = sorted({int(case.dof_i[d, DI_Q]) for d in range(s.n_dofs) if case.dof_i[d, DI_Q] >= 0})
+        case.check(grads["g_qpos"], "qpos", *case.torch_view(st.qpos[case.f]),
+                   [(b, i) for b in range(B) for i in q_idx], errors)
+        entries = [(b, d, c) for b in range(B) for d in range(s.n_dofs) for c in (DF_RANGE_LO, DF_RANGE_HI)]
+        case.check(grads["g_dof_f"], "range", *case.taichi(m["dof_f"]), entries, errors)
+    assert len(case.counts) == 1 or not same_counts, f"the sweep counts changed: {case.counts}"
+
+
+def test_solve_constraints_reverse_contacts():
+    """A box on a plane with friction and a warm start, a sphere on the box (rows over two trees): env 0 at rest
+    (friction sticking, the position pass at work), env 1 sliding and spinning into the plane (friction on the
+    pyramid's bounds, restitution 0.5 through the approach speed, one contact short of the surface: target
+    depth / h). Also: recording the history leaves the forward bitwise unchanged."""
+    scene = contact_scene()
+    s = scene.rigid_solver
+    sc = s.scratch
+    vfree = sc["s_dof"].to_numpy()[:, :, 5].copy()
+    vfree[1, :6] += [0.8, 0.3, -0.4, 0.6, -0.5, 0.4]
+    vfree[1, 6:] += [0.2, -0.1, -0.7, 0.3, 0.1, -0.2]
+    con = sc["s_con_f"]
+    con[1, :, CF_REST] = 0.5
+    con[1, 1, CF_DEPTH] = -2e-3
+    case = ConstraintCase(scene, seed=1, vfree=vfree)
+    n_con = sc["s_con_i"][:, CI_META, 0].numpy()
+    assert n_con.tolist() == [5, 5]
+    assert {int(sc["s_con_i"][0, CI_LINK_A, 4]), int(sc["s_con_i"][0, CI_LINK_B, 4])} == {1, 2}  # sphere, box
+    case.run(0, hist=s._taichi_array((1, 1, 1)))
+    plain = case.outputs()
+    case.run(0)
+    for a, b in zip(plain, case.outputs()):
+        assert np.array_equal(a, b)
+    # the branches the case is meant to cover
+    rows = sc["s_row_f"].to_numpy()
+    lam = rows[:, :15, 2].reshape(2, 5, 3)
+    mu = con[:, :5, CF_MU].numpy()
+    assert (np.abs(lam[0, :4, 1:]) < 0.999 * mu[0, :4, None] * lam[0, :4, :1]).any()  # sticking
+    assert np.isclose(np.abs(lam[1, :, 1:]), mu[1, :, None] * lam[1, :, :1]).any()  # sliding
+    assert (rows[1, :15:3, 1] > 0).any() and rows[1, 3, 1] < 0  # bounce targets, a contact short of the surface
+    assert (rows[0, :15:3, 4] > 0).any()  # position-pass targets
+    errors = {}
+    check_constraints(case, errors)
+    print(errors)
+
+
+def test_solve_constraints_reverse_limits(tmp_path):
+    """Joint limits of a branched arm and a slider, and a fixed tendon's limit over two trees: the velocity rows,
+    the position pass's targets from qpos and the per-environment ranges (env 1's differ)."""
+    scene = arm_scene(tmp_path)
+    s = scene.rigid_solver
+    dof_f = s.model["dof_f"].to_numpy()
+    dof_f[1, 0, DF_RANGE_LO] = -0.52
+    dof_f[1, 1, DF_RANGE_HI] = 0.43
+    s.model["dof_f"].from_numpy(dof_f)
+    rng = np.random.default_rng(3)
+    vfree = s.scratch["s_dof"].to_numpy()[:, :, 5] + 0.1 * rng.normal(size=(2, s.n_dofs))
+    case = ConstraintCase(scene, seed=2, vfree=vfree)
+    case.run(0)
+    kinds = s.scratch["s_row_i"].to_numpy()[:, :, 0]
+    assert (kinds[:, :4] == 3).all()  # j1, j2, j3 or the tendon in each environment
+    errors = {}
+    # (these rows are independent: the sweeps reach a fixed point, where a sweep changes nothing and ends them, after
+    # 12 or 13 sweeps depending on the perturbation; the fixed point does not depend on it)
+    check_constraints(case, errors, contacts=False, limits=True, same_counts=False)
+    print(errors)
+
+
+def test_solve_constraints_reverse_tolerance_stop(tmp_path):
+    """The tolerance stop on: the reverse replays the number of sweeps the forward ran (the same at every
+    perturbation here, and fewer than the iterations)."""
+    scene = arm_scene(tmp_path, iterations=60)
+    rng = np.random.default_rng(4)
+    vfree = scene.rigid_solver.scratch["s_dof"].to_numpy()[:, :, 5] + 0.1 * rng.normal(size=(2, 13))
+    case = ConstraintCase(scene, seed=5, vfree=vfree, tol=1e-7)
+    errors = {}
+    check_constraints(case, errors, contacts=False, limits=True)
+    counts = next(iter(case.counts))
+    assert 2 < max(counts) < 60, counts
+    print(counts, errors)
+
+
+def quat_mat(q):
+    w, x, y, z = q
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def test_advance_q_reverse(tmp_path):
+    """Hinges, a slide, a ball and a free joint; env 0's ball joint does not turn (quat_integrate's zero-angle
+    branch), the free joint's quaternion is off unit length (the normalisation)."""
+    scene = arm_scene(tmp_path)
+    s = scene.rigid_solver
+    B, n_q, D = 2, s.state.qpos.shape[2], s.n_dofs
+    rng = np.random.default_rng(6)
+    q = rng.normal(size=(1, B, n_q))
+    for b in range(B):
+        q[0, b, 4:8] /= np.linalg.norm(q[0, b, 4:8])
+        q[0, b, 11:15] *= 1.1 / np.linalg.norm(q[0, b, 11:15])
+    vel = rng.normal(size=(1, B, D))
+    vel[0, 0, 4:7] = 0.0
+    arr = s._taichi_array
+    qsrc, vsrc, qdst = arr((1, B, n_q), values=q), arr((1, B, D), values=vel), arr((1, B, n_q))
+    scale = arr((1,), values=np.array([0.03]))
+    w = rng.normal(size=(B, n_q))
+    g_dst, g_src, g_vel = arr((B, n_q), values=w), arr((B, n_q)), arr((B, D))
+    empty = arr((B, 1, CF_N))
+    pool = torch.zeros((B, 9, 5), dtype=torch.int32)
+    m3 = arr((B, 1), element=(3, 3))
+    lpos = s.state.links_pos
+    g_con, g_lpos = arr((B, 1, 8)), arr((B, 1), element=(3,))
+
+    def loss(qv=None, vv=None):
+        if qv is not None:
+            qsrc.from_numpy(qv)
+        if vv is not None:
+            vsrc.from_numpy(vv)
+        aux_kernel(0, 0, scale, qsrc, vsrc, qdst, s.model["joint_i"], g_dst, g_src, g_vel, lpos, m3, empty, pool,
+                   g_con, g_lpos, m3)
+        qsrc.from_numpy(q)
+        vsrc.from_numpy(vel)
+        return float((qdst.to_numpy()[0] * w).sum())
+
+    aux_kernel(1, 0, scale, qsrc, vsrc, qdst, s.model["joint_i"], g_dst, g_src, g_vel, lpos, m3, empty, pool,
+               g_con, g_lpos, m3)
+    gq, gv = g_src.to_numpy(), g_vel.to_numpy()
+    eps = 1e-5  # (the angular velocities' derivatives carry a factor h: smaller steps leave round-off)
+    errors = {}
+    for name, x, g in (("q", q, gq), ("vel", vel, gv)):
+        fd = np.zeros_like(g)
+        for idx in np.ndindex(*g.shape):
+            a = x.copy()
+            a[(0,) + idx] += eps
+            up = loss(**{"qv" if name == "q" else "vv": a})
+            a[(0,) + idx] -= 2 * eps
+            down = loss(**{"qv" if name == "q" else "vv": a})
+            fd[idx] = (up - down) / (2 * eps)
+        errors[name] = np.linalg.norm(g - fd) / np.linalg.norm(fd)
+        assert errors[name] < TOL, f"{name}: {errors[name]:.2e}\n{g}\n{fd}"
+    assert np.abs(gv[0, 4:7]).max() > 1e-3  # the zero-angle branch passes a derivative to omega
+    print(errors)
+
+
+def test_contact_frame_reverse():
+    """The pool's point, normal and depth as a frame carried by the two links (the plane's link, the box's, the
+    sphere's): the adjoints of the links' positions and rotation matrices against differences of p, n, d
+    recomputed from perturbed poses."""
+    scene = contact_scene()
+    s = scene.rigid_solver
+    st, sc = s.state, s.scratch
+    f = s.frames.prev(scene._frame)
+    B, L = 2, s.n_links
+    pos0 = st.links_pos[f].numpy().copy()
+    rot0 = np.array([[quat_mat(st.links_quat[f, b, l].numpy()) for l in range(L)] for b in range(B)])
+    con = sc["s_con_f"].numpy().copy()
+    con_i = sc["s_con_i"].numpy()
+    n_con = con_i[:, CI_META, 0]
+    rng = np.random.default_rng(7)
+    w = rng.normal(size=(B, s.max_contacts, 8))
+    arr = s._taichi_array
+    R = arr((B, L), element=(3, 3), values=rot0)
+    g_con, g_lpos, g_R = arr((B, s.max_contacts, 8), values=w), arr((B, L), element=(3,)), arr((B, L), element=(3, 3))
+    dummy, g_dummy = arr((1, B, 1)), arr((B, 1))
+    no_joint = arr((1, 3), kind="i", values=np.full((1, 3), -1))
+    aux_kernel(1, f, arr((1,)), dummy, dummy, dummy, no_joint, g_dummy, g_dummy, g_dummy, st.links_pos, R,
+               sc["s_con_f"], sc["s_con_i"], g_con, g_lpos, g_R)
+    local = []
+    for b in range(B):
+        for c in range(n_con[b]):
+            la, lb = con_i[b, CI_LINK_A, c], con_i[b, CI_LINK_B, c]
+            p, n, d = con[b, c, :3], con[b, c, 3:6], con[b, c, 6]
+            wa, wb = p + 0.5 * d * n, p - 0.5 * d * n
+            local.append((b, c, la, lb, rot0[b, la].T @ (wa - pos0[b, la]), rot0[b, la].T @ n,
+                          rot0[b, lb].T @ (wb - pos0[b, lb])))
+
+    def loss(pos, rot):
+        total = 0.0
+        for b, c, la, lb, wa_l, n_l, wb_l in local:
+            wa, wb = pos[b, la] + rot[b, la] @ wa_l, pos[b, lb] + rot[b, lb] @ wb_l
+            n = rot[b, la] @ n_l
+            total += w[b, c, :3] @ (0.5 * (wa + wb)) + w[b, c, 3:6] @ n + w[b, c, 6] * (n @ (wa - wb))
+        return total
+
+    assert abs(loss(pos0, rot0) - sum(w[b, c, :3] @ con[b, c, :3] + w[b, c, 3:6] @ con[b, c, 3:6]
+                                      + w[b, c, 6] * con[b, c, 6] for b, c, *_ in local)) < 1e-12
+    eps = 1e-6
+    errors = {}
+    for name, x, g in (("pos", pos0, g_lpos.to_numpy()), ("R", rot0, g_R.to_numpy())):
+        fd = np.zeros_like(g)
+        for idx in np.ndindex(*g.shape):
+            a = x.copy()
+            a[idx] += eps
+            up = loss(a, rot0) if name == "pos" else loss(pos0, a)
+            a[idx] -= 2 * eps
+            down = loss(a, rot0) if name == "pos" else loss(pos0, a)
+            fd[idx] = (up - down) / (2 * eps)
+        errors[name] = np.linalg.norm(g - fd) / np.linalg.norm(fd)
+        assert errors[name] < TOL, f"{name}: {errors[name]:.2e}\n{g}\n{fd}"
+    print(errors)
