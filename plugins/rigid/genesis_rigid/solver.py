@@ -14,7 +14,6 @@ from genesis_core.launch import Launcher, torch_one_thread
 from genesis_core.coupler import ColliderView
 
 from . import kernels_step
-from .differentiable import INPUT_FIELDS, OUTPUT_FIELDS, VIEW_ARRAYS, DifferentiableStep, quat_mul, tangent_basis
 from .entity import RigidEntity
 from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_ACTIVE, CI_KEY, CI_SLOT, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED,
                                 CM_SWEEPS,
@@ -90,6 +89,25 @@ def _link_roots(links):
 def _pair_order(ta, tb):
     """True if (ta, tb) is the order the narrowphase expects: planes first, then boxes, meshes last."""
     return _RANK[ta] <= _RANK[tb]
+
+
+def _quat_mul(a, b):
+    """Quaternion products (w, x, y, z) of torch tensors [..., 4]."""
+    aw, ax, ay, az = a.unbind(-1)
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], dim=-1)
+
+
+def _tangent_basis(n):
+    """kernels_math.tangent_basis of torch unit normals [..., 3]: two unit tangents completing n to a right-handed
+    frame."""
+    nx, ny, nz = n.unbind(-1)
+    zero = torch.zeros_like(nx)
+    first = (torch.abs(nx) < 0.57).unsqueeze(-1)
+    t1 = torch.where(first, torch.stack([zero, nz, -ny], -1), torch.stack([ny, -nx, zero], -1))
+    t1 = t1 / t1.norm(dim=-1, keepdim=True)
+    return t1, torch.cross(n, t1, dim=-1)
 
 
 def _versions(tensors):
@@ -174,8 +192,8 @@ class RigidSolver(gs.SolverBase):
                   ("dofs_force_lo", DF_FORCE_LO), ("dofs_force_hi", DF_FORCE_HI))
 
     _view = None  # the ColliderView, made at the first collider_view call
-    _diff = None  # differentiable mode: the DifferentiableStep of the model
-    _diff_tape = _view_tape = None  # differentiable mode: the graphs of the last substep and view, during backward
+    _diff_tape = None  # differentiable mode: the frame whose substep the backward re-ran, awaiting its reverse
+    _view_tape = None  # differentiable mode: the frame whose collider view the backward re-made, awaiting its reverse
 
     def add_entity(self, idx, morph, material):
         entity = super().add_entity(idx, morph, material)
@@ -594,8 +612,6 @@ class RigidSolver(gs.SolverBase):
         st.at("geoms_friction_ratio", f)[:] = 1.0
         self._allocate_scratch()
         self.kinematics(f)
-        if self.sim_options.requires_grad:
-            self._diff = DifferentiableStep(self, self._arrays_np)
 
     def _taichi_array(self, shape, kind="f", element=(), values=None):
         """Zeros (or `values`) as a Taichi ndarray of `element`-shaped vectors or matrices (() scalars): through
@@ -769,8 +785,6 @@ class RigidSolver(gs.SolverBase):
             for (name, col), t in zip(self.DOF_PARAMS, tensors):
                 arr[:, :, col] = t.detach().double().cpu().numpy()
             self.model["dof_f"].from_numpy(arr.astype(self._np_float))
-        if self._diff is not None:
-            self._diff_params(self._param_copies())
         self._dof_params_seen = key
 
     _applied_zeroed = None  # (id, version) of links_applied_wrench right after process_input zeroed it
@@ -838,29 +852,6 @@ class RigidSolver(gs.SolverBase):
                         f"that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
         return None
 
-    def _param_copies(self, grad=False):
-        """Copies of the state's parameter fields (LINK_PARAMS and DOF_PARAMS), {name: tensor}; with grad, each
-        requiring grad where the field carries a gradient (a field declared grad=True, in differentiable mode)."""
-        st = self.state
-        names = list(self.LINK_PARAMS) + [n for n, _ in self.DOF_PARAMS]
-        return {n: st.tensors[n].detach().clone().requires_grad_(grad and st.has_grad(n)) for n in names}
-
-    def _diff_params(self, fields):
-        """Hand the differentiable step its parameters computed with torch from the state fields `fields` ({name:
-        tensor}, every name of LINK_PARAMS and DOF_PARAMS: _param_copies), as _sync_link_params and _sync_dof_params
-        hand them to the kernels: a link's mass floored at MIN_MASS_FRACTION of its inertial mass, its rotational
-        inertia scaled by mass over the model's mass, each geom's friction the model's times its ratio. With
-        tensors that carry a graph, the backward's re-run differentiates them."""
-        L, G, base = self.n_links, self.n_geoms, self._arrays_np["link_f"]
-        t = lambda a: torch.as_tensor(a, dtype=self.float_dtype, device=self.device)  # noqa: E731
-        if L:
-            mass, inertia = self._link_inertial(fields["links_inertial_mass"], fields["links_mass_shift"])
-            com = t(base[:L, LF_COM:LF_COM + 3]) + fields["links_com_shift"]
-            self._diff.set_link_params(mass, com, inertia.reshape(self.batch, L, 3, 3))
-        if G:
-            self._diff.set_friction(t(self._geom_f_np[None, :G, GF_FRICTION]) * fields["geoms_friction_ratio"])
-        self._diff.set_dof_params(*(fields[name] for name, _ in self.DOF_PARAMS))
-
     def _sync_link_params(self):
         """Hand the state's link inertial parameters and friction ratios to the kernels after they changed (as
         _sync_dof_params): mass = inertial mass + shift, at least MIN_MASS_FRACTION of the inertial mass (the
@@ -897,8 +888,6 @@ class RigidSolver(gs.SolverBase):
         if self.n_geoms:
             mu = self._geom_f_np[None, :self.n_geoms, GF_FRICTION] * ratio
             self.model["geom_mu"].from_numpy(np.ascontiguousarray(mu, dtype=self._np_float))
-        if self._diff is not None:
-            self._diff_params(self._param_copies())
         self._link_params_seen = key
 
     @property
@@ -909,10 +898,7 @@ class RigidSolver(gs.SolverBase):
         self._sync_link_params()
         self._sync_dof_params()
         if self._recording():
-            if self._kernel_backward():
-                self._rerun_substep(f)
-            else:
-                self._diff_substep(f)
+            self._rerun_substep(f)
             return
         if self._static_world(f):
             return
@@ -978,11 +964,10 @@ class RigidSolver(gs.SolverBase):
     # -- differentiable mode ----------------------------------------------------------------------------------------
 
     def _recording(self) -> bool:
-        """Differentiable mode while the backward re-runs a substep: the substep builds its torch graph
-        (differentiable.DifferentiableStep) beside the frame the forward wrote. Every other substep (the forward of
-        a run, or a solver stepped without a scene's tape) runs the plain kernels, so a differentiable run's
+        """Differentiable mode while the backward re-runs a substep (which then records what its reverse reads). The
+        forward of a run, the re-run and the reverse all run the plain kernels' physics, so a differentiable run's
         trajectory is the plain one, bit for bit."""
-        if self._diff is None:
+        if not self.sim_options.requires_grad:
             return False
         tape = self.state.tape
         return tape is not None and tape.consumed
@@ -990,11 +975,6 @@ class RigidSolver(gs.SolverBase):
     # the frame fn fields the re-run of a substep writes again (put back after its reverse: a setter may have changed
     # them after the forward)
     RERUN_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "contact_key")
-
-    def _kernel_backward(self) -> bool:
-        """Whether the substep's reverse runs on the reverse kernels (kernels_step.substep_reverse_*); otherwise on
-        the torch step (differentiable.DifferentiableStep)."""
-        return self.n_dofs > 0 and os.environ.get("GENESIS_RIGID_TORCH_BACKWARD", "0") != "1"
 
     def _rerun_substep(self, f):
         """The backward's re-run of the substep at frame f on the plain kernels, recording the constraint sweeps'
@@ -1005,7 +985,7 @@ class RigidSolver(gs.SolverBase):
             self._collide(f)
         (_, _, substep), (_, _, head, tail) = self._step_args()
         self._launch(substep, f, fn, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
-        self._diff_tape = (f, None, None)
+        self._diff_tape = f
         self._view_tape = None
 
     def _reverse_substep(self, f):
@@ -1129,80 +1109,20 @@ class RigidSolver(gs.SolverBase):
                             torch.ones_like(mass))
         return mass, t(base[:L, LF_INERTIA:LF_INERTIA + 9]) * scale[..., None]
 
-    def _diff_substep(self, f):
-        """The backward's re-run of the substep at frame f: the contacts as the forward found them, then the torch
-        graph of the substep from frame f's inputs, kept for the adjoint. Frame fn keeps what the forward's kernels
-        wrote (the graph is the derivative of the same physics at the same point; its own values differ from the
-        kernels' by rounding), except the couplings' impulse accumulator, which starts empty as in the forward."""
-        st, fn = self.state, self.frames.next(f)
-        if self.collision:
-            self._collide(f)
-        inputs = {name: st.at(name, f).clone() for name in INPUT_FIELDS}
-        wrench = self._step_wrench()
-        if wrench is not None:
-            inputs["links_ext_impulse"] += wrench
-        for x in inputs.values():
-            x.requires_grad_(True)
-        params = self._param_copies(grad=True)
-        with torch.enable_grad(), torch_one_thread():
-            self._diff_params(params)
-            out = self._diff.substep(inputs, st.at("dofs_ctrl_mode", f), self.scratch["s_con_f"],
-                                     self.scratch["s_con_i"],
-                                     coupled=self._view is not None or wrench is not None)
-        with torch.no_grad():
-            st.at("links_ext_impulse", fn).zero_()
-        inputs.update({name: x for name, x in params.items() if x.requires_grad})
-        self._diff_tape = (f, inputs, out)
-        self._view_tape = None
-
     def substep_post_coupling_grad(self, f):
         pass  # the couplings read the adjoint of the impulses they add from the view (frame fn's gradient)
 
     def substep_pre_coupling_grad(self, f):
         """The couplings' gradients of the view (geom poses, centres of mass, velocities at frame fn) into the
         gradients of frame fn; then the substep's adjoint: dL/d(frame f) and the controls' gradients."""
-        st, fn = self.state, self.frames.next(f)
-        if self._view_tape is not None and not isinstance(self._view_tape, tuple):  # the reverse kernel
+        if self._view_tape is not None:
             self._reverse_view(self._view_tape)
             self._view_tape = None
-        if self._view_tape is not None:
-            (q, v), outs = self._view_tape
-            # (an output that does not depend on the state, such as the orientation of a geom on slide joints
-            # only, has no graph)
-            names = [n for n in VIEW_ARRAYS if getattr(self._view, n).grad is not None and outs[n].requires_grad]
-            grads = [getattr(self._view, n).grad for n in names]
-            if grads and any(bool(g.any()) for g in grads):
-                with torch_one_thread():
-                    g_q, g_v = torch.autograd.grad([outs[n] for n in names], [q, v], grads, allow_unused=True)
-                with torch.no_grad():
-                    for name, g in (("qpos", g_q), ("dofs_vel", g_v)):
-                        if g is not None:
-                            st.grad_at(name, fn).add_(g)
-            for n in VIEW_ARRAYS:
-                if getattr(self._view, n).grad is not None:
-                    getattr(self._view, n).grad.zero_()
-            self._view_tape = None
-        tape = self._diff_tape
-        if tape is None or tape[0] != f:
+        if self._diff_tape != f:
             raise gs.GenesisError(f"{self.name}: the adjoint of the substep at frame {f} needs its forward first "
                                   "(the core re-runs it before the backward of each substep).")
-        _, inputs, out = tape
-        if inputs is None:  # the reverse kernels
-            self._diff_tape = None
-            self._reverse_substep(f)
-            return
-        names = [n for n in OUTPUT_FIELDS if out[n].requires_grad]
-        wrt = [n for n in inputs if inputs[n].requires_grad]
         self._diff_tape = None
-        if not names:
-            return
-        with torch_one_thread():
-            grads = torch.autograd.grad([out[n] for n in names], [inputs[n] for n in wrt],
-                                        [st.grad_at(n, fn) for n in names], allow_unused=True)
-        with torch.no_grad():
-            for name, g in zip(wrt, grads):
-                if g is not None:
-                    st.grad_at(name, f).add_(g)
+        self._reverse_substep(f)
 
     # -- the geometry other solvers collide with (genesis_core.coupler.ColliderView) -------------------------------
 
@@ -1222,7 +1142,7 @@ class RigidSolver(gs.SolverBase):
             B, G, L, fl, dev = self.batch, max(self.n_geoms, 1), max(self.n_links, 1), self.float_dtype, self.device
             geom_f = self._geom_f_np
             body = [link if self._last_dof[link] >= 0 else -1 for link in self._geom_link_np]
-            grad = self._diff is not None
+            grad = self.sim_options.requires_grad
 
             def zeros(*shape):
                 x = torch.zeros(shape, dtype=fl, device=dev)
@@ -1261,7 +1181,7 @@ class RigidSolver(gs.SolverBase):
                 body_quat=zeros(B, L, 4) if grad else None)
         v, m, s = self._view, self.model, self.scratch
         # a static world whose every frame holds the same poses (`_static_world`): the geometry computed then holds
-        ready = self._diff is None and not self.n_dofs and self._static[1] >= self.frames.n_frames
+        ready = not self.sim_options.requires_grad and not self.n_dofs and self._static[1] >= self.frames.n_frames
         if ready and self._view_key is not None and self._view_key == self._static[0] == self._static_key():
             v.body_impulse = st.at("links_ext_impulse", fn)
             v.body_quat = st.at("links_quat", fn) if self.n_links else None
@@ -1272,7 +1192,7 @@ class RigidSolver(gs.SolverBase):
             if self.n_links:
                 rot = quat_to_mat(st.at("links_quat", fn).detach())
                 v.body_inv_inertia[:, :n_links] = rot @ self._link_inv_inertia @ rot.transpose(-1, -2)
-        if self._diff is None:
+        if not self.sim_options.requires_grad:
             v.body_impulse = st.at("links_ext_impulse", fn)
             v.body_quat = st.at("links_quat", fn) if self.n_links else None
         elif self.n_links:
@@ -1287,10 +1207,7 @@ class RigidSolver(gs.SolverBase):
                      s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
                      v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
         if self._recording():
-            if self._kernel_backward():
-                self._view_tape = fn
-            else:
-                self._diff_view(fn)
+            self._view_tape = fn
         return v
 
     # -- what the cameras draw (genesis_core.render.RenderView) ---------------------------------------------------
@@ -1330,7 +1247,7 @@ class RigidSolver(gs.SolverBase):
             w, u = lq[..., :1], lq[..., 1:]
             p = p.expand_as(lp)
             t = 2.0 * torch.linalg.cross(u, p)
-            return lp + p + w * t + torch.linalg.cross(u, t), quat_mul(lq, q.expand_as(lq))
+            return lp + p + w * t + torch.linalg.cross(u, t), _quat_mul(lq, q.expand_as(lq))
 
         if rm["prims"]:  # visual primitives that are not geoms (URDF <visual> boxes, spheres, ...)
             items = rm["prims"]
@@ -1539,7 +1456,7 @@ class RigidSolver(gs.SolverBase):
         pair_i = torch.as_tensor(self._arrays_np["pair_i"], dtype=torch.long, device=self.device)
         pair = (key // KEY_SPAN).clamp(max=pair_i.shape[0] - 1)
         normal = con_f[:, :, CF_NORMAL:CF_NORMAL + 3]
-        t1, t2 = tangent_basis(normal)  # kernels_math.tangent_basis's (nan for unused entries: masked below)
+        t1, t2 = _tangent_basis(normal)  # kernels_math.tangent_basis's (nan for unused entries: masked below)
         lam = st.at("contact_impulse", self.frame).detach()[:, :C]
         force = (lam[..., :1] * normal + lam[..., 1:2] * t1 + lam[..., 2:3] * t2) / self.sim_options.substep_dt
         zero = torch.zeros_like(force)
@@ -1566,14 +1483,3 @@ class RigidSolver(gs.SolverBase):
                          s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], *out)
         n = self.n_links
         return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
-
-    def _diff_view(self, fn):
-        """The backward's re-run: the torch graph of the view's arrays from (qpos, dofs_vel) of frame fn
-        (differentiable.DifferentiableStep.collider), kept for the adjoint. The view holds the kernel's values, as
-        in the forward."""
-        st = self.state
-        q = st.at("qpos", fn).clone().requires_grad_(True)
-        vel = st.at("dofs_vel", fn).clone().requires_grad_(True)
-        with torch.enable_grad(), torch_one_thread():
-            outs = self._diff.collider(q, vel)
-        self._view_tape = ((q, vel), outs)

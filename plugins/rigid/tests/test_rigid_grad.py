@@ -590,10 +590,62 @@ def test_mjcf_ref_tendon_and_fluid_gradients(tmp_path):
     assert_close_rel(v0.grad, central_differences(f, v00))
 
 
-def test_a_limited_tendon_is_refused_in_differentiable_mode(tmp_path):
+def test_a_limited_tendon_gradient(tmp_path):
+    """A fixed tendon with a range, driven past it by the initial velocities: its limit row (two dofs, one of them a
+    slide) and the position pass's correction of the violation carry the gradient, against finite differences."""
     path = tmp_path / "limited.xml"
     path.write_text(MJCF_FEATURES.replace('springlength="-0.1 0.1"', 'range="-0.2 0.2"'))
-    scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True))
-    scene.add_entity(gs.morphs.MJCF(file=str(path)))
-    with pytest.raises(gs.OptionError, match="limited tendon"):
-        scene.build()
+    weights = torch.tensor([1.0, -2.0, 0.5, 0.3], dtype=F64)
+
+    def build(scene):
+        return scene.add_entity(gs.morphs.MJCF(file=str(path)))
+
+    lengths = []
+
+    def run(scene, arm, v0):
+        arm.set_dofs_velocity(v0)
+        for _ in range(30):
+            scene.step()
+            q = arm.get_dofs_position().detach()
+            lengths.append(float(q[0] - 3.0 * q[1]))
+        return (torch.cat([arm.get_dofs_position(), arm.get_dofs_velocity()]) * weights).sum()
+
+    grads_match_differences(run, scene_pair(build, dt=5e-3), [torch.tensor([1.5, -0.4], dtype=F64)])
+    assert max(lengths[:30]) > 0.2, f"the tendon should pass its range's end (longest {max(lengths[:30]):.3f})"
+
+
+def test_panda_gradients_to_controls_states_and_parameters(shared_assets):
+    """The panda (MJCF) under PD control from its home pose, swinging toward a target for 20 steps (its joint limits
+    and the floor under its base are in the scene): the gradient of its final joint positions and velocities with
+    respect to the initial velocity, the PD targets and gains, the joints' damping and armature and the links'
+    inertial masses, against central differences."""
+    path = f"{shared_assets}/mjcf/franka_emika_panda/panda.xml"
+    home = torch.tensor([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04, 0.04], dtype=F64)
+    weights = torch.linspace(-1.0, 1.5, 18, dtype=F64)
+
+    def build(scene):
+        scene.add_entity(gs.morphs.Plane())
+        return scene.add_entity(gs.morphs.MJCF(file=path))
+
+    moving = list(range(1, 8))
+
+    def run(scene, panda, vel, target, kp, kv, damping, armature, mass):
+        panda.set_dofs_position(home)
+        panda.set_dofs_velocity(vel)
+        panda.set_dofs_kp(kp)
+        panda.set_dofs_kv(kv)
+        panda.set_dofs_damping(damping)
+        panda.set_dofs_armature(armature)
+        panda.set_links_inertial_mass(mass, links_idx_local=moving)
+        panda.control_dofs_position(target)
+        for _ in range(20):
+            scene.step()
+        return (torch.cat([panda.get_dofs_position(), panda.get_dofs_velocity()]) * weights).sum()
+
+    n = 9
+    ramp = torch.linspace(0.5, 1.5, n, dtype=F64)
+    grads_match_differences(run, scene_pair(build, dt=1e-2), [
+        0.3 * torch.sin(torch.arange(n, dtype=F64)), home + 0.2 * torch.cos(torch.arange(n, dtype=F64)),
+        torch.tensor([400.0] * 7 + [100.0, 100.0], dtype=F64) * ramp, torch.tensor([40.0] * 7 + [10.0] * 2,
+                                                                                    dtype=F64) * ramp,
+        0.5 * ramp, 0.05 * ramp, torch.tensor([2.7, 2.7, 2.2, 2.4, 2.0, 1.5, 0.6], dtype=F64)], moves=1e-6)

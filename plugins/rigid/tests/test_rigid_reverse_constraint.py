@@ -12,12 +12,11 @@ import taichi as ti
 import torch
 
 import genesis_core as gs
-from genesis_rigid.kernels_collision import CF_DEPTH, CF_MU, CF_N, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV, \
+from genesis_rigid.kernels_collision import CF_DEPTH, CF_MU, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV, \
     CM_SWEEPS
-from genesis_rigid.kernels_constraint import (GR_N, GV_N, SD_PSEUDO, advance_q, advance_q_reverse,
-                                              contact_frame_reverse, solve_constraints, solve_constraints_reverse)
+from genesis_rigid.kernels_constraint import (GR_N, GV_N, SD_PSEUDO, advance_q, advance_q_reverse, solve_constraints,
+                                              solve_constraints_reverse)
 from genesis_rigid.kernels_dynamics import factor_ldl
-from genesis_rigid.kernels_math import V3
 from genesis_rigid.layout import DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, PF_DT, PF_TOL, PP_ITERATIONS
 
 nd = ti.types.ndarray
@@ -56,18 +55,14 @@ def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), ma
 
 
 @ti.kernel
-def aux_kernel(mode: ti.i32, f: ti.i32, scale: nd(ndim=1), qsrc: nd(ndim=3), vel: nd(ndim=3), qdst: nd(ndim=3),
-               joint_i: nd(ndim=2), g_dst: nd(ndim=2), g_src: nd(ndim=2), g_vel: nd(ndim=2),
-               links_pos: nd(dtype=V3, ndim=3), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
-               g_con: nd(ndim=3), g_lpos: nd(ndim=2), g_R: nd(ndim=2)):
-    """advance_q of qsrc[0] by scale[0] * vel[0] into qdst[0]; mode 1: then advance_q_reverse and
-    contact_frame_reverse of frame f's pool."""
+def aux_kernel(mode: ti.i32, scale: nd(ndim=1), qsrc: nd(ndim=3), vel: nd(ndim=3), qdst: nd(ndim=3),
+               joint_i: nd(ndim=2), g_dst: nd(ndim=2), g_src: nd(ndim=2), g_vel: nd(ndim=2)):
+    """advance_q of qsrc[0] by scale[0] * vel[0] into qdst[0]; mode 1: then advance_q_reverse."""
     ti.loop_config(serialize=True)
     for b in range(qsrc.shape[1]):
         advance_q(b, qsrc, 0, qdst, 0, vel, 0, scale[0], joint_i)
         if mode == 1:
             advance_q_reverse(b, qsrc, 0, vel, 0, scale[0], joint_i, g_dst, g_src, g_vel)
-            contact_frame_reverse(b, f, links_pos, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
 
 
 ARM = """<mujoco>
@@ -352,13 +347,6 @@ def test_solve_constraints_reverse_tolerance_stop(tmp_path):
     print(counts, errors)
 
 
-def quat_mat(q):
-    w, x, y, z = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def test_advance_q_reverse(tmp_path):
     """Hinges, a slide, a ball and a free joint; env 0's ball joint does not turn (quat_integrate's zero-angle
     branch), the free joint's quaternion is off unit length (the normalisation)."""
@@ -377,25 +365,18 @@ def test_advance_q_reverse(tmp_path):
     scale = arr((1,), values=np.array([0.03]))
     w = rng.normal(size=(B, n_q))
     g_dst, g_src, g_vel = arr((B, n_q), values=w), arr((B, n_q)), arr((B, D))
-    empty = arr((B, 1, CF_N))
-    pool = torch.zeros((B, 9, 5), dtype=torch.int32)
-    m3 = arr((B, 1), element=(3, 3))
-    lpos = s.state.links_pos
-    g_con, g_lpos = arr((B, 1, 8)), arr((B, 1), element=(3,))
 
     def loss(qv=None, vv=None):
         if qv is not None:
             qsrc.from_numpy(qv)
         if vv is not None:
             vsrc.from_numpy(vv)
-        aux_kernel(0, 0, scale, qsrc, vsrc, qdst, s.model["joint_i"], g_dst, g_src, g_vel, lpos, m3, empty, pool,
-                   g_con, g_lpos, m3)
+        aux_kernel(0, scale, qsrc, vsrc, qdst, s.model["joint_i"], g_dst, g_src, g_vel)
         qsrc.from_numpy(q)
         vsrc.from_numpy(vel)
         return float((qdst.to_numpy()[0] * w).sum())
 
-    aux_kernel(1, 0, scale, qsrc, vsrc, qdst, s.model["joint_i"], g_dst, g_src, g_vel, lpos, m3, empty, pool,
-               g_con, g_lpos, m3)
+    aux_kernel(1, scale, qsrc, vsrc, qdst, s.model["joint_i"], g_dst, g_src, g_vel)
     gq, gv = g_src.to_numpy(), g_vel.to_numpy()
     eps = 1e-5  # (the angular velocities' derivatives carry a factor h: smaller steps leave round-off)
     errors = {}
@@ -411,62 +392,4 @@ def test_advance_q_reverse(tmp_path):
         errors[name] = np.linalg.norm(g - fd) / np.linalg.norm(fd)
         assert errors[name] < TOL, f"{name}: {errors[name]:.2e}\n{g}\n{fd}"
     assert np.abs(gv[0, 4:7]).max() > 1e-3  # the zero-angle branch passes a derivative to omega
-    print(errors)
-
-
-def test_contact_frame_reverse():
-    """The pool's point, normal and depth as a frame carried by the two links (the plane's link, the box's, the
-    sphere's): the adjoints of the links' positions and rotation matrices against differences of p, n, d
-    recomputed from perturbed poses."""
-    scene = contact_scene()
-    s = scene.rigid_solver
-    st, sc = s.state, s.scratch
-    f = s.frames.prev(scene._frame)
-    B, L = 2, s.n_links
-    pos0 = st.links_pos[f].numpy().copy()
-    rot0 = np.array([[quat_mat(st.links_quat[f, b, l].numpy()) for l in range(L)] for b in range(B)])
-    con = sc["s_con_f"].numpy().copy()
-    con_i = sc["s_con_i"].numpy()
-    n_con = con_i[:, CI_META, 0]
-    rng = np.random.default_rng(7)
-    w = rng.normal(size=(B, s.max_contacts, 8))
-    arr = s._taichi_array
-    R = arr((B, L), element=(3, 3), values=rot0)
-    g_con, g_lpos, g_R = arr((B, s.max_contacts, 8), values=w), arr((B, L), element=(3,)), arr((B, L), element=(3, 3))
-    dummy, g_dummy = arr((1, B, 1)), arr((B, 1))
-    no_joint = arr((1, 3), kind="i", values=np.full((1, 3), -1))
-    aux_kernel(1, f, arr((1,)), dummy, dummy, dummy, no_joint, g_dummy, g_dummy, g_dummy, st.links_pos, R,
-               sc["s_con_f"], sc["s_con_i"], g_con, g_lpos, g_R)
-    local = []
-    for b in range(B):
-        for c in range(n_con[b]):
-            la, lb = con_i[b, CI_LINK_A, c], con_i[b, CI_LINK_B, c]
-            p, n, d = con[b, c, :3], con[b, c, 3:6], con[b, c, 6]
-            wa, wb = p + 0.5 * d * n, p - 0.5 * d * n
-            local.append((b, c, la, lb, rot0[b, la].T @ (wa - pos0[b, la]), rot0[b, la].T @ n,
-                          rot0[b, lb].T @ (wb - pos0[b, lb])))
-
-    def loss(pos, rot):
-        total = 0.0
-        for b, c, la, lb, wa_l, n_l, wb_l in local:
-            wa, wb = pos[b, la] + rot[b, la] @ wa_l, pos[b, lb] + rot[b, lb] @ wb_l
-            n = rot[b, la] @ n_l
-            total += w[b, c, :3] @ (0.5 * (wa + wb)) + w[b, c, 3:6] @ n + w[b, c, 6] * (n @ (wa - wb))
-        return total
-
-    assert abs(loss(pos0, rot0) - sum(w[b, c, :3] @ con[b, c, :3] + w[b, c, 3:6] @ con[b, c, 3:6]
-                                      + w[b, c, 6] * con[b, c, 6] for b, c, *_ in local)) < 1e-12
-    eps = 1e-6
-    errors = {}
-    for name, x, g in (("pos", pos0, g_lpos.to_numpy()), ("R", rot0, g_R.to_numpy())):
-        fd = np.zeros_like(g)
-        for idx in np.ndindex(*g.shape):
-            a = x.copy()
-            a[idx] += eps
-            up = loss(a, rot0) if name == "pos" else loss(pos0, a)
-            a[idx] -= 2 * eps
-            down = loss(a, rot0) if name == "pos" else loss(pos0, a)
-            fd[idx] = (up - down) / (2 * eps)
-        errors[name] = np.linalg.norm(g - fd) / np.linalg.norm(fd)
-        assert errors[name] < TOL, f"{name}: {errors[name]:.2e}\n{g}\n{fd}"
     print(errors)
