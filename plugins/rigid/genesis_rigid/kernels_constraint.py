@@ -22,7 +22,8 @@ from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_
                                 CI_META, CI_PREV, CM_SWEEPS, KEY_SPAN)
 from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve, ldl_solve_reverse
 from .kernels_math import func, quat_integrate, quat_mul, quat_to_mat, tangent_basis
-from .layout import (CTRL_FORCE, DF_DAMPING, GF_POS, GF_QUAT, GF_SIZE, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
+from .layout import (CTRL_FORCE, DF_DAMPING, GF_POS, GF_QUAT, GF_SIZE, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PP_TENDONS,
+                     TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
                      TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_START, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
                      JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
@@ -947,7 +948,8 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
                         i = axis % 3
                         edge_axis = geom_axis(geom_f, gb if ref_is_a else ga,
                                               (incident + 1) % 3 if e % 2 == 0 else (incident + 2) % 3)
-                        plane_axis = geom_axis(geom_f, ga if ref_is_a else gb, (i + 1) % 3 if plane < 2 else (i + 2) % 3)
+                        plane_axis = geom_axis(geom_f, ga if ref_is_a else gb,
+                                               (i + 1) % 3 if plane < 2 else (i + 2) % 3)
                         if ref_is_a:
                             mode_b, axis_b, axis_a = POINT_CROSSING, edge_axis, plane_axis
                         else:

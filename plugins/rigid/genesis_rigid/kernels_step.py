@@ -244,8 +244,7 @@ def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_
             geom_quat[b, g] = quat_mul(links_quat[fn, b, l], v4(geom_f, g, GF_QUAT))
 
 
-# each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
-SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry)}
+
 
 
 
@@ -253,9 +252,9 @@ SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes,
 # kernel, and its compile time grows faster than a kernel's size). The solver re-runs the plain substep f -> fn
 # first, so every scratch array holds what the forward computed; then, per environment, each stage's reverse (beside
 # its forward in kernels_<stage>.py) runs, in the opposite order of the forward's. The adjoint arrays g_* are
-# per-substep scratch (zeroed here); G_* are the state's gradients: frame fn's read, frame f's accumulated (last
-# kernel). g_q1 / g_q2: adjoints of qpos[f] / qpos[fn]; g_v: of dofs_vel[f]; g_vu: of the velocity the positions
-# advanced with.
+# per-substep scratch (zeroed here; g_link_f by the solver); G_* are the state's gradients: frame fn's read, frame
+# f's accumulated. g_q1 / g_q2: adjoints of qpos[f] / qpos[fn]; g_v: of dofs_vel[f]; g_vu: of the velocity the
+# positions advanced with.
 
 @ti.kernel
 def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3),
@@ -265,7 +264,8 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
                          joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2),
                          ten_i: nd(ndim=2), s_vs: nd(ndim=3), s_R: nd(ndim=2), s_com: nd(ndim=2),
                          s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2),
-                         s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_J: nd(ndim=3),
+                         s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
+                         s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_J: nd(ndim=3),
                          s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3),
                          g_q1: nd(ndim=2), g_q2: nd(ndim=2), g_v: nd(ndim=2), g_vu: nd(ndim=2), g_lpos: nd(ndim=2),
                          g_lquat: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_janchor: nd(ndim=2),
@@ -281,15 +281,14 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
     h = params_f[PF_DT]
     n_q = qpos.shape[2]
     n_v = g_v.shape[1]
-    spread = env_spread(qpos.shape[1], False)
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    spread = env_spread(qpos.shape[1], SERIAL)
     for t in range(qpos.shape[1] * spread):
         if t % spread != 0:
             continue
         b = t // spread
         zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis)
-        for l in range(g_link_f.shape[1]):
-            for k in range(g_link_f.shape[2]):
-                g_link_f[b, l, k] = 0.0
         for d in range(n_v):
             g_v[b, d] = 0.0
             g_vu[b, d] = 0.0
@@ -309,7 +308,7 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
         for i in range(n_q):
             g_q1[b, i] = 0.0
             g_q2[b, i] = G_qpos[fn, b, i]
-        # the kinematics of frame fn (s_R holds its rotations after the re-run)
+        # the kinematics of frame fn
         for l in range(G_lpos.shape[2]):
             g_lpos[b, l] = ti.Vector([G_lpos[fn, b, l, 0], G_lpos[fn, b, l, 1], G_lpos[fn, b, l, 2]])
             g_lquat[b, l] = ti.Vector([G_lquat[fn, b, l, 0], G_lquat[fn, b, l, 1], G_lquat[fn, b, l, 2],
@@ -356,7 +355,9 @@ def substep_reverse_dynamics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), 
     """The smooth dynamics backwards: the acceleration's solve and generalized forces, the couplings' impulses,
     the bias forces and the implicit mass matrix."""
     h = params_f[PF_DT]
-    spread = env_spread(qpos.shape[1], False)
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    spread = env_spread(qpos.shape[1], SERIAL)
     for t in range(qpos.shape[1] * spread):
         if t % spread != 0:
             continue
@@ -396,7 +397,9 @@ def substep_reverse_kinematics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
                                G_vel: nd(ndim=3)):
     """The contacts' frames, the dof motions and the kinematics of frame f backwards; then the gradients of qpos[f]
     and dofs_vel[f]."""
-    spread = env_spread(qpos.shape[1], False)
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    spread = env_spread(qpos.shape[1], SERIAL)
     for t in range(qpos.shape[1] * spread):
         if t % spread != 0:
             continue
@@ -464,7 +467,9 @@ def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
                               G_vel: nd(ndim=3)):
     """The reverse of collider_geometry: the gradients of the ColliderView's arrays (G_*: geom poses, centres of
     mass, link velocities and orientations at frame fn) into those of qpos[fn] and dofs_vel[fn]."""
-    spread = env_spread(qpos.shape[1], False)
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    spread = env_spread(qpos.shape[1], SERIAL)
     for t in range(qpos.shape[1] * spread):
         if t % spread != 0:
             continue
@@ -508,3 +513,9 @@ def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
             G_qpos[fn, b, i] += g_q2[b, i]
         for d in range(g_vu.shape[1]):
             G_vel[fn, b, d] += g_vu[b, d]
+
+
+# each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
+SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry,
+                                            substep_reverse_head, substep_reverse_dynamics,
+                                            substep_reverse_kinematics, collider_geometry_reverse)}

@@ -15,7 +15,8 @@ from genesis_core.coupler import ColliderView
 
 from . import kernels_step
 from .entity import RigidEntity
-from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_ACTIVE, CI_KEY, CI_SLOT, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED,
+from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_ACTIVE, CI_KEY, CI_SLOT, CI_LINK_A, CI_LINK_B, CI_META,
+                                CI_N, CM_SETTLED,
                                 CM_SWEEPS,
                                 HASH_FACTOR, KEY_SPAN)
 from .kernels_constraint import RF_N, SD_SWEEP
@@ -108,6 +109,11 @@ def _tangent_basis(n):
     t1 = torch.where(first, torch.stack([zero, nz, -ny], -1), torch.stack([ny, -nx, zero], -1))
     t1 = t1 / t1.norm(dim=-1, keepdim=True)
     return t1, torch.cross(n, t1, dim=-1)
+
+
+def _same_values(tensors, saved):
+    """Whether the tensors hold the values `saved` (a list of copies, or None) bit for bit."""
+    return saved is not None and all(torch.equal(t.detach(), c) for t, c in zip(tensors, saved))
 
 
 def _versions(tensors):
@@ -644,6 +650,14 @@ class RigidSolver(gs.SolverBase):
             return self._taichi_array(shape, kind, element)
 
         v3, v6, m3 = (3,), (6,), (3, 3)
+        # the broadphase's sweep order and axis, kept from substep to substep; torch in differentiable mode, where
+        # the forward logs them and the backward's re-runs put them back (_log_broadphase)
+        order = np.tile(self._sap_geoms, (B, 1))
+        if self.sim_options.requires_grad:
+            sap = torch.as_tensor(order, dtype=torch.int32, device=self.device).contiguous()
+            sap_axis = torch.zeros(B, dtype=torch.int32, device=self.device)
+        else:
+            sap, sap_axis = self._taichi_array(order.shape, "i", values=order), z(B, kind="i")
         self.scratch = dict(
             s_qs=z(1, B, max(self.n_qs, 1)), s_vs=z(1, B, D), s_lpos=z(1, B, L, element=v3),
             s_lquat=z(1, B, L, element=(4,)), s_R=z(B, L, element=m3), s_com=z(B, L, element=v3),
@@ -659,8 +673,7 @@ class RigidSolver(gs.SolverBase):
             s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"), s_sep=z(B, max(self.n_gjk_pairs, 1), 3),
-            s_sap=self._taichi_array((B, len(self._sap_geoms)), "i", values=np.tile(self._sap_geoms, (B, 1))),
-            s_sap_axis=z(B, kind="i"), s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
+            s_sap=sap, s_sap_axis=sap_axis, s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
             s_con_f=torch.zeros((B, C, CF_N), dtype=self.float_dtype, device=self.device),
             s_con_i=torch.zeros((B, CI_N, max(C, CM_SETTLED + 1)), dtype=torch.int32, device=self.device))
@@ -669,14 +682,14 @@ class RigidSolver(gs.SolverBase):
         base = self._arrays_np["dof_f"][:self.n_dofs]
         self.model["dof_f"] = self._taichi_array((B, self.n_dofs, DF_N), "f",
                                                  values=np.broadcast_to(base, (B,) + base.shape))
-        self._dof_params_seen = None
+        self._dof_params_seen = self._dof_params_values = None
         # the links' inertial columns and the geoms' friction per environment (_sync_link_params)
         link_f = self._arrays_np["link_f"]
         self.model["link_f"] = self._taichi_array((B,) + link_f.shape, "f",
                                                   values=np.broadcast_to(link_f, (B,) + link_f.shape))
         mu = self._geom_f_np[:, GF_FRICTION]
         self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
-        self._link_params_seen = None
+        self._link_params_seen = self._link_params_values = None
         self._args = None
         self.adjoint = self._allocate_adjoints() if self.sim_options.requires_grad else None
 
@@ -776,6 +789,10 @@ class RigidSolver(gs.SolverBase):
         key = _versions(tensors)
         if key == self._dof_params_seen:
             return
+        if _same_values(tensors, self.__dict__.get("_dof_params_values")):  # rewritten with the same values (a
+            self._dof_params_seen = key  # backward's restore of each substep's frame): nothing to hand over
+            return
+        self._dof_params_values = [t.detach().clone() for t in tensors]
         message = self._param_rule({"dofs_force_lo": st.tensors["dofs_force_lo"],
                                     "dofs_force_hi": st.tensors["dofs_force_hi"]})
         if message is not None:
@@ -862,6 +879,10 @@ class RigidSolver(gs.SolverBase):
         key = _versions(tensors)
         if key == self._link_params_seen:
             return
+        if _same_values(tensors, self.__dict__.get("_link_params_values")):
+            self._link_params_seen = key
+            return
+        self._link_params_values = [t.detach().clone() for t in tensors]
         message = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
         if message is not None:
             raise gs.InvalidStateError(message)
@@ -903,9 +924,26 @@ class RigidSolver(gs.SolverBase):
         if self._static_world(f):
             return
         if self.collision:
+            self._log_broadphase()
             self._collide(f)
         (_, _, substep), (_, _, head, tail) = self._step_args()
         self._launch(substep, f, self.frames.next(f), *head, self._ext_impulse(f), *tail)
+
+    _sap_log = None  # differentiable mode: (tape, its k0, {substep: the broadphase's order and axis before it})
+
+    def _log_broadphase(self):
+        """Differentiable mode, a forward that records: keep the broadphase's sweep order and axis before this
+        substep's collision pass. They carry over from substep to substep (the sort starts from the last order, the
+        axis changes only when another spreads twice as much), and the backward re-runs substeps last first: the
+        re-run puts them back (_rerun_substep) so that it finds the forward's contacts in the forward's order."""
+        tape = self.state.tape if self.sim_options.requires_grad else None
+        if tape is None or tape.consumed:
+            return
+        log = self._sap_log
+        if log is None or log[0] is not tape or log[1] != tape.k0:
+            self._sap_log = log = (tape, tape.k0, {})
+        s = self.scratch
+        log[2][tape.k] = (s["s_sap"].clone(), s["s_sap_axis"].clone())
 
     _args = None  # _step_args' tuples, made once per allocation of the scratch arrays
 
@@ -982,9 +1020,16 @@ class RigidSolver(gs.SolverBase):
         st, fn = self.state, self.frames.next(f)
         self._fn_keep = {name: st.at(name, fn).clone() for name in self.RERUN_FIELDS}
         if self.collision:
+            log = self._sap_log
+            if log is not None and log[0] is st.tape and log[2]:  # the forward's broadphase before this substep
+                order, axis = log[2].pop(max(log[2]))
+                self.scratch["s_sap"].copy_(order)
+                self.scratch["s_sap_axis"].copy_(axis)
             self._collide(f)
         (_, _, substep), (_, _, head, tail) = self._step_args()
-        self._launch(substep, f, fn, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
+        if self.__dict__.get("_rerun_launch") is None:  # (its own bound arguments: s_hist is not the forward's)
+            self._rerun_launch = Launcher()
+        self._rerun_launch(substep, f, fn, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
         self._diff_tape = f
         self._view_tape = None
 
@@ -992,35 +1037,41 @@ class RigidSolver(gs.SolverBase):
         """The reverse kernels of the substep at frame f (after _rerun_substep): the gradients of frame fn's fields
         into frame f's, the controls' and the parameters'."""
         st, m, s, a, fn = self.state, self.model, self.scratch, self.adjoint, self.frames.next(f)
+        if not self.n_dofs:  # nothing moves: no gradient flows through the substep
+            self._put_back(fn)
+            return
         G = {name: st.tensors[name].grad for name in ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat",
                                                        "contact_impulse", "links_ext_impulse")}
-        ext = self._ext_impulse(f) if self._step_wrench() is not None else st.links_ext_impulse
-        run = self._launch
-        run(kernels_step.substep_reverse_head, f, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat, st.contact_impulse,
-            m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["dof_f"],
-            m["dof_i"], m["ten_f"], m["ten_i"], s["s_vs"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"],
-            s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], s["s_mass"], s["s_dof"], s["s_con_f"], s["s_con_i"], s["s_J"], s["s_W"], s["s_row_f"],
-            s["s_row_i"], a["s_hist"], a["g_q1"], a["g_q2"], a["g_v"], a["g_vu"], a["g_lpos"], a["g_lquat"],
-            a["g_R"], a["g_com"], a["g_janchor"], a["g_jaxis"], a["g_cdof"], a["g_mass"], a["g_dof"], a["g_con"],
-            a["g_imp_in"], a["g_imp_out"], a["g_link_f"], a["g_dof_f"], a["g_row"], a["g_J"], a["g_W"], a["g_vs"], G["qpos"],
-            G["dofs_vel"], G["dofs_acc"], G["links_pos"], G["links_quat"], G["contact_impulse"])
-        run(kernels_step.substep_reverse_dynamics, f, st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode,
-            st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, m["params_f"],
-            m["params_i"], m["link_f"], m["link_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], s["s_R"],
-            s["s_com"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], s["s_cacc"], s["s_cfrc"], s["s_crb_m"],
-            s["s_crb_mc"], s["s_crb_io"], s["s_mass"], s["s_dof"], a["g_q1"], a["g_v"], a["g_R"], a["g_com"],
-            a["g_cdof"], a["g_cdof_dot"], a["g_cvel"], a["g_mass"], a["g_dof"], a["g_link_f"], a["g_dof_f"],
-            a["g_ctrl"], a["g_cacc"], a["g_cfrc"], a["g_crb_m"], a["g_crb_mc"], a["g_crb_io"], G["links_ext_impulse"])
-        run(kernels_step.substep_reverse_kinematics, f, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
-            m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["pair_i"], m["geom_i"], m["geom_f"],
-            s["s_con_f"], s["s_con_i"], a["g_con"], s["s_R"], s["s_janchor"], s["s_jaxis"],
-            s["s_cdof"], s["s_cvel"], a["g_q1"], a["g_v"], a["g_lpos"], a["g_lquat"], a["g_R"], a["g_com"],
-            a["g_janchor"], a["g_jaxis"], a["g_cdof"], a["g_cdof_dot"], a["g_cvel"], a["g_link_f"], G["qpos"],
-            G["dofs_vel"])
+        ext = self._ext_copy if self._step_wrench() is not None else st.links_ext_impulse
+        run, k = self._launch, self._kernel
+
+        def arrays(names):  # the arrays of kernels_step's reverse kernels, by their parameter names
+            return [m[n] if n in m else a[n] if n in a else s[n] if n in s else G[n[2:]] for n in names.split()]
+
+        run(k(kernels_step.substep_reverse_head), f, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
+            st.contact_impulse, *arrays(
+                "params_f params_i link_f link_i joint_f joint_i dof_f dof_i ten_f ten_i s_vs s_R s_com s_janchor "
+                "s_jaxis s_cdof s_cdof_dot s_cvel s_mass s_dof s_con_f s_con_i s_J s_W s_row_f s_row_i s_hist g_q1 "
+                "g_q2 g_v g_vu g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_mass g_dof g_con g_imp_in "
+                "g_imp_out g_link_f g_dof_f g_row g_J g_W g_vs G_qpos G_dofs_vel G_dofs_acc G_links_pos "
+                "G_links_quat G_contact_impulse"))
+        run(k(kernels_step.substep_reverse_dynamics), f, st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode,
+            st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, *arrays(
+                "params_f params_i link_f link_i dof_f dof_i ten_f ten_i s_R s_com s_cdof s_cdof_dot s_cvel s_cacc "
+                "s_cfrc s_crb_m s_crb_mc s_crb_io s_mass s_dof g_q1 g_v g_R g_com g_cdof g_cdof_dot g_cvel g_mass "
+                "g_dof g_link_f g_dof_f g_ctrl g_cacc g_cfrc g_crb_m g_crb_mc g_crb_io G_links_ext_impulse"))
+        run(k(kernels_step.substep_reverse_kinematics), f, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
+            *arrays("link_f link_i joint_f joint_i pair_i geom_i geom_f s_con_f s_con_i g_con s_R s_janchor s_jaxis "
+                    "s_cdof s_cvel g_q1 g_v g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_cdof_dot g_cvel "
+                    "g_link_f G_qpos G_dofs_vel"))
         self._parameter_gradients(f)
+        self._put_back(fn)
+
+    def _put_back(self, fn):
+        """Frame fn as it was before the re-run of the substep that writes it (_rerun_substep)."""
         with torch.no_grad():
             for name, x in self._fn_keep.items():
-                st.at(name, fn).copy_(x)
+                self.state.at(name, fn).copy_(x)
         self._fn_keep = None
 
     def _reverse_view(self, fn):
@@ -1029,8 +1080,8 @@ class RigidSolver(gs.SolverBase):
         v, st, m, s, a = self._view, self.state, self.model, self.scratch, self.adjoint
         grads = [getattr(v, n).grad for n in ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel",
                                                "body_quat")]
-        if any(g is not None and bool(g.any()) for g in grads) and self.n_links:
-            self._launch(kernels_step.collider_geometry_reverse, fn, st.qpos, st.dofs_vel, st.links_pos,
+        if any(g is not None and bool(g.any()) for g in grads) and self.n_links and self.n_dofs:
+            self._launch(self._kernel(kernels_step.collider_geometry_reverse), fn, st.qpos, st.dofs_vel, st.links_pos,
                          st.links_quat, m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"],
                          m["geom_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"],
                          s["s_cdof_dot"], s["s_cvel"], a["g_q2"], a["g_vu"], a["g_lpos"], a["g_lquat"], a["g_R"],
@@ -1055,17 +1106,21 @@ class RigidSolver(gs.SolverBase):
         for name, col in self.DOF_PARAMS:
             if st.has_grad(name):
                 st.grad_at(name, f).add_(g_dof_f[..., col])
-        wanted = [n for n in ("links_inertial_mass", "links_mass_shift") if st.has_grad(n)]
-        if L and wanted:
+        if L and (st.has_grad("links_inertial_mass") or st.has_grad("links_mass_shift")):
+            # mass = max(inertial mass + shift, MIN_MASS_FRACTION inertial mass); the rotational inertia is the
+            # model's times mass / the model's mass (_sync_link_params)
             g_link_f = a["g_link_f"][:, :L]
-            fields = {n: st.tensors[n].detach().clone().requires_grad_(n in wanted) for n in
-                      ("links_inertial_mass", "links_mass_shift")}
-            with torch.enable_grad():
-                mass, inertia = self._link_inertial(fields["links_inertial_mass"], fields["links_mass_shift"])
-                grads = torch.autograd.grad([mass, inertia], [fields[n] for n in wanted],
-                                            [g_link_f[..., LF_MASS], g_link_f[..., LF_INERTIA:LF_INERTIA + 9]])
-            for n, g in zip(wanted, grads):
-                st.grad_at(n, f).add_(g)
+            base = self._link_base()
+            m_model, inertia = base[:, 0], base[:, 1:]
+            g_mass = g_link_f[..., LF_MASS] + torch.where(
+                m_model > 0, (g_link_f[..., LF_INERTIA:LF_INERTIA + 9] * inertia).sum(-1) / m_model.clamp_min(1e-300),
+                torch.zeros_like(m_model))
+            mass0, shift = st.tensors["links_inertial_mass"].detach(), st.tensors["links_mass_shift"].detach()
+            floored = mass0 + shift < MIN_MASS_FRACTION * mass0
+            if st.has_grad("links_inertial_mass"):
+                st.grad_at("links_inertial_mass", f).add_(torch.where(floored, MIN_MASS_FRACTION * g_mass, g_mass))
+            if st.has_grad("links_mass_shift"):
+                st.grad_at("links_mass_shift", f).add_(torch.where(floored, torch.zeros_like(g_mass), g_mass))
         if G and self.max_contacts and st.has_grad("geoms_friction_ratio"):
             # an entry's friction is the larger of its geoms' (kernels_collision.finish_contacts): its gradient
             # goes to that geom's ratio, times the geom's friction in the model
@@ -1076,15 +1131,23 @@ class RigidSolver(gs.SolverBase):
             slot = torch.where(active, con_i[:, CI_SLOT, :C].long(), torch.zeros_like(active, dtype=torch.long))
             ga, gb = self._slot_geoms()
             ga, gb = ga[slot], gb[slot]
-            mu = self.model["geom_mu"]
-            mu = mu if isinstance(mu, torch.Tensor) else torch.as_tensor(mu.to_numpy(), device=self.device)
+            base = torch.as_tensor(self._geom_f_np[:G, GF_FRICTION], dtype=self.float_dtype, device=self.device)
+            mu = base * st.tensors["geoms_friction_ratio"].detach()  # (geom_mu, as _sync_link_params wrote it)
             mu_a, mu_b = torch.gather(mu, 1, ga), torch.gather(mu, 1, gb)
             g = torch.where(active, g_mu, torch.zeros_like(g_mu))
             geom = torch.where(mu_a >= mu_b, ga, gb)
-            base = torch.as_tensor(self._geom_f_np[:G, GF_FRICTION], dtype=self.float_dtype, device=self.device)
             out = torch.zeros_like(st.grad_at("geoms_friction_ratio", f))
             out.scatter_add_(1, geom, g * base[geom])
             st.grad_at("geoms_friction_ratio", f).add_(out)
+
+    def _link_base(self):
+        """The model's link masses and rotational inertias [L, 1 + 9] (torch, made once)."""
+        if self.__dict__.get("_link_base_t") is None:
+            link_f = self._arrays_np["link_f"][:self.n_links]
+            self._link_base_t = torch.as_tensor(np.concatenate([link_f[:, LF_MASS:LF_MASS + 1],
+                                                                link_f[:, LF_INERTIA:LF_INERTIA + 9]], 1),
+                                                dtype=self.float_dtype, device=self.device)
+        return self._link_base_t
 
     def _slot_geoms(self):
         """The two geoms of each candidate contact slot (long tensors [S])."""
@@ -1098,23 +1161,13 @@ class RigidSolver(gs.SolverBase):
             self._slot_geoms_t = (torch.as_tensor(ga, device=self.device), torch.as_tensor(gb, device=self.device))
         return self._slot_geoms_t
 
-    def _link_inertial(self, mass0, shift):
-        """The links' mass and rotational inertia [B, L], [B, L, 9] the kernels read (link_f), from the state's
-        inertial mass and shift, with torch (_sync_link_params' rule)."""
-        L, base = self.n_links, self._arrays_np["link_f"]
-        t = lambda x: torch.as_tensor(x, dtype=self.float_dtype, device=self.device)  # noqa: E731
-        mass = torch.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
-        m_model = t(base[:L, LF_MASS])
-        scale = torch.where(m_model > 0, mass / torch.where(m_model > 0, m_model, torch.ones_like(m_model)),
-                            torch.ones_like(mass))
-        return mass, t(base[:L, LF_INERTIA:LF_INERTIA + 9]) * scale[..., None]
-
     def substep_post_coupling_grad(self, f):
         pass  # the couplings read the adjoint of the impulses they add from the view (frame fn's gradient)
 
     def substep_pre_coupling_grad(self, f):
         """The couplings' gradients of the view (geom poses, centres of mass, velocities at frame fn) into the
         gradients of frame fn; then the substep's adjoint: dL/d(frame f) and the controls' gradients."""
+        self.adjoint["g_link_f"].zero_()
         if self._view_tape is not None:
             self._reverse_view(self._view_tape)
             self._view_tape = None
