@@ -405,14 +405,25 @@ def substep_reverse_kinematics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
             continue
         b = t // spread
         contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
-        dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_v, g_R,
-                            g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel)
-        forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q1,
-                                   g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
-        for i in range(qpos.shape[2]):
-            G_qpos[f, b, i] += g_q1[b, i]
-        for d in range(g_v.shape[1]):
-            G_vel[f, b, d] += g_v[b, d]
+        state_reverse(b, f, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
+                      s_jaxis, s_cdof, s_cvel, g_q1, g_v, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
+                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_vel)
+
+
+@func
+def state_reverse(b, f, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
+                  s_jaxis, s_cdof, s_cvel, g_q, g_v, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
+                  g_cdof_dot, g_cvel, g_link_f, G_qpos, G_vel):
+    """The dof motions and the kinematics of frame f backwards, then the adjoints of qpos[f] and dofs_vel[f] (g_q,
+    g_v) added to the state's gradients of frame f."""
+    dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_v, g_R, g_janchor,
+                        g_jaxis, g_cdof, g_cdof_dot, g_cvel)
+    forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q, g_lpos,
+                               g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
+    for i in range(qpos.shape[2]):
+        G_qpos[f, b, i] += g_q[b, i]
+    for d in range(dofs_vel.shape[2]):
+        G_vel[f, b, d] += g_v[b, d]
 
 
 @func
@@ -505,14 +516,9 @@ def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
             g_cvel[b, l] += spatial(gomega, glin)
             g_com[b, l] += ti.Vector([G_com[b, l, 0], G_com[b, l, 1], G_com[b, l, 2]]) + glin.cross(omega)
             g_lquat[b, l] += ti.Vector([G_quat[b, l, 0], G_quat[b, l, 1], G_quat[b, l, 2], G_quat[b, l, 3]])
-        dof_motions_reverse(b, fn, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_vu, g_R,
-                            g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel)
-        forward_kinematics_reverse(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q2,
-                                   g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
-        for i in range(g_q2.shape[1]):
-            G_qpos[fn, b, i] += g_q2[b, i]
-        for d in range(g_vu.shape[1]):
-            G_vel[fn, b, d] += g_vu[b, d]
+        state_reverse(b, fn, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
+                      s_jaxis, s_cdof, s_cvel, g_q2, g_vu, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
+                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_vel)
 
 
 # each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
