@@ -78,6 +78,7 @@ class Tape:
         self.k0 = self.scene._substep
         self.host_frames = {}  # k -> {solver name: {field: tensor}}: frames that left the ring
         self.frameless = {}  # step index -> {solver name: {field: tensor}}
+        self._kept = {}  # (solver name, field) -> ((id, version) of the field when kept, the copy kept)
         self.events = {}  # k -> [(store, name, envs_idx, item, value or None)], in the order they happened
         self.deposits = {}  # k -> [(store, name, envs_idx, item, grad)]
         self.consumed = False
@@ -129,7 +130,16 @@ class Tape:
         self.check_live("scene.step()")
         snap = {}
         for st in self._stores():
-            snap[st.owner] = {n: st.tensors[n].detach().clone() for n, spec in st.specs.items() if not spec.frames}
+            fields = snap[st.owner] = {}
+            for n, spec in st.specs.items():
+                if spec.frames:
+                    continue
+                # a field not written since the last step's copy shares that copy (copies are never written)
+                x = st.tensors[n]
+                key, kept = (id(x), x._version), self._kept.get((st.owner, n))
+                if kept is None or kept[0] != key:
+                    kept = self._kept[(st.owner, n)] = (key, x.detach().clone())
+                fields[n] = kept[1]
         self.frameless[t] = snap
 
     def begin_substep(self, k: int, n_frames: int):
@@ -149,12 +159,12 @@ class Tape:
         self.invalid_envs.update(int(e) for e in envs)
 
     def host_bytes(self) -> int:
-        total = 0
+        seen = {}  # (a frameless copy shared by several steps counts once)
         for frames in (self.host_frames, self.frameless):
             for per_solver in frames.values():
                 for fields in per_solver.values():
-                    total += sum(x.numel() * x.element_size() for x in fields.values())
-        return total
+                    seen.update((id(x), x.numel() * x.element_size()) for x in fields.values())
+        return sum(seen.values())
 
     # -- backward --------------------------------------------------------------------------------------------------
 
