@@ -18,14 +18,14 @@ from genesis_rigid.plugin import _test_scene
 F64 = torch.float64
 
 
-def scene_pair(build, **sim):
+def scene_pair(build, n_envs=0, **sim):
     """The same scene twice: differentiable, and plain (the reference of the finite differences)."""
     out = []
     for requires_grad in (True, False):
         scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=requires_grad, **sim),
                          rigid_options=gs.options.RigidOptions(iterations=30))
         entities = build(scene)
-        scene.build()
+        scene.build(n_envs=n_envs)
         out.append((scene, entities))
     return out
 
@@ -432,6 +432,35 @@ def test_gradients_to_the_dofs_and_links_parameters():
         torch.tensor([1.0, 3.0, 2.0], dtype=F64), torch.tensor([1.2, 0.9, 0.6], dtype=F64),
         torch.tensor([0.1, -0.2, -0.58], dtype=F64)], moves=1e-4)  # the forearm's 0.6 - 0.58: under its floor
     assert float(xs[4].grad[2]) == 0.0 and float(xs[3].grad[2]) != 0.0
+
+
+def test_gradients_to_each_environments_parameters():
+    """Two environments of the arm with their own damping, armature, gains and link masses (the per-environment
+    parameters): the gradient of a loss over both with respect to every environment's entries, against central
+    differences; each environment's parameters move only its own part of the loss."""
+    weights = torch.tensor([[1.0, -0.5, 2.0], [0.3, -0.7, 0.2]], dtype=F64)
+
+    def arm(scene):
+        return scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
+
+    def run_arm(scene, a, damping, armature, kp, mass):
+        a.set_dofs_damping(damping)
+        a.set_dofs_armature(armature)
+        a.set_links_inertial_mass(mass, links_idx_local=[1, 2, 3])
+        a.set_qpos(torch.tensor([[0.1, 0.5, -0.3], [-0.2, 0.3, 0.4]], dtype=F64))
+        a.set_dofs_kp(kp)
+        a.set_dofs_kv(torch.tensor([2.0, 2.0, 1.0], dtype=F64).expand(2, 3))
+        a.control_dofs_position(torch.tensor([0.5, -0.2, 0.8], dtype=F64).expand(2, 3))
+        for _ in range(30):
+            scene.step()
+        return (a.get_links_pos()[:, -1] * weights).sum()
+
+    xs = grads_match_differences(run_arm, scene_pair(arm, n_envs=2, dt=1e-2), [
+        torch.tensor([[0.3, 0.5, 0.2], [0.1, 0.4, 0.6]], dtype=F64),
+        torch.tensor([[0.02, 0.05, 0.01], [0.04, 0.01, 0.03]], dtype=F64),
+        torch.tensor([[30.0, 50.0, 20.0], [40.0, 20.0, 35.0]], dtype=F64),
+        torch.tensor([[1.2, 0.9, 0.6], [0.8, 1.1, 0.7]], dtype=F64)], moves=1e-4)
+    assert all(bool((x.grad[0] != x.grad[1]).any()) for x in xs)
 
 
 def test_a_refused_parameter_write_takes_no_part_in_the_gradient():
