@@ -491,7 +491,8 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                     add_row_response(b, r, s_row_i, s_W, g_v, -delta, vcol)  # v before the update
                 wg = row_dot(b, r, s_row_i, s_W, g_v, gcol, False)
                 g_new = g_row[b, r, glam_col] + wg
-                add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
+                if delta != 0.0:
+                    add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
                 glam = -wg
                 dinv = s_row_f[b, r, RF_DINV]
                 ubar = 0.0

@@ -1036,36 +1036,50 @@ class RigidSolver(gs.SolverBase):
     def _reverse_substep(self, f):
         """The reverse kernels of the substep at frame f (after _rerun_substep): the gradients of frame fn's fields
         into frame f's, the controls' and the parameters'."""
-        st, m, s, a, fn = self.state, self.model, self.scratch, self.adjoint, self.frames.next(f)
+        st, fn = self.state, self.frames.next(f)
         if not self.n_dofs:  # nothing moves: no gradient flows through the substep
             self._put_back(fn)
             return
-        G = {name: st.tensors[name].grad for name in ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat",
-                                                       "contact_impulse", "links_ext_impulse")}
         ext = self._ext_copy if self._step_wrench() is not None else st.links_ext_impulse
         run, k = self._launch, self._kernel
+        head, dynamics, kinematics = self._reverse_arrays(ext)
+        run(k(kernels_step.substep_reverse_head), f, fn, *head)
+        run(k(kernels_step.substep_reverse_dynamics), f, *dynamics)
+        run(k(kernels_step.substep_reverse_kinematics), f, *kinematics)
+        self._parameter_gradients(f)
+        self._put_back(fn)
+
+    def _reverse_arrays(self, ext):
+        """The array arguments of the three reverse kernels (after their frame indices), made once per set of arrays
+        (the state's gradients, the scratch and adjoint arrays, the external impulses' array)."""
+        st, m, s, a = self.state, self.model, self.scratch, self.adjoint
+        G = {name: st.tensors[name].grad for name in ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat",
+                                                       "contact_impulse", "links_ext_impulse")}
+        key = (id(s), id(a), id(ext)) + tuple(id(g) for g in G.values())
+        cached = self.__dict__.get("_reverse_args")
+        if cached is not None and cached[0] == key:
+            return cached[1]
 
         def arrays(names):  # the arrays of kernels_step's reverse kernels, by their parameter names
             return [m[n] if n in m else a[n] if n in a else s[n] if n in s else G[n[2:]] for n in names.split()]
 
-        run(k(kernels_step.substep_reverse_head), f, fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
-            st.contact_impulse, *arrays(
-                "params_f params_i link_f link_i joint_f joint_i dof_f dof_i ten_f ten_i s_vs s_R s_com s_janchor "
-                "s_jaxis s_cdof s_cdof_dot s_cvel s_mass s_dof s_con_f s_con_i s_J s_W s_row_f s_row_i s_hist g_q1 "
-                "g_q2 g_v g_vu g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_mass g_dof g_con g_imp_in "
-                "g_imp_out g_link_f g_dof_f g_row g_J g_W g_vs G_qpos G_dofs_vel G_dofs_acc G_links_pos "
-                "G_links_quat G_contact_impulse"))
-        run(k(kernels_step.substep_reverse_dynamics), f, st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode,
-            st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv, *arrays(
-                "params_f params_i link_f link_i dof_f dof_i ten_f ten_i s_R s_com s_cdof s_cdof_dot s_cvel s_cacc "
-                "s_cfrc s_crb_m s_crb_mc s_crb_io s_mass s_dof g_q1 g_v g_R g_com g_cdof g_cdof_dot g_cvel g_mass "
-                "g_dof g_link_f g_dof_f g_ctrl g_cacc g_cfrc g_crb_m g_crb_mc g_crb_io G_links_ext_impulse"))
-        run(k(kernels_step.substep_reverse_kinematics), f, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
-            *arrays("link_f link_i joint_f joint_i pair_i geom_i geom_f s_con_f s_con_i g_con s_R s_janchor s_jaxis "
-                    "s_cdof s_cvel g_q1 g_v g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_cdof_dot g_cvel "
-                    "g_link_f G_qpos G_dofs_vel"))
-        self._parameter_gradients(f)
-        self._put_back(fn)
+        head = [st.qpos, st.dofs_vel, st.links_pos, st.links_quat, st.contact_impulse] + arrays(
+            "params_f params_i link_f link_i joint_f joint_i dof_f dof_i ten_f ten_i s_vs s_R s_com s_janchor "
+            "s_jaxis s_cdof s_cdof_dot s_cvel s_mass s_dof s_con_f s_con_i s_J s_W s_row_f s_row_i s_hist g_q1 "
+            "g_q2 g_v g_vu g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_mass g_dof g_con g_imp_in "
+            "g_imp_out g_link_f g_dof_f g_row g_J g_W g_vs G_qpos G_dofs_vel G_dofs_acc G_links_pos "
+            "G_links_quat G_contact_impulse")
+        dynamics = [st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos,
+                    st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv] + arrays(
+            "params_f params_i link_f link_i dof_f dof_i ten_f ten_i s_R s_com s_cdof s_cdof_dot s_cvel s_cacc "
+            "s_cfrc s_crb_m s_crb_mc s_crb_io s_mass s_dof g_q1 g_v g_R g_com g_cdof g_cdof_dot g_cvel g_mass "
+            "g_dof g_link_f g_dof_f g_ctrl g_cacc g_cfrc g_crb_m g_crb_mc g_crb_io G_links_ext_impulse")
+        kinematics = [st.qpos, st.dofs_vel, st.links_pos, st.links_quat] + arrays(
+            "link_f link_i joint_f joint_i pair_i geom_i geom_f s_con_f s_con_i g_con s_R s_janchor s_jaxis "
+            "s_cdof s_cvel g_q1 g_v g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_cdof_dot g_cvel "
+            "g_link_f G_qpos G_dofs_vel")
+        self._reverse_args = (key, (head, dynamics, kinematics))
+        return head, dynamics, kinematics
 
     def _put_back(self, fn):
         """Frame fn as it was before the re-run of the substep that writes it (_rerun_substep)."""
@@ -1098,15 +1112,16 @@ class RigidSolver(gs.SolverBase):
         gradient."""
         st, a = self.state, self.adjoint
         D, L, G = self.n_dofs, self.n_links, self.n_geoms
+        wanted = self._wanted_gradients()
         g_ctrl = a["g_ctrl"][:, :D]
         for k, name in enumerate(("dofs_ctrl_force", "dofs_ctrl_pos", "dofs_ctrl_vel", "dofs_kp", "dofs_kv")):
-            if st.has_grad(name):
+            if name in wanted:
                 st.grad_at(name, f).add_(g_ctrl[..., k])
         g_dof_f = a["g_dof_f"][:, :D]
         for name, col in self.DOF_PARAMS:
-            if st.has_grad(name):
+            if name in wanted:
                 st.grad_at(name, f).add_(g_dof_f[..., col])
-        if L and (st.has_grad("links_inertial_mass") or st.has_grad("links_mass_shift")):
+        if L and ("links_inertial_mass" in wanted or "links_mass_shift" in wanted):
             # mass = max(inertial mass + shift, MIN_MASS_FRACTION inertial mass); the rotational inertia is the
             # model's times mass / the model's mass (_sync_link_params)
             g_link_f = a["g_link_f"][:, :L]
@@ -1117,11 +1132,11 @@ class RigidSolver(gs.SolverBase):
                 torch.zeros_like(m_model))
             mass0, shift = st.tensors["links_inertial_mass"].detach(), st.tensors["links_mass_shift"].detach()
             floored = mass0 + shift < MIN_MASS_FRACTION * mass0
-            if st.has_grad("links_inertial_mass"):
+            if "links_inertial_mass" in wanted:
                 st.grad_at("links_inertial_mass", f).add_(torch.where(floored, MIN_MASS_FRACTION * g_mass, g_mass))
-            if st.has_grad("links_mass_shift"):
+            if "links_mass_shift" in wanted:
                 st.grad_at("links_mass_shift", f).add_(torch.where(floored, torch.zeros_like(g_mass), g_mass))
-        if G and self.max_contacts and st.has_grad("geoms_friction_ratio"):
+        if G and self.max_contacts and "geoms_friction_ratio" in wanted:
             # an entry's friction is the larger of its geoms' (kernels_collision.finish_contacts): its gradient
             # goes to that geom's ratio, times the geom's friction in the model
             g_mu = a["g_con"][..., 7]
@@ -1148,6 +1163,19 @@ class RigidSolver(gs.SolverBase):
                                                                 link_f[:, LF_INERTIA:LF_INERTIA + 9]], 1),
                                                 dtype=self.float_dtype, device=self.device)
         return self._link_base_t
+
+    def _wanted_gradients(self) -> set:
+        """The frameless fields of this solver whose gradient the backward under way hands to a user's tensor: those
+        a setter wrote with a tensor that requires grad during the forward (Tape.events; the core reads a frameless
+        field's gradient only there). The controls' and parameters' gradients are accumulated for these alone."""
+        tape = self.state.tape
+        key = (id(tape), tape.k0, tape.k, sum(len(e) for e in tape.events.values()))
+        cached = self.__dict__.get("_wanted")
+        if cached is None or cached[0] != key:
+            names = {name for events in tape.events.values() for store, name, _, _, value in events
+                     if store is self.state and value is not None and self.state.has_grad(name)}
+            cached = self._wanted = (key, names)
+        return cached[1]
 
     def _slot_geoms(self):
         """The two geoms of each candidate contact slot (long tensors [S])."""
