@@ -940,7 +940,7 @@ class RigidSolver(gs.SolverBase):
         if tape is None or tape.consumed:
             return
         log = self._sap_log
-        if log is None or log[0] is not tape or log[1] != tape.k0:
+        if log is None or log[0] is not tape or log[1] != tape.k0 or tape.k == tape.k0:  # (a new forward run)
             self._sap_log = log = (tape, tape.k0, {})
         s = self.scratch
         log[2][tape.k] = (s["s_sap"].clone(), s["s_sap_axis"].clone())
