@@ -690,7 +690,7 @@ class RigidSolver(gs.SolverBase):
         mu = self._geom_f_np[:, GF_FRICTION]
         self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
         self._link_params_seen = self._link_params_values = None
-        self._args = None
+        self._args = self._reverse_args = None
         self.adjoint = self._allocate_adjoints() if self.sim_options.requires_grad else None
 
     def _allocate_adjoints(self):
@@ -946,6 +946,7 @@ class RigidSolver(gs.SolverBase):
         log[2][tape.k] = (s["s_sap"].clone(), s["s_sap_axis"].clone())
 
     _args = None  # _step_args' tuples, made once per allocation of the scratch arrays
+    _reverse_args = None  # _reverse_arrays' lists, the same
 
     def _step_args(self):
         """The kernels a plain substep launches, (collide, collide_meshes or None, substep) for this batch, and
