@@ -21,6 +21,7 @@ import taichi as ti
 from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_FEATURE, CI_KEY, CI_LINK_A, CI_LINK_B,
                                 CI_META, CI_PREV, CM_SWEEPS, KEY_SPAN)
 from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve, ldl_solve_reverse
+from .kernels_kinematics import quat_mul_reverse, quat_normalize_reverse
 from .kernels_math import func, quat_integrate, quat_mul, quat_to_mat, tangent_basis
 from .layout import (CTRL_FORCE, DF_DAMPING, GF_POS, GF_QUAT, GF_SIZE, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PP_TENDONS,
                      TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
@@ -1084,20 +1085,6 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
 
 
 @ti.func
-def quat_mul_reverse(a, c, g):
-    """The adjoints of a and c for the adjoint g of quat_mul(a, c)."""
-    g_a = ti.Vector([g[0] * c[0] + g[1] * c[1] + g[2] * c[2] + g[3] * c[3],
-                     -g[0] * c[1] + g[1] * c[0] - g[2] * c[3] + g[3] * c[2],
-                     -g[0] * c[2] + g[1] * c[3] + g[2] * c[0] - g[3] * c[1],
-                     -g[0] * c[3] - g[1] * c[2] + g[2] * c[1] + g[3] * c[0]])
-    g_c = ti.Vector([g[0] * a[0] + g[1] * a[1] + g[2] * a[2] + g[3] * a[3],
-                     -g[0] * a[1] + g[1] * a[0] + g[2] * a[3] - g[3] * a[2],
-                     -g[0] * a[2] - g[1] * a[3] + g[2] * a[0] + g[3] * a[1],
-                     -g[0] * a[3] + g[1] * a[2] - g[2] * a[1] + g[3] * a[0]])
-    return g_a, g_c
-
-
-@ti.func
 def quat_integrate_reverse(q, omega, h, g_out):
     """The adjoints of q and omega for the adjoint g_out of quat_integrate(q, omega, h). At an angle the forward
     does not rotate by (|omega| h <= 1e-30, h > 0) omega gets the derivative's limit at omega = 0."""
@@ -1110,11 +1097,7 @@ def quat_integrate_reverse(q, omega, h, g_out):
         c = ti.cos(half)
         sn = ti.sin(half)
         e = ti.Vector([c, sn * omega[0] / a, sn * omega[1] / a, sn * omega[2] / a])
-        m = quat_mul(q, e)
-        norm = m.norm()
-        out = m / ti.max(norm, 1e-30)
-        g_m = (g_out - out * out.dot(g_out)) / ti.max(norm, 1e-30)
-        g_q, g_e = quat_mul_reverse(q, e, g_m)
+        g_q, g_e = quat_mul_reverse(q, e, quat_normalize_reverse(quat_mul(q, e), g_out))
         g_ev = ti.Vector([g_e[1], g_e[2], g_e[3]])
         unit = omega / a
         # e = (cos(a h / 2), sin(a h / 2) / a * omega)

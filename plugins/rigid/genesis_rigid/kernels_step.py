@@ -362,13 +362,8 @@ def substep_reverse_dynamics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), 
         if t % spread != 0:
             continue
         b = t // spread
-        for l in range(g_cvel.shape[1]):
+        for l in range(g_cvel.shape[1]):  # (bias_and_mass_reverse zeroes its own g_cacc, g_cfrc, g_crb_*)
             g_cvel[b, l] = ti.Vector.zero(float, 6)
-            g_cacc[b, l] = ti.Vector.zero(float, 6)
-            g_cfrc[b, l] = ti.Vector.zero(float, 6)
-            g_crb_m[b, l] = 0.0
-            g_crb_mc[b, l] = ti.Vector.zero(float, 3)
-            g_crb_io[b, l] = ti.Matrix.zero(float, 3, 3)
         for d in range(g_cdof_dot.shape[1]):
             g_cdof_dot[b, d] = ti.Vector.zero(float, 6)
             for k in ti.static(range(5)):

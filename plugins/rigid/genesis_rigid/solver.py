@@ -15,7 +15,7 @@ from genesis_core.coupler import ColliderView
 
 from . import kernels_step
 from .entity import RigidEntity
-from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_ACTIVE, CI_KEY, CI_SLOT, CI_LINK_A, CI_LINK_B, CI_META,
+from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_ACTIVE, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META,
                                 CI_N, CM_SETTLED,
                                 CM_SWEEPS,
                                 HASH_FACTOR, KEY_SPAN)
@@ -28,7 +28,6 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
                      LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP, PF_TOL, PI_GEOM_A, PI_GEOM_B, PI_N,
-                     PI_N_SLOTS, PI_SLOT,
                      PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4, PP_TENDONS, RI_N, TF_DAMPING,
                      TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_N,
                      TI_START)
@@ -38,6 +37,7 @@ from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV
 from .options import RigidOptions
 from .robots import describe
 from genesis_core.rotations import mat_to_quat, quat_to_mat
+from genesis_core.utils.geom import quat_mul
 
 # the ColliderView geom code of each geom type (the cameras' primitives)
 GEOM_OF_TYPE = {BOX: gs.coupler.GEOM_BOX, SPHERE: gs.coupler.GEOM_SPHERE, CAPSULE: gs.coupler.GEOM_CAPSULE,
@@ -90,14 +90,6 @@ def _link_roots(links):
 def _pair_order(ta, tb):
     """True if (ta, tb) is the order the narrowphase expects: planes first, then boxes, meshes last."""
     return _RANK[ta] <= _RANK[tb]
-
-
-def _quat_mul(a, b):
-    """Quaternion products (w, x, y, z) of torch tensors [..., 4]."""
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], dim=-1)
 
 
 def _tangent_basis(n):
@@ -929,7 +921,7 @@ class RigidSolver(gs.SolverBase):
         (_, _, substep), (_, _, head, tail) = self._step_args()
         self._launch(substep, f, self.frames.next(f), *head, self._ext_impulse(f), *tail)
 
-    _sap_log = None  # differentiable mode: (tape, its k0, {substep: the broadphase's order and axis before it})
+    _sap_log = None  # differentiable mode: (tape, {substep: the broadphase's order and axis before it})
 
     def _log_broadphase(self):
         """Differentiable mode, a forward that records: keep the broadphase's sweep order and axis before this
@@ -940,10 +932,10 @@ class RigidSolver(gs.SolverBase):
         if tape is None or tape.consumed:
             return
         log = self._sap_log
-        if log is None or log[0] is not tape or log[1] != tape.k0 or tape.k == tape.k0:  # (a new forward run)
-            self._sap_log = log = (tape, tape.k0, {})
+        if log is None or log[0] is not tape or tape.k == tape.k0:  # (the first substep of a forward run)
+            self._sap_log = log = (tape, {})
         s = self.scratch
-        log[2][tape.k] = (s["s_sap"].clone(), s["s_sap_axis"].clone())
+        log[1][tape.k] = (s["s_sap"].clone(), s["s_sap_axis"].clone())
 
     _args = None  # _step_args' tuples, made once per allocation of the scratch arrays
     _reverse_args = None  # _reverse_arrays' lists, the same
@@ -1022,8 +1014,8 @@ class RigidSolver(gs.SolverBase):
         self._fn_keep = {name: st.at(name, fn).clone() for name in self.RERUN_FIELDS}
         if self.collision:
             log = self._sap_log
-            if log is not None and log[0] is st.tape and log[2]:  # the forward's broadphase before this substep
-                order, axis = log[2].pop(max(log[2]))
+            if log is not None and log[0] is st.tape and log[1]:  # the forward's broadphase before this substep
+                order, axis = log[1].pop(max(log[1]))
                 self.scratch["s_sap"].copy_(order)
                 self.scratch["s_sap_axis"].copy_(axis)
             self._collide(f)
@@ -1144,9 +1136,7 @@ class RigidSolver(gs.SolverBase):
             con_i = self.scratch["s_con_i"]
             C = self.max_contacts
             active = con_i[:, CI_ACTIVE, :C] == 1
-            slot = torch.where(active, con_i[:, CI_SLOT, :C].long(), torch.zeros_like(active, dtype=torch.long))
-            ga, gb = self._slot_geoms()
-            ga, gb = ga[slot], gb[slot]
+            ga, gb = self._entry_geoms(con_i, C)
             base = torch.as_tensor(self._geom_f_np[:G, GF_FRICTION], dtype=self.float_dtype, device=self.device)
             mu = base * st.tensors["geoms_friction_ratio"].detach()  # (geom_mu, as _sync_link_params wrote it)
             mu_a, mu_b = torch.gather(mu, 1, ga), torch.gather(mu, 1, gb)
@@ -1178,17 +1168,14 @@ class RigidSolver(gs.SolverBase):
             cached = self._wanted = (key, names)
         return cached[1]
 
-    def _slot_geoms(self):
-        """The two geoms of each candidate contact slot (long tensors [S])."""
-        if self.__dict__.get("_slot_geoms_t") is None:
-            pair_i = self._arrays_np["pair_i"]
-            n = max(int((pair_i[:, PI_SLOT] + pair_i[:, PI_N_SLOTS]).max()) if len(pair_i) else 0, 1)
-            ga, gb = np.zeros(n, np.int64), np.zeros(n, np.int64)
-            for row in pair_i:
-                ga[row[PI_SLOT]:row[PI_SLOT] + row[PI_N_SLOTS]] = row[PI_GEOM_A]
-                gb[row[PI_SLOT]:row[PI_SLOT] + row[PI_N_SLOTS]] = row[PI_GEOM_B]
-            self._slot_geoms_t = (torch.as_tensor(ga, device=self.device), torch.as_tensor(gb, device=self.device))
-        return self._slot_geoms_t
+    def _entry_geoms(self, con_i, C):
+        """The two geoms of each of the first C pool entries, [B, C] each, from their keys (pair * KEY_SPAN +
+        feature; an unused entry's key reads as pair 0)."""
+        if self.__dict__.get("_pair_i_t") is None:
+            self._pair_i_t = torch.as_tensor(self._arrays_np["pair_i"], dtype=torch.long, device=self.device)
+        pair_i = self._pair_i_t
+        pair = (con_i[:, CI_KEY, :C].long().clamp(min=0) // KEY_SPAN).clamp(max=pair_i.shape[0] - 1)
+        return pair_i[pair, PI_GEOM_A], pair_i[pair, PI_GEOM_B]
 
     def substep_post_coupling_grad(self, f):
         pass  # the couplings read the adjoint of the impulses they add from the view (frame fn's gradient)
@@ -1329,7 +1316,7 @@ class RigidSolver(gs.SolverBase):
             w, u = lq[..., :1], lq[..., 1:]
             p = p.expand_as(lp)
             t = 2.0 * torch.linalg.cross(u, p)
-            return lp + p + w * t + torch.linalg.cross(u, t), _quat_mul(lq, q.expand_as(lq))
+            return lp + p + w * t + torch.linalg.cross(u, t), quat_mul(lq, q.expand_as(lq))
 
         if rm["prims"]:  # visual primitives that are not geoms (URDF <visual> boxes, spheres, ...)
             items = rm["prims"]
@@ -1534,16 +1521,14 @@ class RigidSolver(gs.SolverBase):
         C = con_f.shape[1]
         n = con_i[:, CI_META, 0].long()
         valid = torch.arange(C, device=self.device)[None, :] < n[:, None]
-        key = con_i[:, CI_KEY, :C].long().clamp(min=0)
-        pair_i = torch.as_tensor(self._arrays_np["pair_i"], dtype=torch.long, device=self.device)
-        pair = (key // KEY_SPAN).clamp(max=pair_i.shape[0] - 1)
+        geom_a, geom_b = self._entry_geoms(con_i, C)
         normal = con_f[:, :, CF_NORMAL:CF_NORMAL + 3]
         t1, t2 = _tangent_basis(normal)  # kernels_math.tangent_basis's (nan for unused entries: masked below)
         lam = st.at("contact_impulse", self.frame).detach()[:, :C]
         force = (lam[..., :1] * normal + lam[..., 1:2] * t1 + lam[..., 2:3] * t2) / self.sim_options.substep_dt
         zero = torch.zeros_like(force)
         force = torch.where(valid[..., None], force, zero)
-        return dict(geom_a=pair_i[pair, PI_GEOM_A], geom_b=pair_i[pair, PI_GEOM_B],
+        return dict(geom_a=geom_a, geom_b=geom_b,
                     link_a=con_i[:, CI_LINK_A, :C].long(), link_b=con_i[:, CI_LINK_B, :C].long(),
                     position=con_f[:, :, CF_POS:CF_POS + 3].clone(), normal=normal.clone(), force_a=-force,
                     force_b=force, valid=valid, sweeps=con_i[:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].long())
