@@ -76,9 +76,10 @@ class Tape:
 
     def clear(self):
         self.k0 = self.scene._substep
-        self.host_frames = {}  # k -> {solver name: {field: tensor}}: frames that left the ring
+        self.host_frames = {}  # k -> {solver name: [(field names, their values flat, one tensor)]}: frames that left the ring
         self.frameless = {}  # step index -> {solver name: {field: tensor}}
-        self._kept = {}  # (solver name, field) -> ((id, version) of the field when kept, the copy kept)
+        self._kept = {}  # solver name -> (versions of its frameless fields when kept, {field: copy})
+        self._layouts = {}  # solver name -> (its store, what _layout returns)
         self.events = {}  # k -> [(store, name, envs_idx, item, value or None)], in the order they happened
         self.deposits = {}  # k -> [(store, name, envs_idx, item, grad)]
         self.consumed = False
@@ -89,7 +90,9 @@ class Tape:
         return self.scene._substep
 
     def _stores(self):
-        return [s.state for s in self.scene.active_solvers]
+        if self.__dict__.get("_active_stores") is None:  # (which solvers are active is settled at build)
+            self._active_stores = [s.state for s in self.scene.active_solvers]
+        return self._active_stores
 
     def check_live(self, what: str):
         if self.consumed:
@@ -130,26 +133,44 @@ class Tape:
         self.check_live("scene.step()")
         snap = {}
         for st in self._stores():
-            fields = snap[st.owner] = {}
-            for n, spec in st.specs.items():
-                if spec.frames:
-                    continue
-                # a field not written since the last step's copy shares that copy (copies are never written)
-                x = st.tensors[n]
-                key, kept = (id(x), x._version), self._kept.get((st.owner, n))
-                if kept is None or kept[0] != key:
-                    kept = self._kept[(st.owner, n)] = (key, x.detach().clone())
-                fields[n] = kept[1]
+            # a store whose frameless fields were not written since the last step's copy shares that copy (copies are
+            # never written); otherwise each unwritten field shares its own
+            names, tensors = self._layout(st)[0]
+            versions = tuple(x._version for x in tensors)
+            kept = self._kept.get(st.owner)
+            if kept is None or kept[0] != versions:
+                fields = {n: (kept[1][n] if kept is not None and kept[0][i] == v else x.detach().clone())
+                          for i, (n, x, v) in enumerate(zip(names, tensors, versions))}
+                kept = self._kept[st.owner] = (versions, fields)
+            snap[st.owner] = kept[1]
         self.frameless[t] = snap
 
+    def _layout(self, st):
+        """(frameless field names, their tensors), and per slot of the ring, per dtype of the frame fields: (names,
+        flat views of that slot), for the one copy per dtype that keeps a slot."""
+        lay = self._layouts.get(st.owner)
+        if lay is None or lay[0] is not st:  # (a store's tensors are made once, at build)
+            frameless = [(n, x) for n, x in st.tensors.items() if not st.specs[n].frames]
+            framed = [(n, x.detach()) for n, x in st.tensors.items() if st.specs[n].frames]
+            slots = []
+            for slot in range(st.frames.n_frames):
+                groups = {}
+                for n, x in framed:
+                    groups.setdefault(x.dtype, ([], []))
+                    groups[x.dtype][0].append(n)
+                    groups[x.dtype][1].append(x[slot].reshape(-1))
+                slots.append([(tuple(names), views, [v.numel() for v in views]) for names, views in groups.values()])
+            lay = self._layouts[st.owner] = (st, ([n for n, _ in frameless], [x for _, x in frameless]), slots)
+        return lay[1], lay[2]
+
     def begin_substep(self, k: int, n_frames: int):
-        """Before substep k writes its slot: the frame that slot holds leaves the ring if backward needs it."""
+        """Before substep k writes its slot: the frame that slot holds leaves the ring if backward needs it, one
+        copy per store and dtype ((names, flat copy) pairs)."""
         old = k + 1 - n_frames
         if old >= self.k0:
             slot = (k + 1) % n_frames
             self.host_frames[old] = {
-                st.owner: {n: st.tensors[n][slot].detach().to("cpu", copy=True)
-                           for n, spec in st.specs.items() if spec.frames}
+                st.owner: [(names, torch.cat(views).cpu()) for names, views, _ in self._layout(st)[1][slot]]
                 for st in self._stores()
             }
 
@@ -160,10 +181,12 @@ class Tape:
 
     def host_bytes(self) -> int:
         seen = {}  # (a frameless copy shared by several steps counts once)
-        for frames in (self.host_frames, self.frameless):
-            for per_solver in frames.values():
-                for fields in per_solver.values():
-                    seen.update((id(x), x.numel() * x.element_size()) for x in fields.values())
+        for per_solver in self.host_frames.values():
+            for packs in per_solver.values():
+                seen.update((id(x), x.numel() * x.element_size()) for _, x in packs)
+        for per_solver in self.frameless.values():
+            for fields in per_solver.values():
+                seen.update((id(x), x.numel() * x.element_size()) for x in fields.values())
         return sum(seen.values())
 
     # -- backward --------------------------------------------------------------------------------------------------
@@ -180,6 +203,7 @@ class Tape:
         final = {st.owner: {nm: t.detach().clone() for nm, t in st.tensors.items()} for st in stores}
         final_slot = K % n
         results = {}  # id(value) -> [value, grad]
+        self._held = {}  # solver name -> {frameless field: (the copy it was restored from, its version then)}
         dropped = torch.as_tensor(sorted(self.invalid_envs), dtype=torch.long)
         if len(dropped):
             warnings.warn(f"backward: environments {dropped.tolist()} went non-finite during this run; "
@@ -228,10 +252,15 @@ class Tape:
         frames = self.host_frames.get(k)
         for st in stores:
             if frames is not None:
-                for nm, x in frames[st.owner].items():
-                    st.tensors[nm][f] = x.to(st.tensors[nm].device)
+                for (_, views, sizes), (_, flat) in zip(self._layout(st)[1][f], frames[st.owner]):
+                    torch._foreach_copy_(views, flat.to(views[0].device).split(sizes))
+            # the frameless fields of the step, except those that still hold them since the last substep's restore
+            held = self._held.setdefault(st.owner, {})
             for nm, x in self.frameless[k // S][st.owner].items():
-                st.tensors[nm].copy_(x)
+                t, h = st.tensors[nm], held.get(nm)
+                if h is None or h[0] is not x or h[1] != t._version:
+                    t.copy_(x)
+                    held[nm] = (x, t._version)
         substep_grad(active, scene.coupler, f)  # (runs substep k's forward again first)
         for st in stores:
             st.zero_grads(frame=fn)

@@ -28,6 +28,7 @@ are set again. Elsewhere (CUDA, whose launcher stages host arrays per launch) ea
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 
 import torch
@@ -38,8 +39,8 @@ ENABLED = os.environ.get("GENESIS_CORE_BOUND_LAUNCH", "1") != "0"
 
 
 class _Prepared:
-    __slots__ = ("primal", "compiled", "t_kernel", "arrays", "requires_grad", "external", "ndarrays", "scalars",
-                 "ctx")
+    __slots__ = ("primal", "compiled", "t_kernel", "arrays", "_take", "_objects", "_grads", "requires_grad",
+                 "external", "ndarrays", "scalars", "ctx")
 
     def __init__(self, primal, t_kernel, arrays, requires_grad, external, ndarrays, scalars, reuse):
         # Nothing here may hold the Taichi program: a prepared launch that outlives `ti.reset()` (a scene not yet
@@ -48,6 +49,12 @@ class _Prepared:
         # Taichi replaces when it resets: a launch prepared under another program is prepared again.
         self.primal, self.compiled, self.t_kernel = primal, primal.compiled_kernels, t_kernel
         self.arrays = arrays  # (position, object, is a gradient): identity-checked, and kept alive
+        plain = [(i, v) for i, v, is_grad in arrays if not is_grad]
+        # the arrays' positions and objects, for one identity test of all of them (itemgetter of one position
+        # returns the item itself, hence the pair of a position with itself)
+        self._take = operator.itemgetter(*[i for i, _ in plain] * (2 if len(plain) == 1 else 1)) if plain else None
+        self._objects = tuple(v for _, v in plain) * (2 if len(plain) == 1 else 1)
+        self._grads = tuple((i, v) for i, v, is_grad in arrays if is_grad)
         # (position, flag) of the torch tensors: requires_grad selects the compiled kernel and whether .grad is passed
         self.requires_grad = requires_grad
         # (index, pointer, bytes, shape, gradient pointer) of torch tensors, and of Taichi ndarrays on the CPU
@@ -61,8 +68,10 @@ class _Prepared:
         """Whether args are the arrays this launch was prepared with (and its kernel was not reset since)."""
         if self.primal.compiled_kernels is not self.compiled:
             return False
-        for i, v, is_grad in self.arrays:
-            if (args[i].grad if is_grad else args[i]) is not v:
+        if self._take is not None and not all(map(operator.is_, self._take(args), self._objects)):
+            return False
+        for i, v in self._grads:
+            if args[i].grad is not v:
                 return False
         for i, flag in self.requires_grad:
             if args[i].requires_grad is not flag:

@@ -488,17 +488,31 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                 old = s_hist[b, base + i, r]
                 new = s_hist[b, base + i + 1, r]
                 delta = new - old
+                # whether this update reads the adjoint of its new impulse (its projection passes it on: a normal or
+                # limit row that pushes, a friction row whose normal pushes; otherwise the forward's impulse stays at
+                # zero, or at a bound of zero width whose own adjoint is dropped), and whether the sweep before reads
+                # the adjoint of the impulse this one starts from (the same test one sweep earlier; the first sweep's
+                # goes to the warm start)
+                nr = s_row_i[b, r, RI_NORMAL]
+                used_now = new > 0.0
+                used_before = i == 0 or old > 0.0
+                if kind == ROW_FRICTION:
+                    used_now = s_hist[b, base + i + 1, nr] > 0.0
+                    used_before = i == 0 or s_hist[b, base + i, nr] > 0.0
                 if delta != 0.0:
                     add_row_response(b, r, s_row_i, s_W, g_v, -delta, vcol)  # v before the update
+                    add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
+                if not (used_now or used_before):
+                    g_row[b, r, glam_col] = 0.0
+                    continue
                 wg = row_dot(b, r, s_row_i, s_W, g_v, gcol, False)
                 g_new = g_row[b, r, glam_col] + wg
-                if delta != 0.0:
-                    add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
                 glam = -wg
                 dinv = s_row_f[b, r, RF_DINV]
                 ubar = 0.0
-                if kind == ROW_FRICTION:
-                    nr = s_row_i[b, r, RI_NORMAL]
+                if not used_now:
+                    pass
+                elif kind == ROW_FRICTION:
                     mu = s_row_f[b, r, RF_MU]
                     lam_n = s_hist[b, base + i + 1, nr]
                     bound = mu * lam_n

@@ -1003,15 +1003,10 @@ class RigidSolver(gs.SolverBase):
         tape = self.state.tape
         return tape is not None and tape.consumed
 
-    # the frame fn fields the re-run of a substep writes again (put back after its reverse: a setter may have changed
-    # them after the forward)
-    RERUN_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "contact_key")
-
     def _rerun_substep(self, f):
         """The backward's re-run of the substep at frame f on the plain kernels, recording the constraint sweeps'
         impulses (s_hist): every scratch array then holds what the reverse kernels read."""
         st, fn = self.state, self.frames.next(f)
-        self._fn_keep = {name: st.at(name, fn).clone() for name in self.RERUN_FIELDS}
         if self.collision:
             log = self._sap_log
             if log is not None and log[0] is st.tape and log[1]:  # the forward's broadphase before this substep
@@ -1031,7 +1026,6 @@ class RigidSolver(gs.SolverBase):
         into frame f's, the controls' and the parameters'."""
         st, fn = self.state, self.frames.next(f)
         if not self.n_dofs:  # nothing moves: no gradient flows through the substep
-            self._put_back(fn)
             return
         ext = self._ext_copy if self._step_wrench() is not None else st.links_ext_impulse
         run, k = self._launch, self._kernel
@@ -1040,7 +1034,6 @@ class RigidSolver(gs.SolverBase):
         run(k(kernels_step.substep_reverse_dynamics), f, *dynamics)
         run(k(kernels_step.substep_reverse_kinematics), f, *kinematics)
         self._parameter_gradients(f)
-        self._put_back(fn)
 
     def _reverse_arrays(self, ext):
         """The array arguments of the three reverse kernels (after their frame indices), made once per set of arrays
@@ -1073,13 +1066,6 @@ class RigidSolver(gs.SolverBase):
             "g_link_f G_qpos G_dofs_vel")
         self._reverse_args = (key, (head, dynamics, kinematics))
         return head, dynamics, kinematics
-
-    def _put_back(self, fn):
-        """Frame fn as it was before the re-run of the substep that writes it (_rerun_substep)."""
-        with torch.no_grad():
-            for name, x in self._fn_keep.items():
-                self.state.at(name, fn).copy_(x)
-        self._fn_keep = None
 
     def _reverse_view(self, fn):
         """The gradients of the collider view's arrays (their .grad, which the couplings' backward filled) into those
