@@ -82,6 +82,8 @@ class Tape:
         self._layouts = {}  # solver name -> (its store, what _layout returns)
         self.events = {}  # k -> [(store, name, envs_idx, item, value or None)], in the order they happened
         self.deposits = {}  # k -> [(store, name, envs_idx, item, grad)]
+        self.records = {}  # solver name -> {k: what the solver kept of substep k for its backward (keep / take)}
+        self.rerun_k = None  # the substep the backward is re-running
         self.consumed = False
         self.invalid_envs = set()  # environments the forward left non-finite: backward drops their gradient
 
@@ -174,6 +176,15 @@ class Tape:
                 for st in self._stores()
             }
 
+    def keep(self, owner: str, record):
+        """A solver's own record of the substep under way, for its backward of that substep (a tuple of tensors,
+        counted in grad_memory): `take` hands it back when the backward re-runs the substep."""
+        self.records.setdefault(owner, {})[self.k] = record
+
+    def take(self, owner: str):
+        """During the backward's re-run of a substep: what `keep` recorded for it (None if nothing was)."""
+        return self.records.get(owner, {}).pop(self.rerun_k, None)
+
     def mark_invalid(self, envs):
         """Environments a step of this run left non-finite: their Jacobians hold NaN, and 0 * NaN would spread
         NaN into the gradient of every input they share with the other environments."""
@@ -187,6 +198,9 @@ class Tape:
         for per_solver in self.frameless.values():
             for fields in per_solver.values():
                 seen.update((id(x), x.numel() * x.element_size()) for x in fields.values())
+        for per_substep in self.records.values():
+            for record in per_substep.values():
+                seen.update((id(x), x.numel() * x.element_size()) for x in record if isinstance(x, torch.Tensor))
         return sum(seen.values())
 
     # -- backward --------------------------------------------------------------------------------------------------
@@ -240,6 +254,8 @@ class Tape:
                     st.zero_grads()
             self.host_frames.clear()
             self.deposits.clear()
+            self.records.clear()
+            self.rerun_k = None
         if results:
             values = [v for v, _ in results.values()]
             grads = [g for _, g in results.values()]
@@ -261,6 +277,7 @@ class Tape:
                 if h is None or h[0] is not x or h[1] != t._version:
                     t.copy_(x)
                     held[nm] = (x, t._version)
+        self.rerun_k = k
         substep_grad(active, scene.coupler, f)  # (runs substep k's forward again first)
         for st in stores:
             st.zero_grads(frame=fn)

@@ -468,6 +468,35 @@ def add_row_scaled(b, r, s_row_i, g_J, s_W, scale):
 
 
 @func
+def replay_row_undo(b, r, s_row_i, s_J, s_W, g_W, g_v, vcol, gcol, delta):
+    """One pass over row r's dofs for the replay of its update: the velocity before it (v -= W_r delta), g_W_r +=
+    delta g_v; returns (W_r . g_v, J_r . v before the update)."""
+    wg = 0.0
+    jv = 0.0
+    for seg in ti.static(range(2)):
+        shift = seg_shift(b, r, seg, s_row_i)
+        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+            w = s_W[b, r, d + shift]
+            gv = g_v[b, d, gcol]
+            v = g_v[b, d, vcol] - w * delta
+            g_v[b, d, vcol] = v
+            g_W[b, r, d + shift] += delta * gv
+            wg += w * gv
+            jv += s_J[b, r, d + shift] * v
+    return wg, jv
+
+
+@func
+def replay_row_project(b, r, s_row_i, s_J, g_J, g_v, vcol, gcol, scale):
+    """One pass over row r's dofs for the adjoint of its free update u: g_J_r += scale v, g_v -= ... J_r scale."""
+    for seg in ti.static(range(2)):
+        shift = seg_shift(b, r, seg, s_row_i)
+        for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
+            g_J[b, r, d + shift] += scale * g_v[b, d, vcol]
+            g_v[b, d, gcol] += s_J[b, r, d + shift] * scale
+
+
+@func
 def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gtarget_col, velocity, s_row_i,
                    s_row_f, s_J, s_W, s_hist, g_J, g_W, g_row, g_v):
     """Adjoint of `count` Gauss-Seidel sweeps (the velocity pass if velocity != 0, else the position pass, which
@@ -499,13 +528,14 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                 if kind == ROW_FRICTION:
                     used_now = s_hist[b, base + i + 1, nr] > 0.0
                     used_before = i == 0 or s_hist[b, base + i, nr] > 0.0
-                if delta != 0.0:
-                    add_row_response(b, r, s_row_i, s_W, g_v, -delta, vcol)  # v before the update
-                    add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
                 if not (used_now or used_before):
+                    if delta != 0.0:
+                        add_row_response(b, r, s_row_i, s_W, g_v, -delta, vcol)  # v before the update
+                        add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
                     g_row[b, r, glam_col] = 0.0
                     continue
-                wg = row_dot(b, r, s_row_i, s_W, g_v, gcol, False)
+                # v before the update, g_W, W_r . g_v and J_r . v in one pass
+                wg, jv = replay_row_undo(b, r, s_row_i, s_J, s_W, g_W, g_v, vcol, gcol, delta)
                 g_new = g_row[b, r, glam_col] + wg
                 glam = -wg
                 dinv = s_row_f[b, r, RF_DINV]
@@ -523,7 +553,7 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                         elif new == -bound:
                             side = -1.0
                     else:
-                        u = old - row_dot(b, r, s_row_i, s_J, g_v, vcol, False) * dinv
+                        u = old - jv * dinv
                         if u > 0.0:
                             side = 1.0
                         elif u < 0.0:
@@ -537,13 +567,12 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                     ubar = g_new
                 if ubar != 0.0:
                     glam += ubar
-                    free = -row_dot(b, r, s_row_i, s_J, g_v, vcol, False)
+                    free = -jv
                     if kind != ROW_FRICTION:
                         free += s_row_f[b, r, target_col]
                         g_row[b, r, gtarget_col] += ubar * dinv
                     g_row[b, r, GR_DINV] += ubar * free
-                    add_row_outer(b, r, s_row_i, g_J, g_v, vcol, -ubar * dinv)
-                    add_row_response(b, r, s_row_i, s_J, g_v, -ubar * dinv, gcol)
+                    replay_row_project(b, r, s_row_i, s_J, g_J, g_v, vcol, gcol, -ubar * dinv)
                 g_row[b, r, glam_col] = glam
 
 

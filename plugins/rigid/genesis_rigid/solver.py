@@ -642,14 +642,9 @@ class RigidSolver(gs.SolverBase):
             return self._taichi_array(shape, kind, element)
 
         v3, v6, m3 = (3,), (6,), (3, 3)
-        # the broadphase's sweep order and axis, kept from substep to substep; torch in differentiable mode, where
-        # the forward logs them and the backward's re-runs put them back (_log_broadphase)
+        # the broadphase's sweep order and axis, kept from substep to substep
         order = np.tile(self._sap_geoms, (B, 1))
-        if self.sim_options.requires_grad:
-            sap = torch.as_tensor(order, dtype=torch.int32, device=self.device).contiguous()
-            sap_axis = torch.zeros(B, dtype=torch.int32, device=self.device)
-        else:
-            sap, sap_axis = self._taichi_array(order.shape, "i", values=order), z(B, kind="i")
+        sap, sap_axis = self._taichi_array(order.shape, "i", values=order), z(B, kind="i")
         self.scratch = dict(
             s_qs=z(1, B, max(self.n_qs, 1)), s_vs=z(1, B, D), s_lpos=z(1, B, L, element=v3),
             s_lquat=z(1, B, L, element=(4,)), s_R=z(B, L, element=m3), s_com=z(B, L, element=v3),
@@ -916,26 +911,41 @@ class RigidSolver(gs.SolverBase):
         if self._static_world(f):
             return
         if self.collision:
-            self._log_broadphase()
             self._collide(f)
+            self._log_contacts()
         (_, _, substep), (_, _, head, tail) = self._step_args()
         self._launch(substep, f, self.frames.next(f), *head, self._ext_impulse(f), *tail)
 
-    _sap_log = None  # differentiable mode: (tape, {substep: the broadphase's order and axis before it})
-
-    def _log_broadphase(self):
-        """Differentiable mode, a forward that records: keep the broadphase's sweep order and axis before this
-        substep's collision pass. They carry over from substep to substep (the sort starts from the last order, the
-        axis changes only when another spreads twice as much), and the backward re-runs substeps last first: the
-        re-run puts them back (_rerun_substep) so that it finds the forward's contacts in the forward's order."""
+    def _log_contacts(self):
+        """Differentiable mode, a forward that records: keep the contacts this substep's collision pass found (the
+        pool's entries in use, in every environment, and the pool's counts) in the tape. The backward's re-run of
+        the substep puts them back (_rerun_substep) instead of colliding again: it saves the collision passes, and
+        the re-run has the forward's contacts in the forward's order whatever the broadphase's sweep order and
+        axis, which carry over from substep to substep while the re-runs go last first."""
         tape = self.state.tape if self.sim_options.requires_grad else None
         if tape is None or tape.consumed:
             return
-        log = self._sap_log
-        if log is None or log[0] is not tape or tape.k == tape.k0:  # (the first substep of a forward run)
-            self._sap_log = log = (tape, {})
-        s = self.scratch
-        log[1][tape.k] = (s["s_sap"].clone(), s["s_sap_axis"].clone())
+        con_f, con_i = self.scratch["s_con_f"], self.scratch["s_con_i"]
+        if con_f.device.type == "cpu":  # numpy views: a third of torch's cost per call on these small copies
+            views = self.__dict__.get("_pool_views")
+            if views is None or views[0] is not con_f:
+                views = self._pool_views = (con_f, con_f.numpy(), con_i.numpy())
+            _, cf, ci = views
+            n = int(ci[:, CI_META, 0].max())
+            record = (torch.from_numpy(cf[:, :n].copy()), torch.from_numpy(ci[:, :, :max(n, CM_SETTLED + 1)].copy()))
+        else:
+            n = int(con_i[:, CI_META, 0].max())
+            record = (con_f[:, :n].clone(), con_i[:, :, :max(n, CM_SETTLED + 1)].clone())
+        tape.keep(self.state.owner, record)
+
+    def _restore_contacts(self):
+        """The backward's re-run of a substep: the contacts the forward's collision pass found (_log_contacts)."""
+        record = self.state.tape.take(self.state.owner)
+        if record is None:
+            raise gs.GenesisError("RigidSolver: the backward found no contacts kept for a substep it re-runs.")
+        con_f, con_i = record
+        self.scratch["s_con_f"][:, :con_f.shape[1]] = con_f
+        self.scratch["s_con_i"][:, :, :con_i.shape[2]] = con_i
 
     _args = None  # _step_args' tuples, made once per allocation of the scratch arrays
     _reverse_args = None  # _reverse_arrays' lists, the same
@@ -1006,14 +1016,9 @@ class RigidSolver(gs.SolverBase):
     def _rerun_substep(self, f):
         """The backward's re-run of the substep at frame f on the plain kernels, recording the constraint sweeps'
         impulses (s_hist): every scratch array then holds what the reverse kernels read."""
-        st, fn = self.state, self.frames.next(f)
+        fn = self.frames.next(f)
         if self.collision:
-            log = self._sap_log
-            if log is not None and log[0] is st.tape and log[1]:  # the forward's broadphase before this substep
-                order, axis = log[1].pop(max(log[1]))
-                self.scratch["s_sap"].copy_(order)
-                self.scratch["s_sap_axis"].copy_(axis)
-            self._collide(f)
+            self._restore_contacts()
         (_, _, substep), (_, _, head, tail) = self._step_args()
         if self.__dict__.get("_rerun_launch") is None:  # (its own bound arguments: s_hist is not the forward's)
             self._rerun_launch = Launcher()

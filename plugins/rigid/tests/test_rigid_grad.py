@@ -683,23 +683,30 @@ def test_panda_gradients_to_controls_states_and_parameters(shared_assets):
 
 def test_the_backward_reruns_find_the_forward_contacts_in_its_order():
     """Two stacks of three balls drifting apart sideways: the broadphase's sweep axis changes during the run, and
-    its order carries over from substep to substep. The backward re-runs substeps last first; each must find the
+    its order carries over from substep to substep. The backward re-runs substeps last first; each must have the
     forward's contacts in the forward's order (the pool's order is the constraint rows', and the warm start's
-    gradient is indexed by it), so the solver puts the broadphase back as the forward had it."""
+    gradient is indexed by it): the forward keeps each substep's pool in the tape and the re-run puts it back."""
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, requires_grad=True, gravity=(0, 0, 0)),
                      rigid_options=gs.options.RigidOptions(iterations=3))
     balls = [scene.add_entity(gs.morphs.Sphere(pos=(x, 0.0, z + 1.0), radius=0.1))
              for x in (-0.15, 0.15) for z in (0.0, 0.19, 0.38)]
     scene.build()
     s = scene.rigid_solver
-    seen = {"forward": [], "rerun": []}
-    collide = s._collide
+    seen = {"forward": [], "rerun": [], "axes": []}
+    collide, restore = s._collide, s._restore_contacts
 
-    def logged(f):
-        collide(f)
+    def keys():
         n = int(s.scratch["s_con_i"][0, CI_META, 0])
-        key = (int(s.scratch["s_sap_axis"][0]), s.scratch["s_con_i"][0, CI_KEY, :n].tolist())
-        seen["rerun" if s._recording() else "forward"].append(key)
+        return s.scratch["s_con_i"][0, CI_KEY, :n].tolist()
+
+    def collided(f):
+        collide(f)
+        seen["forward"].append(keys())
+        seen["axes"].append(int(s.scratch["s_sap_axis"].to_numpy()[0]))
+
+    def restored():
+        restore()
+        seen["rerun"].append(keys())
 
     v0 = [torch.tensor([0.0, 0.9 * (1 if k < 3 else -1), 0.05 * (k - 2), 0.1, 0.0, 0.0], dtype=F64,
                        requires_grad=True) for k in range(6)]
@@ -708,12 +715,13 @@ def test_the_backward_reruns_find_the_forward_contacts_in_its_order():
     for _ in range(40):
         scene.step()
     scene.reset()
-    s._collide = logged
+    s._collide, s._restore_contacts = collided, restored
     for ball, v in zip(balls, v0):
         ball.set_dofs_velocity(v)
     for _ in range(30):
         scene.step()
     loss = sum((ball.get_pos() * (k + 1)).sum() for k, ball in enumerate(balls))
     loss.backward()
-    assert len({axis for axis, _ in seen["forward"]}) > 1, "the sweep axis should change during the run"
+    assert len(set(seen["axes"])) > 1, "the sweep axis should change during the run"
+    assert len({len(k) for k in seen["forward"]}) > 1, "the number of contacts should change during the run"
     assert seen["rerun"] == seen["forward"][::-1]
