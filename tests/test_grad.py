@@ -167,3 +167,37 @@ def test_getters_of_a_differentiable_scene_return_its_tensors():
         pos + other_chain.get_nodes_pos()
     plain, plain_chain = chain_scene(requires_grad=False)
     assert not isinstance(plain_chain.get_nodes_pos(), gs.Tensor)  # a plain scene keeps plain tensors
+
+
+def test_a_solver_record_kept_in_the_tape_comes_back_at_its_substep(monkeypatch):
+    """Tape.keep during a recording forward's substep, Tape.take during the backward's re-run of that substep: each
+    re-run gets its own substep's record, grad_memory counts the records, and the backward frees them."""
+    v0 = torch.ones(3, dtype=torch.float64, requires_grad=True)
+
+    def run(scene, chain):
+        for _ in range(3):
+            chain.set_nodes_vel(v0 * torch.linspace(0, 1, N_NODES, dtype=torch.float64)[:, None])
+            scene.step()
+        return scene.grad_memory
+
+    plain_memory = run(*chain_scene(substeps=2))
+    scene, chain = chain_scene(substeps=2)
+    kept, taken = [], []
+    forward = type(chain.solver).substep_pre_coupling
+
+    def pre_coupling(self, f):
+        tape = self.state.tape
+        if tape.rerun_k is None:
+            tape.keep(self.state.owner, (torch.full((3, 4), float(tape.k), dtype=torch.float64),))
+            kept.append(tape.k)
+        else:
+            taken.append((tape.rerun_k, tape.take(self.state.owner)))
+        forward(self, f)
+
+    monkeypatch.setattr(type(chain.solver), "substep_pre_coupling", pre_coupling)
+    assert run(scene, chain) == plain_memory + 6 * 12 * 8
+    chain.get_nodes_pos()[..., 0].sum().backward()
+    assert kept == list(range(6))
+    assert [k for k, _ in taken] == list(range(5, -1, -1))
+    assert all(record is not None and float(record[0][0, 0]) == k for k, record in taken)
+    assert scene._tape.records == {}
