@@ -103,7 +103,7 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
-def measure(name, make, steps, label):
+def measure(name, make, steps, label, repeat=3):
     made = make(True)
     scene, run = made[0], made[1]
     plain = make(False)
@@ -114,7 +114,7 @@ def measure(name, make, steps, label):
     rows = []
     for n in steps:
         fwd = bwd = fwd_plain = float("inf")
-        for _ in range(2):  # each figure the best of its own runs
+        for _ in range(repeat):  # each figure the best of its own runs
             scene.reset()
             (loss, v0), t_fwd = timed(lambda: run(n))
             _, t_bwd = timed(loss.backward)
@@ -122,7 +122,7 @@ def measure(name, make, steps, label):
             plain[0].reset()
             _, t_plain = timed(lambda: plain[1](n))
             fwd, bwd, fwd_plain = min(fwd, t_fwd), min(bwd, t_bwd), min(fwd_plain, t_plain)
-        rows.append((f"{name} ({label})", n, fwd, bwd, bwd / fwd, fwd_plain))
+        rows.append((f"{name} ({label})", n, fwd, bwd, bwd / fwd, fwd_plain, fwd / fwd_plain))
     mem = []
     for n in (max(steps) // 4, max(steps) // 2, max(steps)):
         scene.reset()
@@ -137,6 +137,7 @@ def main():
     parser.add_argument("--steps", type=int, nargs="+", default=[50, 100])
     parser.add_argument("--precision", default="32", choices=["32", "64"])
     parser.add_argument("--only", nargs="+", default=["rigid", "mpm", "springs"])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (each figure the best of them)")
     args = parser.parse_args()
     gs.init(backend=gs.cpu, precision=args.precision, logging_level="warning")
     cases = {"rigid": ("rigid box on a plane", rigid_box, "1 env"),
@@ -144,17 +145,18 @@ def main():
              "springs": ("spring chains", spring_chains, "64 envs x 16 nodes"),
              "panda": ("panda folding onto the floor", panda_folding, "1 env"),
              "panda64": ("panda folding onto the floor", functools.partial(panda_folding, n_envs=64), "64 envs")}
-    print(f"float{args.precision}; times in seconds (each the best of 2)\n")
-    print("| scene | steps | forward (recording) | backward | backward / forward | forward, plain scene |")
-    print("|---|---|---|---|---|---|")
+    print(f"float{args.precision}; times in seconds (each the best of {args.repeat})\n")
+    print("| scene | steps | forward (recording) | backward | backward / forward | forward, plain scene | "
+          "recording / plain |")
+    print("|---|---|---|---|---|---|---|")
     notes = []
     for key in args.only:
         name, make, label = cases[key]
         if key == "mpm":
             label = f"{make(False)[2]} particles"
-        rows, first, mem, slope = measure(name, make, args.steps, label)
+        rows, first, mem, slope = measure(name, make, args.steps, label, args.repeat)
         for r in rows:
-            print(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.2f} | {r[5]:.3f} |")
+            print(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.2f} | {r[5]:.3f} | {r[6]:.2f}x |")
         notes.append(f"{name}: first backward (compiles the adjoint kernels) {first:.1f} s; tape memory "
                      + ", ".join(f"{n} steps {b / 1e6:.2f} MB" for n, b in mem) + f"; slope {slope / 1e3:.1f} kB/step")
     print()
