@@ -4,7 +4,7 @@
      "step_index": int,              # scene.t at save
      "arrays": {"RigidSolver.qpos": np.ndarray, ...},   # every checkpointed field, shaped ([n_envs,] ...)
      "format": "genesis-core.checkpoint",
-     "format_version": 3,
+     "format_version": 4,
      "engine_version": str,
      "scene": {...},                 # the scene's structure: n_envs, precision, options, entities per solver
      "checksum": {"algorithm": "sha256", "digest": str}}   # over every other entry (see `digest`)
@@ -33,13 +33,15 @@ import numpy as np
 from .errors import CheckpointError, CheckpointMismatchError, DamagedCheckpointError, UnsafeCheckpointError
 
 FORMAT = "genesis-core.checkpoint"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (3,)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (4,)
 # what changed since each older version: why its files are refused
 OLDER_VERSIONS = {
     1: "version 1 had no checksum, and its rigid contact state was per candidate slot",
     2: "version 2 kept the rigid solver's contact warm start per candidate slot; version 3 keeps a compact pool "
        "keyed by (geom pair, feature) (RigidSolver.contact_impulse, RigidSolver.contact_key)",
+    3: "version 3 had no warm start for the rigid solver's joint and tendon limits; version 4 keeps each limit's "
+       "impulse (RigidSolver.limit_impulse)",
 }
 PICKLE_PROTOCOL = 4
 MAX_DEPTH = 32  # nesting of the plain-data entries ("scene"); the scene signature needs about 6

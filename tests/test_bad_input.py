@@ -286,7 +286,7 @@ def test_checkpoints_carry_a_checksum_and_damage_is_named(tmp_path):
     scene.save_checkpoint(tmp_path / "a.ckpt")
     with open(tmp_path / "a.ckpt", "rb") as fh:
         payload = pickle.load(fh)  # still a plain pickle
-    assert payload["format_version"] == 3 and payload["checksum"]["algorithm"] == "sha256"
+    assert payload["format_version"] == 4 and payload["checksum"]["algorithm"] == "sha256"
     assert payload["checksum"]["digest"] == checkpoint.digest(payload)
     for change in ("array", "step_index", "scene"):
         p = pickle.loads(pickle.dumps(payload))
@@ -305,12 +305,12 @@ def test_checkpoints_carry_a_checksum_and_damage_is_named(tmp_path):
 
 
 def test_older_format_versions_are_refused_with_a_message_that_says_so(tmp_path):
-    """Version 3 keeps the rigid contact warm start as a keyed pool: files of versions 1 and 2 are refused, naming
-    the version and what changed, and the scene is left as it was."""
+    """Version 3 keeps the rigid contact warm start as a keyed pool, version 4 the limits' warm start: files of
+    versions 1 to 3 are refused, naming the version and what changed, and the scene is left as it was."""
     scene = springs_scene()
     scene.save_checkpoint(tmp_path / "a.ckpt")
     payload = checkpoint.read(tmp_path / "a.ckpt")
-    for version in (1, 2):
+    for version in (1, 2, 3):
         old = dict(payload, format_version=version)
         if version == 1:
             del old["checksum"]
@@ -319,10 +319,11 @@ def test_older_format_versions_are_refused_with_a_message_that_says_so(tmp_path)
         with open(tmp_path / "old.ckpt", "wb") as fh:
             pickle.dump(old, fh, protocol=4)
         before = snapshot(scene)
-        with pytest.raises(gs.CheckpointError, match=f"format version {version}, older than the version 3") as info:
+        with pytest.raises(gs.CheckpointError, match=f"format version {version}, older than the version 4") as info:
             scene.load_checkpoint(tmp_path / "old.ckpt")
         assert "Re-create it" in str(info.value)
         assert ("keyed by (geom pair, feature)" in str(info.value)) == (version == 2)
+        assert ("RigidSolver.limit_impulse" in str(info.value)) == (version == 3)
         assert_unchanged(scene, before)
 
 

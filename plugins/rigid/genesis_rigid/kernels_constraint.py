@@ -29,7 +29,7 @@ from .layout import (CTRL_FORCE, DF_DAMPING, GF_POS, GF_QUAT, GF_SIZE, GI_TYPE, 
                      DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
                      JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
                      PF_SLOP, PF_TOL, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2,
-                     RI_KIND, RI_LO, RI_LO2, RI_NORMAL, RI_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
+                     RI_ITEM, RI_KIND, RI_LO, RI_LO2, RI_NORMAL, RI_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, PLANE, SLIDE, SPHERE
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
@@ -261,6 +261,14 @@ def limit_row(b, r, violation, params_f, h, s_row_i, s_row_f):
 
 
 @func
+def warm_limit_row(b, f, r, item, limit_impulse, s_row_i, s_row_f):
+    """Limit row r is entry `item` of limit_impulse: its warm start is that entry's impulse at frame f (the limit's
+    impulse of the last substep; 0 if it was not engaged)."""
+    s_row_i[b, r, RI_ITEM] = item
+    s_row_f[b, r, RF_LAMBDA] = limit_impulse[f, b, item]
+
+
+@func
 def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i, s_J, s_row_f, s_row_i):
     """Row r for fixed tendon t if its length is outside its range: J = +-coef on its dofs (the trees of its
     first dof and of the first dof outside that tree; the build checks there is no third). 1 if a row was made."""
@@ -299,9 +307,9 @@ def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i,
 
 @func
 def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                      s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist):
-    """Build the rows, warm start from contact_impulse[f], run PGS, store the impulses in contact_impulse[fn];
-    the final velocity is left in s_dof[b, :, 2]."""
+                      limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist):
+    """Build the rows, warm start from contact_impulse[f] and limit_impulse[f], run PGS, store the impulses in
+    contact_impulse[fn] and limit_impulse[fn]; the final velocity is left in s_dof[b, :, 2]."""
     n = dof_i.shape[0]
     max_rows = s_J.shape[1]
     beta = params_f[PF_BAUMGARTE]
@@ -354,12 +362,13 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                     s_row_f[b, r, RF_LAMBDA] = contact_impulse[f, b, prev, k]
             n_rows += 3
     if params_i[PP_LIMITS] != 0:
+        item = 0  # the entry of limit_impulse: the limited dofs in order, then the limited tendons
         for d in range(n):
-            if dof_i[d, DI_LIMITED] != 0 and n_rows < max_rows:
+            if dof_i[d, DI_LIMITED] != 0:
                 q = qpos[f, b, dof_i[d, DI_Q]]
                 lo = dof_f[b, d, DF_RANGE_LO]
                 hi = dof_f[b, d, DF_RANGE_HI]
-                if q < lo or q > hi:
+                if (q < lo or q > hi) and n_rows < max_rows:
                     sign = 1.0 if q < lo else -1.0
                     link = dof_i[d, DI_LINK]
                     set_row_dofs(b, n_rows, link_i[link, LI_TREE_LO], link_i[link, LI_TREE_HI], 0, 0, s_row_i)
@@ -367,11 +376,18 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                         s_J[b, n_rows, k] = 0.0
                     s_J[b, n_rows, d - s_row_i[b, n_rows, RI_LO]] = sign
                     limit_row(b, n_rows, lo - q if q < lo else q - hi, params_f, h, s_row_i, s_row_f)
+                    warm_limit_row(b, f, n_rows, item, limit_impulse, s_row_i, s_row_f)
                     n_rows += 1
+                item += 1
         for t in range(params_i[PP_TENDONS]):
-            if ten_f[t, TF_LIMITED] != 0.0 and n_rows < max_rows:
-                n_rows += tendon_limit_row(b, f, n_rows, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i, s_J,
-                                           s_row_f, s_row_i)
+            if ten_f[t, TF_LIMITED] != 0.0:
+                if n_rows < max_rows:
+                    made = tendon_limit_row(b, f, n_rows, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i, s_J,
+                                            s_row_f, s_row_i)
+                    if made != 0:
+                        warm_limit_row(b, f, n_rows, item, limit_impulse, s_row_i, s_row_f)
+                    n_rows += made
+                item += 1
     # W = M~^-1 J^T, the inverse effective masses, and the warm start v = v_free + W lambda
     for r in range(n_rows):
         for seg in ti.static(range(2)):
@@ -404,10 +420,14 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
         for k in ti.static(range(3)):
             if contact_impulse[fn, b, s, k] != 0.0:  # most entries are idle: reading leaves their cache lines clean
                 contact_impulse[fn, b, s, k] = 0.0
+    for j in range(limit_impulse.shape[2]):
+        limit_impulse[fn, b, j] = 0.0
     for r in range(n_rows):
         s = s_row_i[b, r, RI_CONTACT]
         if s >= 0:
             contact_impulse[fn, b, s, r - s_row_i[b, r, RI_NORMAL]] = s_row_f[b, r, RF_LAMBDA]
+        elif s_row_i[b, r, RI_KIND] == ROW_LIMIT:
+            limit_impulse[fn, b, s_row_i[b, r, RI_ITEM]] = s_row_f[b, r, RF_LAMBDA]
 
 
 @func
@@ -649,7 +669,7 @@ def correction_slope(x, beta, h, max_correction):
 def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
                               contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
                               s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f, g_row, g_J,
-                              g_W, g_v):
+                              g_W, g_v, G_limit):
     """Adjoint of solve_constraints (Euler, plain Gauss-Seidel) from what its forward left: the rows (s_J, s_W,
     s_row_f, s_row_i), the factorised M~ (s_mass), the final velocity and pseudo-velocity (s_dof[b, :, 2],
     s_dof[b, :, SD_PSEUDO]), the sweeps' impulses (s_hist) and counts (s_con_i[b, CI_META, CM_SWEEPS + 0/1]), the
@@ -659,10 +679,11 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
     (contact_impulse[fn, b, s, k]'s). Accumulates into g_dof[b, :, 2] (v_free), g_mass (the lower entries of M~,
     symmetric counterpart folded in), g_cdof, g_con[b, s] (point 0:3, normal 3:6, depth 6, friction coefficient 7),
     g_imp_in[b, prev, k] (the warm start contact_impulse[f, b, prev, k]), g_qpos[b] and g_dof_f[b, d, DF_RANGE_LO /
-    DF_RANGE_HI] (the limits' violations; a fixed tendon's limit row through its length). Restitution, the
-    regularisation, Baumgarte's factor, the slop and the largest correction are constants. Scratch: g_row [B, rows,
-    >= GR_N], g_J and g_W ([B, rows, row width], as s_J / s_W), g_v [B, D, >= GV_N]; the function zeroes what it
-    uses."""
+    DF_RANGE_HI] (the limits' violations; a fixed tendon's limit row through its length); the limit rows' impulses
+    (limit_impulse) through the state's gradient G_limit: read at frame fn, accumulated at frame f (the warm start).
+    Restitution, the regularisation, Baumgarte's factor, the slop and the largest correction are constants. Scratch:
+    g_row [B, rows, >= GR_N], g_J and g_W ([B, rows, row width], as s_J / s_W), g_v [B, D, >= GV_N]; the function
+    zeroes what it uses."""
     n = dof_i.shape[0]
     max_rows = s_J.shape[1]
     n_contacts = 0
@@ -677,6 +698,8 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
             g_W[b, r, c] = 0.0
     for r in range(3 * n_contacts):
         g_row[b, r, GR_LAM] = g_imp_out[b, r // 3, r % 3]
+    for r in range(3 * n_contacts, n_rows):  # the limit rows: their impulses written to limit_impulse[fn]
+        g_row[b, r, GR_LAM] = G_limit[fn, b, s_row_i[b, r, RI_ITEM]]
     for d in range(n):
         g_v[b, d, GV_VEL] = g_dof[b, d, 3]
         g_v[b, d, GV_PSEUDO] = g_dof[b, d, 4]
@@ -696,6 +719,8 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
         g_row[b, r, GR_LAM] += row_dot(b, r, s_row_i, s_W, g_v, GV_VEL, False)
     for d in range(n):
         g_dof[b, d, 2] += g_v[b, d, GV_VEL]
+    for r in range(3 * n_contacts, n_rows):  # the limit rows' warm starts, limit_impulse[f]
+        G_limit[f, b, s_row_i[b, r, RI_ITEM]] += g_row[b, r, GR_LAM]
     for s in range(n_contacts):
         prev = s_con_i[b, CI_PREV, s]
         if prev >= 0:

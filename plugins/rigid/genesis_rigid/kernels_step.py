@@ -116,7 +116,7 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
 @ti.kernel
 def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3),
             links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4),
-            ext_impulse: nd(ndim=4), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
+            limit_impulse: nd(ndim=3), ext_impulse: nd(ndim=4), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
             ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2),
             joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2),
@@ -180,7 +180,7 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             s_dof[b, d, 2] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
             s_dof[b, d, 5] = s_dof[b, d, 2]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                          s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
+                          limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
         for d in range(n_v):
             v = s_dof[b, d, 2]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
@@ -273,7 +273,7 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
                          g_con: nd(ndim=3), g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3), g_link_f: nd(ndim=3),
                          g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3),
                          g_vs: nd(ndim=3), G_qpos: nd(ndim=3), G_vel: nd(ndim=3), G_acc: nd(ndim=3), G_lpos: nd(ndim=4),
-                         G_lquat: nd(ndim=4), G_imp: nd(ndim=4)):
+                         G_lquat: nd(ndim=4), G_imp: nd(ndim=4), G_limit: nd(ndim=3)):
     """Frame fn back to the constraint stage: the kinematics of fn, the positions' advance, the velocity and
     acceleration written, the constraint stage and its contact frames at frame f's poses; leaves the adjoint of the
     smooth acceleration in g_dof[:, :, 1]. The kinematics and dof motions of frame f are computed again (the
@@ -329,7 +329,7 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
         solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
                                   contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
                                   s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_q1, g_dof_f,
-                                  g_row, g_J, g_W, g_vs)
+                                  g_row, g_J, g_W, g_vs, G_limit)
         for s in range(g_imp_in.shape[1]):
             for k in ti.static(range(3)):
                 G_imp[f, b, s, k] += g_imp_in[b, s, k]

@@ -50,6 +50,7 @@ TI_START, TI_COUNT, TI_N = 0, 1, 2
 CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY = 0, 1, 2
 # constraint row kinds
 ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3  # (a tendon's limit row is a ROW_LIMIT)
-# s_row_i columns: kind, contact pool entry (-1 for limits), the row of the normal a friction row is bounded by, and the
-# row's dofs as two ranges (the trees of the two links; the second is empty when they share one)
-RI_KIND, RI_CONTACT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_N = range(8)
+# s_row_i columns: kind, contact pool entry (-1 for limits), the row of the normal a friction row is bounded by, the
+# row's dofs as two ranges (the trees of the two links; the second is empty when they share one), and a limit row's
+# entry of limit_impulse (the limited dofs in order, then the limited tendons)
+RI_KIND, RI_CONTACT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_ITEM, RI_N = range(9)

@@ -148,6 +148,10 @@ class RigidSolver(gs.SolverBase):
                          "this frame, per entry of the contact pool, N s"),
         gs.FieldSpec("contact_key", ("n_contacts",), dtype="int", bounds=(-1, None),
                      doc="the key of each contact_impulse entry, (candidate pair) * 4096 + feature; -1: none"),
+        gs.FieldSpec("limit_impulse", ("n_limits",), grad=True,
+                     doc="warm start: the impulse of each joint or tendon limit's row in the substep that led to this "
+                         "frame (the limited dofs in order, then the limited tendons; 0 where the limit was not "
+                         "engaged; one unused entry when the model has no limits), N s or N m s"),
         gs.FieldSpec("links_ext_impulse", ("n_links", 6), grad=True,
                      doc="impulses couplings handed to the links, applied by the substep that starts at this frame: "
                          "linear (N s), angular about the link's centre of mass (N m s), world axes"),
@@ -592,7 +596,7 @@ class RigidSolver(gs.SolverBase):
     def state_dims(self):
         quats = [j["q"] + (3 if j["type"] == FREE else 0) for j in self._joints if j["type"] in (FREE, BALL)]
         return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_geoms": self.n_geoms,
-                "n_contacts": self.max_contacts,
+                "n_contacts": self.max_contacts, "n_limits": max(self.n_limited, 1),
                 "qpos_quats": quats}
 
     def init_state(self, f):
@@ -968,7 +972,8 @@ class RigidSolver(gs.SolverBase):
             collide_meshes = (st.links_pos, st.contact_key, m["geom_f"], m["geom_mu"], m["geom_i"], m["hull_f"],
                               m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
                               s["s_nar_f"], s["s_nar_i"], s["s_sep"], s["s_hash"])
-            head = (st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat, st.contact_impulse)
+            head = (st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat, st.contact_impulse,
+                    st.limit_impulse)
             tail = (st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp,
                     st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"], m["joint_i"],
                     m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"]) + tuple(s[name] for name in (
@@ -1045,7 +1050,7 @@ class RigidSolver(gs.SolverBase):
         (the state's gradients, the scratch and adjoint arrays, the external impulses' array)."""
         st, m, s, a = self.state, self.model, self.scratch, self.adjoint
         G = {name: st.tensors[name].grad for name in ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat",
-                                                       "contact_impulse", "links_ext_impulse")}
+                                                       "contact_impulse", "limit_impulse", "links_ext_impulse")}
         key = (id(s), id(a), id(ext)) + tuple(id(g) for g in G.values())
         cached = self.__dict__.get("_reverse_args")
         if cached is not None and cached[0] == key:
@@ -1059,7 +1064,7 @@ class RigidSolver(gs.SolverBase):
             "s_jaxis s_cdof s_cdof_dot s_cvel s_mass s_dof s_con_f s_con_i s_J s_W s_row_f s_row_i s_hist g_q1 "
             "g_q2 g_v g_vu g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_mass g_dof g_con g_imp_in "
             "g_imp_out g_link_f g_dof_f g_row g_J g_W g_vs G_qpos G_dofs_vel G_dofs_acc G_links_pos "
-            "G_links_quat G_contact_impulse")
+            "G_links_quat G_contact_impulse G_limit_impulse")
         dynamics = [st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos,
                     st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv] + arrays(
             "params_f params_i link_f link_i dof_f dof_i ten_f ten_i s_R s_com s_cdof s_cdof_dot s_cvel s_cacc "

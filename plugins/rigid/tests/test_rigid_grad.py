@@ -321,7 +321,8 @@ def test_setters_pd_targets_and_gains():
     assert_close_rel(q.grad, central_differences(lambda x: (ref.reset(), float(run_box(ref, ref_b, p0, x)))[1], q0))
 
 
-FRAME_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "contact_key")
+FRAME_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "contact_key",
+                "limit_impulse")
 
 
 def trajectories_equal_bitwise(build, steps, precision, check_backward=True):

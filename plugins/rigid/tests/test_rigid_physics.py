@@ -331,3 +331,57 @@ def test_more_contacts_than_max_contacts_keeps_the_deepest_and_warns_once():
     assert said == [] and all(abs(z - 0.05) < 1e-3 for z in heights)
 
 
+
+
+FOLDED_ARM = """<mujoco>
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0" range="-0.2 0.2"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.03" mass="2"/>
+      <body name="fore" pos="0.5 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0" range="-0.3 0.3"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0 0.1" size="0.03" mass="1"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_a_resting_arm_keeps_its_limits_impulses(tmp_path):
+    """A two-link arm held up by both of its joint limits (gravity presses each joint into its range's end; the two
+    limit rows are coupled through the arm's mass matrix): at rest, limit_impulse holds each limit's impulse, the
+    weight's moment about the joint over the substep, and the sweeps start from it, so a substep at rest needs one
+    sweep. Starting each substep's limits from zero instead (the warm start cleared before every step) needs more,
+    and ends in the same rest."""
+    path = tmp_path / "arm.xml"
+    path.write_text(FOLDED_ARM)
+
+    def rest(cold):
+        scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2), rigid_options=gs.options.RigidOptions(
+            enable_collision=False, tolerance=1e-9))
+        arm = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+        scene.build()
+        s = scene.rigid_solver
+        sweeps = []
+        for _ in range(300):
+            if cold:
+                with torch.no_grad():
+                    s.state.limit_impulse.zero_()
+            scene.step()
+            sweeps.append(int(s.contacts()["sweeps"][0][0]))
+        return arm.get_dofs_position().numpy(), s.state.at("limit_impulse", scene._frame)[0].numpy(), sweeps
+
+    q, impulse, sweeps = rest(cold=False)
+    q_cold, _, sweeps_cold = rest(cold=True)
+    # both joints at the end of their ranges that gravity presses them into
+    assert np.abs(np.abs(q) - [0.2, 0.3]).max() < 2e-3, q
+    assert np.abs(q - q_cold).max() < 1e-4
+    # the impulses hold the weights over a substep: the elbow the forearm's moment (its centre at (0.2, 0.05) in its
+    # frame, turned by 0.5 rad), the shoulder both links' (the upper arm's centre 0.25 m out, turned by 0.2 rad)
+    gh, a, b = 9.81 * 1e-2, 0.2, 0.5
+    fore = 0.2 * math.cos(b) + 0.05 * math.sin(b)
+    assert impulse[1] == pytest.approx(1.0 * gh * fore, rel=1e-6)
+    assert impulse[0] == pytest.approx(gh * (2.0 * 0.25 * math.cos(a) + 1.0 * (0.5 * math.cos(a) + fore)), rel=1e-6)
+    assert max(sweeps[-100:]) <= 2, sweeps[-100:]
+    assert sum(sweeps_cold[-100:]) > 2 * sum(sweeps[-100:]), (sweeps_cold[-100:], sweeps[-100:])

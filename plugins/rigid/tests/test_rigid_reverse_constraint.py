@@ -14,10 +14,10 @@ import torch
 import genesis_core as gs
 from genesis_rigid.kernels_collision import CF_DEPTH, CF_MU, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV, \
     CM_SWEEPS
-from genesis_rigid.kernels_constraint import (GR_N, GV_N, SD_PSEUDO, advance_q, advance_q_reverse, solve_constraints,
-                                              solve_constraints_reverse)
+from genesis_rigid.kernels_constraint import (GR_N, GV_N, RF_LAMBDA, SD_PSEUDO, advance_q, advance_q_reverse,
+                                              solve_constraints, solve_constraints_reverse)
 from genesis_rigid.kernels_dynamics import factor_ldl
-from genesis_rigid.layout import DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, PF_DT, PF_TOL, PP_ITERATIONS
+from genesis_rigid.layout import DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM
 
 nd = ti.types.ndarray
 TOL = 1e-6
@@ -26,14 +26,15 @@ ITERATIONS = 15  # few enough that no sweep of these cases reaches a fixed point
 
 @ti.kernel
 def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), mass_in: nd(ndim=3), qpos: nd(ndim=3),
-                      contact_impulse: nd(ndim=4), params_f: nd(ndim=1), params_i: nd(ndim=1), link_i: nd(ndim=2),
+                      contact_impulse: nd(ndim=4), limit_impulse: nd(ndim=3), params_f: nd(ndim=1),
+                      params_i: nd(ndim=1), link_i: nd(ndim=2),
                       dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
                       s_cdof: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3),
                       s_con_i: nd(ndim=3), s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3),
                       s_row_i: nd(ndim=3), s_hist: nd(ndim=3), g_dof: nd(ndim=3), g_mass: nd(ndim=3),
                       g_cdof: nd(ndim=2), g_con: nd(ndim=3), g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3),
                       g_qpos: nd(ndim=2), g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3),
-                      g_v: nd(ndim=3)):
+                      g_v: nd(ndim=3), G_limit: nd(ndim=3)):
     """solve_constraints from v_free = vfree[b] and M~ = mass_in[b] (factorised here); mode 1: then its reverse."""
     ti.loop_config(serialize=True)
     for b in range(vfree.shape[0]):
@@ -46,12 +47,12 @@ def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), ma
         for d in range(n):
             s_dof[b, d, 2] = vfree[b, d]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                          s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
+                          limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
         if mode == 1:
             solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
                                       contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
                                       s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos,
-                                      g_dof_f, g_row, g_J, g_W, g_v)
+                                      g_dof_f, g_row, g_J, g_W, g_v, G_limit)
 
 
 @ti.kernel
@@ -167,27 +168,33 @@ class ConstraintCase:
                       g_W=arr((B, R, width)), g_row=arr((B, R, GR_N)), g_v=arr((B, D, GV_N)))
         self.w_v, self.w_u = rng.normal(size=(B, D)), rng.normal(size=(B, D))
         self.w_imp = rng.normal(size=(B, C, 3))
+        self.G_limit = arr(tuple(st.limit_impulse.shape))
+        self.w_lim = rng.normal(size=tuple(st.limit_impulse.shape[1:]))
         self.counts = set()
 
     def run(self, mode=0, hist=None):
         s = self.solver
         m, sc, st = s.model, s.scratch, s.state
-        constraint_kernel(mode, self.f, self.fn, self.vfree, self.mass, st.qpos, st.contact_impulse, m["params_f"],
+        constraint_kernel(mode, self.f, self.fn, self.vfree, self.mass, st.qpos, st.contact_impulse,
+                          st.limit_impulse, m["params_f"],
                           m["params_i"], m["link_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], sc["s_cdof"],
                           sc["s_mass"], sc["s_dof"], sc["s_con_f"], sc["s_con_i"], sc["s_J"], sc["s_W"],
                           sc["s_row_f"], sc["s_row_i"], self.hist if hist is None else hist,
                           *(self.g[k] for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_imp_out",
-                                                "g_qpos", "g_dof_f", "g_row", "g_J", "g_W", "g_v")))
+                                                "g_qpos", "g_dof_f", "g_row", "g_J", "g_W", "g_v")), self.G_limit)
         self.counts.add(tuple(sc["s_con_i"][:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].flatten().tolist()))
 
     def outputs(self):
         sd = self.solver.scratch["s_dof"].to_numpy()
-        return sd[:, :, 2], sd[:, :, SD_PSEUDO], self.solver.state.contact_impulse[self.fn].numpy().copy()
+        st = self.solver.state
+        return (sd[:, :, 2], sd[:, :, SD_PSEUDO], st.contact_impulse[self.fn].numpy().copy(),
+                st.limit_impulse[self.fn].numpy().copy())
 
     def loss(self):
         self.run(0)
-        v, u, imp = self.outputs()
-        return float((self.w_v * v).sum() + (self.w_u * u).sum() + (self.w_imp * imp).sum())
+        v, u, imp, lim = self.outputs()
+        return float((self.w_v * v).sum() + (self.w_u * u).sum() + (self.w_imp * imp).sum()
+                     + (self.w_lim * lim).sum())
 
     def gradients(self):
         for a in self.g.values():
@@ -196,9 +203,14 @@ class ConstraintCase:
         g_dof[:, :, 3], g_dof[:, :, 4] = self.w_v, self.w_u
         self.g["g_dof"].from_numpy(g_dof)
         self.g["g_imp_out"].from_numpy(self.w_imp)
+        g_limit = np.zeros(self.G_limit.shape)
+        g_limit[self.fn] = self.w_lim
+        self.G_limit.from_numpy(g_limit)
         self.run(1)
-        return {k: self.g[k].to_numpy() for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_qpos",
-                                                  "g_dof_f")}
+        out = {k: self.g[k].to_numpy() for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_qpos",
+                                                 "g_dof_f")}
+        out["G_limit"] = self.G_limit.to_numpy()[self.f]
+        return out
 
     def differences(self, get, put, entries, eps=1e-6):
         """Central differences of the loss in the entries (index tuples) of the array get() returns (put(a) writes
@@ -246,7 +258,7 @@ class ConstraintCase:
         return out
 
 
-def check_constraints(case, errors, contacts=True, limits=False, same_counts=True):
+def check_constraints(case, errors, contacts=True, limits=False, same_counts=True, warm_limits=False):
     """Every input adjoint of the case against differences; same_counts: every run made the same sweeps."""
     s, st, sc, m = case.solver, case.solver.state, case.solver.scratch, case.solver.model
     B, D = case.mass.shape[0], case.mass.shape[1]
@@ -272,6 +284,9 @@ def check_constraints(case, errors, contacts=True, limits=False, same_counts=Tru
                    [(b, i) for b in range(B) for i in q_idx], errors)
         entries = [(b, d, c) for b in range(B) for d in range(s.n_dofs) for c in (DF_RANGE_LO, DF_RANGE_HI)]
         case.check(grads["g_dof_f"], "range", *case.taichi(m["dof_f"]), entries, errors)
+        if warm_limits:  # the limit rows' warm start, limit_impulse[f] (entries of limits not engaged: no row)
+            case.check(grads["G_limit"], "limit_warm", *case.torch_view(st.limit_impulse[case.f]),
+                       list(np.ndindex(*grads["G_limit"].shape)), errors, eps=1e-5)
     assert len(case.counts) == 1 or not same_counts, f"the sweep counts changed: {case.counts}"
 
 
@@ -331,6 +346,31 @@ def test_solve_constraints_reverse_limits(tmp_path):
     # 12 or 13 sweeps depending on the perturbation; the fixed point does not depend on it)
     check_constraints(case, errors, contacts=False, limits=True, same_counts=False)
     print(errors)
+
+
+def test_solve_constraints_reverse_limit_warm_start(tmp_path):
+    """The limit rows start from the impulses of the last substep (limit_impulse[f]): with 4 sweeps the coupled
+    rows of the arm's chain do not reach their fixed point, so the start matters and its adjoint is checked."""
+    scene = arm_scene(tmp_path, iterations=4)
+    s = scene.rigid_solver
+    f = s.frames.prev(scene._frame)
+    warm = s.state.limit_impulse[f]
+    assert warm.shape[1] == s.n_limited
+    warm.copy_(torch.as_tensor(np.random.default_rng(5).uniform(0.0, 0.05, size=tuple(warm.shape))))
+    case = ConstraintCase(scene, seed=4)
+    errors = {}
+    check_constraints(case, errors, contacts=False, limits=True, same_counts=False, warm_limits=True)
+    print(errors)
+    # the forward writes each engaged limit's impulse to frame fn, and zero for the others
+    case.run(0)
+    rows = s.scratch["s_row_i"].to_numpy()
+    lam = s.scratch["s_row_f"].to_numpy()[:, :, RF_LAMBDA]
+    out = s.state.limit_impulse[case.fn].numpy()
+    for b in range(2):
+        engaged = {int(rows[b, r, RI_ITEM]): lam[b, r] for r in range(rows.shape[1]) if rows[b, r, 0] == 3}
+        assert engaged
+        for j in range(out.shape[1]):
+            assert out[b, j] == engaged.get(j, 0.0)
 
 
 def test_solve_constraints_reverse_tolerance_stop(tmp_path):
