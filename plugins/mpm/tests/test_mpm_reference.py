@@ -10,10 +10,12 @@ from reference_scene import DATA, build, state_after
 
 
 # fields declared after the recording: the rigid solver's per-environment parameters and applied wrenches (their
-# values at the recording were the model's, which the compared fields reflect); any other new field fails
+# values at the recording were the model's, which the compared fields reflect), and its limits' warm start (the
+# scene has no limited joint: zero); any other new field fails
 ADDED_SINCE = {"RigidSolver." + name for name in (
     "dofs_damping", "dofs_armature", "dofs_stiffness", "dofs_force_lo", "dofs_force_hi", "links_inertial_mass",
-    "links_mass_shift", "links_com_shift", "geoms_friction_ratio", "links_applied_wrench", "links_step_wrench")}
+    "links_mass_shift", "links_com_shift", "geoms_friction_ratio", "links_applied_wrench", "links_step_wrench",
+    "limit_impulse")}
 
 
 def test_the_reference_scene_is_what_it_was():
@@ -22,6 +24,7 @@ def test_the_reference_scene_is_what_it_was():
     assert set(ref.files) <= set(got) and set(got) - set(ref.files) <= ADDED_SINCE, \
         f"fields new since the recording: {sorted(set(got) - set(ref.files))}; missing: {sorted(set(ref.files) - set(got))}"
     assert all(np.isfinite(x).all() for x in got.values())
+    assert not got["RigidSolver.limit_impulse"].any()
     differing = {}
     for key in ref.files:
         a, b = got[key], ref[key]
