@@ -549,9 +549,8 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                     used_now = s_hist[b, base + i + 1, nr] > 0.0
                     used_before = i == 0 or s_hist[b, base + i, nr] > 0.0
                 if not (used_now or used_before):
-                    if delta != 0.0:
-                        add_row_response(b, r, s_row_i, s_W, g_v, -delta, vcol)  # v before the update
-                        add_row_outer(b, r, s_row_i, g_W, g_v, gcol, delta)
+                    if delta != 0.0:  # v before the update and g_W (the dot products are not read)
+                        replay_row_undo(b, r, s_row_i, s_J, s_W, g_W, g_v, vcol, gcol, delta)
                     g_row[b, r, glam_col] = 0.0
                     continue
                 # v before the update, g_W, W_r . g_v and J_r . v in one pass
@@ -560,9 +559,7 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                 glam = -wg
                 dinv = s_row_f[b, r, RF_DINV]
                 ubar = 0.0
-                if not used_now:
-                    pass
-                elif kind == ROW_FRICTION:
+                if used_now and kind == ROW_FRICTION:
                     mu = s_row_f[b, r, RF_MU]
                     lam_n = s_hist[b, base + i + 1, nr]
                     bound = mu * lam_n
@@ -583,7 +580,7 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                         g_row[b, r, GR_MU] += side * lam_n * g_new
                     else:
                         ubar = g_new
-                elif new > 0.0:
+                elif used_now:  # a normal or limit row that pushes (new > 0): its projection passes the adjoint on
                     ubar = g_new
                 if ubar != 0.0:
                     glam += ubar
