@@ -291,10 +291,10 @@ def shard(n_envs_total: int, rank: int | None = None, world_size: int | None = N
     w = globals()["world_size"]() if world_size is None else world_size
     start, stop = shard_range(n_envs_total, r, w)
     if stop - start == 1 and n_envs_total > 1:
-        warnings.warn(f"rank {r} holds one environment of {n_envs_total}: a batch of one runs the rigid solver's "
-                      "serial kernel copies, whose results can differ in the last bits from a batched run (fast "
-                      "math); give every rank at least two environments for results bitwise equal to the unsharded "
-                      "run (docs/distributed.md).", stacklevel=2)
+        warnings.warn(f"rank {r} holds one environment of {n_envs_total}: a batch of one runs serial kernel "
+                      "copies (the rigid solver's give its batched kernels' bits; the particle solvers' may differ in the "
+                      "last bits, fast math); give every rank at least two environments for results bitwise equal to the "
+                      "unsharded run (docs/distributed.md).", stacklevel=2)
     return Shard(int(r), int(w), start, stop, int(n_envs_total))
 
 

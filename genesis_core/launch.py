@@ -209,6 +209,46 @@ def serial_variant(kernel, flag: str = "SERIAL"):
     return ti.kernel(copy)
 
 
+def exact_math(*kernels):
+    """Compile these Taichi kernels without LLVM's fast-math flags, whatever the rest of the process uses (Taichi's
+    default, fast math, stays on for every other kernel). Under fast math the compiler may contract and reassociate
+    a kernel's arithmetic differently in two compilations of the same code, so a kernel and its serial copy
+    (`serial_variant`) can give different bits: the rigid solver's did, within a few hundred steps of a pile of
+    boxes. Without it they agree bitwise, and a solver may pick either copy by speed alone. Taichi reads the flag
+    when a kernel compiles, at its first launch (the offline cache keeps the two compilations apart), so each
+    call of these kernels' own path clears it for its duration; the Launcher's bound launches do not compile.
+    Measured on the rigid benchmarks: no cost. Returns the kernels."""
+    for kernel in kernels:
+        for attr in ("_primal", "_adjoint"):
+            primal = getattr(kernel, attr, None)
+            if primal is not None and not isinstance(primal, _ExactKernel):
+                primal.__class__ = _exact_class(type(primal))
+    return kernels
+
+
+_exact_classes = {}
+
+
+class _ExactKernel:
+    """Mixin of exact_math's kernels: Taichi's fast-math flag cleared while the kernel's own path runs."""
+
+    def __call__(self, *args, **kwargs):
+        cfg = impl.current_cfg()
+        if not cfg.fast_math:
+            return super().__call__(*args, **kwargs)
+        cfg.fast_math = False
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            cfg.fast_math = True
+
+
+def _exact_class(cls):
+    if cls not in _exact_classes:
+        _exact_classes[cls] = type(f"Exact{cls.__name__}", (_ExactKernel, cls), {})
+    return _exact_classes[cls]
+
+
 _serial_copies = {}
 
 

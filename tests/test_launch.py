@@ -189,3 +189,26 @@ def test_serial_variant_is_the_same_kernel_on_the_calling_thread():
     serial(b)
     Launcher()(serial, b)
     assert torch.equal(2 * a, b)
+
+
+@ti.kernel
+def _cancel_fast(a: ti.f32, b: ti.f32) -> ti.f32:
+    return (a + b) - b
+
+
+@ti.kernel
+def _cancel_exact(a: ti.f32, b: ti.f32) -> ti.f32:
+    return (a + b) - b
+
+
+launch.exact_math(_cancel_exact)
+
+
+def test_exact_math_kernels_compile_without_fast_math_and_the_others_keep_it(gs_runtime):
+    """(1 + 1e30) - 1e30 rounds to 0 in float32; fast math's reassociation folds it to 1. Taichi's default flag
+    stays on for the process and for other kernels."""
+    assert ti.lang.impl.current_cfg().fast_math
+    assert _cancel_exact(1.0, 1e30) == 0.0
+    assert _cancel_fast(1.0, 1e30) == 1.0
+    assert ti.lang.impl.current_cfg().fast_math
+    assert _cancel_exact(1.0, 1e30) == 0.0  # launched again (compiled once)

@@ -17,7 +17,7 @@ per-substep scratch.
 
 import taichi as ti
 
-from genesis_core.launch import serial_variant
+from genesis_core.launch import exact_math, serial_variant
 
 from .kernels_collision import detect_contacts, finish_contacts
 from .kernels_constraint import (SD_PSEUDO, advance_q, advance_q_reverse, contact_frame_reverse, smooth_acceleration,
@@ -520,3 +520,5 @@ def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
 SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry,
                                             substep_reverse_head, substep_reverse_dynamics,
                                             substep_reverse_kinematics, collider_geometry_reverse)}
+# both copies compiled without fast math: they then give the same bits, and the solver runs either (launch_mode)
+exact_math(*SERIAL_OF, *SERIAL_OF.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 import numpy as np
@@ -613,6 +614,7 @@ class RigidSolver(gs.SolverBase):
                                                              dtype=self.float_dtype)
         st.at("geoms_friction_ratio", f)[:] = 1.0
         self._allocate_scratch()
+        self._choose_launch_mode()
         self.kinematics(f)
 
     def _taichi_array(self, shape, kind="f", element=(), values=None):
@@ -724,9 +726,80 @@ class RigidSolver(gs.SolverBase):
 
     # -- stepping ---------------------------------------------------------------------------------------------------
 
+    # -- launch mode ------------------------------------------------------------------------------------------------
+    # Every kernel has two copies: the parallel one, each environment's loop on Taichi's thread pool, and the serial
+    # one (kernels_step.SERIAL_OF), the same code on the calling thread. One environment, or a pool of one thread,
+    # runs the serial copies. A batch of up to TRIAL_MAX_BATCH environments on the CPU times its first substeps on
+    # both copies and keeps the faster (TRIAL_PLAN). A parallel launch waits until every worker of the pool has
+    # woken, and a virtual machine's idle core takes long to wake: on the 2-core machine the panda held at home took
+    # 310 us a step at 64 environments on the serial copies against 360-440 on the pool, and 180 against 280-330
+    # at 32; from about 128 environments the pool wins. The copies compute the same bits (compiled without
+    # fast-math; test_rigid_launch_mode), so the choice changes no result, only the time.
+    TRIAL_MAX_BATCH = 512
+    # the trial's substeps in blocks, serial-parallel-parallel-serial (a drift of the work over the first substeps,
+    # an arm falling, weighs the same on both): each block runs one untimed substep (a switch of copy leaves the
+    # other copy's caches cold, the pool's cores asleep; the first compiles), then TRIAL_BLOCK timed; the copy with
+    # the least time of a substep is kept (the least: what it takes when nothing else on the machine gets in its way)
+    TRIAL_BLOCK = 4
+    TRIAL_PLAN = ((((True, False),) + ((True, True),) * TRIAL_BLOCK)
+                  + (((False, False),) + ((False, True),) * TRIAL_BLOCK) * 2
+                  + (((True, False),) + ((True, True),) * TRIAL_BLOCK))  # ((serial copy, timed), ...)
+    LAUNCH_MODES = ("auto", "parallel", "serial")
+
+    _serial = True  # the kernels run as their serial copies (_kernel)
+    _trial = None  # while the launch mode is being chosen: [substeps of TRIAL_PLAN done, serial times, parallel times]
+    _trial_result = None  # its outcome, {"serial_s": least time of a substep, "parallel_s": ...}
+    _launch_mode = "auto"
+
+    @property
+    def launch_mode(self) -> str:
+        """"serial" or "parallel": the copy of the kernels this solver runs now (see TRIAL_PLAN above). Assign
+        "serial", "parallel" or "auto" (the default: choose by timing both) to set it; no result depends on it."""
+        return "serial" if self._serial else "parallel"
+
+    @launch_mode.setter
+    def launch_mode(self, mode):
+        if mode not in self.LAUNCH_MODES:
+            raise gs.OptionError(f"RigidSolver.launch_mode={mode!r} is not accepted; choose one of "
+                                 f"{', '.join(map(repr, self.LAUNCH_MODES))}.")
+        self._launch_mode = mode
+        self._choose_launch_mode()
+
+    def _choose_launch_mode(self):
+        """The copy to run from the batch, the backend and launch_mode; starts the timing trial for "auto"."""
+        cpu = gs.runtime.arch in (ti.x64, ti.arm64)
+        mode = self._launch_mode
+        if mode == "auto":
+            if self.batch == 1 or (cpu and ti.lang.impl.current_cfg().cpu_max_num_threads <= 1):
+                mode = "serial"
+            elif not cpu or self.batch > self.TRIAL_MAX_BATCH:
+                mode = "parallel"
+        self._trial = [0, [], []] if mode == "auto" else None
+        self._set_serial(self.TRIAL_PLAN[0][0] if mode == "auto" else mode == "serial")
+
+    def _set_serial(self, serial):
+        if serial != self._serial:
+            self._serial = serial
+            self._args = self._reverse_args = None  # their kernels are the other copy's
+
+    def _time_trial(self, seconds):
+        """A substep of the trial took `seconds`: recorded if timed, then the plan's next copy; at its end, the
+        faster copy."""
+        trial = self._trial
+        serial, timed = self.TRIAL_PLAN[trial[0]]
+        if timed:
+            trial[1 if serial else 2].append(seconds)
+        trial[0] += 1
+        if trial[0] < len(self.TRIAL_PLAN):
+            self._set_serial(self.TRIAL_PLAN[trial[0]][0])
+            return
+        self._trial = None
+        self._trial_result = {"serial_s": min(trial[1]), "parallel_s": min(trial[2])}
+        self._set_serial(min(trial[1]) <= min(trial[2]))
+
     def _kernel(self, kernel):
-        """The kernel, or for a batch of one environment its serial copy (no thread-pool dispatch a launch)."""
-        return kernels_step.SERIAL_OF[kernel] if self.batch == 1 else kernel
+        """The kernel's copy this solver runs (launch_mode): the parallel one, or its serial copy."""
+        return kernels_step.SERIAL_OF[kernel] if self._serial else kernel
 
     @property
     def _launch(self):
@@ -914,11 +987,15 @@ class RigidSolver(gs.SolverBase):
             return
         if self._static_world(f):
             return
+        trial = self._trial
+        start = time.perf_counter() if trial is not None else 0.0
         if self.collision:
             self._collide(f)
             self._log_contacts()
         (_, _, substep), (_, _, head, tail) = self._step_args()
         self._launch(substep, f, self.frames.next(f), *head, self._ext_impulse(f), *tail)
+        if trial is not None:
+            self._time_trial(time.perf_counter() - start)
 
     def _log_contacts(self):
         """Differentiable mode, a forward that records: keep the contacts this substep's collision pass found (the
