@@ -730,7 +730,8 @@ class RigidSolver(gs.SolverBase):
     # Every kernel has two copies: the parallel one, each environment's loop on Taichi's thread pool, and the serial
     # one (kernels_step.SERIAL_OF), the same code on the calling thread. One environment, or a pool of one thread,
     # runs the serial copies. A batch of up to TRIAL_MAX_BATCH environments on the CPU times its first substeps on
-    # both copies and keeps the faster (TRIAL_PLAN). A parallel launch waits until every worker of the pool has
+    # both copies and keeps the faster (TRIAL_PLAN); not in differentiable mode, whose reverse kernels would then
+    # compile twice too (about 20 s each cold on 2 cores), for a forward that is a fraction of the backward. A parallel launch waits until every worker of the pool has
     # woken, and a virtual machine's idle core takes long to wake: on the 2-core machine the panda held at home took
     # 310 us a step at 64 environments on the serial copies against 360-440 on the pool, and 180 against 280-330
     # at 32; from about 128 environments the pool wins. The copies compute the same bits (compiled without
@@ -772,7 +773,7 @@ class RigidSolver(gs.SolverBase):
         if mode == "auto":
             if self.batch == 1 or (cpu and ti.lang.impl.current_cfg().cpu_max_num_threads <= 1):
                 mode = "serial"
-            elif not cpu or self.batch > self.TRIAL_MAX_BATCH:
+            elif not cpu or self.batch > self.TRIAL_MAX_BATCH or self.sim_options.requires_grad:
                 mode = "parallel"
         self._trial = [0, [], []] if mode == "auto" else None
         self._set_serial(self.TRIAL_PLAN[0][0] if mode == "auto" else mode == "serial")

@@ -101,3 +101,12 @@ def test_a_bad_launch_mode_is_refused(tmp_path):
     with pytest.raises(gs.OptionError, match="launch_mode='fast'.*'auto', 'parallel', 'serial'"):
         scene.rigid_solver.launch_mode = "fast"
     assert scene.rigid_solver._trial is not None  # unchanged: still choosing
+
+
+def test_differentiable_mode_keeps_the_pool(tmp_path):
+    path = tmp_path / "arm.xml"
+    path.write_text(ARM)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01, requires_grad=True))
+    scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build(n_envs=3)
+    assert scene.rigid_solver.launch_mode == "parallel" and scene.rigid_solver._trial is None
