@@ -734,15 +734,18 @@ class RigidSolver(gs.SolverBase):
     # compile twice too (about 20 s each cold on 2 cores), for a forward that is a fraction of the backward. A parallel launch waits until every worker of the pool has
     # woken, and a virtual machine's idle core takes long to wake: on the 2-core machine the panda held at home took
     # 310 us a step at 64 environments on the serial copies against 360-440 on the pool, and 180 against 280-330
-    # at 32; from about 128 environments the pool wins. The copies compute the same bits (compiled without
+    # at 32; from about 128 environments the pool wins (more cores: sooner), and above 256 it always did. The copies compute the same bits (compiled without
     # fast-math; test_rigid_launch_mode), so the choice changes no result, only the time.
-    TRIAL_MAX_BATCH = 512
-    # the trial's substeps in blocks, serial-parallel-parallel-serial (a drift of the work over the first substeps,
-    # an arm falling, weighs the same on both): each block runs one untimed substep (a switch of copy leaves the
-    # other copy's caches cold, the pool's cores asleep; the first compiles), then TRIAL_BLOCK timed; the copy with
-    # the least time of a substep is kept (the least: what it takes when nothing else on the machine gets in its way)
+    TRIAL_MAX_BATCH = 256
+    # the trial: TRIAL_LEAD untimed substeps on the parallel copies (a scene's first substeps are its slowest: the
+    # held panda at 512 environments took 2-4x its later time over its first 15 steps on either copy), then blocks
+    # serial-parallel-parallel-serial (a drift of the work over the substeps, an arm falling, weighs the same on
+    # both): each block runs one untimed substep (a switch of copy leaves the other copy's caches cold, the pool's
+    # cores asleep; the first compiles), then TRIAL_BLOCK timed; the copy with the least time of a substep is kept
+    # (the least: what it takes when nothing else on the machine gets in its way)
+    TRIAL_LEAD = 10
     TRIAL_BLOCK = 4
-    TRIAL_PLAN = ((((True, False),) + ((True, True),) * TRIAL_BLOCK)
+    TRIAL_PLAN = (((False, False),) * TRIAL_LEAD + (((True, False),) + ((True, True),) * TRIAL_BLOCK)
                   + (((False, False),) + ((False, True),) * TRIAL_BLOCK) * 2
                   + (((True, False),) + ((True, True),) * TRIAL_BLOCK))  # ((serial copy, timed), ...)
     LAUNCH_MODES = ("auto", "parallel", "serial")

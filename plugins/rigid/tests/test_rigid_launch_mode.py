@@ -64,11 +64,12 @@ def test_serial_and_parallel_copies_step_a_batch_bitwise_alike(tmp_path):
 
 
 def test_auto_times_both_copies_then_keeps_the_faster(tmp_path, monkeypatch):
-    """launch_mode "auto" (the default) on a batch: the first substeps run serial, parallel, parallel, serial blocks
-    of TRIAL_BLOCK + 1, then the copy with the least time of a substep; the trajectory is the forced copies' own."""
+    """launch_mode "auto" (the default) on a batch: TRIAL_LEAD substeps on the pool, then serial, parallel, parallel,
+    serial blocks of TRIAL_BLOCK + 1, then the copy with the least time of a substep; the trajectory is the forced
+    copies' own."""
     scene, arm = scene_of(tmp_path, 4)
     solver = scene.rigid_solver
-    assert solver._trial is not None and solver.launch_mode == "serial"
+    assert solver._trial is not None and solver.launch_mode == "parallel"
     ran = []
     timed = solver._time_trial
 
@@ -79,7 +80,7 @@ def test_auto_times_both_copies_then_keeps_the_faster(tmp_path, monkeypatch):
     monkeypatch.setattr(solver, "_time_trial", record)
     auto = run(scene, arm, 4)
     b = RigidSolver.TRIAL_BLOCK + 1
-    assert ran == ["serial"] * b + ["parallel"] * 2 * b + ["serial"] * b
+    assert ran == ["parallel"] * RigidSolver.TRIAL_LEAD + ["serial"] * b + ["parallel"] * 2 * b + ["serial"] * b
     assert solver._trial is None
     result = solver._trial_result
     assert set(result) == {"serial_s", "parallel_s"} and min(result.values()) > 0
