@@ -39,7 +39,8 @@ import json, sys, time
 t0 = time.perf_counter()
 import torch
 import genesis_core as gs
-path, n_envs, steps, held, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "held", int(sys.argv[5])
+path, n_envs, steps, held = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "held"
+warmup = int(sys.argv[5])
 gs.init(backend=gs.cpu, precision="32")
 scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01))
 if not held:
@@ -154,7 +155,7 @@ import sys, time
 def rss():
     with open("/proc/self/status") as fh:
         return next(int(l.split()[1]) * 1024 for l in fh if l.startswith("VmRSS"))
-engine, n_envs, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+engine, n_envs, steps, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 import numpy as np
 if engine == "ours":
     import genesis_core as gs
@@ -178,8 +179,7 @@ for i in range(5):
         boxes.append(scene.add_entity(gs.morphs.Box(size=(size,) * 3, pos=offset + spacing * np.array([i + 0.5 * j, 0, j]))))
 before = rss()
 scene.build(n_envs=n_envs) if n_envs else scene.build()
-# ours: past the launch-mode trial too (docs/rigid.md, "Launch mode")
-for _ in range(10 + (len(scene.rigid_solver.TRIAL_PLAN) if engine == "ours" else 0)):
+for _ in range(warmup):  # both engines alike (WARMUP)
     scene.step()
 after = rss()
 t0 = time.perf_counter()
@@ -205,8 +205,8 @@ def pyramid(counts, steps):
 
     def one(engine, exe, n):
         with measuring(f"pyramid, {engine} at n_envs {n}"):
-            res = subprocess.run([exe, "-c", PYRAMID, engine, str(n), str(steps)], capture_output=True, text=True,
-                                 timeout=3600)
+            res = subprocess.run([exe, "-c", PYRAMID, engine, str(n), str(steps), str(WARMUP)], capture_output=True,
+                                 text=True, timeout=3600)
         line = [x for x in res.stdout.splitlines() if x.startswith("pyramid ")]
         if res.returncode != 0 or not line:
             print(f"({engine} failed at n_envs {n}: {res.stderr.strip()[-300:]})")
@@ -367,7 +367,8 @@ def main():
     if anchors is None:
         print("anchor skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv) to run Genesis World and "
               "MuJoCo on the same scenes in this command")
-    print("\n| scene | n_envs | ours, env-steps/s | Genesis World 1.4.5, env-steps/s | ours / Genesis | ours' launch mode |")
+    print("\n| scene | n_envs | ours, env-steps/s | Genesis World 1.4.5, env-steps/s | ours / Genesis "
+          "| ours' launch mode |")
     print("|---|---|---|---|---|---|")
     figures = []
     for scene, table in (("held", rows), ("folding", folding)):

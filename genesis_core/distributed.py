@@ -292,9 +292,9 @@ def shard(n_envs_total: int, rank: int | None = None, world_size: int | None = N
     start, stop = shard_range(n_envs_total, r, w)
     if stop - start == 1 and n_envs_total > 1:
         warnings.warn(f"rank {r} holds one environment of {n_envs_total}: a batch of one runs serial kernel "
-                      "copies (the rigid solver's give its batched kernels' bits; the particle solvers' may differ in the "
-                      "last bits, fast math); give every rank at least two environments for results bitwise equal to the "
-                      "unsharded run (docs/distributed.md).", stacklevel=2)
+                      "copies (the rigid solver's give its batched kernels' bits; the particle solvers' may differ "
+                      "in the last bits, fast math); give every rank at least two environments for results bitwise "
+                      "equal to the unsharded run (docs/distributed.md).", stacklevel=2)
     return Shard(int(r), int(w), start, stop, int(n_envs_total))
 
 

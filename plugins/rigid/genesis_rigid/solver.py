@@ -724,18 +724,17 @@ class RigidSolver(gs.SolverBase):
             out[name] = n * size // self.batch
         return out
 
-    # -- stepping ---------------------------------------------------------------------------------------------------
-
     # -- launch mode ------------------------------------------------------------------------------------------------
     # Every kernel has two copies: the parallel one, each environment's loop on Taichi's thread pool, and the serial
     # one (kernels_step.SERIAL_OF), the same code on the calling thread. One environment, or a pool of one thread,
     # runs the serial copies. A batch of up to TRIAL_MAX_BATCH environments on the CPU times its first substeps on
     # both copies and keeps the faster (TRIAL_PLAN); not in differentiable mode, whose reverse kernels would then
-    # compile twice too (about 20 s each cold on 2 cores), for a forward that is a fraction of the backward. A parallel launch waits until every worker of the pool has
-    # woken, and a virtual machine's idle core takes long to wake: on the 2-core machine the panda held at home took
-    # 310 us a step at 64 environments on the serial copies against 360-440 on the pool, and 180 against 280-330
-    # at 32; from about 128 environments the pool wins (more cores: sooner), and above 256 it always did. The copies compute the same bits (compiled without
-    # fast-math; test_rigid_launch_mode), so the choice changes no result, only the time.
+    # compile twice too (about 20 s each cold on 2 cores), for a forward that is a fraction of the backward. A
+    # parallel launch waits until every worker of the pool has woken, and a virtual machine's idle core takes long
+    # to wake: on the 2-core machine the panda held at home took 310 us a step at 64 environments on the serial
+    # copies against 360-440 on the pool, and 180 against 280-330 at 32; from about 128 environments the pool wins
+    # (more cores: sooner), and above 256 it always did. The copies compute the same bits (compiled without fast
+    # math; test_rigid_launch_mode), so the choice changes no result, only the time.
     TRIAL_MAX_BATCH = 256
     # the trial: TRIAL_LEAD untimed substeps on the parallel copies (a scene's first substeps are its slowest: the
     # held panda at 512 environments took 2-4x its later time over its first 15 steps on either copy), then blocks
@@ -798,8 +797,11 @@ class RigidSolver(gs.SolverBase):
             self._set_serial(self.TRIAL_PLAN[trial[0]][0])
             return
         self._trial = None
-        self._trial_result = {"serial_s": min(trial[1]), "parallel_s": min(trial[2])}
-        self._set_serial(min(trial[1]) <= min(trial[2]))
+        serial, parallel = min(trial[1]), min(trial[2])
+        self._trial_result = {"serial_s": serial, "parallel_s": parallel}
+        self._set_serial(serial <= parallel)
+
+    # -- stepping ---------------------------------------------------------------------------------------------------
 
     def _kernel(self, kernel):
         """The kernel's copy this solver runs (launch_mode): the parallel one, or its serial copy."""

@@ -47,10 +47,11 @@ def run(scene, arm, n_envs, steps=120):
 
 
 def test_serial_and_parallel_copies_step_a_batch_bitwise_alike(tmp_path):
-    """A batch of an arm swinging onto its floor against its joint limit, a pile of three boxes and a ball beside it: 120 steps on the
-    parallel kernels and on their serial copies end bitwise equal in every declared field (positions, velocities,
-    contacts' and limits' impulses, contact keys). With LLVM's fast-math flags (Taichi's default) the two copies
-    drift apart within these steps; the rigid kernels are compiled without them (launch.exact_math)."""
+    """A batch of an arm swinging onto its floor against its joint limit, a pile of three boxes and a ball beside
+    it: 120 steps on the parallel kernels and on their serial copies end bitwise equal in every declared field
+    (positions, velocities, contacts' and limits' impulses, contact keys). With LLVM's fast-math flags (Taichi's
+    default) the two copies drift apart within these steps; the rigid kernels are compiled without them
+    (launch.exact_math)."""
     results = []
     for mode in ("parallel", "serial"):
         scene, arm = scene_of(tmp_path, 6, mode)
