@@ -783,7 +783,7 @@ class RigidSolver(gs.SolverBase):
     def _set_serial(self, serial):
         if serial != self._serial:
             self._serial = serial
-            self._args = self._reverse_args = None  # their kernels are the other copy's
+            self._args = None  # its kernels are the other copy's (the reverse picks its kernels at each launch)
 
     def _time_trial(self, seconds):
         """A substep of the trial took `seconds`: recorded if timed, then the plan's next copy; at its end, the
