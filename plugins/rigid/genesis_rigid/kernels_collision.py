@@ -56,7 +56,7 @@ def emit(b, slot, key, pos, normal, depth, mu, la, lb, s_con_f, s_con_i):
     """A contact into the pool; returns its entry (-1: the pool is full of deeper ones)."""
     capacity = s_con_f.shape[1]
     n = s_con_i[b, CI_META, 0]
-    s_con_i[b, CI_META, 1] += 1
+    s_con_i[b, CI_META, 1] = s_con_i[b, CI_META, 1] + 1
     i = n
     if n >= capacity:  # full: this one replaces the shallowest, if it is deeper
         i = -1

@@ -96,7 +96,7 @@ def smooth_acceleration(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f,
         pull = -ten_f[t, TF_STIFFNESS] * stretch - ten_f[t, TF_DAMPING] * rate
         if pull != 0.0:
             for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
-                s_dof[b, ten_i[k, 0], 1] += ten_f[k, 0] * pull
+                s_dof[b, ten_i[k, 0], 1] = s_dof[b, ten_i[k, 0], 1] + ten_f[k, 0] * pull
     factor_ldl(b, n, s_mass, dof_i)
     ldl_solve(b, 0, n, s_mass, dof_i, s_dof, 1, False, 0)
 
@@ -109,8 +109,9 @@ def add_point_jacobian(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, 
     arm = point.cross(direction)
     while d >= 0:
         cd = s_cdof[b, d]
-        s_J[b, r, d + shift] += direction[0] * cd[3] + direction[1] * cd[4] + direction[2] * cd[5] + \
-            arm[0] * cd[0] + arm[1] * cd[1] + arm[2] * cd[2]
+        s_J[b, r, d + shift] = s_J[b, r, d + shift] + (direction[0] * cd[3] + direction[1] * cd[4]
+                                                       + direction[2] * cd[5] + arm[0] * cd[0] + arm[1] * cd[1]
+                                                       + arm[2] * cd[2])
         d = dof_i[d, DI_PARENT]
 
 
@@ -152,7 +153,7 @@ def add_row_response(b, r, s_row_i, s_W, s_dof, impulse, col):
     for seg in ti.static(range(2)):
         shift = seg_shift(b, r, seg, s_row_i)
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            s_dof[b, d, col] += s_W[b, r, d + shift] * impulse
+            s_dof[b, d, col] = s_dof[b, d, col] + s_W[b, r, d + shift] * impulse
 
 
 @func
@@ -299,7 +300,7 @@ def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i,
             shift = seg_shift(b, r, 0, s_row_i)
             if d < tlo or d >= thi:
                 shift = seg_shift(b, r, 1, s_row_i)
-            s_J[b, r, d + shift] += sign * ten_f[k, 0]
+            s_J[b, r, d + shift] = s_J[b, r, d + shift] + sign * ten_f[k, 0]
         limit_row(b, r, lo - length if length < lo else length - hi, params_f, h, s_row_i, s_row_f)
         made = 1
     return made
@@ -475,7 +476,7 @@ def add_row_outer(b, r, s_row_i, g_W, x, col, scale):
     for seg in ti.static(range(2)):
         shift = seg_shift(b, r, seg, s_row_i)
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            g_W[b, r, d + shift] += scale * x[b, d, col]
+            g_W[b, r, d + shift] = g_W[b, r, d + shift] + scale * x[b, d, col]
 
 
 @func
@@ -484,7 +485,7 @@ def add_row_scaled(b, r, s_row_i, g_J, s_W, scale):
     for seg in ti.static(range(2)):
         shift = seg_shift(b, r, seg, s_row_i)
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            g_J[b, r, d + shift] += scale * s_W[b, r, d + shift]
+            g_J[b, r, d + shift] = g_J[b, r, d + shift] + scale * s_W[b, r, d + shift]
 
 
 @func
@@ -500,7 +501,7 @@ def replay_row_undo(b, r, s_row_i, s_J, s_W, g_W, g_v, vcol, gcol, delta):
             gv = g_v[b, d, gcol]
             v = g_v[b, d, vcol] - w * delta
             g_v[b, d, vcol] = v
-            g_W[b, r, d + shift] += delta * gv
+            g_W[b, r, d + shift] = g_W[b, r, d + shift] + delta * gv
             wg += w * gv
             jv += s_J[b, r, d + shift] * v
     return wg, jv
@@ -512,8 +513,8 @@ def replay_row_project(b, r, s_row_i, s_J, g_J, g_v, vcol, gcol, scale):
     for seg in ti.static(range(2)):
         shift = seg_shift(b, r, seg, s_row_i)
         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-            g_J[b, r, d + shift] += scale * g_v[b, d, vcol]
-            g_v[b, d, gcol] += s_J[b, r, d + shift] * scale
+            g_J[b, r, d + shift] = g_J[b, r, d + shift] + scale * g_v[b, d, vcol]
+            g_v[b, d, gcol] = g_v[b, d, gcol] + s_J[b, r, d + shift] * scale
 
 
 @func
@@ -576,8 +577,8 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                         elif u < 0.0:
                             side = -1.0
                     if side != 0.0:
-                        g_row[b, nr, glam_col] += side * mu * g_new
-                        g_row[b, r, GR_MU] += side * lam_n * g_new
+                        g_row[b, nr, glam_col] = g_row[b, nr, glam_col] + side * mu * g_new
+                        g_row[b, r, GR_MU] = g_row[b, r, GR_MU] + side * lam_n * g_new
                     else:
                         ubar = g_new
                 elif used_now:  # a normal or limit row that pushes (new > 0): its projection passes the adjoint on
@@ -587,8 +588,8 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                     free = -jv
                     if kind != ROW_FRICTION:
                         free += s_row_f[b, r, target_col]
-                        g_row[b, r, gtarget_col] += ubar * dinv
-                    g_row[b, r, GR_DINV] += ubar * free
+                        g_row[b, r, gtarget_col] = g_row[b, r, gtarget_col] + ubar * dinv
+                    g_row[b, r, GR_DINV] = g_row[b, r, GR_DINV] + ubar * free
                     replay_row_project(b, r, s_row_i, s_J, g_J, g_v, vcol, gcol, -ubar * dinv)
                 g_row[b, r, glam_col] = glam
 
@@ -606,7 +607,7 @@ def point_jacobian_reverse(b, r, l, direction, point, shift, link_i, dof_i, s_cd
         cd = s_cdof[b, d]
         ang = ti.Vector([cd[0], cd[1], cd[2]])
         lin = ti.Vector([cd[3], cd[4], cd[5]])
-        g_cdof[b, d] += gj * ti.Vector([arm[0], arm[1], arm[2], direction[0], direction[1], direction[2]])
+        g_cdof[b, d] = g_cdof[b, d] + gj * ti.Vector([arm[0], arm[1], arm[2], direction[0], direction[1], direction[2]])
         g_dir += gj * (lin + ang.cross(point))
         g_point += gj * direction.cross(ang)
         d = dof_i[d, DI_PARENT]
@@ -713,16 +714,16 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
         if lam0 != 0.0:
             add_row_response(b, r, s_row_i, s_W, g_v, -lam0, GV_V)
             add_row_outer(b, r, s_row_i, g_W, g_v, GV_VEL, lam0)
-        g_row[b, r, GR_LAM] += row_dot(b, r, s_row_i, s_W, g_v, GV_VEL, False)
+        g_row[b, r, GR_LAM] = g_row[b, r, GR_LAM] + row_dot(b, r, s_row_i, s_W, g_v, GV_VEL, False)
     for d in range(n):
-        g_dof[b, d, 2] += g_v[b, d, GV_VEL]
+        g_dof[b, d, 2] = g_dof[b, d, 2] + g_v[b, d, GV_VEL]
     for r in range(3 * n_contacts, n_rows):  # the limit rows' warm starts, limit_impulse[f]
-        G_limit[f, b, s_row_i[b, r, RI_ITEM]] += g_row[b, r, GR_LAM]
+        G_limit[f, b, s_row_i[b, r, RI_ITEM]] = G_limit[f, b, s_row_i[b, r, RI_ITEM]] + g_row[b, r, GR_LAM]
     for s in range(n_contacts):
         prev = s_con_i[b, CI_PREV, s]
         if prev >= 0:
             for k in ti.static(range(3)):
-                g_imp_in[b, prev, k] += g_row[b, 3 * s + k, GR_LAM]
+                g_imp_in[b, prev, k] = g_imp_in[b, prev, k] + g_row[b, 3 * s + k, GR_LAM]
     # the rows' targets, 1 / (J W + reg) and W = M~^-1 J^T into the Jacobian's adjoint and g_mass
     beta = params_f[PF_BAUMGARTE]
     slop = params_f[PF_SLOP]
@@ -734,17 +735,18 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                 depth = s_con_f[b, s, CF_DEPTH]
                 g_t = g_row[b, r, GR_TARGET]
                 if depth < 0.0:
-                    g_con[b, s, 6] += g_t / h
+                    g_con[b, s, 6] = g_con[b, s, 6] + g_t / h
                 elif s_row_f[b, r, RF_TARGET] != 0.0:  # a bounce: target -e J v_free
                     g_approach = -s_con_f[b, s, CF_REST] * g_t
                     add_row_outer(b, r, s_row_i, g_J, g_v, GV_V, g_approach)
                     for seg in ti.static(range(2)):
                         shift = seg_shift(b, r, seg, s_row_i)
                         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-                            g_dof[b, d, 2] += g_approach * s_J[b, r, d + shift]
-                g_con[b, s, 6] += g_row[b, r, GR_PTARGET] * correction_slope(depth - slop, beta, h, max_correction)
+                            g_dof[b, d, 2] = g_dof[b, d, 2] + g_approach * s_J[b, r, d + shift]
+                g_con[b, s, 6] = g_con[b, s, 6] + g_row[b, r, GR_PTARGET] * correction_slope(depth - slop, beta, h,
+                                                                                              max_correction)
             else:
-                g_con[b, s, 7] += g_row[b, r, GR_MU]
+                g_con[b, s, 7] = g_con[b, s, 7] + g_row[b, r, GR_MU]
         dinv = s_row_f[b, r, RF_DINV]
         g_sum = -g_row[b, r, GR_DINV] * dinv * dinv  # dinv = 1 / (reg + J_r . W_r)
         if g_sum != 0.0:
@@ -756,7 +758,7 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
             hi = s_row_i[b, r, RI_HI + 2 * seg]
             ldl_solve_reverse(b, lo, hi, s_mass, dof_i, s_W, r, True, shift, g_W, r, g_mass)
             for d in range(lo, hi):
-                g_J[b, r, d + shift] += g_W[b, r, d + shift]
+                g_J[b, r, d + shift] = g_J[b, r, d + shift] + g_W[b, r, d + shift]
     # the contact rows' Jacobians: the point, the normal and its tangents, the motion subspaces
     for s in range(n_contacts):
         normal = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1], s_con_f[b, s, CF_NORMAL + 2]])
@@ -793,8 +795,8 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                 g_t2 += g_dir
         g_n += tangent_basis_reverse(normal, g_t1, g_t2)
         for c in ti.static(range(3)):
-            g_con[b, s, c] += g_point[c]
-            g_con[b, s, 3 + c] += g_n[c]
+            g_con[b, s, c] = g_con[b, s, c] + g_point[c]
+            g_con[b, s, 3 + c] = g_con[b, s, 3 + c] + g_n[c]
     # the limit rows' position-pass targets: the violations of the joints' ranges and of the tendons'
     if params_i[PP_LIMITS] != 0:
         r = 3 * n_contacts
@@ -808,11 +810,11 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                     violation = lo - q if q < lo else q - hi
                     g = g_row[b, r, GR_PTARGET] * correction_slope(violation, beta, h, max_correction)
                     if q < lo:
-                        g_dof_f[b, d, DF_RANGE_LO] += g
-                        g_qpos[b, qi] -= g
+                        g_dof_f[b, d, DF_RANGE_LO] = g_dof_f[b, d, DF_RANGE_LO] + g
+                        g_qpos[b, qi] = g_qpos[b, qi] - g
                     else:
-                        g_qpos[b, qi] += g
-                        g_dof_f[b, d, DF_RANGE_HI] -= g
+                        g_qpos[b, qi] = g_qpos[b, qi] + g
+                        g_dof_f[b, d, DF_RANGE_HI] = g_dof_f[b, d, DF_RANGE_HI] - g
                     r += 1
         for t in range(params_i[PP_TENDONS]):
             if ten_f[t, TF_LIMITED] != 0.0 and r < max_rows:
@@ -824,7 +826,8 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                     g = g_row[b, r, GR_PTARGET] * correction_slope(violation, beta, h, max_correction)
                     g_length = -g if length < lo else g
                     for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
-                        g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] += ten_f[k, 0] * g_length
+                        qi = dof_i[ten_i[k, 0], DI_Q]
+                        g_qpos[b, qi] = g_qpos[b, qi] + ten_f[k, 0] * g_length
                     r += 1
 
 
@@ -871,15 +874,15 @@ def swept_point(b, f, l, g, kind, x, links_pos, s_R, geom_f):
 def add_point_adjoint(b, l, f, point, g_point, links_pos, s_R, g_lpos, g_R):
     """point = x_l + R_l local, local fixed: its adjoint g_point into link l's position and rotation (l < 0: none)."""
     if l >= 0:
-        g_lpos[b, l] += g_point
-        g_R[b, l] += g_point.outer_product(s_R[b, l].transpose() @ (point - links_pos[f, b, l]))
+        g_lpos[b, l] = g_lpos[b, l] + g_point
+        g_R[b, l] = g_R[b, l] + g_point.outer_product(s_R[b, l].transpose() @ (point - links_pos[f, b, l]))
 
 
 @func
 def add_axis_adjoint(b, l, axis_local, g_axis, g_R):
     """axis = R_l axis_local: its adjoint into link l's rotation."""
     if l >= 0:
-        g_R[b, l] += g_axis.outer_product(axis_local)
+        g_R[b, l] = g_R[b, l] + g_axis.outer_product(axis_local)
 
 
 @func
@@ -1078,7 +1081,7 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
                 add_point_adjoint(b, lv, f, c, g_c, links_pos, s_R, g_lpos, g_R)
             add_point_adjoint(b, lf, f, q, g_q, links_pos, s_R, g_lpos, g_R)
             if lf >= 0:  # n = R_F n_local
-                g_R[b, lf] += g_nt.outer_product(s_R[b, lf].transpose() @ n)
+                g_R[b, lf] = g_R[b, lf] + g_nt.outer_product(s_R[b, lf].transpose() @ n)
         elif kind == FRAME_CORES:
             ca = wa - ra * n
             cb = wb + rb * n
@@ -1138,7 +1141,7 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
             add_point_adjoint(b, lr, f, k, g_k - g_a * m, links_pos, s_R, g_lpos, g_R)
             g_nt += g_b * m
             if lr >= 0:  # n is the reference face's
-                g_R[b, lr] += g_nt.outer_product(s_R[b, lr].transpose() @ n)
+                g_R[b, lr] = g_R[b, lr] + g_nt.outer_product(s_R[b, lr].transpose() @ n)
         else:
             g_wa = 0.5 * g_p + g_d * n
             g_wb = 0.5 * g_p - g_d * n
@@ -1146,7 +1149,7 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
             add_point_adjoint(b, la, f, wa, g_wa, links_pos, s_R, g_lpos, g_R)
             add_point_adjoint(b, lb, f, wb, g_wb, links_pos, s_R, g_lpos, g_R)
             if la >= 0:
-                g_R[b, la] += g_nt.outer_product(s_R[b, la].transpose() @ n)
+                g_R[b, la] = g_R[b, la] + g_nt.outer_product(s_R[b, la].transpose() @ n)
 
 
 @ti.func
@@ -1185,15 +1188,15 @@ def advance_q_reverse(b, src, fs, vel, fv, scale, joint_i, g_dst, g_src, g_vel):
         d0 = joint_i[j, JI_DOF_START]
         if jtype == HINGE or jtype == SLIDE:
             g = g_dst[b, qs]
-            g_src[b, qs] += g
-            g_vel[b, d0] += scale * g
+            g_src[b, qs] = g_src[b, qs] + g
+            g_vel[b, d0] = g_vel[b, d0] + scale * g
         elif jtype == FREE or jtype == BALL:
             r0 = 0
             if jtype == FREE:
                 for k in ti.static(range(3)):
                     g = g_dst[b, qs + k]
-                    g_src[b, qs + k] += g
-                    g_vel[b, d0 + k] += scale * g
+                    g_src[b, qs + k] = g_src[b, qs + k] + g
+                    g_vel[b, d0 + k] = g_vel[b, d0 + k] + scale * g
                 r0 = 3
             q = ti.Vector([src[fs, b, qs + r0], src[fs, b, qs + r0 + 1], src[fs, b, qs + r0 + 2],
                            src[fs, b, qs + r0 + 3]])
@@ -1202,6 +1205,6 @@ def advance_q_reverse(b, src, fs, vel, fv, scale, joint_i, g_dst, g_src, g_vel):
                                g_dst[b, qs + r0 + 3]])
             g_q, g_w = quat_integrate_reverse(q, omega, scale, g_out)
             for k in ti.static(range(4)):
-                g_src[b, qs + r0 + k] += g_q[k]
+                g_src[b, qs + r0 + k] = g_src[b, qs + r0 + k] + g_q[k]
             for k in ti.static(range(3)):
-                g_vel[b, d0 + r0 + k] += g_w[k]
+                g_vel[b, d0 + r0 + k] = g_vel[b, d0 + r0 + k] + g_w[k]

@@ -318,7 +318,7 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_i, 
         sp, _ = minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f)
         apart = sp.dot(d) < -SEPARATION_MARGIN * d.norm()
         if apart:
-            s_con_i[b, CI_META, CM_SETTLED] += 1
+            s_con_i[b, CI_META, CM_SETTLED] = s_con_i[b, CI_META, CM_SETTLED] + 1
     hit, u, depth, witness = 0, ti.Vector([0.0, 0.0, 0.0]), 0.0, ti.Vector([0.0, 0.0, 0.0])
     if not apart:
         hit, u, depth, witness = penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,

@@ -123,20 +123,20 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
         comp = link_f[b, l, LF_GRAVCOMP]
         if comp != 0.0:
             lift = -comp * m * gravity
-            s_cfrc[b, l] -= spatial(s_com[b, l].cross(lift), lift)
+            s_cfrc[b, l] = s_cfrc[b, l] - spatial(s_com[b, l].cross(lift), lift)
         # the fluid's force and torque at the centre of mass (explicit, as MuJoCo's)
         if link_f[b, l, LF_FLUID_DENSITY] + link_f[b, l, LF_FLUID_VISCOSITY] > 0.0 and m > 1e-15:
             fl, tq = fluid_wrench(b, l, link_f, s_R, s_com, cvel)
-            s_cfrc[b, l] -= spatial(tq + s_com[b, l].cross(fl), fl)
+            s_cfrc[b, l] = s_cfrc[b, l] - spatial(tq + s_com[b, l].cross(fl), fl)
     # backward pass: subtree forces and composite inertias
     for i in range(n_links):
         l = n_links - 1 - i
         parent = link_i[l, LI_PARENT]
         if parent >= 0:
-            s_cfrc[b, parent] += s_cfrc[b, l]
-            s_crb_m[b, parent] += s_crb_m[b, l]
-            s_crb_mc[b, parent] += s_crb_mc[b, l]
-            s_crb_io[b, parent] += s_crb_io[b, l]
+            s_cfrc[b, parent] = s_cfrc[b, parent] + s_cfrc[b, l]
+            s_crb_m[b, parent] = s_crb_m[b, parent] + s_crb_m[b, l]
+            s_crb_mc[b, parent] = s_crb_mc[b, parent] + s_crb_mc[b, l]
+            s_crb_io[b, parent] = s_crb_io[b, parent] + s_crb_io[b, l]
     for d in range(n_dofs):
         s_dof[b, d, 0] = s_cdof[b, d].dot(s_cfrc[b, dof_i[d, DI_LINK]])
     # mass matrix by CRBA (the entries between a dof and its ancestors: the only ones factor_ldl reads), plus the
@@ -164,7 +164,7 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
             else:
                 gain_v += ctrl_kv[b, d]
                 gain_p = ctrl_kp[b, d] if mode == CTRL_POSITION else 0.0
-        s_mass[b, d, d] += dof_f[b, d, DF_ARMATURE] + h * gain_v + h * h * gain_p
+        s_mass[b, d, d] = s_mass[b, d, d] + (dof_f[b, d, DF_ARMATURE] + h * gain_v + h * h * gain_p)
 
 
 @func
@@ -183,7 +183,7 @@ def factor_ldl(b, n, a, dof_i):
             t = a[b, k, i] / dkk
             j = i
             while j >= 0:
-                a[b, i, j] -= t * a[b, k, j]
+                a[b, i, j] = a[b, i, j] - t * a[b, k, j]
                 j = dof_i[j, DI_PARENT]
             a[b, k, i] = t
             i = dof_i[i, DI_PARENT]
@@ -243,10 +243,11 @@ def ldl_solve_reverse(b, lo, hi, ldl, dof_i, x, fixed, by_row: ti.template(), sh
     for k in range(lo, hi):
         yk = entry(x, b, fixed, k, by_row, shift)
         rk = entry(g_x, b, g_fixed, k, by_row, shift)
-        g_mass[b, k, k] -= rk * yk
+        g_mass[b, k, k] = g_mass[b, k, k] - rk * yk
         i = dof_i[k, DI_PARENT]
         while i >= 0:
-            g_mass[b, k, i] -= rk * entry(x, b, fixed, i, by_row, shift) + entry(g_x, b, g_fixed, i, by_row, shift) * yk
+            g_mass[b, k, i] = g_mass[b, k, i] - (rk * entry(x, b, fixed, i, by_row, shift)
+                                                 + entry(g_x, b, g_fixed, i, by_row, shift) * yk)
             i = dof_i[i, DI_PARENT]
 
 
@@ -267,22 +268,22 @@ def control_raw_reverse(b, f, d, hi, raw_bar, qpos, dofs_vel, dof_i, ctrl_mode, 
     v = dofs_vel[f, b, d]
     mode = ctrl_mode[b, d]
     if mode == CTRL_FORCE:
-        g_ctrl[b, d, 0] += raw_bar
+        g_ctrl[b, d, 0] = g_ctrl[b, d, 0] + raw_bar
     elif mode == CTRL_POSITION:
         qi = dof_i[d, DI_Q]
         q = 0.0
         if qi >= 0:
             q = qpos[f, b, qi]
-            g_qpos[b, qi] -= raw_bar * ctrl_kp[b, d]
-        g_ctrl[b, d, 1] += raw_bar * ctrl_kp[b, d]
-        g_ctrl[b, d, 2] += raw_bar * ctrl_kv[b, d]
-        g_ctrl[b, d, 3] += raw_bar * (ctrl_pos[b, d] - q - hi * v)
-        g_ctrl[b, d, 4] += raw_bar * (ctrl_vel[b, d] - v)
-        g_vel[b, d] -= raw_bar * (hi * ctrl_kp[b, d] + ctrl_kv[b, d])
+            g_qpos[b, qi] = g_qpos[b, qi] - raw_bar * ctrl_kp[b, d]
+        g_ctrl[b, d, 1] = g_ctrl[b, d, 1] + raw_bar * ctrl_kp[b, d]
+        g_ctrl[b, d, 2] = g_ctrl[b, d, 2] + raw_bar * ctrl_kv[b, d]
+        g_ctrl[b, d, 3] = g_ctrl[b, d, 3] + raw_bar * (ctrl_pos[b, d] - q - hi * v)
+        g_ctrl[b, d, 4] = g_ctrl[b, d, 4] + raw_bar * (ctrl_vel[b, d] - v)
+        g_vel[b, d] = g_vel[b, d] - raw_bar * (hi * ctrl_kp[b, d] + ctrl_kv[b, d])
     elif mode == CTRL_VELOCITY:
-        g_ctrl[b, d, 2] += raw_bar * ctrl_kv[b, d]
-        g_ctrl[b, d, 4] += raw_bar * (ctrl_vel[b, d] - v)
-        g_vel[b, d] -= raw_bar * ctrl_kv[b, d]
+        g_ctrl[b, d, 2] = g_ctrl[b, d, 2] + raw_bar * ctrl_kv[b, d]
+        g_ctrl[b, d, 4] = g_ctrl[b, d, 4] + raw_bar * (ctrl_vel[b, d] - v)
+        g_vel[b, d] = g_vel[b, d] - raw_bar * ctrl_kv[b, d]
 
 
 @func
@@ -311,20 +312,21 @@ def smooth_acceleration_reverse(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i
             length_bar = -ten_f[t, TF_STIFFNESS] * pull_bar
         rate_bar = -ten_f[t, TF_DAMPING] * pull_bar
         for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
-            g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] += ten_f[k, 0] * length_bar
-            g_vel[b, ten_i[k, 0]] += ten_f[k, 0] * rate_bar
+            g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] = g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] + ten_f[k, 0] * length_bar
+            g_vel[b, ten_i[k, 0]] = g_vel[b, ten_i[k, 0]] + ten_f[k, 0] * rate_bar
     for d in range(n):
         tb = g_dof[b, d, 1]
         v = dofs_vel[f, b, d]
-        g_dof[b, d, 0] -= tb
-        g_dof[b, d, 5] += tb
-        g_dof_f[b, d, DF_DAMPING] -= tb * v
-        g_vel[b, d] -= tb * dof_f[b, d, DF_DAMPING]
+        g_dof[b, d, 0] = g_dof[b, d, 0] - tb
+        g_dof[b, d, 5] = g_dof[b, d, 5] + tb
+        g_dof_f[b, d, DF_DAMPING] = g_dof_f[b, d, DF_DAMPING] - tb * v
+        g_vel[b, d] = g_vel[b, d] - tb * dof_f[b, d, DF_DAMPING]
         qi = dof_i[d, DI_Q]
         if qi >= 0:
-            g_dof_f[b, d, DF_STIFFNESS] -= tb * (qpos[f, b, qi] - dof_f[b, d, DF_SPRINGREF])
-            g_dof_f[b, d, DF_SPRINGREF] += tb * dof_f[b, d, DF_STIFFNESS]
-            g_qpos[b, qi] -= tb * dof_f[b, d, DF_STIFFNESS]
+            g_dof_f[b, d, DF_STIFFNESS] = (g_dof_f[b, d, DF_STIFFNESS]
+                                           - tb * (qpos[f, b, qi] - dof_f[b, d, DF_SPRINGREF]))
+            g_dof_f[b, d, DF_SPRINGREF] = g_dof_f[b, d, DF_SPRINGREF] + tb * dof_f[b, d, DF_STIFFNESS]
+            g_qpos[b, qi] = g_qpos[b, qi] - tb * dof_f[b, d, DF_STIFFNESS]
         raw_bar = tb
         clamped = ctrl_mode[b, d] == CTRL_FORCE
         if not clamped:
@@ -335,10 +337,10 @@ def smooth_acceleration_reverse(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i
             raw = control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
                               ctrl_kv)
             if ti.max(raw, dof_f[b, d, DF_FORCE_LO]) > dof_f[b, d, DF_FORCE_HI]:
-                g_dof_f[b, d, DF_FORCE_HI] += tb
+                g_dof_f[b, d, DF_FORCE_HI] = g_dof_f[b, d, DF_FORCE_HI] + tb
                 raw_bar = 0.0
             elif raw < dof_f[b, d, DF_FORCE_LO]:
-                g_dof_f[b, d, DF_FORCE_LO] += tb
+                g_dof_f[b, d, DF_FORCE_LO] = g_dof_f[b, d, DF_FORCE_LO] + tb
                 raw_bar = 0.0
         control_raw_reverse(b, f, d, hi, raw_bar, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_pos, ctrl_vel, ctrl_kp,
                             ctrl_kv, g_qpos, g_vel, g_ctrl)
@@ -394,13 +396,13 @@ def link_inertia_world_reverse(b, l, link_f, s_R, s_com, m_bar, mc_bar, io_bar, 
     rot = s_R[b, l]
     c = s_com[b, l]
     tr = io_bar.trace()
-    g_R[b, l] += io_bar @ rot @ ic.transpose() + io_bar.transpose() @ rot @ ic
+    g_R[b, l] = g_R[b, l] + (io_bar @ rot @ ic.transpose() + io_bar.transpose() @ rot @ ic)
     ic_bar = rot.transpose() @ io_bar @ rot
     for r in ti.static(range(3)):
         for k in ti.static(range(3)):
-            g_link_f[b, l, LF_INERTIA + 3 * r + k] += ic_bar[r, k]
-    g_link_f[b, l, LF_MASS] += m_bar + c.dot(mc_bar) + tr * c.dot(c) - c.dot(io_bar @ c)
-    g_com[b, l] += m * mc_bar + m * (2.0 * tr * c - (io_bar + io_bar.transpose()) @ c)
+            g_link_f[b, l, LF_INERTIA + 3 * r + k] = g_link_f[b, l, LF_INERTIA + 3 * r + k] + ic_bar[r, k]
+    g_link_f[b, l, LF_MASS] = g_link_f[b, l, LF_MASS] + (m_bar + c.dot(mc_bar) + tr * c.dot(c) - c.dot(io_bar @ c))
+    g_com[b, l] = g_com[b, l] + (m * mc_bar + m * (2.0 * tr * c - (io_bar + io_bar.transpose()) @ c))
 
 
 @func
@@ -430,8 +432,10 @@ def fluid_wrench_reverse(b, l, link_f, s_R, s_com, cvel, force_bar, torque_bar, 
     rot_bar = force_bar.outer_product(force) + torque_bar.outer_product(torque)
     w_bar = -pi * diam * diam * diam * viscosity * tb - density / 32.0 * cube * ti.abs(w) * tb
     v_bar = -3.0 * pi * diam * viscosity * fb - density * area * ti.abs(v) * fb
-    g_link_f[b, l, LF_FLUID_VISCOSITY] += -pi * diam * diam * diam * w.dot(tb) - 3.0 * pi * diam * v.dot(fb)
-    g_link_f[b, l, LF_FLUID_DENSITY] += -(cube * ti.abs(w) * w).dot(tb) / 64.0 - 0.5 * (area * ti.abs(v) * v).dot(fb)
+    g_link_f[b, l, LF_FLUID_VISCOSITY] = g_link_f[b, l, LF_FLUID_VISCOSITY] + (-pi * diam * diam * diam * w.dot(tb)
+                                                                               - 3.0 * pi * diam * v.dot(fb))
+    g_link_f[b, l, LF_FLUID_DENSITY] = g_link_f[b, l, LF_FLUID_DENSITY] + (-(cube * ti.abs(w) * w).dot(tb) / 64.0
+                                                                           - 0.5 * (area * ti.abs(v) * v).dot(fb))
     diam_bar = -3.0 * pi * diam * diam * viscosity * w.dot(tb) - 3.0 * pi * viscosity * v.dot(fb)
     area_bar = -0.5 * density * ti.abs(v) * v * fb
     cube_bar = -density / 64.0 * ti.abs(w) * w * tb
@@ -446,14 +450,14 @@ def fluid_wrench_reverse(b, l, link_f, s_R, s_com, cvel, force_bar, torque_bar, 
     omega_bar = rot @ w_bar
     lin_bar = rot @ v_bar
     omega_bar += s_com[b, l].cross(lin_bar)
-    g_com[b, l] += lin_bar.cross(omega)
-    g_R[b, l] += rot_bar @ rot_i.transpose()
+    g_com[b, l] = g_com[b, l] + lin_bar.cross(omega)
+    g_R[b, l] = g_R[b, l] + rot_bar @ rot_i.transpose()
     iquat_bar = quat_to_mat_reverse(iquat, s_R[b, l].transpose() @ rot_bar)
     for k in ti.static(range(3)):
-        g_link_f[b, l, LF_FLUID_WIND + k] -= lin_bar[k]
-        g_link_f[b, l, LF_FLUID_BOX + k] += box_bar[k]
+        g_link_f[b, l, LF_FLUID_WIND + k] = g_link_f[b, l, LF_FLUID_WIND + k] - lin_bar[k]
+        g_link_f[b, l, LF_FLUID_BOX + k] = g_link_f[b, l, LF_FLUID_BOX + k] + box_bar[k]
     for k in ti.static(range(4)):
-        g_link_f[b, l, LF_FLUID_IQUAT + k] += iquat_bar[k]
+        g_link_f[b, l, LF_FLUID_IQUAT + k] = g_link_f[b, l, LF_FLUID_IQUAT + k] + iquat_bar[k]
     return spatial(omega_bar, lin_bar)
 
 
@@ -483,41 +487,41 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
     # the diagonal's implicit terms, the CRBA entries and the bias (adjoints of the subtree sums)
     for d in range(n_dofs):
         gdd = g_mass[b, d, d]
-        g_dof_f[b, d, DF_ARMATURE] += gdd
-        g_dof_f[b, d, DF_DAMPING] += h * gdd
+        g_dof_f[b, d, DF_ARMATURE] = g_dof_f[b, d, DF_ARMATURE] + gdd
+        g_dof_f[b, d, DF_DAMPING] = g_dof_f[b, d, DF_DAMPING] + h * gdd
         mode = ctrl_mode[b, d]
         if mode == CTRL_POSITION or mode == CTRL_VELOCITY:
             if pd_saturated(b, f, d, h, crba_diagonal(b, d, dof_i, s_cdof, s_crb_m, s_crb_mc, s_crb_io), qpos,
                             dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv) == 0:
-                g_ctrl[b, d, 4] += h * gdd
+                g_ctrl[b, d, 4] = g_ctrl[b, d, 4] + h * gdd
                 if mode == CTRL_POSITION:
-                    g_ctrl[b, d, 3] += h * h * gdd
+                    g_ctrl[b, d, 3] = g_ctrl[b, d, 3] + h * h * gdd
         l = dof_i[d, DI_LINK]
         force = inertia_apply(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l], s_cdof[b, d])
         force_bar = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         i = d
         while i >= 0:
             g = g_mass[b, d, i]
-            g_cdof[b, i] += g * force
+            g_cdof[b, i] = g_cdof[b, i] + g * force
             force_bar += g * s_cdof[b, i]
             i = dof_i[i, DI_PARENT]
         m_bar, mc_bar, io_bar, a_bar = inertia_apply_reverse(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l],
                                                              s_cdof[b, d], force_bar)
-        g_crb_m[b, l] += m_bar
-        g_crb_mc[b, l] += mc_bar
-        g_crb_io[b, l] += io_bar
-        g_cdof[b, d] += a_bar
+        g_crb_m[b, l] = g_crb_m[b, l] + m_bar
+        g_crb_mc[b, l] = g_crb_mc[b, l] + mc_bar
+        g_crb_io[b, l] = g_crb_io[b, l] + io_bar
+        g_cdof[b, d] = g_cdof[b, d] + a_bar
         c_bar = g_dof[b, d, 0]
-        g_cdof[b, d] += c_bar * s_cfrc[b, l]
-        g_cfrc[b, l] += c_bar * s_cdof[b, d]
+        g_cdof[b, d] = g_cdof[b, d] + c_bar * s_cfrc[b, l]
+        g_cfrc[b, l] = g_cfrc[b, l] + c_bar * s_cdof[b, d]
     # the subtree sums: a link's value enters its own and every ancestor's
     for l in range(n_links):
         parent = link_i[l, LI_PARENT]
         if parent >= 0:
-            g_cfrc[b, l] += g_cfrc[b, parent]
-            g_crb_m[b, l] += g_crb_m[b, parent]
-            g_crb_mc[b, l] += g_crb_mc[b, parent]
-            g_crb_io[b, l] += g_crb_io[b, parent]
+            g_cfrc[b, l] = g_cfrc[b, l] + g_cfrc[b, parent]
+            g_crb_m[b, l] = g_crb_m[b, l] + g_crb_m[b, parent]
+            g_crb_mc[b, l] = g_crb_mc[b, l] + g_crb_mc[b, parent]
+            g_crb_io[b, l] = g_crb_io[b, l] + g_crb_io[b, parent]
     # the forward pass, leaves first: link forces, inertias, bias accelerations
     for i in range(n_links):
         l = n_links - 1 - i
@@ -531,25 +535,26 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
         m_bar = g_crb_m[b, l]
         if link_f[b, l, LF_FLUID_DENSITY] + link_f[b, l, LF_FLUID_VISCOSITY] > 0.0 and m > 1e-15:
             fl, tq = fluid_wrench(b, l, link_f, s_R, s_com, cvel)
-            g_com[b, l] -= fl.cross(fb_ang)
-            g_cvel[b, l] += fluid_wrench_reverse(b, l, link_f, s_R, s_com, cvel, -fb_lin - fb_ang.cross(com),
-                                                 -fb_ang, g_R, g_com, g_link_f)
+            g_com[b, l] = g_com[b, l] - fl.cross(fb_ang)
+            g_cvel[b, l] = g_cvel[b, l] + fluid_wrench_reverse(b, l, link_f, s_R, s_com, cvel,
+                                                               -fb_lin - fb_ang.cross(com), -fb_ang, g_R, g_com,
+                                                               g_link_f)
         comp = link_f[b, l, LF_GRAVCOMP]
         lift = -comp * m * gravity
         lift_bar = -fb_ang.cross(com) - fb_lin
-        g_com[b, l] -= lift.cross(fb_ang)
-        g_link_f[b, l, LF_GRAVCOMP] -= m * lift_bar.dot(gravity)
+        g_com[b, l] = g_com[b, l] - lift.cross(fb_ang)
+        g_link_f[b, l, LF_GRAVCOMP] = g_link_f[b, l, LF_GRAVCOMP] - m * lift_bar.dot(gravity)
         m_bar -= comp * lift_bar.dot(gravity)
         cacc = s_cacc[b, l]
         a_bar, icv_bar = force_cross_reverse(cvel, inertia_apply(m, mc, io, cvel), fb)
         m1, mc1, io1, cvel_bar = inertia_apply_reverse(m, mc, io, cvel, icv_bar)
         m2, mc2, io2, cacc_bar = inertia_apply_reverse(m, mc, io, cacc, fb)
-        g_cvel[b, l] += a_bar + cvel_bar
+        g_cvel[b, l] = g_cvel[b, l] + (a_bar + cvel_bar)
         link_inertia_world_reverse(b, l, link_f, s_R, s_com, m_bar + m1 + m2, g_crb_mc[b, l] + mc1 + mc2,
                                    g_crb_io[b, l] + io1 + io2, g_R, g_com, g_link_f)
         cacc_bar += g_cacc[b, l]
         for d in range(link_i[l, LI_DOF_START], link_i[l, LI_DOF_END]):
-            g_cdof_dot[b, d] += cacc_bar * dofs_vel[f, b, d]
-            g_vel[b, d] += cacc_bar.dot(s_cdof_dot[b, d])
+            g_cdof_dot[b, d] = g_cdof_dot[b, d] + cacc_bar * dofs_vel[f, b, d]
+            g_vel[b, d] = g_vel[b, d] + cacc_bar.dot(s_cdof_dot[b, d])
         if parent >= 0:
-            g_cacc[b, parent] += cacc_bar
+            g_cacc[b, parent] = g_cacc[b, parent] + cacc_bar

@@ -221,7 +221,7 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
         gcom = g_com[b, l]
         gc = rot_n.transpose() @ gcom
         for c in ti.static(range(3)):
-            g_link_f[b, l, LF_COM + c] += gc[c]
+            g_link_f[b, l, LF_COM + c] = g_link_f[b, l, LF_COM + c] + gc[c]
         gp = g_lpos[b, l] + gcom
         gq = quat_normalize_reverse(xquat, g_lquat[b, l]
                                     + quat_to_mat_reverse(xquat_n, g_R[b, l] + gcom.outer_product(com)))
@@ -240,13 +240,13 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
                 qraw = ti.Vector([qpos[f, b, qs + 3], qpos[f, b, qs + 4], qpos[f, b, qs + 5], qpos[f, b, qs + 6]])
                 gqr = quat_normalize_reverse(qraw, gq)
                 for c in ti.static(range(3)):
-                    g_qpos[b, qs + c] += gp[c] + g_anchor[c]
+                    g_qpos[b, qs + c] = g_qpos[b, qs + c] + (gp[c] + g_anchor[c])
                 for c in ti.static(range(4)):
-                    g_qpos[b, qs + 3 + c] += gqr[c]
+                    g_qpos[b, qs + 3 + c] = g_qpos[b, qs + 3 + c] + gqr[c]
             elif jtype == SLIDE:
                 g_anchor = g_janchor[b, j]
                 dq = qpos[f, b, qs] - joint_f[j, JF_REF]
-                g_qpos[b, qs] += gp.dot(quat_to_mat(xq) @ jaxis)
+                g_qpos[b, qs] = g_qpos[b, qs] + gp.dot(quat_to_mat(xq) @ jaxis)
                 g_rot += (gp * dq).outer_product(jaxis) + g_anchor.outer_product(jpos)
                 gp_prev = gp + g_anchor
                 gq_prev = gq
@@ -264,9 +264,9 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
                 if jtype == BALL:
                     gqr = quat_normalize_reverse(qraw, gqj)
                     for c in ti.static(range(4)):
-                        g_qpos[b, qs + c] += gqr[c]
+                        g_qpos[b, qs + c] = g_qpos[b, qs + c] + gqr[c]
                 else:
-                    g_qpos[b, qs] += axis_angle_quat_reverse(jaxis, dq, gqj)
+                    g_qpos[b, qs] = g_qpos[b, qs] + axis_angle_quat_reverse(jaxis, dq, gqj)
                 g_rot += g_anchor.outer_product(jpos)
                 gp_prev = g_anchor
                 gq_prev = gxq
@@ -281,13 +281,13 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
             g_poff = quat_to_mat(qp).transpose() @ gp
             g_qp, g_qoff2 = quat_mul_reverse(qp, q_off, gq)
             g_qoff = g_qoff2
-            g_lpos[b, parent] += gp
-            g_R[b, parent] += gp.outer_product(p_off)
-            g_lquat[b, parent] += g_qp
+            g_lpos[b, parent] = g_lpos[b, parent] + gp
+            g_R[b, parent] = g_R[b, parent] + gp.outer_product(p_off)
+            g_lquat[b, parent] = g_lquat[b, parent] + g_qp
         for c in ti.static(range(3)):
-            g_link_f[b, l, LF_POS + c] += g_poff[c]
+            g_link_f[b, l, LF_POS + c] = g_link_f[b, l, LF_POS + c] + g_poff[c]
         for c in ti.static(range(4)):
-            g_link_f[b, l, LF_QUAT + c] += g_qoff[c]
+            g_link_f[b, l, LF_QUAT + c] = g_link_f[b, l, LF_QUAT + c] + g_qoff[c]
 
 
 @func
@@ -336,31 +336,31 @@ def dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis
                 for i in ti.static(range(3)):
                     d = d0 + r0 + i
                     cd = s_cdof[b, d]
-                    g_vel[b, d] += gcv.dot(cd)
+                    g_vel[b, d] = g_vel[b, d] + gcv.dot(cd)
                     ga, gcd = motion_cross_reverse(cvel, cd, g_cdof_dot[b, d])
                     g_cross += ga
                     ganc, gax = _motion_axis_reverse(anchor, ti.Vector([rot[0, i], rot[1, i], rot[2, i]]),
                                                      g_cdof[b, d] + gcv * dofs_vel[f, b, d] + gcd)
                     g_anchor += ganc
                     for k in ti.static(range(3)):
-                        g_rot[k, i] += gax[k]
+                        g_rot[k, i] = g_rot[k, i] + gax[k]
                 gcv += g_cross
                 if jtype == FREE:
                     for i in ti.static(range(3)):
-                        g_vel[b, d0 + i] += gcv[3 + i]
+                        g_vel[b, d0 + i] = g_vel[b, d0 + i] + gcv[3 + i]
             else:
                 cd = s_cdof[b, d0]
-                g_vel[b, d0] += gcv.dot(cd)
+                g_vel[b, d0] = g_vel[b, d0] + gcv.dot(cd)
                 ga, gcd = motion_cross_reverse(cvel, cd, g_cdof_dot[b, d0])
                 gcd += g_cdof[b, d0] + gcv * dofs_vel[f, b, d0]
                 gcv += ga
                 if jtype == HINGE:
                     ganc, gax = _motion_axis_reverse(anchor, s_jaxis[b, j], gcd)
                     g_anchor += ganc
-                    g_jaxis[b, j] += gax
+                    g_jaxis[b, j] = g_jaxis[b, j] + gax
                 else:
-                    g_jaxis[b, j] += ti.Vector([gcd[3], gcd[4], gcd[5]])
-            g_janchor[b, j] += g_anchor
-        g_R[b, l] += g_rot
+                    g_jaxis[b, j] = g_jaxis[b, j] + ti.Vector([gcd[3], gcd[4], gcd[5]])
+            g_janchor[b, j] = g_janchor[b, j] + g_anchor
+        g_R[b, l] = g_R[b, l] + g_rot
         if parent >= 0:
-            g_cvel[b, parent] += gcv
+            g_cvel[b, parent] = g_cvel[b, parent] + gcv

@@ -163,8 +163,8 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             if k < 4 and rk4:
                 weight = (1.0 if k == 0 or k == 3 else 2.0) / 6.0
                 for d in range(n_v):
-                    s_dof[b, d, 3] += weight * s_vs[0, b, d]
-                    s_dof[b, d, 4] += weight * s_dof[b, d, 1]
+                    s_dof[b, d, 3] = s_dof[b, d, 3] + weight * s_vs[0, b, d]
+                    s_dof[b, d, 4] = s_dof[b, d, 4] + weight * s_dof[b, d, 1]
                 if k < 3:
                     step = 0.5 * h if k < 2 else h
                     advance_q(b, qpos, f, s_qs, 0, s_vs, 0, step, joint_i)  # q0 moved by the stage velocity
@@ -208,8 +208,8 @@ def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
             d = link_i[l, LI_LAST_DOF]
             while d >= 0:
                 cd = s_cdof[b, d]
-                s_dof[b, d, 6] += (cd[0] * torque[0] + cd[1] * torque[1] + cd[2] * torque[2] + cd[3] * lin[0]
-                                   + cd[4] * lin[1] + cd[5] * lin[2]) / h
+                s_dof[b, d, 6] = s_dof[b, d, 6] + (cd[0] * torque[0] + cd[1] * torque[1] + cd[2] * torque[2]
+                                                   + cd[3] * lin[0] + cd[4] * lin[1] + cd[5] * lin[2]) / h
                 d = dof_i[d, DI_PARENT]
 
 
@@ -332,9 +332,9 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
                                   g_row, g_J, g_W, g_vs, G_limit)
         for s in range(g_imp_in.shape[1]):
             for k in ti.static(range(3)):
-                G_imp[f, b, s, k] += g_imp_in[b, s, k]
+                G_imp[f, b, s, k] = G_imp[f, b, s, k] + g_imp_in[b, s, k]
         for d in range(n_v):  # v_free = v + h qacc
-            g_v[b, d] += g_dof[b, d, 2]
+            g_v[b, d] = g_v[b, d] + g_dof[b, d, 2]
             g_dof[b, d, 1] = h * g_dof[b, d, 2]
 
 
@@ -416,9 +416,9 @@ def state_reverse(b, f, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, j
     forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q, g_lpos,
                                g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
     for i in range(qpos.shape[2]):
-        G_qpos[f, b, i] += g_q[b, i]
+        G_qpos[f, b, i] = G_qpos[f, b, i] + g_q[b, i]
     for d in range(dofs_vel.shape[2]):
-        G_vel[f, b, d] += g_v[b, d]
+        G_vel[f, b, d] = G_vel[f, b, d] + g_v[b, d]
 
 
 @func
@@ -449,14 +449,14 @@ def external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, 
             cd = s_cdof[b, d]
             g_torque += g * ti.Vector([cd[0], cd[1], cd[2]])
             g_lin += g * ti.Vector([cd[3], cd[4], cd[5]])
-            g_cdof[b, d] += g * ti.Vector([torque[0], torque[1], torque[2], lin[0], lin[1], lin[2]])
+            g_cdof[b, d] = g_cdof[b, d] + g * ti.Vector([torque[0], torque[1], torque[2], lin[0], lin[1], lin[2]])
             d = dof_i[d, DI_PARENT]
         # torque = ang + com x lin
         g_lin += g_torque.cross(s_com[b, l])
-        g_com[b, l] += lin.cross(g_torque)
+        g_com[b, l] = g_com[b, l] + lin.cross(g_torque)
         for c in ti.static(range(3)):
-            G_ext[f, b, l, c] += g_lin[c]
-            G_ext[f, b, l, 3 + c] += g_torque[c]
+            G_ext[f, b, l, c] = G_ext[f, b, l, c] + g_lin[c]
+            G_ext[f, b, l, 3 + c] = G_ext[f, b, l, 3 + c] + g_torque[c]
 
 
 @ti.kernel
@@ -498,19 +498,21 @@ def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
                 continue
             gp = ti.Vector([G_geom_pos[b, g, 0], G_geom_pos[b, g, 1], G_geom_pos[b, g, 2]])
             gq = ti.Vector([G_geom_quat[b, g, 0], G_geom_quat[b, g, 1], G_geom_quat[b, g, 2], G_geom_quat[b, g, 3]])
-            g_lpos[b, l] += gp
-            g_R[b, l] += gp.outer_product(v3(geom_f, g, GF_POS))
+            g_lpos[b, l] = g_lpos[b, l] + gp
+            g_R[b, l] = g_R[b, l] + gp.outer_product(v3(geom_f, g, GF_POS))
             ga, _ = quat_mul_reverse(links_quat[fn, b, l], v4(geom_f, g, GF_QUAT), gq)
-            g_lquat[b, l] += ga
+            g_lquat[b, l] = g_lquat[b, l] + ga
         for l in range(link_i.shape[0]):
             com = s_com[b, l]
             cvel = s_cvel[b, l]
             omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
             glin = ti.Vector([G_lin_vel[b, l, 0], G_lin_vel[b, l, 1], G_lin_vel[b, l, 2]])
             gomega = ti.Vector([G_ang_vel[b, l, 0], G_ang_vel[b, l, 1], G_ang_vel[b, l, 2]]) + com.cross(glin)
-            g_cvel[b, l] += spatial(gomega, glin)
-            g_com[b, l] += ti.Vector([G_com[b, l, 0], G_com[b, l, 1], G_com[b, l, 2]]) + glin.cross(omega)
-            g_lquat[b, l] += ti.Vector([G_quat[b, l, 0], G_quat[b, l, 1], G_quat[b, l, 2], G_quat[b, l, 3]])
+            g_cvel[b, l] = g_cvel[b, l] + spatial(gomega, glin)
+            g_com[b, l] = g_com[b, l] + (ti.Vector([G_com[b, l, 0], G_com[b, l, 1], G_com[b, l, 2]])
+                                         + glin.cross(omega))
+            g_lquat[b, l] = g_lquat[b, l] + ti.Vector([G_quat[b, l, 0], G_quat[b, l, 1], G_quat[b, l, 2],
+                                                       G_quat[b, l, 3]])
         state_reverse(b, fn, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
                       s_jaxis, s_cdof, s_cvel, g_q2, g_vu, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
                       g_cdof_dot, g_cvel, g_link_f, G_qpos, G_vel)

@@ -112,3 +112,23 @@ def test_differentiable_mode_keeps_the_pool(tmp_path):
     scene.add_entity(gs.morphs.MJCF(file=str(path)))
     scene.build(n_envs=3)
     assert scene.rigid_solver.launch_mode == "parallel" and scene.rigid_solver._trial is None
+
+
+def test_kernel_modules_accumulate_into_arrays_without_augmented_assignment():
+    """`a[i] += x` on an array compiles, in a Taichi parallel loop, to an atomic read-modify-write (a
+    compare-and-swap loop for floats) even where one thread owns a[i], as here, where each loop iteration is one
+    environment and writes that environment's entries only. The parallel copies ran the pyramid of 15 boxes at
+    1024 environments 2.2x slower a thread than the serial copies (763 against 1652 environment-steps/s) until
+    every such accumulation was written out as `a[i] = a[i] + x` (the same rounding). Augmented assignment stays
+    for local names, which compile to registers."""
+    import ast
+    import pathlib
+
+    import genesis_rigid
+
+    found = []
+    for path in sorted(pathlib.Path(genesis_rigid.__file__).parent.glob("kernels_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, found
