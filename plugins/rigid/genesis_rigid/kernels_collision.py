@@ -251,15 +251,17 @@ def geom_pose(b, f, g, l, links_pos, s_R, geom_f):
 
 
 @func
-def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
-                    s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i):
+def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, bound_geoms,
+                    s_sap, s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i):
     """Empties the contact pool; the broadphase; the contacts of the near pairs of primitives. The near pairs
     with a mesh are listed for kernels_convex.detect_mesh_contacts: their count in s_near_i[b, 0], the pairs in
     s_near_i[b, 1..]. s_geom_f[b, g] holds geom g's world bounding-sphere centre and, for a plane, its normal.
     s_sap[b, :] is the sweep order of the geoms without a plane and s_sap_axis[b] its axis (any permutation and
-    axis are a valid start)."""
+    axis are a valid start). bound_geoms: the geoms of the candidate pairs, the only ones whose s_geom_f is read
+    (a model's visual geoms, 58 of the panda's 82, collide with nothing)."""
     clear_contacts(b, s_con_i)
-    for g in range(geom_i.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
+    for i in range(bound_geoms.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
+        g = bound_geoms[i]
         l = geom_i[g, GI_LINK]
         s_geom_f[b, g, 0] = links_pos[f, b, l] + s_R[b, l] @ v3(geom_f, g, GF_BCENTRE)
         if geom_i[g, GI_TYPE] == PLANE:

@@ -72,7 +72,8 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
 def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
             contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2),
             geom_rbound: nd(ndim=1),
-            pair_i: nd(ndim=2), pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), s_sap: nd(ndim=2),
+            pair_i: nd(ndim=2), pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), bound_geoms: nd(ndim=1),
+            s_sap: nd(ndim=2),
             s_sap_axis: nd(ndim=1), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_geom_f: nd(ndim=3),
             s_near_i: nd(ndim=2), s_hash: nd(ndim=2)):
     """Broadphase at frame f, and the contacts between primitives (the link poses of frame f are the substep's
@@ -87,8 +88,8 @@ def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=
         b = t // spread
         for l in range(links_pos.shape[2]):
             s_R[b, l] = quat_to_mat(links_quat[f, b, l])
-        detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, s_sap,
-                        s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i)
+        detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs,
+                        bound_geoms, s_sap, s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i)
         if finish != 0:
             finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)
 

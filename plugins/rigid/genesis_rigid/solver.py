@@ -441,8 +441,9 @@ class RigidSolver(gs.SolverBase):
         # the broadphase: pairs with a plane are tested directly, the others found by sweep and prune over the
         # geoms that take part in them, through a table of the candidate pairs
         pair_lut = np.full((max(G, 1), max(G, 1)), -1, dtype=np.int32)
-        plane_pairs, sap_geoms = [], set()
+        plane_pairs, sap_geoms, bound_geoms = [], set(), set()
         for p, (ga, gb) in enumerate(pairs):
+            bound_geoms.update((ga, gb))
             if geoms[ga]["type"] == PLANE:
                 plane_pairs.append(p)
             else:
@@ -452,6 +453,7 @@ class RigidSolver(gs.SolverBase):
         # kernel compiled for one crashed on the other): one geom sweeps nothing, pair -1 is no pair
         self._sap_geoms = np.array(sorted(sap_geoms) or [0], dtype=np.int32)
         plane_pairs = plane_pairs or [-1]
+        bound_geoms = np.array(sorted(bound_geoms) or [0], dtype=np.int32)  # (never empty, as above)
         self.n_pairs, self.n_slots = len(pairs), n_slots
         if len(pairs) * KEY_SPAN >= 2**31:
             raise gs.OptionError(f"RigidSolver: {len(pairs)} candidate geom pairs, more than the {2**31 // KEY_SPAN} "
@@ -498,7 +500,8 @@ class RigidSolver(gs.SolverBase):
                           joint_f=nd(joint_f), joint_i=nd(joint_i), dof_f=nd(dof_f), dof_i=nd(dof_i),
                           geom_f=nd(geom_f), geom_i=nd(geom_i), geom_rbound=nd(rbound), hull_f=nd(hull_f),
                           hull_i=nd(hull_i), pair_i=nd(pair_i), pair_lut=nd(pair_lut),
-                          plane_pairs=nd(np.array(plane_pairs, dtype=np.int32)), ten_f=nd(ten_f), ten_i=nd(ten_i))
+                          plane_pairs=nd(np.array(plane_pairs, dtype=np.int32)),
+                          bound_geoms=nd(bound_geoms), ten_f=nd(ten_f), ten_i=nd(ten_i))
         self.n_links, self.n_joints, self.n_dofs, self.n_qs, self.n_geoms = L, J, D, len(self._qpos0), G
         self.n_limited = int(sum(df["range"] is not None for df in dofs)
                              + sum(td["range"] is not None for td in self._tendons))
@@ -1049,7 +1052,7 @@ class RigidSolver(gs.SolverBase):
                        self._kernel(kernels_step.collide_meshes) if meshes else None,
                        self._kernel(kernels_step.substep))
             collide = (int(not meshes), st.links_pos, st.links_quat, st.contact_key, m["geom_f"], m["geom_mu"],
-                       m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], s["s_sap"],
+                       m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], m["bound_geoms"], s["s_sap"],
                        s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
                        s["s_hash"])
             collide_meshes = (st.links_pos, st.contact_key, m["geom_f"], m["geom_mu"], m["geom_i"], m["hull_f"],
