@@ -22,7 +22,9 @@ class RigidOptions(Options):
     drifting where the velocities have settled); None (default): 1e-5 in float32, 1e-9 in float64 (rounding moves
     float32 values by about 1e-7 of themselves a sweep); both for the velocity pass and for the position pass.
     baumgarte: fraction of a penetration or limit violation corrected per substep, by the position pass (split
-    impulse: the correction moves positions and adds no momentum). contact_slop: penetration (m) left uncorrected, which keeps resting contacts steady.
+    impulse: the correction moves positions and adds no momentum). contact_slop: penetration (m) left
+    uncorrected, which keeps resting contacts steady; the correction starts once a contact is 10% deeper than
+    that, then brings every contact back toward it.
     max_correction_velocity: the fastest a penetration or limit violation is undone (m/s or rad/s).
     max_contacts: the contact pool's entries per environment (a full pool keeps the deepest contacts); None
     (default): sized from the model, 16 per moving body, at least 64. enable_collision,
