@@ -22,7 +22,9 @@ DI_PARENT, DI_LINK, DI_LIMITED, DI_Q, DI_N = range(5)
 # geom_f [G, 17]: pose in the link frame, size, friction, restitution, centre of the bounding sphere (link frame;
 # its radius is geom_rbound, which includes the margins), MuJoCo's contact margin and gap (a pair's are the sums of
 # its geoms': contacts are detected within margin + gap and held at a distance of margin)
-GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_RESTITUTION, GF_BCENTRE, GF_MARGIN, GF_GAP, GF_N = 0, 3, 7, 10, 11, 12, 15, 16, 17
+GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_RESTITUTION, GF_BCENTRE, GF_MARGIN, GF_GAP = 0, 3, 7, 10, 11, 12, 15, 16
+# a hull's box in its geom's frame: centre and half extents (zero for a geom without a hull)
+GF_HULL_BOX, GF_N = 17, 23
 # geom_i [G, 6]: type, link, and for a convex hull (meshes and boxes in a collision pair; 0 counts otherwise) the
 # rows of its vertices and of its faces in hull_f
 GI_TYPE, GI_LINK, GI_VERT, GI_N_VERTS, GI_FACE, GI_N_FACES, GI_N = range(7)

@@ -24,7 +24,7 @@ from .kernels_constraint import RF_N, SD_SWEEP
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
                      DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_GAP, GF_MARGIN, GF_N, GF_POS,
-                     GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
+                     GF_HULL_BOX, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
                      JF_N, JF_POS, JF_REF, JI_N, LF_COM, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
@@ -398,6 +398,8 @@ class RigidSolver(gs.SolverBase):
                 # the bounding sphere about the centre of the hull's box (tighter than about the geom origin)
                 centre = (hull.vertices.min(axis=0) + hull.vertices.max(axis=0)) / 2
                 rbound[g] = np.linalg.norm(hull.vertices - centre, axis=1).max()
+                geom_f[g, GF_HULL_BOX:GF_HULL_BOX + 3] = centre
+                geom_f[g, GF_HULL_BOX + 3:GF_HULL_BOX + 6] = (hull.vertices.max(axis=0) - hull.vertices.min(axis=0)) / 2
                 geom_f[g, GF_BCENTRE:GF_BCENTRE + 3] = np.asarray(gm["pos"]) + quat_to_mat(gm["quat"]) @ centre
                 v0 = len(hull_rows)
                 hull_rows.extend([*v, 0.0] for v in hull.vertices)

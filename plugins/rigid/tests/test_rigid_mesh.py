@@ -507,3 +507,52 @@ def test_cached_separating_directions_change_no_contact(shared_assets, n_envs):
     q_fresh, _, n_settled_fresh, _ = fold(True)
     assert n_cached > 0 and n_settled > 0 and n_settled_fresh == 0 and contacts > 0
     assert torch.equal(q_cached, q_fresh)
+
+
+def test_hull_box_bound_is_never_below_the_hull_support(meshes):
+    """kernels_convex.support_bound, which settles a mesh pair as apart before any support query, is an upper
+    bound of the hull's support along every direction (else it could call a touching pair apart): checked for the
+    cube, the tetrahedron (its box not centred on the geom origin) and the slab, each rotated and moved, over 2000
+    random directions; for the tetrahedron it is a box, looser than the hull."""
+    import taichi as ti
+
+    from genesis_rigid.kernels_convex import shape_support, support_bound
+    from genesis_rigid.layout import GI_N_VERTS, GI_VERT
+
+    scene, _ = build([meshes("three.xml", """
+      <body pos="0 0 1" euler="10 20 30"><freejoint/><geom type="mesh" mesh="cube"/></body>
+      <body pos="0.5 0 1" euler="-40 5 70"><freejoint/><geom type="mesh" mesh="tet"/></body>
+      <body pos="0 0.8 1" euler="0 60 0"><freejoint/><geom type="mesh" mesh="slab"/></body>""")])
+    solver = scene.rigid_solver
+    geom_i = solver.model["geom_i"].to_numpy()
+    hulls = [g for g in range(len(geom_i)) if geom_i[g, GI_N_VERTS] > 0]
+    assert len(hulls) == 3
+    rng = np.random.default_rng(0)
+    dirs = rng.normal(size=(2000, 3))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    u_arr = ti.ndarray(ti.f64, (len(dirs), 3))
+    u_arr.from_numpy(dirs)
+    out = ti.ndarray(ti.f64, (len(dirs), 2))
+    q = np.array([0.9, 0.1, -0.3, 0.2])
+    rot_arr = ti.ndarray(ti.f64, (3, 3))
+    rot_arr.from_numpy(quat_to_mat(q / np.linalg.norm(q)))
+
+    @ti.kernel
+    def supports(g: ti.i32, v0: ti.i32, nv: ti.i32, dirs: ti.types.ndarray(), rot_in: ti.types.ndarray(),
+                 geom_f: ti.types.ndarray(), hull_f: ti.types.ndarray(), out: ti.types.ndarray()):
+        for i in range(dirs.shape[0]):
+            u = ti.Vector([dirs[i, 0], dirs[i, 1], dirs[i, 2]])
+            c = ti.Vector([0.3, -0.2, 1.1])
+            rot = ti.Matrix.zero(float, 3, 3)
+            for r, k in ti.static(ti.ndrange(3, 3)):
+                rot[r, k] = rot_in[r, k]
+            out[i, 0] = shape_support(c, rot, 0.0, 0.0, v0, nv, u, hull_f).dot(u)
+            out[i, 1] = support_bound(c, rot, 0.0, 0.0, nv, g, u, geom_f)
+
+    for g in hulls:
+        supports(g, int(geom_i[g, GI_VERT]), int(geom_i[g, GI_N_VERTS]), u_arr, rot_arr, solver.model["geom_f"],
+                 solver.model["hull_f"], out)
+        exact, bound = out.to_numpy().T
+        assert (bound >= exact - 1e-12).all(), (g, float((exact - bound).max()))
+        if g == hulls[1]:
+            assert (bound - exact).max() > 1e-3  # the tetrahedron's box, not the tetrahedron
