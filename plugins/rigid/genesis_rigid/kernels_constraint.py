@@ -10,7 +10,7 @@ Penetrations and limit violations are undone by a second pass (split impulse, as
 mu >= 0 on the normal and limit rows toward J u >= min(beta max(depth - slop, 0) / h, v_max) give a
 pseudo-velocity u = W mu that moves this substep's positions (q advances with v + u) and is then dropped, so the
 correction adds no momentum: a stack of bodies started 1 mm into each other stays at rest (with Baumgarte terms in
-the velocity, a 50-layer tower launched its top at 0.9 m/s). The pass runs only where a limit is violated or a
+the velocity, a 50-layer tower launched its top at 0.9 m/s). The pass runs only when a limit is violated or a
 contact is deeper than 1.1 times its slop (SLOP_DEADBAND). Sweeps stop after `iterations`, or once a sweep
 changes no impulse by more than the tolerance times the largest impulse. Contact impulses are
 warm-started from the previous substep's contact of the same key (kernels_collision.finish_contacts), kept per pool
@@ -418,11 +418,12 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
         s_dof[b, d, SD_PSEUDO] = 0.0
     correct = 0
     for r in range(n_rows):
-        floor = 0.0  # (SLOP_DEADBAND)
-        if s_row_i[b, r, RI_CONTACT] >= 0:
-            floor = SLOP_DEADBAND * beta * slop / h
-        if s_row_f[b, r, RF_PTARGET] > floor:
-            correct = 1
+        if s_row_f[b, r, RF_PTARGET] > 0.0:
+            s = s_row_i[b, r, RI_CONTACT]
+            if s < 0:  # a limit
+                correct = 1
+            elif s_con_f[b, s, CF_DEPTH] - slop > SLOP_DEADBAND * slop:  # (the depth: max_correction caps the target)
+                correct = 1
     if correct != 0:
         s_con_i[b, CI_META, CM_SWEEPS + 1] = sweeps(b, n_rows, SD_PSEUDO, RF_PTARGET, RF_PLAMBDA, params_f, params_i,
                                                     s_row_i, s_row_f, s_J, s_W, s_dof, s_hist)

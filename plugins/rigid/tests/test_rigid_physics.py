@@ -228,6 +228,20 @@ def test_box_rests_flat_on_the_plane():
     assert box.get_vel().norm() < 1e-3
 
 
+def test_penetration_is_undone_at_max_correction_velocity_however_slow():
+    """A box started 5 mm into the plane rises at max_correction_velocity: the position pass's dead band
+    (kernels_constraint.SLOP_DEADBAND) is a depth beyond the slop, not a target speed, which that option caps (here
+    1e-4 m/s, below the dead band's 2e-4 m/s at dt 0.01): over 1 s the box rises 0.1 mm (within 5%)."""
+    scene, (_, box) = make(dt=1e-2, max_correction_velocity=1e-4,
+                           entities=[(gs.morphs.Plane(), None),
+                                     (gs.morphs.Box(pos=(0, 0, 0.1 - 5e-3), size=(0.2, 0.2, 0.2)), None)])
+    scene.step()
+    start = float(box.get_pos()[2])
+    for _ in range(100):
+        scene.step()
+    assert float(box.get_pos()[2]) - start == pytest.approx(1e-4, rel=0.05)
+
+
 def test_sliding_box_decelerates_at_mu_g():
     """A box sliding on the plane with friction mu = 0.5 (the larger of the two materials', as in MuJoCo) loses
     speed at mu g (within 5%)."""
