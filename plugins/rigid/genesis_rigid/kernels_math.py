@@ -18,8 +18,8 @@ ARRAY_PARAMS = {
     "a", "x", "ldl", "qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "limit_impulse",
     "ctrl_mode",
     "ctrl_force", "ctrl_pos", "ctrl_vel", "ctrl_kp", "ctrl_kv", "params_f", "params_i", "link_f", "link_i",
-    "joint_f", "joint_i", "dof_f", "dof_i", "geom_f", "geom_i", "geom_rbound", "hull_f", "hull_i", "pair_i", "pair_lut", "plane_pairs",
-    "bound_geoms", "src",
+    "joint_f", "joint_i", "dof_f", "dof_i", "geom_f", "geom_i", "geom_rbound", "hull_f", "hull_i", "pair_i",
+    "pair_lut", "plane_pairs", "bound_geoms", "src",
     "dst", "vel", "ext_impulse", "contact_key", "geom_mu", "ten_f", "ten_i",
 }
 

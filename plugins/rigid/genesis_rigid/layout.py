@@ -19,7 +19,7 @@ JI_TYPE, JI_Q_START, JI_DOF_START, JI_N = 0, 1, 2, 3
 DF_DAMPING, DF_ARMATURE, DF_STIFFNESS, DF_SPRINGREF, DF_RANGE_LO, DF_RANGE_HI, DF_FORCE_LO, DF_FORCE_HI, DF_N = range(9)
 # dof_i [D, 4]: parent dof in the tree (-1 at a root), link, limited flag, q index (-1 for ball/free dofs)
 DI_PARENT, DI_LINK, DI_LIMITED, DI_Q, DI_N = range(5)
-# geom_f [G, 17]: pose in the link frame, size, friction, restitution, centre of the bounding sphere (link frame;
+# geom_f [G, GF_N]: pose in the link frame, size, friction, restitution, centre of the bounding sphere (link frame;
 # its radius is geom_rbound, which includes the margins), MuJoCo's contact margin and gap (a pair's are the sums of
 # its geoms': contacts are detected within margin + gap and held at a distance of margin)
 GF_POS, GF_QUAT, GF_SIZE, GF_FRICTION, GF_RESTITUTION, GF_BCENTRE, GF_MARGIN, GF_GAP = 0, 3, 7, 10, 11, 12, 15, 16

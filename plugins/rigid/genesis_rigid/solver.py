@@ -23,8 +23,8 @@ from .kernels_collision import (CF_N, CF_NORMAL, CF_POS, CI_ACTIVE, CI_KEY, CI_L
 from .kernels_constraint import RF_N, SD_SWEEP
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_RANGE_HI, DF_RANGE_LO, DF_SPRINGREF,
-                     DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_GAP, GF_MARGIN, GF_N, GF_POS,
-                     GF_HULL_BOX, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
+                     DF_STIFFNESS, DI_N, GF_BCENTRE, GF_FRICTION, GF_GAP, GF_HULL_BOX, GF_MARGIN, GF_N, GF_POS,
+                     GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
                      JF_N, JF_POS, JF_REF, JI_N, LF_COM, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS,
                      LF_QUAT, LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
@@ -396,10 +396,10 @@ class RigidSolver(gs.SolverBase):
             hull = gm["desc"].hull() if g in colliding and gm["type"] in (BOX, MESH) else None
             if hull is not None:
                 # the bounding sphere about the centre of the hull's box (tighter than about the geom origin)
-                centre = (hull.vertices.min(axis=0) + hull.vertices.max(axis=0)) / 2
+                lo, hi = hull.vertices.min(axis=0), hull.vertices.max(axis=0)
+                centre = (lo + hi) / 2
                 rbound[g] = np.linalg.norm(hull.vertices - centre, axis=1).max()
-                geom_f[g, GF_HULL_BOX:GF_HULL_BOX + 3] = centre
-                geom_f[g, GF_HULL_BOX + 3:GF_HULL_BOX + 6] = (hull.vertices.max(axis=0) - hull.vertices.min(axis=0)) / 2
+                geom_f[g, GF_HULL_BOX:GF_HULL_BOX + 6] = *centre, *(hi - lo) / 2
                 geom_f[g, GF_BCENTRE:GF_BCENTRE + 3] = np.asarray(gm["pos"]) + quat_to_mat(gm["quat"]) @ centre
                 v0 = len(hull_rows)
                 hull_rows.extend([*v, 0.0] for v in hull.vertices)
@@ -736,10 +736,10 @@ class RigidSolver(gs.SolverBase):
     # both copies and keeps the faster (TRIAL_PLAN); not in differentiable mode, whose reverse kernels would then
     # compile twice too (about 20 s each cold on 2 cores), for a forward that is a fraction of the backward. A
     # parallel launch waits until every worker of the pool has woken, and a virtual machine's idle core takes long
-    # to wake: on the 2-core machine the panda held at home took 310 us a step at 64 environments on the serial
-    # copies against 360-440 on the pool, and 180 against 280-330 at 32; from about 128 environments the pool wins
-    # (more cores: sooner), and above 256 it always did. The copies compute the same bits (compiled without fast
-    # math; test_rigid_launch_mode), so the choice changes no result, only the time.
+    # to wake: on the 2-core machine the panda held at home took 321-325 us a step at 64 environments on the serial
+    # copies against 440-455 on the pool, and the folding one was even at 64 and 128; above 256 the pool always
+    # won (more cores: sooner; docs/rigid.md, "Launch mode"). The copies compute the same bits (compiled without
+    # fast math; test_rigid_launch_mode), so the choice changes no result, only the time.
     TRIAL_MAX_BATCH = 256
     # the trial: TRIAL_LEAD untimed substeps on the parallel copies (a scene's first substeps are its slowest: the
     # held panda at 512 environments took 2-4x its later time over its first 15 steps on either copy), then blocks
@@ -1054,8 +1054,8 @@ class RigidSolver(gs.SolverBase):
                        self._kernel(kernels_step.collide_meshes) if meshes else None,
                        self._kernel(kernels_step.substep))
             collide = (int(not meshes), st.links_pos, st.links_quat, st.contact_key, m["geom_f"], m["geom_mu"],
-                       m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], m["bound_geoms"], s["s_sap"],
-                       s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
+                       m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], m["bound_geoms"],
+                       s["s_sap"], s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
                        s["s_hash"])
             collide_meshes = (st.links_pos, st.contact_key, m["geom_f"], m["geom_mu"], m["geom_i"], m["hull_f"],
                               m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
