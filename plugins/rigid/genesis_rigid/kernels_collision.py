@@ -103,19 +103,23 @@ def key_hash(key, mask):
 @func
 def finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash):
     """After the narrowphase: each entry's friction (the larger of its geoms' in this environment, geom_mu [B,
-    G]: the model's times the state's friction ratio) and restitution, and its warm start, the entry of frame f with the same key
-    (found through an open-addressing table of frame f's keys, O(max_contacts)); the keys into frame fn."""
+    G]: the model's times the state's friction ratio) and restitution, and its warm start, the entry of frame f with
+    the same key (found through an open-addressing table of frame f's keys); the keys into frame fn. Frame f's keys
+    are compact (the entries in use first, then -1: the pool writes them so and reset's validation holds any state
+    to it), so the scans stop at the first -1; the table is empty between calls (every row -1: cleared here after
+    use, along the probe runs of the keys put in), so the cost is O(contacts), not O(max_contacts)."""
     n = s_con_i[b, CI_META, 0]
     mask = s_hash.shape[1] - 1
-    for h in range(s_hash.shape[1]):
-        s_hash[b, h] = -1
+    n_prev = contact_key.shape[2]
     for j in range(contact_key.shape[2]):
         key = contact_key[f, b, j]
-        if key >= 0:
-            h = key_hash(key, mask)
-            while s_hash[b, h] >= 0:
-                h = (h + 1) & mask
-            s_hash[b, h] = j
+        if key < 0:
+            n_prev = j
+            break
+        h = key_hash(key, mask)
+        while s_hash[b, h] >= 0:
+            h = (h + 1) & mask
+        s_hash[b, h] = j
     for i in range(n):
         key = s_con_i[b, CI_KEY, i]
         p = key // KEY_SPAN
@@ -131,8 +135,17 @@ def finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_c
                 break
             h = (h + 1) & mask
         s_con_i[b, CI_PREV, i] = prev
-    for i in range(contact_key.shape[2]):
-        key = s_con_i[b, CI_KEY, i] if i < n else -1
+    # every row a key was put in lies on the run of occupied rows that starts at the key's own row: clearing each
+    # such run up to its first free row empties the table
+    for j in range(n_prev):
+        h = key_hash(contact_key[f, b, j], mask)
+        while s_hash[b, h] >= 0:
+            s_hash[b, h] = -1
+            h = (h + 1) & mask
+    for i in range(contact_key.shape[2]):  # frame fn's keys are compact too: past this pass's n, at their first -1
+        key = s_con_i[b, CI_KEY, i] if i < n else -1  # the rest are -1 already
+        if i >= n and contact_key[fn, b, i] < 0:
+            break
         if contact_key[fn, b, i] != key:
             contact_key[fn, b, i] = key
 

@@ -69,7 +69,7 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
 
 
 @ti.kernel
-def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
+def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
             contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2),
             geom_rbound: nd(ndim=1),
             pair_i: nd(ndim=2), pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), bound_geoms: nd(ndim=1),
@@ -78,7 +78,8 @@ def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=
             s_near_i: nd(ndim=2), s_hash: nd(ndim=2)):
     """Broadphase at frame f, and the contacts between primitives (the link poses of frame f are the substep's
     start configuration, where its constraint stage acts); lists the near pairs with a mesh. finish: no mesh
-    kernel follows, so the warm starts are matched here (the keys of frame fn written)."""
+    kernel follows, so the warm starts are matched here (the keys of frame fn written). fresh: s_R holds the
+    rotations of frame f already (see substep)."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
     spread = env_spread(links_pos.shape[1], SERIAL)
@@ -86,8 +87,9 @@ def collide(f: ti.i32, fn: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=
         if t % spread != 0:
             continue
         b = t // spread
-        for l in range(links_pos.shape[2]):
-            s_R[b, l] = quat_to_mat(links_quat[f, b, l])
+        if fresh == 0:
+            for l in range(links_pos.shape[2]):
+                s_R[b, l] = quat_to_mat(links_quat[f, b, l])
         detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs,
                         bound_geoms, s_sap, s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i)
         if finish != 0:
@@ -115,7 +117,7 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
 
 
 @ti.kernel
-def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3),
+def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3),
             links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4),
             limit_impulse: nd(ndim=3), ext_impulse: nd(ndim=4), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
             ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
@@ -129,7 +131,11 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3)):
     """One substep: frame f -> frame fn. The smooth dynamics are evaluated on the stage arrays s_qs / s_vs
     (once for Euler; four Runge-Kutta stages and a final evaluation at the start for RK4), then the constraints
-    act at the start configuration (the contacts `collide` found there), then positions advance."""
+    act at the start configuration (the contacts `collide` found there), then positions advance. fresh: the
+    kinematics of frame f in the scratch (s_R, s_com, s_janchor, s_jaxis) are those the last substep's final
+    kinematics left, on qpos[f] as it is now (the solver's _fresh_kinematics): the first evaluation takes them and
+    the link positions of frame f instead of computing them again (the same code on the same bits: the same
+    values)."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
     h = params_f[PF_DT]
@@ -151,8 +157,13 @@ def substep(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_
             s_dof[b, d, 4] = 0.0  # RK4: weighted sum of stage accelerations
             s_dof[b, d, 6] = 0.0  # generalized force of the external impulses (couplings)
         for k in range(n_evals):
-            forward_kinematics(b, 0, s_qs, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                               s_janchor, s_jaxis)
+            if k > 0 or fresh == 0:
+                forward_kinematics(b, 0, s_qs, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                                   s_janchor, s_jaxis)
+            else:
+                for l in range(links_pos.shape[2]):
+                    s_lpos[0, b, l] = links_pos[f, b, l]
+                    s_lquat[0, b, l] = links_quat[f, b, l]
             dof_motions(b, 0, s_vs, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
             if k == 0:
                 external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)

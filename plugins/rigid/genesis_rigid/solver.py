@@ -607,7 +607,7 @@ class RigidSolver(gs.SolverBase):
 
     def init_state(self, f):
         st = self.state
-        st.rules = self._param_rule  # reset(state) and checkpoints meet the rules across the parameter fields
+        st.rules = self._state_rule  # reset(state) and checkpoints meet the rules across entries and fields
         st.at("qpos", f)[:] = torch.as_tensor(self._qpos0, dtype=self.float_dtype)
         st.at("dofs_kp", f)[:] = torch.as_tensor(self._kp0, dtype=self.float_dtype)
         st.at("dofs_kv", f)[:] = torch.as_tensor(self._kv0, dtype=self.float_dtype)
@@ -656,6 +656,9 @@ class RigidSolver(gs.SolverBase):
         # the broadphase's sweep order and axis, kept from substep to substep
         order = np.tile(self._sap_geoms, (B, 1))
         sap, sap_axis = self._taichi_array(order.shape, "i", values=order), z(B, kind="i")
+        # finish_contacts' table, empty (-1) between its calls
+        n_hash = 1 << (HASH_FACTOR * C - 1).bit_length()
+        table = self._taichi_array((B, n_hash), "i", values=np.full((B, n_hash), -1))
         self.scratch = dict(
             s_qs=z(1, B, max(self.n_qs, 1)), s_vs=z(1, B, D), s_lpos=z(1, B, L, element=v3),
             s_lquat=z(1, B, L, element=(4,)), s_R=z(B, L, element=m3), s_com=z(B, L, element=v3),
@@ -671,7 +674,7 @@ class RigidSolver(gs.SolverBase):
             s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"), s_sep=z(B, max(self.n_gjk_pairs, 1), 3),
-            s_sap=sap, s_sap_axis=sap_axis, s_hash=z(B, 1 << (HASH_FACTOR * C - 1).bit_length(), kind="i"),
+            s_sap=sap, s_sap_axis=sap_axis, s_hash=table,
             # the contact pool (kernels_collision), read from Python (the contacts of the last substep): torch
             s_con_f=torch.zeros((B, C, CF_N), dtype=self.float_dtype, device=self.device),
             s_con_i=torch.zeros((B, CI_N, max(C, CM_SETTLED + 1)), dtype=torch.int32, device=self.device))
@@ -814,9 +817,32 @@ class RigidSolver(gs.SolverBase):
 
     @property
     def _launch(self):
+        """The launcher of every kernel but a plain substep's own (_step_launch): such a kernel may write the scratch
+        the last substep's final kinematics left, so the next substep computes them again (_fresh_kinematics)."""
+        self._fk_key = None
+        return self._step_launch
+
+    @property
+    def _step_launch(self):
         if "_launcher" not in self.__dict__:
             self._launcher = Launcher()
         return self._launcher
+
+    _fk_key = None  # _kinematics_key of the frame whose kinematics the scratch holds, if a plain substep left them
+
+    def _kinematics_key(self, f):
+        """What the kinematics of frame f in the scratch (s_R, s_com, s_janchor, s_jaxis; the substep's final
+        forward_kinematics writes them) depend on: the frame, the scratch arrays, the state tensors it reads and
+        writes (a reset, a setter or a checkpoint writes them in place, which moves their version counters; the
+        kernels' writes do not) and the links' parameters (_sync_link_params)."""
+        st = self.state
+        return f, id(self.scratch["s_R"]), _versions((st.qpos, st.links_pos, st.links_quat)), self._link_params_seen
+
+    def _fresh_kinematics(self, f) -> int:
+        """1 if the scratch holds the kinematics of frame f as a plain substep ending there left them, with nothing
+        written since: the substep and `collide` then take them instead of computing them again (the same code on
+        the same bits gives the same values, so a trajectory does not depend on it); else 0."""
+        return int(self._fk_key is not None and self._fk_key == self._kinematics_key(f))
 
     def kinematics(self, f, envs_idx=None):
         """The link poses of frame f from its qpos; envs_idx (a long tensor): only those environments' poses change,
@@ -834,12 +860,14 @@ class RigidSolver(gs.SolverBase):
             st.at("links_pos", f)[others] = keep[0][others]
             st.at("links_quat", f)[others] = keep[1][others]
 
-    def _collide(self, f):
-        """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs."""
+    def _collide(self, f, fresh=0):
+        """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs. fresh:
+        the scratch holds frame f's rotations (_fresh_kinematics)."""
         fn, (collide, collide_meshes, _), (a_collide, a_meshes, _, _) = self.frames.next(f), *self._step_args()
-        self._launch(collide, f, fn, *a_collide)
+        launch = self._step_launch  # (collide writes no kinematics but frame f's rotations, which it computes as
+        launch(collide, f, fn, fresh, *a_collide)  # the substep's kinematics do)
         if collide_meshes is not None:
-            self._launch(collide_meshes, f, fn, *a_meshes)
+            launch(collide_meshes, f, fn, *a_meshes)
         self._n_collides += 1
         if not self._contacts_warned and self._n_collides % self.CONTACT_CHECK_EVERY == 1:
             self._check_contact_capacity()
@@ -868,7 +896,7 @@ class RigidSolver(gs.SolverBase):
             self._dof_params_seen = key  # backward's restore of each substep's frame): nothing to hand over
             return
         self._dof_params_values = [t.detach().clone() for t in tensors]
-        message = self._param_rule({"dofs_force_lo": st.tensors["dofs_force_lo"],
+        message = self._state_rule({"dofs_force_lo": st.tensors["dofs_force_lo"],
                                     "dofs_force_hi": st.tensors["dofs_force_hi"]})
         if message is not None:
             raise gs.InvalidStateError(message)
@@ -923,11 +951,18 @@ class RigidSolver(gs.SolverBase):
 
     LINK_PARAMS = ("links_inertial_mass", "links_mass_shift", "links_com_shift", "geoms_friction_ratio")
 
-    def _param_rule(self, rows):
-        """The rules across the parameter fields (StateStore.rules), on rows {name: [R, ...]} of the fields
+    def _state_rule(self, rows):
+        """The rules across entries and fields (StateStore.rules), on rows {name: [R, ...]} of the fields
         present: each dof's force range lower <= upper; each link's inertial mass >= 0, and > 0 for a moving link
-        that has mass in the model (a shift may take the sum lower: the dynamics floor it, _sync_link_params). A
-        message naming the first row that breaks one, or None."""
+        that has mass in the model (a shift may take the sum lower: the dynamics floor it, _sync_link_params); the
+        contact pool's keys compact, the entries in use first and then -1 (finish_contacts stops at the first -1).
+        A message naming the first row that breaks one, or None."""
+        keys = rows.get("contact_key")
+        if keys is not None and keys.shape[-1] > 1:
+            bad = ((keys[..., 1:] >= 0) & (keys[..., :-1] < 0)).flatten(1).any(dim=-1).nonzero().flatten().tolist()
+            if bad:
+                return (f"{self.name}: contact_key has a key after a -1 in row {bad[0]}: the contact pool's entries "
+                        f"in use come first, then -1.")
         lo, hi = rows.get("dofs_force_lo"), rows.get("dofs_force_hi")
         if lo is not None and hi is not None and lo.numel():
             bad = (lo > hi).any(dim=-1).nonzero().flatten().tolist()
@@ -958,7 +993,7 @@ class RigidSolver(gs.SolverBase):
             self._link_params_seen = key
             return
         self._link_params_values = [t.detach().clone() for t in tensors]
-        message = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
+        message = self._state_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
         if message is not None:
             raise gs.InvalidStateError(message)
         mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors)
@@ -997,14 +1032,17 @@ class RigidSolver(gs.SolverBase):
             self._rerun_substep(f)
             return
         if self._static_world(f):
+            self._fk_key = None
             return
         trial = self._trial
         start = time.perf_counter() if trial is not None else 0.0
+        fresh, fn = self._fresh_kinematics(f), self.frames.next(f)
         if self.collision:
-            self._collide(f)
+            self._collide(f, fresh)
             self._log_contacts()
         (_, _, substep), (_, _, head, tail) = self._step_args()
-        self._launch(substep, f, self.frames.next(f), *head, self._ext_impulse(f), *tail)
+        self._step_launch(substep, f, fn, fresh, *head, self._ext_impulse(f), *tail)
+        self._fk_key = self._kinematics_key(fn)
         if trial is not None:
             self._time_trial(time.perf_counter() - start)
 
@@ -1115,7 +1153,8 @@ class RigidSolver(gs.SolverBase):
         (_, _, substep), (_, _, head, tail) = self._step_args()
         if self.__dict__.get("_rerun_launch") is None:  # (its own bound arguments: s_hist is not the forward's)
             self._rerun_launch = Launcher()
-        self._rerun_launch(substep, f, fn, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
+        self._rerun_launch(substep, f, fn, 0, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
+        self._fk_key = None
         self._diff_tape = f
         self._view_tape = None
 

@@ -31,7 +31,8 @@ def pile(n_boxes, n_envs=2, **rigid):
 def test_warm_starts_are_matched_by_key():
     """Each step: the pool entry that names an entry of the last substep (CI_PREV) has that entry's key; an entry
     that names none has a key the last substep did not have; keys are unique per environment; the keys and the
-    impulses of the new frame are the pool's, and idle entries are -1 and 0."""
+    impulses of the new frame are the pool's, and idle entries are -1 and 0; the matching's table is left empty
+    (it is cleared along the keys' probe runs, not row by row)."""
     scene = pile(10)
     solver = scene.rigid_solver
     matched = 0
@@ -56,6 +57,7 @@ def test_warm_starts_are_matched_by_key():
             assert bool((after.contact_key[b, n:] == -1).all())
             assert bool((after.contact_impulse[b, n:] == 0).all())
             assert bool((keys // KEY_SPAN < solver.n_pairs).all())
+        assert bool((solver.scratch["s_hash"].to_numpy() == -1).all())
     assert matched > 200  # resting contacts keep their warm start from step to step
 
 
@@ -94,6 +96,34 @@ def test_keys_from_a_state_are_validated():
     rigid(state).contact_key[0] = -7
     with pytest.raises(gs.InvalidStateError, match="contact_key"):
         scene.reset(state=state)
+
+
+def test_keys_must_be_compact():
+    """The pool's entries in use come first (the warm-start matching stops at the first -1): a state with a key
+    after a -1 is refused, naming the row, and nothing changes (a state passed to reset becomes the initial state,
+    so it is checked whole, whatever envs_idx); compacted again, it is accepted."""
+    scene = pile(6)
+    for _ in range(10):
+        scene.step()
+    state = scene.get_state()
+    keys = rigid(state).contact_key
+    n = int((keys[1] >= 0).sum())
+    assert n >= 2 and bool((keys[1, n:] == -1).all())
+    keys[1, 0] = -1  # a hole before the other keys
+    for _ in range(3):
+        scene.step()
+    before = scene.get_state()
+    for envs_idx in (None, [0]):
+        with pytest.raises(gs.InvalidStateError, match="contact_key has a key after a -1 in row 1"):
+            scene.reset(state=state, envs_idx=envs_idx)
+    after = scene.get_state()
+    for name in ("contact_key", "contact_impulse", "qpos"):
+        assert torch.equal(getattr(rigid(after), name), getattr(rigid(before), name)), name
+    keys[1, :n - 1] = keys[1, 1:n].clone()  # compact again: accepted
+    keys[1, n - 1] = -1
+    scene.reset(state=state)
+    assert torch.equal(rigid(scene.get_state()).contact_key, keys)
+    scene.step()
 
 
 def test_one_environment_on_the_serial_kernels_steps_bitwise_as_each_of_a_batch():

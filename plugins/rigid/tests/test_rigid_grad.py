@@ -700,8 +700,8 @@ def test_the_backward_reruns_find_the_forward_contacts_in_its_order():
         n = int(s.scratch["s_con_i"][0, CI_META, 0])
         return s.scratch["s_con_i"][0, CI_KEY, :n].tolist()
 
-    def collided(f):
-        collide(f)
+    def collided(f, fresh=0):
+        collide(f, fresh)
         seen["forward"].append(keys())
         seen["axes"].append(int(s.scratch["s_sap_axis"].to_numpy()[0]))
 

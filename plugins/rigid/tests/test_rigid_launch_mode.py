@@ -132,3 +132,45 @@ def test_kernel_modules_accumulate_into_arrays_without_augmented_assignment():
             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
                 found.append(f"{path.name}:{node.lineno}")
     assert not found, found
+
+
+def test_kinematics_kept_from_the_last_substep_step_as_if_computed_again(tmp_path, monkeypatch):
+    """A substep takes frame f's kinematics (rotations, centres of mass, joint frames) that the last substep's final
+    kinematics left in the scratch instead of computing them again (RigidSolver._fresh_kinematics). One scene keeps
+    them, the other computes them at every substep; between steps both are written to alike (positions with and
+    without their kinematics, velocities, a snapshot restored in some environments, a centre-of-mass shift, a mass
+    shift). Every declared field is equal bit for bit after every step: a write the solver failed to notice would
+    leave the first scene stepping from stale kinematics. The first scene kept them in most substeps."""
+    fresh = []
+    scenes = [scene_of(tmp_path, 3, "parallel") for _ in range(2)]
+    keep, again = scenes[0][0].rigid_solver, scenes[1][0].rigid_solver
+    decide = keep._fresh_kinematics
+
+    def record(f):
+        fresh.append(decide(f))
+        return fresh[-1]
+
+    monkeypatch.setattr(keep, "_fresh_kinematics", record)
+    monkeypatch.setattr(again, "_fresh_kinematics", lambda f: 0)
+    snapshots = [None, None]
+    writes = {
+        10: lambda s, arm, i: arm.set_dofs_position(torch.tensor([[0.3, -0.2]]), dofs_idx_local=[0, 1], envs_idx=[1]),
+        17: lambda s, arm, i: arm.set_qpos(torch.tensor([[0.1]]), qs_idx_local=[2], envs_idx=[2], skip_forward=True),
+        24: lambda s, arm, i: arm.set_dofs_velocity(torch.full((3, 1), 2.0), dofs_idx_local=[2]),
+        31: lambda s, arm, i: snapshots.__setitem__(i, s.get_state()),
+        40: lambda s, arm, i: s.reset(state=snapshots[i], envs_idx=[0, 2]),
+        47: lambda s, arm, i: arm.set_COM_shift(torch.full((3, 1, 3), 0.02), links_idx_local=[1]),
+        55: lambda s, arm, i: arm.set_mass_shift(torch.full((3, 1), 0.3), links_idx_local=[2]),
+    }
+    for step in range(70):
+        out = []
+        for i, (scene, arm) in enumerate(scenes):
+            if step in writes:
+                writes[step](scene, arm, i)
+            scene.step()
+            st = scene.rigid_solver.state
+            out.append([getattr(st, name)[scene.rigid_solver.frame].clone() for name in
+                        ("qpos", "dofs_vel", "links_pos", "links_quat", "contact_impulse", "limit_impulse")])
+        for a, b in zip(*out):
+            assert torch.equal(a, b), f"step {step}"
+    assert 0 < sum(fresh) and sum(fresh) >= len(fresh) - 2 * len(writes), fresh
