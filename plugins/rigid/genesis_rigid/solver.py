@@ -646,6 +646,7 @@ class RigidSolver(gs.SolverBase):
 
     def _allocate_scratch(self):
         B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
+        self._fk_key, self._fk_tensors = None, (self.state.qpos, self.state.links_pos, self.state.links_quat)
         C = self.max_contacts
         R = 3 * C + self.n_limited
 
@@ -832,11 +833,11 @@ class RigidSolver(gs.SolverBase):
 
     def _kinematics_key(self, f):
         """What the kinematics of frame f in the scratch (s_R, s_com, s_janchor, s_jaxis; the substep's final
-        forward_kinematics writes them) depend on: the frame, the scratch arrays, the state tensors it reads and
-        writes (a reset, a setter or a checkpoint writes them in place, which moves their version counters; the
-        kernels' writes do not) and the links' parameters (_sync_link_params)."""
-        st = self.state
-        return f, id(self.scratch["s_R"]), _versions((st.qpos, st.links_pos, st.links_quat)), self._link_params_seen
+        forward_kinematics writes them) depend on: the frame, the state tensors it reads and writes (a reset, a
+        setter or a checkpoint writes them in place, which moves their version counters; the kernels' writes do
+        not) and the links' parameters (_sync_link_params)."""
+        q, pos, quat = self._fk_tensors  # (the state's tensors are never replaced; a new scratch drops the key)
+        return f, q._version, pos._version, quat._version, self._link_params_seen
 
     def _fresh_kinematics(self, f) -> int:
         """1 if the scratch holds the kinematics of frame f as a plain substep ending there left them, with nothing
