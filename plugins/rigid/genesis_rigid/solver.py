@@ -740,9 +740,9 @@ class RigidSolver(gs.SolverBase):
     # both copies and keeps the faster (TRIAL_PLAN); not in differentiable mode, whose reverse kernels would then
     # compile twice too (about 20 s each cold on 2 cores), for a forward that is a fraction of the backward. A
     # parallel launch waits until every worker of the pool has woken, and a virtual machine's idle core takes long
-    # to wake: on the 2-core machine the panda held at home took 321-325 us a step at 64 environments on the serial
-    # copies against 440-455 on the pool, and the folding one was even at 64 and 128; above 256 the pool always
-    # won (more cores: sooner; docs/rigid.md, "Launch mode"). The copies compute the same bits (compiled without
+    # to wake: on the 2-core machine the panda held at home took 249-256 us a step at 64 environments on the serial
+    # copies against 341-393 on the pool, the folding one 519-526 against 628-678, and at 128 the folding one was
+    # about even; above 256 the pool always won (more cores: sooner; docs/rigid.md, "Launch mode"). The copies compute the same bits (compiled without
     # fast math; test_rigid_launch_mode), so the choice changes no result, only the time.
     TRIAL_MAX_BATCH = 256
     # the trial: TRIAL_LEAD untimed substeps on the parallel copies (a scene's first substeps are its slowest: the
