@@ -69,9 +69,9 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
 
 
 @ti.kernel
-def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
-            contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2),
-            geom_rbound: nd(ndim=1),
+def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3),
+            links_quat: nd(dtype=V4, ndim=3), contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_mu: nd(ndim=2),
+            geom_i: nd(ndim=2), geom_rbound: nd(ndim=1),
             pair_i: nd(ndim=2), pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), bound_geoms: nd(ndim=1),
             s_sap: nd(ndim=2),
             s_sap_axis: nd(ndim=1), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_geom_f: nd(ndim=3),

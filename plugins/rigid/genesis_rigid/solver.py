@@ -742,8 +742,9 @@ class RigidSolver(gs.SolverBase):
     # parallel launch waits until every worker of the pool has woken, and a virtual machine's idle core takes long
     # to wake: on the 2-core machine the panda held at home took 249-256 us a step at 64 environments on the serial
     # copies against 341-393 on the pool, the folding one 519-526 against 628-678, and at 128 the folding one was
-    # about even; above 256 the pool always won (more cores: sooner; docs/rigid.md, "Launch mode"). The copies compute the same bits (compiled without
-    # fast math; test_rigid_launch_mode), so the choice changes no result, only the time.
+    # about even; above 256 the pool always won (more cores: sooner; docs/rigid.md, "Launch mode"). The copies
+    # compute the same bits (compiled without fast math; test_rigid_launch_mode), so the choice changes no result,
+    # only the time.
     TRIAL_MAX_BATCH = 256
     # the trial: TRIAL_LEAD untimed substeps on the parallel copies (a scene's first substeps are its slowest: the
     # held panda at 512 environments took 2-4x its later time over its first 15 steps on either copy), then blocks
@@ -865,8 +866,10 @@ class RigidSolver(gs.SolverBase):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs. fresh:
         the scratch holds frame f's rotations (_fresh_kinematics)."""
         fn, (collide, collide_meshes, _), (a_collide, a_meshes, _, _) = self.frames.next(f), *self._step_args()
-        launch = self._step_launch  # (collide writes no kinematics but frame f's rotations, which it computes as
-        launch(collide, f, fn, fresh, *a_collide)  # the substep's kinematics do)
+        # (of the kinematics' scratch, these write only frame f's rotations, the values the kinematics give them:
+        # they keep _fresh_kinematics' key)
+        launch = self._step_launch
+        launch(collide, f, fn, fresh, *a_collide)
         if collide_meshes is not None:
             launch(collide_meshes, f, fn, *a_meshes)
         self._n_collides += 1
