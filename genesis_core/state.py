@@ -124,8 +124,9 @@ class StateStore:
     def __init__(self, owner: str, specs: Iterable[FieldSpec], dims: dict, n_envs: int, n_frames: int,
                  float_dtype: torch.dtype, device: torch.device, requires_grad: bool = False, domain=None):
         self.owner = owner
-        # rules across fields (the owner's): rules(rows: {name: [R, ...]}) -> None or a message; `check` applies it
-        # to the rows a write would take, after each field passed its own rules
+        # rules across fields or entries (the owner's): rules(rows: {name: [R, ...]}) -> None, a message, or one
+        # entry that breaks them, (name, row, index, value, expected), refused as the fields' own rules refuse one;
+        # `check` applies it to the rows a write would take, after each field passed its own rules
         self.rules = None
         # (lo, hi) of the positions of `domain=True` fields, metres, float64 on the CPU; None: not checked
         self.domain = None if domain is None else tuple(torch.as_tensor(b, dtype=torch.float64) for b in domain)
@@ -300,14 +301,17 @@ class StateStore:
         """Raise `error` naming the key, the environment, the index and the bound unless every entry of `x`
         (storage rows `[R, *shape]`; row r is environment `envs_idx[r]`, or r) is valid for field `name`."""
         found = self.violation(name, x)
-        if found is None:
-            return
-        row, index, value, expected = found
+        if found is not None:
+            raise error(self.entry_message(where, name, *found, envs_idx))
+
+    def entry_message(self, where, name, row, index, value, expected, envs_idx=None) -> str:
+        """The refusal of one entry: the key, the environment (storage row `row` is environment `envs_idx[row]`,
+        or `row`), the index, the value and what was expected."""
         env = ""
         if self.n_envs:
             env = f"env {int(envs_idx[row]) if envs_idx is not None else row}, "
-        raise error(f"{where}: {field_key(self.owner, name)}[{env}index {list(index)}] = {value!r} is not accepted: "
-                    f"expected {expected}. Nothing was changed.")
+        return (f"{where}: {field_key(self.owner, name)}[{env}index {list(index)}] = {value!r} is not accepted: "
+                f"expected {expected}. Nothing was changed.")
 
     def public_shape(self, name: str) -> tuple:
         """The shape users see: `([n_envs,] *shape)`."""
@@ -343,9 +347,11 @@ class StateStore:
             for name, x in values.items():
                 r = x if self.n_envs else x.unsqueeze(0)
                 rows[name] = r[envs_idx.to(r.device)] if envs_idx is not None else r
-            message = self.rules(rows)
-            if message is not None:
-                raise error(f"{where}: {message} Nothing was changed.")
+            found = self.rules(rows)
+            if isinstance(found, tuple):  # one entry: (name, row, index, value, expected), named as above
+                raise error(self.entry_message(where, *found, envs_idx))
+            if found is not None:
+                raise error(f"{where}: {found} Nothing was changed.")
 
     def write(self, f: int, values: dict, envs_idx: torch.Tensor | None = None, names=None):
         """Write `values` (shaped `([n_envs,] ...)`) into frame f; only rows `envs_idx` when given.

@@ -214,20 +214,20 @@ class RigidEntity(gs.Entity):
         st.set_rows(field, self.solver.frame, value, self._envs_idx(envs_idx), (cols,), what=what)
 
     def _write_ruled(self, field, value, cols, envs_idx, what):
-        """_write, then the solver's rules across the parameter fields (RigidSolver._state_rule) on the result:
+        """_write, then the solver's rules across the parameter fields (RigidSolver._param_rule) on the result:
         a value that breaks them is taken back and refused."""
         st = self.solver.state
         before = st.tensors[field].detach().clone()
         mark = st.tape.mark() if st.tape is not None else None
         self._write(field, value, cols, envs_idx, what)
-        message = self.solver._state_rule({name: st.tensors[name] for name in
-                                           ("dofs_force_lo", "dofs_force_hi", "links_inertial_mass")})
-        if message is not None:
+        found = self.solver._param_rule({name: st.tensors[name] for name in
+                                         ("dofs_force_lo", "dofs_force_hi", "links_inertial_mass")})
+        if found is not None:
             with torch.no_grad():
                 st.tensors[field].copy_(before)
             if mark is not None:  # a differentiable run forgets the write too
                 st.tape.undo_to(mark)
-            raise gs.InvalidStateError(f"{what}: {message} Nothing was changed.")
+            raise gs.InvalidStateError(st.entry_message(what, *found))
 
     def _read(self, field, cols, envs_idx):
         return self.solver.state.get_rows(field, self.solver.frame, self._envs_idx(envs_idx), (cols,))

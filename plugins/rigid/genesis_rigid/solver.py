@@ -607,7 +607,7 @@ class RigidSolver(gs.SolverBase):
 
     def init_state(self, f):
         st = self.state
-        st.rules = self._state_rule  # reset(state) and checkpoints meet the rules across entries and fields
+        st.rules = self._state_rules  # reset(state) and checkpoints meet the rules across entries and fields
         st.at("qpos", f)[:] = torch.as_tensor(self._qpos0, dtype=self.float_dtype)
         st.at("dofs_kp", f)[:] = torch.as_tensor(self._kp0, dtype=self.float_dtype)
         st.at("dofs_kv", f)[:] = torch.as_tensor(self._kv0, dtype=self.float_dtype)
@@ -900,10 +900,10 @@ class RigidSolver(gs.SolverBase):
             self._dof_params_seen = key  # backward's restore of each substep's frame): nothing to hand over
             return
         self._dof_params_values = [t.detach().clone() for t in tensors]
-        message = self._state_rule({"dofs_force_lo": st.tensors["dofs_force_lo"],
-                                    "dofs_force_hi": st.tensors["dofs_force_hi"]})
-        if message is not None:
-            raise gs.InvalidStateError(message)
+        found = self._param_rule({"dofs_force_lo": st.tensors["dofs_force_lo"],
+                                  "dofs_force_hi": st.tensors["dofs_force_hi"]})
+        if found is not None:
+            raise gs.InvalidStateError(st.entry_message("step", *found))
         if self.n_dofs:
             arr = np.array(np.broadcast_to(self._arrays_np["dof_f"][:self.n_dofs], (self.batch, self.n_dofs, DF_N)))
             for (name, col), t in zip(self.DOF_PARAMS, tensors):
@@ -955,32 +955,41 @@ class RigidSolver(gs.SolverBase):
 
     LINK_PARAMS = ("links_inertial_mass", "links_mass_shift", "links_com_shift", "geoms_friction_ratio")
 
-    def _state_rule(self, rows):
-        """The rules across entries and fields (StateStore.rules), on rows {name: [R, ...]} of the fields
-        present: each dof's force range lower <= upper; each link's inertial mass >= 0, and > 0 for a moving link
-        that has mass in the model (a shift may take the sum lower: the dynamics floor it, _sync_link_params); the
-        contact pool's keys compact, the entries in use first and then -1 (finish_contacts stops at the first -1).
-        A message naming the first row that breaks one, or None."""
+    def _state_rules(self, rows):
+        """The rules across entries and fields (StateStore.rules) on rows {name: [R, ...]}: the contact pool's keys
+        compact, the entries in use first and then -1 (finish_contacts stops at the first -1; the first key after a
+        -1 is named as an entry), then _param_rule's."""
         keys = rows.get("contact_key")
         if keys is not None and keys.shape[-1] > 1:
-            bad = ((keys[..., 1:] >= 0) & (keys[..., :-1] < 0)).flatten(1).any(dim=-1).nonzero().flatten().tolist()
-            if bad:
-                return (f"{self.name}: contact_key has a key after a -1 in row {bad[0]}: the contact pool's entries "
-                        f"in use come first, then -1.")
+            bad = ((keys[:, 1:] >= 0) & (keys[:, :-1] < 0)).nonzero()
+            if len(bad):
+                row, i = int(bad[0, 0]), int(bad[0, 1]) + 1
+                return ("contact_key", row, (i,), int(keys[row, i]),
+                        "-1 after a -1 (the contact pool's entries in use come first, then -1)")
+        return self._param_rule(rows)
+
+    def _param_rule(self, rows):
+        """The rules across the parameter fields, on rows {name: [R, ...]} of the fields present: each dof's force
+        range lower <= upper; each link's inertial mass >= 0, and > 0 for a moving link that has mass in the model
+        (a shift may take the sum lower: the dynamics floor it, _sync_link_params). The first entry that breaks one,
+        (name, row, index, value, expected) as StateStore.rules names it, or None."""
         lo, hi = rows.get("dofs_force_lo"), rows.get("dofs_force_hi")
         if lo is not None and hi is not None and lo.numel():
-            bad = (lo > hi).any(dim=-1).nonzero().flatten().tolist()
-            if bad:
-                return f"{self.name}: dofs_force_lo exceeds dofs_force_hi in row {bad[0]}: a force range needs lower <= upper."
+            bad = (lo > hi).nonzero()
+            if len(bad):
+                row, d = (int(i) for i in bad[0])
+                return ("dofs_force_lo", row, (d,), float(lo[row, d]),
+                        f"a value <= dofs_force_hi there ({float(hi[row, d])!r}): a force range needs lower <= upper")
         mass0 = rows.get("links_inertial_mass")
         if mass0 is not None and mass0.numel():
             mass = mass0.double()
             m_model = torch.as_tensor(self._arrays_np["link_f"][:self.n_links, LF_MASS], device=mass.device)
             moving = torch.as_tensor([self._last_dof[l] >= 0 for l in range(self.n_links)], device=mass.device)
-            bad = ((mass < 0) | ((mass <= 0) & moving & (m_model > 0))).any(dim=-1).nonzero().flatten().tolist()
-            if bad:
-                return (f"{self.name}: a link's inertial mass (links_inertial_mass) must be > 0 for a moving link "
-                        f"that has mass, and >= 0 for every link; row {bad[0]} breaks it.")
+            bad = ((mass < 0) | ((mass <= 0) & moving & (m_model > 0))).nonzero()
+            if len(bad):
+                row, l = (int(i) for i in bad[0])
+                return ("links_inertial_mass", row, (l,), float(mass0[row, l]),
+                        "> 0 for a link that moves and has mass in the model, >= 0 for every link")
         return None
 
     def _sync_link_params(self):
@@ -997,9 +1006,9 @@ class RigidSolver(gs.SolverBase):
             self._link_params_seen = key
             return
         self._link_params_values = [t.detach().clone() for t in tensors]
-        message = self._state_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
-        if message is not None:
-            raise gs.InvalidStateError(message)
+        found = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
+        if found is not None:
+            raise gs.InvalidStateError(st.entry_message("step", *found))
         mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors)
         L, base = self.n_links, self._arrays_np["link_f"]
         if L:

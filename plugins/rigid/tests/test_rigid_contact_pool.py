@@ -100,8 +100,9 @@ def test_keys_from_a_state_are_validated():
 
 def test_keys_must_be_compact():
     """The pool's entries in use come first (the warm-start matching stops at the first -1): a state with a key
-    after a -1 is refused, naming the row, and nothing changes (a state passed to reset becomes the initial state,
-    so it is checked whole, whatever envs_idx); compacted again, it is accepted."""
+    after a -1 is refused, naming that entry as the fields' own rules name theirs, and nothing changes (a state
+    passed to reset becomes the initial state, so it is checked whole, whatever envs_idx); compacted again, it is
+    accepted."""
     scene = pile(6)
     for _ in range(10):
         scene.step()
@@ -114,7 +115,8 @@ def test_keys_must_be_compact():
         scene.step()
     before = scene.get_state()
     for envs_idx in (None, [0]):
-        with pytest.raises(gs.InvalidStateError, match="contact_key has a key after a -1 in row 1"):
+        with pytest.raises(gs.InvalidStateError, match=rf"RigidSolver.contact_key\[env 1, index \[1\]\] = "
+                                                       rf"{int(keys[1, 1])} is not accepted: expected -1 after a -1"):
             scene.reset(state=state, envs_idx=envs_idx)
     after = scene.get_state()
     for name in ("contact_key", "contact_impulse", "qpos"):
