@@ -263,15 +263,15 @@ class StateStore:
         if spec.dtype == "float" and spec.finite:
             bad = ~torch.isfinite(x)
             if bad.any():
-                return _first(bad, x) + ("a finite value",)
+                return first_entry(bad, x) + ("a finite value",)
         if spec.bounds is not None:
             bad = _outside(spec, x)
             if bad.any():
-                return _first(bad, x) + (f"a value in {spec.bound_text()}",)
+                return first_entry(bad, x) + (f"a value in {spec.bound_text()}",)
         if spec.dtype != "float" and spec.codes is not None:
             bad = _not_a_code(spec, x)
             if bad.any():
-                return _first(bad, x) + (f"one of {list(spec.codes)}",)
+                return first_entry(bad, x) + (f"one of {list(spec.codes)}",)
         if spec.quat:
             offsets = self._quat_offsets[name]
             if offsets.numel():
@@ -498,7 +498,9 @@ def _not_a_code(spec: FieldSpec, x: torch.Tensor) -> torch.Tensor:
     return ~torch.isin(x, torch.as_tensor(spec.codes, dtype=x.dtype, device=x.device))
 
 
-def _first(bad: torch.Tensor, x: torch.Tensor):
+def first_entry(bad: torch.Tensor, x: torch.Tensor):
+    """(row, index, value) of the first True entry of the mask `bad` over storage rows `[R, ...]`, its value read
+    from `x`: what `StateStore.violation` and an owner's `rules` report of an entry."""
     row, *index = bad.nonzero()[0].tolist()
     return row, tuple(index), x[tuple([row] + index)].item()
 

@@ -12,6 +12,7 @@ import torch
 
 import genesis_core as gs
 from genesis_core.launch import Launcher, torch_one_thread
+from genesis_core.state import first_entry
 from genesis_core.coupler import ColliderView
 
 from . import kernels_step
@@ -960,11 +961,11 @@ class RigidSolver(gs.SolverBase):
         compact, the entries in use first and then -1 (finish_contacts stops at the first -1; the first key after a
         -1 is named as an entry), then _param_rule's."""
         keys = rows.get("contact_key")
-        if keys is not None and keys.shape[-1] > 1:
-            bad = ((keys[:, 1:] >= 0) & (keys[:, :-1] < 0)).nonzero()
-            if len(bad):
-                row, i = int(bad[0, 0]), int(bad[0, 1]) + 1
-                return ("contact_key", row, (i,), int(keys[row, i]),
+        if keys is not None and keys.numel():
+            bad = torch.zeros_like(keys, dtype=torch.bool)
+            bad[:, 1:] = (keys[:, 1:] >= 0) & (keys[:, :-1] < 0)
+            if bad.any():
+                return ("contact_key", *first_entry(bad, keys),
                         "-1 after a -1 (the contact pool's entries in use come first, then -1)")
         return self._param_rule(rows)
 
@@ -975,20 +976,19 @@ class RigidSolver(gs.SolverBase):
         (name, row, index, value, expected) as StateStore.rules names it, or None."""
         lo, hi = rows.get("dofs_force_lo"), rows.get("dofs_force_hi")
         if lo is not None and hi is not None and lo.numel():
-            bad = (lo > hi).nonzero()
-            if len(bad):
-                row, d = (int(i) for i in bad[0])
-                return ("dofs_force_lo", row, (d,), float(lo[row, d]),
-                        f"a value <= dofs_force_hi there ({float(hi[row, d])!r}): a force range needs lower <= upper")
+            bad = lo > hi
+            if bad.any():
+                row, index, value = first_entry(bad, lo)
+                return ("dofs_force_lo", row, index, value, f"a value <= dofs_force_hi there "
+                        f"({hi[(row, *index)].item()!r}): a force range needs lower <= upper")
         mass0 = rows.get("links_inertial_mass")
         if mass0 is not None and mass0.numel():
             mass = mass0.double()
             m_model = torch.as_tensor(self._arrays_np["link_f"][:self.n_links, LF_MASS], device=mass.device)
             moving = torch.as_tensor([self._last_dof[l] >= 0 for l in range(self.n_links)], device=mass.device)
-            bad = ((mass < 0) | ((mass <= 0) & moving & (m_model > 0))).nonzero()
-            if len(bad):
-                row, l = (int(i) for i in bad[0])
-                return ("links_inertial_mass", row, (l,), float(mass0[row, l]),
+            bad = (mass < 0) | ((mass <= 0) & moving & (m_model > 0))
+            if bad.any():
+                return ("links_inertial_mass", *first_entry(bad, mass0),
                         "> 0 for a link that moves and has mass in the model, >= 0 for every link")
         return None
 
