@@ -41,6 +41,8 @@ from .errors import CheckpointError, CheckpointMismatchError, GenesisError
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "genesis-core.checkpoint-shards"
 MANIFEST_VERSION = 1
+MAX_MANIFEST_BYTES = 16 * 2**20  # read_manifest's limit: a manifest takes about 150 bytes per shard
+MAX_MANIFEST_INT = 2**62  # every integer of a manifest (sizes, ranges, the step index) stays below it
 DEFAULT_TIMEOUT_S = 300.0
 
 
@@ -478,40 +480,103 @@ def save_checkpoint_shard(scene, directory) -> str:
     return path
 
 
+def _json_depth(raw: bytes) -> int:
+    """The deepest nesting of arrays and objects in JSON text, brackets inside strings not counted, found without
+    parsing it (so without recursion): escaped backslashes, then escaped quotes are dropped, each quote left opens
+    or closes a string, and the brackets outside strings are summed up to the first one that closes more than was
+    opened (where a parser stops)."""
+    code = np.frombuffer(raw.replace(b"\\\\", b"").replace(b'\\"', b""), dtype=np.uint8)
+    step = ((code == ord("[")) | (code == ord("{"))).astype(np.int8) - ((code == ord("]")) | (code == ord("}")))
+    step[np.logical_xor.accumulate(code == ord('"'))] = 0
+    depth = np.cumsum(step, dtype=np.int32)
+    below = np.flatnonzero(depth < 0)
+    return int(depth[:below[0] if below.size else None].max(initial=0))
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:45] + "... (" + str(len(text)) + " characters)"
+
+
+def _manifest_int(path, key, value, low=0) -> int:
+    """`value` of manifest entry `key`, an int (not a bool) in [low, MAX_MANIFEST_INT), or a CheckpointError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < MAX_MANIFEST_INT:
+        raise CheckpointError(f"{path!r} is malformed: {key} = {_short(value)} is not an integer in [{low}, 2**62).")
+    return value
+
+
 def read_manifest(directory) -> dict:
-    """The manifest of a folder of checkpoint shards, checked for its format."""
+    """The manifest of a folder of checkpoint shards, checked for its format. A file over MAX_MANIFEST_BYTES, not
+    UTF-8 or nested deeper than the checkpoint's plain-data limit (checkpoint.MAX_DEPTH, checked before parsing),
+    an integer entry that is not an int in [0, 2**62) (world_size: in [1, 2**62) and the number of shards listed),
+    or any other malformed content is refused with a CheckpointError naming what is wrong."""
     path = os.path.join(os.fspath(directory), MANIFEST)
     try:
-        with open(path) as fh:
-            data = json.load(fh)
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_MANIFEST_BYTES:
+                raise CheckpointError(f"{path!r} is {size} bytes, more than the limit of {MAX_MANIFEST_BYTES} for a "
+                                      "shard manifest; nothing was parsed.")
+            raw = fh.read(MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
         raise CheckpointError(f"{os.fspath(directory)!r} holds no {MANIFEST}: not a folder of checkpoint shards "
                               "written by gs.distributed.save_checkpoint_shard (or a save did not finish).") from None
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"{path!r} is not a readable shard manifest ({exc}).") from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise CheckpointError(f"{path!r} holds more than the limit of {MAX_MANIFEST_BYTES} bytes for a shard "
+                              "manifest; nothing was parsed.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path!r} is not a readable shard manifest (not UTF-8 text: {exc}).") from None
+    depth = _json_depth(raw)
+    if depth > ckpt.MAX_DEPTH:
+        raise CheckpointError(f"{path!r} is not a shard manifest: its JSON is nested {depth} levels deep, more than "
+                              f"the limit of {ckpt.MAX_DEPTH}; nothing was parsed.")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # (the depth check above keeps the parser far from the limit)
+        raise CheckpointError(f"{path!r} is not a readable shard manifest ({str(exc)[:200]}).") from None
+    problem = ckpt._plain_problem(data)
+    if problem:
+        raise CheckpointError(f"{path!r} is not a shard manifest: it {problem}.")
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise CheckpointError(f"{path!r} is not a genesis-core shard manifest.")
-    if data.get("format_version") != MANIFEST_VERSION:
-        raise CheckpointError(f"{path!r} has manifest version {data.get('format_version')!r}; this engine reads "
+    version = data.get("format_version")
+    if isinstance(version, bool) or version != MANIFEST_VERSION:
+        raise CheckpointError(f"{path!r} has manifest version {_short(version)}; this engine reads "
                               f"{MANIFEST_VERSION}.")
-    w, shards = data.get("world_size"), data.get("shards")
-    ok = (isinstance(w, int) and w >= 1 and isinstance(shards, list) and len(shards) == w
-          and isinstance(data.get("n_envs_total"), int) and isinstance(data.get("step_index"), int))
-    if ok:
-        for i, s in enumerate(shards):
-            ok = ok and isinstance(s, dict) and s.get("rank") == i and s.get("file") == shard_file(i, w) and \
-                isinstance(s.get("start"), int) and isinstance(s.get("stop"), int) and isinstance(s.get("checksum"), str)
-        ok = ok and [(s["start"], s["stop"]) for s in shards] == _contiguous([s["stop"] - s["start"] for s in shards]) \
-            and shards[-1]["stop"] == data["n_envs_total"]
-    if not ok:
-        raise CheckpointError(f"{path!r} is malformed: it must name world_size shards shard_<rank>_of_<world>.ckpt with "
-                              "contiguous [start, stop) ranges covering n_envs_total.")
+    w = _manifest_int(path, "world_size", data.get("world_size"), low=1)
+    n_total = _manifest_int(path, "n_envs_total", data.get("n_envs_total"))
+    _manifest_int(path, "step_index", data.get("step_index"))
+    shards = data.get("shards")
+    if not isinstance(shards, list) or len(shards) != w:
+        listed = f"lists {len(shards)} shards" if isinstance(shards, list) else f"has shards = {_short(shards)}"
+        raise CheckpointError(f"{path!r} is malformed: it {listed} and world_size is {w}; it must list one shard "
+                              "per rank.")
+    stop = 0
+    for i, s in enumerate(shards):
+        if not isinstance(s, dict):
+            raise CheckpointError(f"{path!r} is malformed: shards[{i}] = {_short(s)} is not an object.")
+        if _manifest_int(path, f"shards[{i}].rank", s.get("rank")) != i:
+            raise CheckpointError(f"{path!r} is malformed: shards[{i}].rank = {s['rank']}; the shards are listed in "
+                                  "rank order.")
+        if s.get("file") != shard_file(i, w):
+            raise CheckpointError(f"{path!r} is malformed: shards[{i}].file = {_short(s.get('file'))}, expected "
+                                  f"{shard_file(i, w)!r}.")
+        if not isinstance(s.get("checksum"), str):
+            raise CheckpointError(f"{path!r} is malformed: shards[{i}].checksum = {_short(s.get('checksum'))} is not "
+                                  "a string.")
+        start = _manifest_int(path, f"shards[{i}].start", s.get("start"))
+        end = _manifest_int(path, f"shards[{i}].stop", s.get("stop"))
+        if start != stop or end <= start:
+            raise CheckpointError(f"{path!r} is malformed: shards[{i}] holds [{start}, {end}); the ranges must be "
+                                  f"contiguous and non-empty (this one starting at {stop}).")
+        stop = end
+    if stop != n_total:
+        raise CheckpointError(f"{path!r} is malformed: the shards cover [0, {stop}) and n_envs_total is {n_total}.")
     return data
-
-
-def _contiguous(sizes):
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
-    return [(a, b) for a, b in zip(starts[:-1], starts[1:])]
 
 
 def check_layout(manifest: dict, rank: int, world_size: int, ranges: list[tuple[int, int]]) -> str | None:

@@ -3,7 +3,9 @@ two CPU processes over gloo, that a sharded run equals the unsharded one environ
 and that its checkpoint shards resume bitwise in a fresh pair of processes while another world size is refused."""
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -133,6 +135,115 @@ def test_layout_check_names_world_size_environment_count_and_range():
     assert "hold 5 environments and this run has 6" in dist.check_layout(manifest, 0, 2, [(0, 3), (3, 6)])
     assert "rank 0 held global environments [0, 3] when saved and holds [0, 2]" in \
         dist.check_layout(manifest, 0, 2, [(0, 2), (2, 5)])
+
+
+def _manifest(**changes):
+    """A valid manifest of 5 environments over 2 ranks, as save_checkpoint_shard writes it, with `changes`."""
+    data = {"format": "genesis-core.checkpoint-shards", "format_version": 1, "world_size": 2, "n_envs_total": 5,
+            "step_index": 30,
+            "shards": [{"rank": 0, "file": "shard_0_of_2.ckpt", "start": 0, "stop": 3, "checksum": "0" * 64},
+                       {"rank": 1, "file": "shard_1_of_2.ckpt", "start": 3, "stop": 5, "checksum": "1" * 64}]}
+    return {**data, **changes}
+
+
+def _shards(**changes):
+    """The valid manifest's shards, the second one with `changes`."""
+    shards = _manifest()["shards"]
+    return [shards[0], {**shards[1], **changes}]
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HUGE = 10**30
+P = pytest.param
+
+
+def _json(data, where, raw):
+    """JSON text of `data` whose entry `where` (a dotted path: "shards.1.checksum") is the raw JSON text `raw`."""
+    node, (*parents, last) = data, where.split(".")
+    for k in parents:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    node[int(last) if isinstance(node, list) else last] = "@raw@"
+    return json.dumps(data).replace('"@raw@"', raw)
+
+
+@pytest.mark.parametrize("content, match", [
+    P(_json(_manifest(), "a", DEEP), "nested 100001 levels deep, more than the limit of 32", id="deep-key"),
+    P(_json(_manifest(), "shards.1.checksum", DEEP), "nested 100003 levels deep", id="deep-checksum"),
+    P(_json(_manifest(), "shards.0", '{"a": ' * 100_000 + "0" + "}" * 100_000), "nested 100002 levels deep",
+      id="deep-shard"),
+    P(_json(_manifest(), "world_size", DEEP), "nested 100001 levels deep", id="deep-world-size"),
+    P(DEEP, "nested 100000 levels deep", id="deep-document"),
+    P("[" * 100_000, "nested 100000 levels deep", id="deep-unclosed"),
+    P(json.dumps(_manifest(n_envs_total=HUGE)), r"n_envs_total = 10{30} is not an integer in \[0, 2\*\*62\)",
+      id="n_envs_total-huge"),
+    P(json.dumps(_manifest(n_envs_total=2**62)), "n_envs_total = 4611686018427387904 is not an integer",
+      id="n_envs_total-2**62"),
+    P(_json(_manifest(), "n_envs_total", "9" * 5000), "not a readable shard manifest.*4300 digits",
+      id="n_envs_total-5000-digits"),
+    P(json.dumps(_manifest(step_index=-1)), r"step_index = -1 is not an integer in \[0, 2\*\*62\)",
+      id="step_index-negative"),
+    P(json.dumps(_manifest(step_index=1.5)), "step_index = 1.5 is not an integer", id="step_index-float"),
+    P(json.dumps(_manifest(shards=_shards(start=HUGE))), r"shards\[1\].start = 10{30} is not an integer",
+      id="start-huge"),
+    P(json.dumps(_manifest(shards=_shards(stop=HUGE))), r"shards\[1\].stop = 10{30} is not an integer",
+      id="stop-huge"),
+    P(json.dumps(_manifest(shards=_shards(start=-3))), r"shards\[1\].start = -3 is not an integer in \[0, 2\*\*62\)",
+      id="start-negative"),
+    P(json.dumps(_manifest(shards=_shards(stop=-3))), r"shards\[1\].stop = -3 is not an integer", id="stop-negative"),
+    P(json.dumps(_manifest(shards=_shards(start=3, stop=3))),
+      r"shards\[1\] holds \[3, 3\); the ranges must be contiguous and non-empty", id="range-empty"),
+    P(json.dumps(_manifest(shards=_shards(start=2))), r"shards\[1\] holds \[2, 5\).*starting at 3", id="range-gap"),
+    P(json.dumps(_manifest(shards=_shards(rank=True))), r"shards\[1\].rank = True is not an integer", id="rank-bool"),
+    P(json.dumps(_manifest(shards=_shards(file="../../x"))), r"shards\[1\].file = '../../x', expected "
+      "'shard_1_of_2.ckpt'", id="file-elsewhere"),
+    P(json.dumps(_manifest(shards=_shards(checksum=None))), r"shards\[1\].checksum = None is not a string",
+      id="checksum-null"),
+    P(json.dumps(_manifest(n_envs_total=6)), r"the shards cover \[0, 5\) and n_envs_total is 6", id="coverage"),
+    P(json.dumps(_manifest(world_size=0)), r"world_size = 0 is not an integer in \[1, 2\*\*62\)", id="world-0"),
+    P(json.dumps(_manifest(world_size=HUGE)), r"world_size = 10{30} is not an integer in \[1, 2\*\*62\)",
+      id="world-huge"),
+    P(json.dumps(_manifest(world_size=True)), "world_size = True is not an integer", id="world-bool"),
+    P(json.dumps(_manifest(world_size=2.0)), "world_size = 2.0 is not an integer", id="world-float"),
+    P(json.dumps(_manifest(world_size=3)), "lists 2 shards and world_size is 3", id="world-not-the-shards"),
+    P(json.dumps(_manifest(shards={"0": 1})), "has shards = {'0': 1} and world_size is 2", id="shards-object"),
+    P(json.dumps(_manifest(format_version=True)), "manifest version True; this engine reads 1", id="version-bool"),
+    P(json.dumps(_manifest()) + " " * (20 * 2**20), r"is 20971\d+ bytes, more than the limit of 16777216 for a shard "
+      "manifest", id="20-MiB"),
+    P(b"\xff\xfe{}\x80", "not UTF-8 text", id="not-utf-8"),
+    P(json.dumps([_manifest()]), "is not a genesis-core shard manifest", id="a-list"),
+    P(json.dumps(_manifest())[:-1], "is not a readable shard manifest", id="truncated"),
+    P("", "is not a readable shard manifest", id="empty"),
+])
+def test_hostile_manifests_are_refused_with_checkpoint_errors(tmp_path, content, match):
+    """read_manifest (which load_checkpoint_shard calls first) refuses what save_checkpoint_shard never writes with a
+    CheckpointError naming it: nesting past the limit (before parsing: never a RecursionError), an integer outside
+    [0, 2**62) or a bool, a world size that is not the number of shards, a file over the size limit, bytes that are
+    not UTF-8, JSON that is not an object."""
+    path = tmp_path / "manifest.json"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        path.write_bytes(content)
+    error = None
+    try:
+        dist.read_manifest(tmp_path)
+    except gs.CheckpointError as exc:
+        error = str(exc)
+    except RecursionError:
+        error = "RecursionError"
+    assert error is not None, "the manifest was accepted"
+    assert error != "RecursionError", "read_manifest raised RecursionError, not a CheckpointError"
+    assert re.search(match, error), error
+
+
+def test_a_manifest_with_brackets_inside_strings_and_the_valid_one_are_read(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(_manifest()), encoding="utf-8")
+    assert dist.read_manifest(tmp_path) == _manifest()
+    # brackets and escaped quotes inside strings are not nesting
+    odd = _manifest(note='[{"' * 100_000 + "\\", shards=_shards(checksum='\\"]' * 40 + "[" * 100_000))
+    path.write_text(json.dumps(odd), encoding="utf-8")
+    assert dist.read_manifest(tmp_path) == odd
 
 
 # -- two processes over gloo ----------------------------------------------------------------------------------------
