@@ -23,6 +23,7 @@ from .errors import (
     InvalidCheckpointStateError,
     InvalidEnvError,
     InvalidStateError,
+    ModelFileError,
     OptionError,
     PluginNotInstalledError,
     SceneError,
@@ -67,7 +68,7 @@ def __getattr__(name):
 
 __all__ = [
     "CheckpointError", "CheckpointMismatchError", "DamagedCheckpointError", "InvalidCheckpointStateError",
-    "InvalidEnvError", "InvalidStateError", "ColliderView", "Coupling", "Entity", "FieldSpec",
+    "InvalidEnvError", "InvalidStateError", "ModelFileError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
     "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
     "hookimpl", "init", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins", "renderers", "surfaces", "utils", "validators", "Tensor", "arange", "from_torch", "full", "ones",

@@ -15,6 +15,13 @@ class MeshNotWatertight(OptionError):
     with a warning."""
 
 
+class ModelFileError(OptionError):
+    """A robot, scene or mesh file (URDF, MJCF, OBJ, STL, ...) holds something the engine cannot simulate: a value
+    that is not a finite number or is outside its range, a kinematic graph that is not a tree, more elements than
+    the documented limits, a mesh with no volume. The message names the file, the element and the value; nothing
+    was added to the scene (docs/bad-input.md, "Model files")."""
+
+
 class PluginNotInstalledError(GenesisError, AttributeError):
     """A solver-specific name was used whose plugin distribution is not installed (an AttributeError, so that
     `hasattr(gs.materials, "MPM")` answers False)."""

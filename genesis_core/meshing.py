@@ -243,9 +243,9 @@ def _file_mesh(morph):
             _warn_open(morph, cached[2])
             return cached[:2]
 
-    import trimesh
+    from .mesh_files import read_mesh
 
-    mesh = trimesh.load(morph.file, force="mesh")  # merges coincident vertices, so seams are not open
+    mesh = read_mesh(morph.file)  # merges coincident vertices, so seams are not open
     _, uses = _edge_uses(mesh.faces)
     if len(mesh.faces) == 0:
         raise MeshNotWatertight(f"Mesh.file={morph.file!r} has no faces: there is no surface to fill with tets.")

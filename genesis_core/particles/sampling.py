@@ -65,9 +65,9 @@ def _shape(morph):
             return np.linalg.norm(p - np.stack([0 * axial, 0 * axial, axial], axis=1), axis=1) <= r + 1e-9
         return np.array([r, r, h + r]), np.zeros(3), inside
     if isinstance(morph, morphs.Mesh):
-        import trimesh
+        from ..mesh_files import read_mesh
 
-        mesh = trimesh.load(morph.file, force="mesh")
+        mesh = read_mesh(morph.file)
         mesh.apply_scale(morph.scale)
         lo, hi = mesh.bounds
         triangles = np.asarray(mesh.triangles)

@@ -27,20 +27,35 @@ def _transform(verts, morph):
 
 
 def _obj_lines(path):
-    """(vertices, segments) of an OBJ file's `v` and `l` records (a polyline `l a b c` is two segments)."""
+    """(vertices, segments) of an OBJ file's `v` and `l` records (a polyline `l a b c` is two segments); a record
+    that is not numbers, a vertex that is not finite and a segment naming a vertex the file lacks raise
+    gs.ModelFileError naming the file and the line."""
+    from genesis_core.errors import ModelFileError
+    from genesis_core.mesh_files import MAX_MESH_COORDINATE, check_vertices
+
     verts, segs = [], []
-    with open(path) as fh:
-        for line in fh:
+    with open(path, errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
             parts = line.split()
-            if not parts:
+            if not parts or parts[0] not in ("v", "l"):
                 continue
-            if parts[0] == "v":
-                verts.append([float(x) for x in parts[1:4]])
-            elif parts[0] == "l":
-                idx = [int(p.split("/")[0]) for p in parts[1:]]
-                idx = [i - 1 if i > 0 else len(verts) + i for i in idx]
-                segs.extend([a, b] for a, b in zip(idx, idx[1:]))
-    return np.asarray(verts, dtype=np.float64), np.asarray(segs, dtype=np.int64).reshape(-1, 2)
+            try:
+                if parts[0] == "v":
+                    verts.append([float(x) for x in parts[1:4]])
+                    if len(verts[-1]) != 3:
+                        raise ValueError("a vertex needs 3 coordinates")
+                else:
+                    idx = [int(p.split("/")[0]) for p in parts[1:]]
+                    idx = [i - 1 if i > 0 else len(verts) + i for i in idx]
+                    segs.extend([a, b] for a, b in zip(idx, idx[1:]))
+            except ValueError as exc:
+                raise ModelFileError(f"mesh {path!r}, line {number}: {line.strip()[:80]!r}: {exc}") from None
+    verts = np.asarray(verts, dtype=np.float64).reshape(-1, 3)
+    check_vertices(verts, MAX_MESH_COORDINATE, f"mesh {path!r}")
+    segs = np.asarray(segs, dtype=np.int64).reshape(-1, 2)
+    if len(segs) and (segs.min() < 0 or segs.max() >= len(verts)):
+        raise ModelFileError(f"mesh {path!r}: a segment names a vertex the file does not have ({len(verts)} vertices)")
+    return verts, segs
 
 
 def cloth_mesh(morph):
@@ -59,9 +74,9 @@ def cloth_mesh(morph):
                 raise OptionError(f"Mesh(file={morph.file!r}): a rope's every vertex must belong to a segment "
                                   f"({len(verts) - len(used)} do not).")
             return _transform(verts, morph), np.zeros((0, 3), dtype=np.int64), segs
-    import trimesh
+    from genesis_core.mesh_files import read_mesh
 
-    mesh = trimesh.load(morph.file, force="mesh")
+    mesh = read_mesh(morph.file)
     if len(mesh.faces) == 0:
         raise OptionError(f"Mesh(file={morph.file!r}) holds no triangles (and no line segments).")
     faces = np.asarray(mesh.faces, dtype=np.int64)

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .model import ModelError
+
 MAX_HULL_VERTICES = 64  # the kernels' support functions and clipping buffers are sized for this
 COPLANAR_COS = 1.0 - 1e-6  # adjacent triangles this close in normal form one polygonal face
 
 
-class HullError(ValueError):
+class HullError(ModelError):
     pass
 
 
@@ -68,10 +70,26 @@ def _plane(pts, tri):
     return n, float(n @ a)
 
 
+def check_points(points, bound, what):
+    """Refuse (HullError naming `what`) points [N, 3] that are not finite or beyond +-bound (m)."""
+    from genesis_core.errors import ModelFileError
+    from genesis_core.mesh_files import check_vertices
+
+    try:
+        check_vertices(points, bound, what)
+    except ModelFileError as exc:
+        raise HullError(str(exc)) from None
+
+
 def convex_hull(points, max_vertices=MAX_HULL_VERTICES):
-    """Vertices and outward triangles of the convex hull of `points` [N, 3], with at most `max_vertices`
-    vertices, and the largest distance of a point outside the result."""
-    pts = np.unique(np.asarray(points, dtype=np.float64).reshape(-1, 3), axis=0)
+    """Vertices and outward triangles of the convex hull of `points` [N, 3] (finite), with at most
+    `max_vertices` vertices, and the largest distance of a point outside the result. Each round inserts one
+    point that lies outside the hull, which then holds it; a round that finds no such point ends the loop, so
+    it takes at most N rounds (more is reported as a HullError, never a hang)."""
+    pts = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    if not np.isfinite(pts).all():
+        raise HullError("a vertex is not finite")
+    pts = np.unique(pts, axis=0)
     if len(pts) < 4:
         raise HullError(f"{len(pts)} distinct vertices; a hull needs 4 that are not coplanar")
     extent = float(np.max(pts.max(axis=0) - pts.min(axis=0)))
@@ -84,7 +102,7 @@ def convex_hull(points, max_vertices=MAX_HULL_VERTICES):
         n, d = _plane(pts, tri)
         faces.append(tri if n @ centre < d else [tri[0], tri[2], tri[1]])
     deviation = 0.0
-    while True:
+    for _ in range(len(pts) + 1):
         tris = np.array(faces)
         normals = np.cross(pts[tris[:, 1]] - pts[tris[:, 0]], pts[tris[:, 2]] - pts[tris[:, 0]])
         normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-300)
@@ -103,6 +121,10 @@ def convex_hull(points, max_vertices=MAX_HULL_VERTICES):
                 edges[e] = True
         horizon = [e for e in edges if (e[1], e[0]) not in edges]
         faces = [f for f, vis in zip(faces, visible) if not vis] + [[a, b, j] for a, b in horizon]
+        if not horizon:  # (every face saw the point: no hull of finite points does)
+            raise HullError(f"the hull of {len(pts)} vertices did not close (vertex {j} could not be inserted)")
+    else:
+        raise HullError(f"the hull of {len(pts)} vertices did not converge in {len(pts) + 1} rounds")
     tris = np.array(faces)
     used = np.unique(tris)
     remap = np.full(len(pts), -1)
@@ -163,8 +185,13 @@ def _faces(vertices, triangles):
 
 
 def hull_of_points(points, max_vertices=MAX_HULL_VERTICES) -> Hull:
+    """The Hull of `points` [N, 3] (finite); a HullError says why there is none."""
     vertices, triangles, deviation = convex_hull(points, max_vertices)
-    normals, offsets, loops = _faces(vertices, triangles)
+    try:
+        normals, offsets, loops = _faces(vertices, triangles)
+    except (KeyError, IndexError, ValueError) as exc:  # a hull whose faces do not close (rounding at 1e-9 of its size)
+        raise HullError(f"the hull of {len(vertices)} vertices has faces that do not close ({type(exc).__name__})") \
+            from None
     for a in (vertices, triangles, normals, offsets):
         a.setflags(write=False)
     return Hull(vertices, triangles, normals, offsets, loops, deviation)
@@ -177,25 +204,30 @@ def box_hull(half) -> Hull:
 
 
 def read_mesh(path, process=False):
-    """The trimesh mesh of the file at `path` (process: merge duplicate vertices), or a HullError naming it."""
-    import trimesh
+    """The trimesh mesh of the file at `path` (process: merge duplicate vertices) through the core's checked reader
+    (genesis_core.mesh_files), or a HullError naming it."""
+    from genesis_core.errors import ModelFileError
+    from genesis_core.mesh_files import read_mesh as read_checked
 
     try:
-        return trimesh.load(path, force="mesh", process=process)
-    except Exception as exc:  # trimesh raises many kinds for unreadable files
-        raise HullError(f"cannot read mesh {path!r}: {exc}") from None
+        return read_checked(path, process=process)
+    except ModelFileError as exc:
+        raise HullError(str(exc)) from None
 
 
 @functools.lru_cache(maxsize=256)
 def _mesh_hull(path, scale):
+    from .checks import MAX_LENGTH
+
     mesh = read_mesh(path)
-    vertices = np.asarray(getattr(mesh, "vertices", np.zeros((0, 3))), dtype=np.float64)
+    vertices = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(scale)
     if len(vertices) == 0:
         raise HullError(f"mesh {path!r} has no vertices")
     try:
-        return hull_of_points(vertices * np.asarray(scale))
+        check_points(vertices, MAX_LENGTH, f"mesh {path!r} scaled by {list(scale)}")
+        return hull_of_points(vertices)
     except HullError as exc:
-        raise HullError(f"mesh {path!r}: {exc}") from None
+        raise HullError(exc.args[0] if str(exc).startswith("mesh ") else f"mesh {path!r}: {exc}") from None
 
 
 def mesh_hull(path, scale=(1.0, 1.0, 1.0)) -> Hull:

@@ -24,8 +24,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from .checks import MAX_BODIES, MIN_SIZE, number
 from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
-                    FluidDesc, GeomDesc, JointDesc, RobotDesc, TendonDesc, inertia_from_geoms)
+                    FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc, inertia_from_geoms)
 from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
 
 GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH,
@@ -35,9 +36,10 @@ ACTUATOR_TAGS = ("motor", "position", "velocity", "general")
 # a geom of these groups is what its body looks like (MuJoCo's viewer shows groups 0 to 2 by default; the
 # panda's collision meshes are in group 3), drawn by the cameras whatever its contype and conaffinity
 VISIBLE_GROUPS = (0, 1, 2)
+MAX_INCLUDE_DEPTH = 32  # files including files
 
 
-class MJCFError(ValueError):
+class MJCFError(ModelError):
     pass
 
 
@@ -58,31 +60,64 @@ def _ellipsoid_directions(n=64):
 ELLIPSOID_VERTICES, ELLIPSOID_SCALE = _ellipsoid_directions()
 
 
-def _floats(s, n=None, what=""):
-    vals = [float(x) for x in s.split()]
+def _floats(s, n=None, what="", attr="value"):
+    """The finite numbers of an attribute's text (n of them when given); `what` and `attr` name it in errors."""
+    vals = [number(x, what, attr) for x in str(s).split()]
     if n is not None and len(vals) != n:
-        raise MJCFError(f"{what}: expected {n} numbers, got {s!r}")
+        raise MJCFError(f"{what}: {attr}: expected {n} numbers, got {s!r}")
     return np.array(vals)
 
 
-def _load_tree(path, seen=()):
-    """Parse a file and inline its <include file=...> elements (paths relative to the including file)."""
-    if path in seen:
-        raise MJCFError(f"{path}: recursive include")
+def _num(a, key, default, what):
+    """The finite number of attribute `key` of the attribute dict `a` (`default` when absent)."""
+    return number(a.get(key, default), what, key)
+
+
+def _int(a, key, default, what):
+    """The integer of attribute `key` of the attribute dict `a` (`default` when absent), within 32 bits."""
+    text = a.get(key, default)
+    try:
+        x = int(text)
+    except (TypeError, ValueError):
+        raise MJCFError(f"{what}: {key}={text!r} is not an integer") from None
+    if not -2 ** 31 <= x < 2 ** 31:
+        raise MJCFError(f"{what}: {key}={text!r} is not accepted: expected a 32-bit integer")
+    return x
+
+
+def _load_tree(path, chain=()):
+    """Parse a file and inline its <include file=...> elements (paths relative to the including file). The
+    elements are walked without recursion; an included file is expanded before it is inlined, at most
+    MAX_INCLUDE_DEPTH files deep."""
+    chain = chain + (path,)
     root = ET.parse(path).getroot()
     base = os.path.dirname(path)
-
-    def expand(elem):
-        for i, child in enumerate(list(elem)):
-            if child.tag == "include":
-                inc = _load_tree(os.path.join(base, child.get("file")), seen + (path,))
-                elem.remove(child)
-                for j, sub in enumerate(list(inc)):
-                    elem.insert(i + j, sub)
-            else:
-                expand(child)
-
-    expand(root)
+    stack = [root]
+    while stack:
+        elem = stack.pop()
+        i = 0
+        while i < len(elem):
+            child = elem[i]
+            if child.tag != "include":
+                stack.append(child)
+                i += 1
+                continue
+            if not child.get("file"):
+                raise MJCFError(f"{path}: an <include> has no file")
+            inc_path = os.path.join(base, child.get("file"))
+            if inc_path in chain:
+                raise MJCFError(f"{inc_path}: recursive include")
+            if len(chain) >= MAX_INCLUDE_DEPTH:
+                raise MJCFError(f"{inc_path}: included {len(chain)} files deep: at most {MAX_INCLUDE_DEPTH} are "
+                                "accepted")
+            try:
+                subs = list(_load_tree(inc_path, chain))
+            except OSError as exc:
+                raise MJCFError(f"{path}: cannot read the included file {inc_path!r} ({exc})") from None
+            elem.remove(child)
+            for j, sub in enumerate(subs):
+                elem.insert(i + j, sub)
+            i += len(subs)  # (already expanded)
     return root
 
 
@@ -91,17 +126,17 @@ class _Defaults:
 
     def __init__(self, root):
         self.classes = {"main": {}}
-        for d in root.findall("default"):
-            self._read(d, "main", None)
-
-    def _read(self, elem, name, parent):
-        attrs = copy.deepcopy(self.classes[parent]) if parent else {}
-        for child in elem:
-            if child.tag != "default":
-                attrs.setdefault(child.tag, {}).update(child.attrib)
-        self.classes[name] = attrs
-        for child in elem.findall("default"):
-            self._read(child, child.get("class"), name)
+        # (element, class name, parent class name): a class is read before the classes nested in it, without
+        # recursion however deep they nest
+        stack = [(d, "main", None) for d in reversed(root.findall("default"))]
+        while stack:
+            elem, name, parent = stack.pop()
+            attrs = copy.deepcopy(self.classes[parent]) if parent else {}
+            for child in elem:
+                if child.tag != "default":
+                    attrs.setdefault(child.tag, {}).update(child.attrib)
+            self.classes[name] = attrs
+            stack.extend((child, child.get("class"), name) for child in reversed(elem.findall("default")))
 
     def get(self, elem, cls):
         cls = elem.get("class", cls)
@@ -124,9 +159,12 @@ class _Loader:
         self.eulerseq = comp.get("eulerseq", "xyz")
         self.autolimits = comp.get("autolimits", "true") == "true"
         self.inertiafromgeom = comp.get("inertiafromgeom", "auto")
-        self.settotalmass = float(comp.get("settotalmass", -1))
-        self.boundmass = float(comp.get("boundmass", 0))
-        self.boundinertia = float(comp.get("boundinertia", 0))
+        self.settotalmass = _num(comp, "settotalmass", -1, "<compiler>")
+        self.boundmass = _num(comp, "boundmass", 0, "<compiler>")
+        self.boundinertia = _num(comp, "boundinertia", 0, "<compiler>")
+        n_bodies = sum(1 for _ in self.root.iter("body"))
+        if n_bodies > MAX_BODIES:
+            raise MJCFError(f"{path}: {n_bodies} bodies: at most {MAX_BODIES} are accepted")
         base = os.path.dirname(self.path)
         self.meshdir = os.path.join(base, comp.get("meshdir", comp.get("assetdir", "")))
         self.defaults = _Defaults(self.root)
@@ -138,14 +176,14 @@ class _Loader:
                 if f is None:
                     raise MJCFError(f"<mesh name={m.get('name')!r}>: only meshes from a file are read")
                 name = a.get("name") or os.path.splitext(os.path.basename(f))[0]
-                scale = _floats(a.get("scale", "1 1 1"), 3, f"mesh {name} scale")
+                scale = _floats(a.get("scale", "1 1 1"), 3, f"mesh {name!r}", "scale")
                 self.meshes[name] = (os.path.join(self.meshdir, f), scale)
         self.materials = {}  # material name -> RGB
         for asset in self.root.findall("asset"):
             for m in asset.findall("material"):
                 a = self.defaults.get(m, "main")
                 if m.get("name") and "rgba" in a:
-                    self.materials[m.get("name")] = np.clip(_floats(a["rgba"], 4, f"material {m.get('name')}")[:3],
+                    self.materials[m.get("name")] = np.clip(_floats(a["rgba"], 4, f"material {m.get('name')!r}", "rgba")[:3],
                                                             0.0, 1.0)
         self.bodies = []
         self.joint_names = set()
@@ -155,20 +193,25 @@ class _Loader:
 
     def orientation(self, a, what):
         if "quat" in a:
-            return quat_normalize(_floats(a["quat"], 4, what))
+            q = _floats(a["quat"], 4, what, "quat")
+            if np.linalg.norm(q) < 1e-12:
+                raise MJCFError(f"{what}: quat = {a['quat']!r} is not accepted: expected a non-zero quaternion")
+            return quat_normalize(q)
         if "euler" in a:
-            return euler_to_quat(self.angle(_floats(a["euler"], 3, what)), self.eulerseq)
+            return euler_to_quat(self.angle(_floats(a["euler"], 3, what, "euler")), self.eulerseq)
         if "axisangle" in a:
-            v = _floats(a["axisangle"], 4, what)
+            v = _floats(a["axisangle"], 4, what, "axisangle")
             return axis_angle(v[:3], self.angle(v[3]))
         if "xyaxes" in a:
-            v = _floats(a["xyaxes"], 6, what)
-            x = v[:3] / np.linalg.norm(v[:3])
+            v = _floats(a["xyaxes"], 6, what, "xyaxes")
+            x = v[:3] / max(np.linalg.norm(v[:3]), 1e-300)
             y = v[3:] - x * np.dot(x, v[3:])
+            if np.linalg.norm(v[:3]) < 1e-12 or np.linalg.norm(y) < 1e-12:
+                raise MJCFError(f"{what}: xyaxes = {a['xyaxes']!r} is not accepted: expected two independent axes")
             y /= np.linalg.norm(y)
             return mat_to_quat(np.stack([x, y, np.cross(x, y)], axis=1))
         if "zaxis" in a:
-            return frame_from_z(_floats(a["zaxis"], 3, what))
+            return frame_from_z(_floats(a["zaxis"], 3, what, "zaxis"))
         return np.array([1.0, 0, 0, 0])
 
     def load(self):
@@ -176,8 +219,7 @@ class _Loader:
         if not worlds:
             raise MJCFError(f"{self.path}: no <worldbody>")
         for w in worlds:
-            for b in w.findall("body"):
-                self.body(b, -1, "main")
+            self.tree(w)
         static = [self.geom(g, "main") for w in worlds for g in w.findall("geom")]
         if static:  # last, so that the first body is the model's base
             self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static,
@@ -200,22 +242,20 @@ class _Loader:
             for a in act:
                 if a.tag in ACTUATOR_TAGS:
                     actuators.extend(self.actuator(a, by_name))
-        robot = RobotDesc(self.root.get("model", os.path.basename(self.path)), self.bodies, actuators, tendons,
-                          self.fluid())
-        robot.validate()
-        return robot
+        return RobotDesc(self.root.get("model", os.path.basename(self.path)), self.bodies, actuators, tendons,
+                         self.fluid())
 
     def fluid(self):
         """The <option> fluid (density, viscosity, wind), or None when it exerts no force."""
         opt = {}
         for o in self.root.findall("option"):
             opt.update(o.attrib)
-        density, viscosity = float(opt.get("density", 0)), float(opt.get("viscosity", 0))
+        density, viscosity = _num(opt, "density", 0, "<option>"), _num(opt, "viscosity", 0, "<option>")
         if density < 0 or viscosity < 0:
             raise MJCFError(f"<option density={density} viscosity={viscosity}>: expected numbers >= 0")
         if density == 0 and viscosity == 0:
             return None
-        return FluidDesc(density, viscosity, _floats(opt.get("wind", "0 0 0"), 3, "option wind"))
+        return FluidDesc(density, viscosity, _floats(opt.get("wind", "0 0 0"), 3, "<option>", "wind"))
 
     def tendon(self, elem, index):
         a = self.defaults.get(elem, "main")
@@ -226,35 +266,45 @@ class _Loader:
                 continue
             if j.get("joint") not in self.joint_names:
                 raise MJCFError(f"tendon {name!r}: unknown joint {j.get('joint')!r}")
-            joints.append((j.get("joint"), float(j.get("coef", 1.0))))
+            joints.append((j.get("joint"), _num(j.attrib, "coef", 1.0, f"tendon {name!r}")))
         if not joints:
             raise MJCFError(f"tendon {name!r}: a fixed tendon needs at least one <joint>")
         limited = a.get("limited", "auto")
         rng = None
         if "range" in a and (limited == "true" or (limited == "auto" and self.autolimits)):
-            lo, hi = _floats(a["range"], 2, f"tendon {name} range")
+            lo, hi = _floats(a["range"], 2, f"tendon {name!r}", "range")
             if lo > hi:
                 raise MJCFError(f"tendon {name!r}: range {lo} > {hi}")
             rng = (lo, hi)
         spring = None
         if "springlength" in a:
-            v = _floats(a["springlength"], what=f"tendon {name} springlength")
+            v = _floats(a["springlength"], what=f"tendon {name!r}", attr="springlength")
             if len(v) not in (1, 2):
                 raise MJCFError(f"tendon {name!r}: springlength takes one or two numbers")
             if not (len(v) == 1 and v[0] == -1) and not (len(v) == 2 and v[0] == -1 and v[1] == -1):
                 spring = (float(v[0]), float(v[-1]))
-        stiffness, damping = float(a.get("stiffness", 0)), float(a.get("damping", 0))
+        stiffness, damping = _num(a, "stiffness", 0, f"tendon {name!r}"), _num(a, "damping", 0, f"tendon {name!r}")
         if stiffness < 0 or damping < 0:
             raise MJCFError(f"tendon {name!r}: stiffness and damping must be >= 0")
         return TendonDesc(name, joints, stiffness, damping, spring, rng)
 
+    def tree(self, world):
+        """The bodies under <worldbody> in depth-first order (a body before its children, siblings in file order),
+        walked without recursion however deep they nest."""
+        stack = [(b, -1, "main") for b in reversed(world.findall("body"))]
+        while stack:
+            elem, parent, cls = stack.pop()
+            cls = elem.get("childclass", cls)
+            index = len(self.bodies)
+            self.body(elem, parent, cls)
+            stack.extend((child, index, cls) for child in reversed(elem.findall("body")))
+
     def body(self, elem, parent, cls):
-        cls = elem.get("childclass", cls)
         a = elem.attrib
-        what = f"body {a.get('name', '?')}"
-        pos = _floats(a.get("pos", "0 0 0"), 3, what)
-        body = BodyDesc(a.get("name", f"body{len(self.bodies)}"), parent, pos, self.orientation(a, what))
-        index = len(self.bodies)
+        name = a.get("name", f"body{len(self.bodies)}")
+        what = f"body {name!r}"
+        pos = _floats(a.get("pos", "0 0 0"), 3, what, "pos")
+        body = BodyDesc(name, parent, pos, self.orientation(a, what))
         self.bodies.append(body)
         for j in elem:
             if j.tag == "freejoint":
@@ -266,24 +316,25 @@ class _Loader:
         inertial = elem.find("inertial")
         if inertial is not None and self.inertiafromgeom != "true":
             ia = inertial.attrib
-            body.mass = float(ia["mass"])
-            body.com = _floats(ia.get("pos", "0 0 0"), 3, what)
+            what = f"{what}, <inertial>"
+            if "mass" not in ia:
+                raise MJCFError(f"{what} has no mass")
+            body.mass = _num(ia, "mass", None, what)
+            body.com = _floats(ia.get("pos", "0 0 0"), 3, what, "pos")
             if "fullinertia" in ia:
-                xx, yy, zz, xy, xz, yz = _floats(ia["fullinertia"], 6, what)
+                xx, yy, zz, xy, xz, yz = _floats(ia["fullinertia"], 6, what, "fullinertia")
                 body.inertia = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
             else:
                 from genesis_core.rotations import quat_to_mat
 
                 r = quat_to_mat(self.orientation(ia, what))
-                body.inertia = r @ np.diag(_floats(ia.get("diaginertia", "0 0 0"), 3, what)) @ r.T
+                body.inertia = r @ np.diag(_floats(ia.get("diaginertia", "0 0 0"), 3, what, "diaginertia")) @ r.T
         elif self.inertiafromgeom != "false":
-            body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: g._density)
+            body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: g._density, what)
         if self.boundmass > 0 or self.boundinertia > 0:  # the compiler's floors on mass and principal inertias
             body.mass = max(body.mass, self.boundmass)
             w, v = np.linalg.eigh((body.inertia + body.inertia.T) / 2)
             body.inertia = (v * np.maximum(w, self.boundinertia)) @ v.T
-        for child in elem.findall("body"):
-            self.body(child, index, cls)
 
     def joint(self, elem, cls):
         a = self.defaults.get(elem, cls)
@@ -292,22 +343,23 @@ class _Loader:
         jtype = JOINT_TYPES.get(a.get("type", "hinge"))
         if jtype is None:
             raise MJCFError(f"joint {name!r}: unknown type {a.get('type')!r}")
-        axis = _floats(a.get("axis", "0 0 1"), 3, f"joint {name}")
+        what = f"joint {name!r}"
+        axis = _floats(a.get("axis", "0 0 1"), 3, what, "axis")
         if np.linalg.norm(axis) < 1e-12:
             raise MJCFError(f"joint {name!r}: zero axis")
         limited = a.get("limited", "auto")
         rng = None
         if "range" in a and (limited == "true" or (limited == "auto" and self.autolimits)):
-            lo, hi = _floats(a["range"], 2, f"joint {name} range")
+            lo, hi = _floats(a["range"], 2, what, "range")
             rng = (self.angle(lo), self.angle(hi)) if jtype == HINGE else (lo, hi)
-        springref, ref = float(a.get("springref", 0.0)), float(a.get("ref", 0.0))
+        springref, ref = _num(a, "springref", 0.0, what), _num(a, "ref", 0.0, what)
         if jtype == HINGE:
             springref, ref = self.angle(springref), self.angle(ref)
         if jtype not in (HINGE, SLIDE):
             ref = springref = 0.0
-        return JointDesc(name, jtype, _floats(a.get("pos", "0 0 0"), 3, name), axis / np.linalg.norm(axis), rng,
-                         float(a.get("damping", 0.0)), float(a.get("armature", 0.0)), float(a.get("stiffness", 0.0)),
-                         springref, ref)
+        return JointDesc(name, jtype, _floats(a.get("pos", "0 0 0"), 3, what, "pos"), axis / np.linalg.norm(axis),
+                         rng, _num(a, "damping", 0.0, what), _num(a, "armature", 0.0, what),
+                         _num(a, "stiffness", 0.0, what), springref, ref)
 
     def geom(self, elem, cls):
         a = self.defaults.get(elem, cls)
@@ -315,13 +367,14 @@ class _Loader:
         gtype = GEOM_TYPES.get(a.get("type", "sphere"))
         if gtype is None:
             raise MJCFError(f"geom {name!r}: unsupported type {a.get('type')!r}")
+        what = f"geom {name!r}" if name else f"a {a.get('type', 'sphere')} geom"
         size = np.zeros(3)
-        given = _floats(a.get("size", "0"))
+        given = _floats(a.get("size", "0"), what=what, attr="size")[:3]
         size[: len(given)] = given
-        pos = _floats(a.get("pos", "0 0 0"), 3, f"geom {name}")
-        quat = self.orientation(a, f"geom {name}")
+        pos = _floats(a.get("pos", "0 0 0"), 3, what, "pos")
+        quat = self.orientation(a, what)
         if "fromto" in a and a.get("type") in ("capsule", "cylinder", "box", "ellipsoid"):
-            ft = _floats(a["fromto"], 6, f"geom {name} fromto")
+            ft = _floats(a["fromto"], 6, what, "fromto")
             p0, p1 = ft[:3], ft[3:]
             if np.linalg.norm(p1 - p0) < 1e-12:
                 raise MJCFError(f"geom {name!r}: fromto points too close")
@@ -333,25 +386,29 @@ class _Loader:
                 size[1] = np.linalg.norm(p1 - p0) / 2
         mesh, scale, vertices, ellipsoid = None, np.ones(3), None, None
         if a.get("type") == "ellipsoid":
-            if np.any(size <= 0):
-                raise MJCFError(f"geom {name!r}: an ellipsoid needs three semi-axes > 0, got size {a.get('size')!r}")
+            if np.any(size < MIN_SIZE):
+                raise MJCFError(f"{what}: size = {a.get('size')!r} is not accepted: expected three semi-axes of at "
+                                f"least {MIN_SIZE:g} m")
             ellipsoid = size.copy()
             vertices = ELLIPSOID_VERTICES * ELLIPSOID_SCALE * ellipsoid
         elif gtype == MESH:
             if a.get("mesh") not in self.meshes:
                 raise MJCFError(f"geom {name!r}: unknown mesh {a.get('mesh')!r}")
             mesh, scale = self.meshes[a.get("mesh")]
-        g = GeomDesc(name, gtype, size, pos, quat, float(_floats(a.get("friction", "1"))[0]),
-                     int(a.get("contype", 1)), int(a.get("conaffinity", 1)), mesh, scale, vertices, ellipsoid)
-        g.margin, g.gap = float(a.get("margin", 0.0)), float(a.get("gap", 0.0))
-        g._visible = int(a.get("group", 0)) in VISIBLE_GROUPS
+        friction = _floats(a.get("friction", "1"), what=what, attr="friction")
+        if not len(friction):
+            raise MJCFError(f"{what}: friction = {a.get('friction')!r} is not accepted: expected 1 to 3 numbers")
+        g = GeomDesc(name, gtype, size, pos, quat, float(friction[0]), _int(a, "contype", 1, what),
+                     _int(a, "conaffinity", 1, what), mesh, scale, vertices, ellipsoid)
+        g.margin, g.gap = _num(a, "margin", 0.0, what), _num(a, "gap", 0.0, what)
+        g._visible = _int(a, "group", 0, what) in VISIBLE_GROUPS
         if "rgba" in a:
-            g.rgba = np.clip(_floats(a["rgba"], 4, f"geom {name} rgba")[:3], 0.0, 1.0)
+            g.rgba = np.clip(_floats(a["rgba"], 4, what, "rgba")[:3], 0.0, 1.0)
         elif a.get("material") in self.materials:
             g.rgba = self.materials[a["material"]]
         if g.margin < 0 or g.gap < 0:
             raise MJCFError(f"geom {name!r}: margin and gap must be >= 0")
-        g._density = (float(a.get("density", 1000.0)), float(a["mass"]) if "mass" in a else None)
+        g._density = (_num(a, "density", 1000.0, what), _num(a, "mass", None, what) if "mass" in a else None)
         return g
 
     def actuator(self, elem, tendons):
@@ -367,14 +424,20 @@ class _Loader:
         return []
 
     def _actuator(self, elem, a, joint):
-        fr = _floats(a["forcerange"], 2) if "forcerange" in a else None
+        desc = self._actuator_gains(elem, a, joint)
+        desc.name = a.get("name", "")
+        return desc
+
+    def _actuator_gains(self, elem, a, joint):
+        what = f"actuator {a.get('name', joint)!r}"
+        fr = _floats(a["forcerange"], 2, what, "forcerange") if "forcerange" in a else None
         if elem.tag == "position":
-            return ActuatorDesc(joint, kp=float(a.get("kp", 1.0)), kv=float(a.get("kv", 0.0)), forcerange=fr)
+            return ActuatorDesc(joint, kp=_num(a, "kp", 1.0, what), kv=_num(a, "kv", 0.0, what), forcerange=fr)
         if elem.tag == "velocity":
-            return ActuatorDesc(joint, kv=float(a.get("kv", 1.0)), forcerange=fr)
+            return ActuatorDesc(joint, kv=_num(a, "kv", 1.0, what), forcerange=fr)
         if elem.tag == "general":
             bias = np.zeros(3)
-            given = _floats(a.get("biasprm", "0 0 0"))
+            given = _floats(a.get("biasprm", "0 0 0"), what=what, attr="biasprm")
             bias[: min(3, len(given))] = given[:3]
             return ActuatorDesc(joint, kp=-bias[1], kv=-bias[2], forcerange=fr)
         return ActuatorDesc(joint, forcerange=fr)  # motor: force control
@@ -386,6 +449,6 @@ def load_mjcf(path) -> RobotDesc:
     except ET.ParseError as exc:
         raise MJCFError(f"{path}: not well-formed XML ({exc})") from None
     except (KeyError, ValueError) as exc:
-        if isinstance(exc, MJCFError):
+        if isinstance(exc, ModelError):
             raise
         raise MJCFError(f"{path}: {exc}") from None

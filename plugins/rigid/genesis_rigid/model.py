@@ -9,6 +9,12 @@ import numpy as np
 
 from genesis_core.geoms import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE  # noqa: F401  (geom types)
 
+
+class ModelError(ValueError):
+    """A model file (or a description built from one) holds something the engine cannot simulate; the message
+    names the element and the value. genesis_rigid.robots.describe raises it as gs.ModelFileError, naming the
+    file."""
+
 # joint types (MuJoCo's codes)
 FREE, BALL, SLIDE, HINGE = 0, 1, 2, 3
 JOINT_NQ = {FREE: 7, BALL: 4, SLIDE: 1, HINGE: 1}
@@ -74,6 +80,7 @@ class BodyDesc:
     # what the body looks like, for the cameras only (GeomDescs in the body frame: URDF <visual> elements, MJCF
     # geoms of the visible groups, which are in `geoms` too; a Mesh morph's file); empty: it looks like its geoms
     visuals: list = field(default_factory=list)
+    attached_by: str | None = None  # the file's element that places it, where that is not the body (a URDF joint)
 
 
 @dataclass
@@ -82,6 +89,7 @@ class ActuatorDesc:
     kp: float = 0.0  # position gain, N m/rad
     kv: float = 0.0  # velocity gain, N m s/rad
     forcerange: tuple | None = None
+    name: str = ""  # the file's actuator
 
 
 @dataclass
@@ -114,12 +122,13 @@ class RobotDesc:
     fluid: FluidDesc | None = None
     merged: dict = field(default_factory=dict)  # a merged fixed link's name -> the body that holds it
 
+    body_word: str = "body"  # what the file calls a body: "link" in URDF files
+
     def validate(self):
-        for i, b in enumerate(self.bodies):
-            if not -1 <= b.parent < i:
-                raise ValueError(f"body {b.name!r}: parent index {b.parent} is not an earlier body")
-            if b.mass < 0 or not np.all(np.isfinite(b.inertia)):
-                raise ValueError(f"body {b.name!r}: negative mass or non-finite inertia")
+        """The validation pass (genesis_rigid.checks.check_robot): a ModelError names what is refused."""
+        from .checks import check_robot
+
+        return check_robot(self, self.body_word)
 
 
 def geom_volume_inertia(g: GeomDesc):
@@ -156,14 +165,25 @@ def geom_volume_inertia(g: GeomDesc):
     return 0.0, centre, np.zeros((3, 3))
 
 
-def inertia_from_geoms(geoms, density_of):
-    """Mass, com and inertia (about the com, body axes) of a body made of `geoms`; density_of(g) -> (density, mass)."""
+def inertia_from_geoms(geoms, density_of, where="the body"):
+    """Mass, com and inertia (about the com, body axes) of a body made of `geoms`; density_of(g) -> (density, mass).
+    Each geom's numbers are checked first (genesis_rigid.checks.check_geom; `where` names the body), and the
+    density (kg/m^3) and explicit mass (kg) must be finite and >= 0."""
     from genesis_core.rotations import quat_to_mat
+
+    from .checks import MAX_COEF, check_geom, number
 
     parts = []
     for g in geoms:
-        vol, centre, unit_i = geom_volume_inertia(g)
+        what = check_geom(g, where)
         density, explicit_mass = density_of(g)
+        for name, x in (("density", density), ("mass", explicit_mass)):
+            if x is not None and not 0 <= number(x, what, name) <= MAX_COEF:
+                raise ModelError(f"{what}: {name} = {x} is not accepted: expected a number >= 0 and <= {MAX_COEF:g}")
+        try:
+            vol, centre, unit_i = geom_volume_inertia(g)
+        except ModelError as exc:  # (a mesh's hull)
+            raise type(exc)(f"{what}: {exc}") from None
         if explicit_mass is not None:
             if vol <= 0:
                 continue

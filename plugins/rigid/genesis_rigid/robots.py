@@ -6,12 +6,11 @@ import numpy as np
 import genesis_core as gs
 
 from .decompose import convex_parts
-from .mjcf import MJCFError, load_mjcf
-from .hull import HullError
-from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, RobotDesc
-from .model import inertia_from_geoms, merge_fixed_links
+from .mjcf import load_mjcf
+from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, ModelError
+from .model import RobotDesc, inertia_from_geoms, merge_fixed_links
 from genesis_core.rotations import frame_from_z
-from .urdf import URDFError, load_urdf
+from .urdf import load_urdf
 
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 
@@ -30,7 +29,7 @@ def _primitive(morph, material):
         geom = GeomDesc("cylinder", CYLINDER, np.array([morph.radius, morph.height / 2, 0.0]))
     geom.friction = 1.0
     body = BodyDesc(type(morph).__name__.lower(), -1, np.zeros(3), IDENTITY, geoms=[geom])
-    body.mass, body.com, body.inertia = inertia_from_geoms([geom], lambda g: (material.rho, None))
+    body.mass, body.com, body.inertia = inertia_from_geoms([geom], lambda g: (material.rho, None), "the morph")
     if not morph.fixed:
         body.joints.append(JointDesc("root", FREE))
     return RobotDesc(type(morph).__name__.lower(), [body])
@@ -54,7 +53,7 @@ def _mesh(morph, material):
     # drawn as the file's triangles (its collision shape is their hull or convex parts)
     visual = GeomDesc("mesh_visual", MESH, np.zeros(3), mesh_file=morph.file, mesh_scale=scale)
     body = BodyDesc("mesh", -1, np.zeros(3), IDENTITY, geoms=geoms, visuals=[visual])
-    body.mass, body.com, body.inertia = inertia_from_geoms(geoms, lambda g: (material.rho, None))
+    body.mass, body.com, body.inertia = inertia_from_geoms(geoms, lambda g: (material.rho, None), "the mesh")
     if not morph.fixed:
         body.joints.append(JointDesc("root", FREE))
     return RobotDesc("mesh", [body])
@@ -69,12 +68,15 @@ def _filter(robot, morph):
 
 
 def describe(morph, material) -> RobotDesc:
-    """The robot description of a morph; a bad file raises gs.OptionError naming it."""
-    if isinstance(morph, (gs.morphs.Plane, gs.morphs.Box, gs.morphs.Sphere, gs.morphs.Capsule, gs.morphs.Cylinder)):
-        return _filter(_primitive(morph, material), morph)
+    """The robot description of a morph, checked by the validation pass (genesis_rigid.checks) before anything is
+    built from it; what a file holds that the engine cannot simulate raises gs.ModelFileError naming the file, the
+    element and the value."""
     try:
+        if isinstance(morph, (gs.morphs.Plane, gs.morphs.Box, gs.morphs.Sphere, gs.morphs.Capsule,
+                              gs.morphs.Cylinder)):
+            return _filter(_primitive(morph, material), morph).validate()
         if isinstance(morph, gs.morphs.URDF):
-            robot = load_urdf(morph.file, fixed=morph.fixed, density=material.rho)
+            robot = load_urdf(morph.file, fixed=morph.fixed, density=material.rho).validate()
             names = {b.name for b in robot.bodies}
             unknown = [n for n in morph.links_to_keep if n not in names]
             if unknown:
@@ -83,19 +85,24 @@ def describe(morph, material) -> RobotDesc:
             if morph.merge_fixed_links:
                 merge_fixed_links(robot, morph.links_to_keep)
         elif isinstance(morph, gs.morphs.MJCF):
-            robot = load_mjcf(morph.file)
+            robot = load_mjcf(morph.file).validate()
         elif isinstance(morph, gs.morphs.Mesh):
-            return _filter(_mesh(morph, material), morph)
+            return _filter(_mesh(morph, material), morph).validate()
         else:
             raise gs.OptionError(f"the rigid solver does not simulate {type(morph).__name__} morphs.")
         if morph.scale != 1.0:
             _scale(robot, morph.scale)
+            robot.validate()  # (the scaled lengths and masses against the limits)
         for body in robot.bodies:  # hulls now, so that a bad collision mesh fails at add_entity
             for g in body.geoms:
                 if g.type == MESH and (g.contype or g.conaffinity):
-                    g.hull()
-    except (MJCFError, URDFError, HullError) as exc:
-        raise gs.OptionError(f"{type(morph).__name__}(file={morph.file!r}): {exc}") from None
+                    try:
+                        g.hull()
+                    except ModelError as exc:
+                        raise type(exc)(f"{robot.body_word} {body.name!r}, geom {g.name!r}: {exc}") from None
+    except ModelError as exc:
+        source = f"file={morph.file!r}" if getattr(morph, "file", None) else "..."
+        raise gs.ModelFileError(f"{type(morph).__name__}({source}): {exc}. Nothing was added to the scene.") from None
     return robot
 
 

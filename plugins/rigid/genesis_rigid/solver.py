@@ -52,13 +52,14 @@ def _visual_mesh(path, scale):
     """The triangles of a visual mesh file (trimesh reads OBJ, STL, PLY, ...; every part of a scene file)."""
     key = (os.path.abspath(path), tuple(np.asarray(scale, dtype=np.float64).tolist()))
     if key not in _VISUAL_MESHES:
-        import trimesh
+        from genesis_core.mesh_files import read_mesh
 
-        mesh = trimesh.load(path, force="mesh", process=False)
+        mesh = read_mesh(path, process=False)  # (a gs.ModelFileError names a bad file)
         verts = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(scale, dtype=np.float64)
         faces = np.asarray(mesh.faces, dtype=np.int64).reshape(-1, 3)
         if not len(faces) or not np.isfinite(verts).all():
-            raise ValueError(f"{path}: no triangles, or non-finite vertices")
+            raise gs.ModelFileError(f"visual mesh {path!r} scaled by {list(scale)}: no triangles, or vertices that "
+                                    "are not finite")
         _VISUAL_MESHES[key] = (verts, faces)
     return _VISUAL_MESHES[key]
 
@@ -200,8 +201,9 @@ class RigidSolver(gs.SolverBase):
     _view_tape = None  # differentiable mode: the frame whose collider view the backward re-made, awaiting its reverse
 
     def add_entity(self, idx, morph, material):
+        robot = describe(morph, material)  # parse now: a bad file fails at add_entity, before the entity is added
         entity = super().add_entity(idx, morph, material)
-        entity.robot = describe(morph, material)  # parse now: a bad file fails at add_entity, not at build
+        entity.robot = robot
         return entity
 
     # -- model ------------------------------------------------------------------------------------------------------

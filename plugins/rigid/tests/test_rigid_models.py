@@ -221,7 +221,7 @@ TWO_FIXED = """<robot name="arm">
     <inertia ixx="0.001" iyy="0.02" izz="0.02"/></inertial>
     <collision><origin xyz="0.2 0 0"/><geometry><box size="0.4 0.04 0.04"/></geometry></collision></link>
   <link name="tip"><inertial><origin xyz="0.03 0.01 0" rpy="0.3 0 0.2"/><mass value="0.7"/>
-    <inertia ixx="0.004" iyy="0.002" izz="0.001"/></inertial>
+    <inertia ixx="0.0028" iyy="0.002" izz="0.001"/></inertial>
     <collision><geometry><sphere radius="0.05"/></geometry></collision></link>
   <link name="marker"/>
   <joint name="to_mount" type="fixed"><parent link="base"/><child link="mount"/>

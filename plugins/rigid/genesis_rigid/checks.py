@@ -1,0 +1,222 @@
+"""The validation pass over a model description: what every robot the rigid solver loads (URDF, MJCF, a mesh, a
+primitive) must satisfy before anything is built from it.
+
+The loaders read numbers (each must be a finite number, `number`) and build a RobotDesc; `check_geom` runs on each
+geom before its volume is used, `check_robot` on the whole description. Each refusal is a ModelError naming the
+element (link, body, joint, geom, actuator, tendon by name) and the value; `genesis_rigid.robots.describe` adds
+the file. What MuJoCo's compiler refuses but Genesis World loads (a moving link without mass, a tiny inertia) loads
+with a warning naming it. docs/bad-input.md lists the rules and the limits.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, ModelError
+
+# limits of one model file (documented in docs/bad-input.md)
+MAX_BODIES = 10_000  # links or bodies
+MAX_DEPTH = 1_000  # links from the root to the deepest one
+MAX_GEOMS = 100_000  # collision and visual shapes
+MAX_LENGTH = 1e5  # m: every position, size, centre of mass and mesh vertex, in magnitude
+MIN_SIZE = 1e-6  # m: a primitive's radius, half-height or half-extent (a capsule's half-length may be 0)
+MAX_MASS = 1e9  # kg: a body that can move (a fixed one's mass never enters the dynamics)
+MAX_INERTIA = MAX_MASS * MAX_LENGTH ** 2  # kg m^2
+MAX_COEF = 1e12  # gains, damping, stiffness, armature, densities, forces (each in its own SI unit)
+MAX_MESH_SCALE = 1e5
+TINY_INERTIA = 1e-12  # kg m^2: a moving body's smallest principal moment below this loads with a warning
+INERTIA_RTOL = 1e-6  # the principal moments may break A + B >= C by this fraction of C (rounding of the file)
+
+GEOM_WORDS = {PLANE: "plane", SPHERE: "sphere", CAPSULE: "capsule", CYLINDER: "cylinder", BOX: "box", MESH: "mesh"}
+# what a GeomDesc's size holds, per type (half of what a URDF box or a Genesis Box morph gives)
+SIZE_WORDS = {SPHERE: "size (radius, -, -)", CAPSULE: "size (radius, half-length, -)", BOX: "size (half-extents)",
+              CYLINDER: "size (radius, half-height, -)"}
+
+
+def number(text, what, attr):
+    """The float of an attribute's text; a ModelError names the element (`what`), the attribute and the text
+    when it is not a finite number."""
+    try:
+        x = float(text)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what}: {attr}={text!r} is not a number") from None
+    if not math.isfinite(x):
+        raise ModelError(f"{what}: {attr}={text!r} is not accepted: expected a finite number")
+    return x
+
+
+def _refuse(what, name, value, expected):
+    if isinstance(value, np.ndarray):
+        value = value.astype(np.float64).tolist()
+    raise ModelError(f"{what}: {name} = {value} is not accepted: expected {expected}")
+
+
+def _finite(what, name, value, bound=None):
+    """value (a number or an array): finite, and within +-bound when given."""
+    a = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        _refuse(what, name, value, "finite numbers")
+    if bound is not None and a.size and float(np.max(np.abs(a))) > bound:
+        _refuse(what, name, value, f"a magnitude of at most {bound:g}")
+
+
+def _range(what, name, value, lo=0.0, hi=MAX_COEF, strict=False):
+    """A finite number in [lo, hi] ((lo, hi] with strict)."""
+    _finite(what, name, value)
+    v = float(value)
+    if v < lo or (strict and v <= lo) or v > hi:
+        _refuse(what, name, value, f"a number {'>' if strict else '>='} {lo:g} and <= {hi:g}")
+
+
+def check_geom(g, where):
+    """A geom's numbers: finite pose, sizes > 0 for its type (within MAX_LENGTH), friction, margin and gap >= 0,
+    a non-zero mesh scale, finite vertices of a convex part; `where` names its body."""
+    what = f"{where}, geom {g.name!r}" if g.name else f"{where}, a {GEOM_WORDS.get(g.type, 'geom')} geom"
+    _finite(what, "pos", g.pos, MAX_LENGTH)
+    _finite(what, "quat", g.quat)
+    if float(np.linalg.norm(g.quat)) < 1e-9:
+        _refuse(what, "quat", g.quat, "a non-zero quaternion")
+    size = np.asarray(g.size, dtype=np.float64)
+    size_word = SIZE_WORDS.get(g.type, "size")
+    _finite(what, size_word, size, MAX_LENGTH)
+    need = {SPHERE: 1, CAPSULE: 1, CYLINDER: 2, BOX: 3}.get(g.type, 0)
+    if need and np.any(size[:need] < MIN_SIZE):
+        _refuse(what, size_word, size, f"{GEOM_WORDS[g.type]} dimensions of at least {MIN_SIZE:g} m (> 0)")
+    if g.type == CAPSULE and size[1] < 0:
+        _refuse(what, size_word, size, "a capsule's half-length >= 0")
+    _range(what, "friction", g.friction)
+    _range(what, "margin", g.margin, hi=MAX_LENGTH)
+    _range(what, "gap", g.gap, hi=MAX_LENGTH)
+    if g.type == MESH:
+        scale = np.asarray(g.mesh_scale, dtype=np.float64)
+        _finite(what, "mesh scale", scale, MAX_MESH_SCALE)
+        if np.any(np.abs(scale) < 1e-12):
+            _refuse(what, "mesh scale", scale, "non-zero factors")
+        if g.vertices is not None:
+            _finite(what, "vertices", g.vertices, MAX_LENGTH)
+    return what
+
+
+def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True):
+    """A body's mass (kg) and inertia about its centre of mass (kg m^2): finite, mass >= 0, the inertia symmetric
+    and positive semi-definite with principal moments A + B >= C (MuJoCo's compiler checks); a moving body within
+    MAX_MASS and MAX_INERTIA. A body with joints of its own loads with a warning where neither it nor the bodies it
+    carries have mass (`carries_mass`), or where it has a principal moment under TINY_INERTIA."""
+    _finite(what, "mass", mass)
+    if mass < 0:
+        _refuse(what, "mass", mass, "a mass >= 0 (kg)")
+    inertia = np.asarray(inertia, dtype=np.float64)
+    _finite(what, "inertia", inertia)
+    scale = max(float(np.max(np.abs(inertia))), 1e-300)
+    if np.max(np.abs(inertia - inertia.T)) > 1e-9 * scale:
+        _refuse(what, "inertia", inertia, "a symmetric matrix")
+    moments = np.linalg.eigvalsh(inertia)
+    if moments[0] < -1e-9 * scale:
+        _refuse(what, "inertia", inertia, f"a positive semi-definite matrix (its principal moments are "
+                                          f"{[float(m) for m in moments]})")
+    a, b, c = np.maximum(moments, 0.0)
+    if a + b < c * (1 - INERTIA_RTOL):
+        _refuse(what, "inertia", inertia, f"principal moments with A + B >= C, as a rigid body's are (they are "
+                                          f"{[float(m) for m in moments]})")
+    if not moving:
+        return
+    _bounded(what, mass, inertia, c)
+    if not jointed:
+        return
+    if mass == 0 and not carries_mass:
+        warnings.warn(f"{what} has joints but neither it nor the bodies it carries have mass: it does not respond "
+                      "to forces", stacklevel=4)
+    elif mass > 0 and a < TINY_INERTIA:
+        warnings.warn(f"{what} has joints and a principal moment of inertia of {a:.3g} kg m^2 (under "
+                      f"{TINY_INERTIA:g})", stacklevel=4)
+
+
+def _bounded(what, mass, inertia, c):
+    if mass > MAX_MASS:
+        _refuse(what, "mass", mass, f"at most {MAX_MASS:g} kg for a body that can move")
+    if c > MAX_INERTIA:
+        _refuse(what, "inertia", inertia, f"principal moments of at most {MAX_INERTIA:g} kg m^2 for a body that can move")
+
+
+def check_robot(robot, body_word="body"):
+    """Every number and reference of a RobotDesc (see the module doc); bodies are named `body_word` ("link" for
+    URDF files)."""
+    bodies = robot.bodies
+    if len(bodies) > MAX_BODIES:
+        raise ModelError(f"{len(bodies)} {body_word}s: at most {MAX_BODIES} are accepted")
+    n_geoms = sum(len(b.geoms) + len(b.visuals) for b in bodies)
+    if n_geoms > MAX_GEOMS:
+        raise ModelError(f"{n_geoms} geoms: at most {MAX_GEOMS} are accepted")
+    carries = [b.mass > 0 for b in bodies]  # whether a body or one it carries has mass
+    for i in range(len(bodies) - 1, 0, -1):
+        p = bodies[i].parent
+        if 0 <= p < i:
+            carries[p] = carries[p] or carries[i]
+    depth, moving = [], []
+    for i, b in enumerate(bodies):
+        what = f"{body_word} {b.name!r}"
+        if not -1 <= b.parent < i:
+            raise ModelError(f"{what}: parent index {b.parent} is not an earlier {body_word}")
+        depth.append(depth[b.parent] + 1 if b.parent >= 0 else 1)
+        if depth[-1] > MAX_DEPTH:
+            raise ModelError(f"{what} is {depth[-1]} {body_word}s deep: at most {MAX_DEPTH} are accepted")
+        moving.append(bool(b.joints) or (b.parent >= 0 and moving[b.parent]))
+        placed = f"{what} (placed by {b.attached_by})" if b.attached_by else what
+        _finite(placed, "pos", b.pos, MAX_LENGTH)
+        _finite(placed, "quat", b.quat)
+        if float(np.linalg.norm(b.quat)) < 1e-9:
+            _refuse(placed, "quat", b.quat, "a non-zero quaternion")
+        _finite(what, "centre of mass", b.com, MAX_LENGTH)
+        check_inertia(what, float(b.mass), b.inertia, moving[-1], bool(b.joints), carries[i])
+        for g in b.geoms:
+            check_geom(g, what)
+        for g in b.visuals:
+            if not any(g is c for c in b.geoms):
+                check_geom(g, what)
+        for j in b.joints:
+            check_joint(j, what)
+    for a in robot.actuators:
+        what = f"actuator {a.name!r} on joint {a.joint!r}" if a.name else f"actuator on joint {a.joint!r}"
+        _range(what, "kp", a.kp, lo=-MAX_COEF)
+        _range(what, "kv", a.kv, lo=-MAX_COEF)
+        if a.forcerange is not None:
+            _check_interval(what, "forcerange", a.forcerange, MAX_COEF)
+    for t in robot.tendons:
+        what = f"tendon {t.name!r}"
+        for joint, coef in t.joints:
+            _range(what, f"coef of joint {joint!r}", coef, lo=-MAX_COEF)
+        _range(what, "stiffness", t.stiffness)
+        _range(what, "damping", t.damping)
+        for name, interval in (("springlength", t.springlength), ("range", t.range)):
+            if interval is not None:
+                _check_interval(what, name, interval, MAX_LENGTH)
+    if robot.fluid is not None:
+        _range("<option>", "density", robot.fluid.density)
+        _range("<option>", "viscosity", robot.fluid.viscosity)
+        _finite("<option>", "wind", robot.fluid.wind, MAX_LENGTH)
+    return robot
+
+
+def check_joint(j, where):
+    what = f"{where}, joint {j.name!r}"
+    _finite(what, "pos", j.pos, MAX_LENGTH)
+    if j.type != FREE:
+        _finite(what, "axis", j.axis)
+        if float(np.linalg.norm(j.axis)) < 1e-12:
+            _refuse(what, "axis", j.axis, "a non-zero axis")
+    for name in ("damping", "armature", "stiffness"):
+        _range(what, name, getattr(j, name))
+    _finite(what, "springref", j.springref, MAX_LENGTH)
+    _finite(what, "ref", j.ref, MAX_LENGTH)
+    if j.range is not None:
+        _check_interval(what, "range", j.range, MAX_LENGTH)
+
+
+def _check_interval(what, name, interval, bound):
+    lo, hi = (float(x) for x in interval)
+    _finite(what, name, np.array([lo, hi]), bound)
+    if lo > hi:
+        _refuse(what, name, np.array([lo, hi]), "lower <= upper")
