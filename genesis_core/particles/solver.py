@@ -26,7 +26,7 @@ from .._runtime import runtime
 from ..bases import Options
 from ..errors import OptionError
 from ..solver import SolverBase
-from ..state import FieldSpec
+from ..state import FieldSpec, first_entry
 from . import sampling
 from .entity import ParticleEntity
 
@@ -65,6 +65,7 @@ class ParticleSolver(SolverBase):
         self.upper = np.asarray(self.options.upper_bound, dtype=np.float64)
         self.particle_size = self.options.particle_size or self.default_particle_size()
         self.n_particles = 0
+        self._links_counted = None  # (link source, link count): link_count's, per solver (fixed once built)
 
     def default_particle_size(self) -> float:
         return 0.01
@@ -88,11 +89,28 @@ class ParticleSolver(SolverBase):
     # -- rigid links particles follow (PBD attachments, FEM vertex constraints) ----------------------------------------
 
     _link_source = None  # the rigid solver's coupling that hands over its collider view, when there is one
+    # the int state fields that name a rigid link (the rigid solver's index) or -1 (none): every way into state
+    # checks them against the scene's links (`link_rule`)
+    link_fields: tuple = ()
 
     def add_link_source(self, coupling):
         """Called at build by a rigid coupling (RigidPBDCoupling, RigidFEMCoupling): the collider whose links
         particles can follow (`coupling.collider.collider_view(f)`: body_com, body_quat)."""
         self._link_source = coupling
+
+    def link_count(self, view=None) -> int:
+        """How many rigid links particles can follow: those of the link source's collider view (`view`, or one taken
+        at the current frame), 0 without a link source. Counted once per link source (it is fixed once the scene is
+        built)."""
+        source = self._link_source
+        if source is None:
+            return 0
+        if self._links_counted is None or self._links_counted[0] is not source:
+            if view is None:
+                view = source.collider.collider_view(self.frames.prev(self.frame))
+            n = 0 if view.body_quat is None else min(view.body_quat.shape[1], view.body_com.shape[1])
+            self._links_counted = (source, int(n))
+        return self._links_counted[1]
 
     def link_pose(self, link: int, what: str):
         """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of rigid link `link` (the rigid solver's index)
@@ -101,10 +119,27 @@ class ParticleSolver(SolverBase):
             raise OptionError(f"{what}: the scene has no rigid bodies to attach particles to (the rigid plugin, "
                               "genesis-rigid, and a rigid entity are needed).")
         view = self._link_source.collider.collider_view(self.frames.prev(self.frame))
-        n = 0 if view.body_quat is None else min(view.body_quat.shape[1], view.body_com.shape[1])
+        n = self.link_count(view)
         if not 0 <= link < n:
             raise OptionError(f"{what}: link_idx={link} is not a link of the rigid solver (0 <= link_idx < {n}).")
         return view.body_com[:, link].detach().clone(), view.body_quat[:, link].detach().clone()
+
+    def link_rule(self, rows):
+        """The rule of the link fields (`link_fields`) across the scene (StateStore.rules), on rows {name: [R, ...]}
+        of the fields present: every entry -1 or a link particles can follow (`link_count`). The first entry that
+        breaks it, (name, row, index, value, expected), or None; the links are counted only when an entry names
+        one."""
+        for name in self.link_fields:
+            x = rows.get(name)
+            if x is None or not bool((x != -1).any()):
+                continue
+            n = self.link_count()
+            bad = (x < -1) | (x >= n)
+            if bad.any():
+                expected = (f"-1 (no link) or a link of the rigid solver, 0 <= link < {n}" if n else
+                            "-1 (no link): the scene has no rigid links to follow")
+                return (name, *first_entry(bad, x), expected)
+        return None
 
     def inside_bounds(self):
         """(lo, hi), metres: where a particle may start or be set (default: the domain's bounds)."""
@@ -120,6 +155,12 @@ class ParticleSolver(SolverBase):
                               f"{hi_t}; widen {type(self.options).__name__}' bounds.")
 
     # -- build -----------------------------------------------------------------------------------------------------
+
+    def build(self, n_envs: int, n_frames: int):
+        super().build(n_envs, n_frames)
+        if self.link_fields:  # after init_state: a rule the solver installed there runs first
+            st = self.state
+            st.rules = self.link_rule if st.rules is None else _either(st.rules, self.link_rule)
 
     def build_model(self):
         self.particle_volume = sampling.volume_per_particle(self.particle_size)
@@ -174,3 +215,12 @@ class ParticleSolver(SolverBase):
         st = self.state
         st.at("pos", f)[:] = torch.as_tensor(self._points, dtype=self.float_dtype)
         st.at("active", f)[:] = 1
+
+
+def _either(first, second):
+    """State rules (StateStore.rules) that report what `first` finds, else what `second` finds."""
+    def rules(rows):
+        found = first(rows)
+        return second(rows) if found is None else found
+
+    return rules

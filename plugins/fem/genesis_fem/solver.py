@@ -71,6 +71,7 @@ class FEMSolver(ParticleSolver):
                      doc="a link-following vertex's target in the link's centre-of-mass frame, m"),
     )
     del _pos, _vel, _active
+    link_fields = ("cons_link",)  # checked against the scene's rigid links (ParticleSolver.link_rule)
 
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)

@@ -63,6 +63,7 @@ class PBDSolver(ParticleSolver):
                      doc="volume compliance per entity, m^3/N"),
     )
     del _pos, _vel, _active
+    link_fields = ("attach_link",)  # checked against the scene's rigid links (ParticleSolver.link_rule)
 
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)
