@@ -27,8 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCENES = sorted(registry().test_scenes)
 
 
-def run_cases(category, precision="64", timeout=900):
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "bad_input_cases.py"), category, precision],
+def run_cases(category, precision="64", timeout=900, script="bad_input_cases.py"):
+    proc = subprocess.run([sys.executable, os.path.join(HERE, script), category, precision],
                           capture_output=True, text=True, env=python_env(), timeout=timeout)
     lines = proc.stdout.strip().splitlines()
     last = next((line for line in reversed(lines) if line.startswith("case ")), "no case started")

@@ -36,15 +36,16 @@ SIZE_WORDS = {SPHERE: "size (radius, -, -)", CAPSULE: "size (radius, half-length
               CYLINDER: "size (radius, half-height, -)"}
 
 
-def number(text, what, attr):
-    """The float of an attribute's text; a ModelError names the element (`what`), the attribute and the text
-    when it is not a finite number."""
+def number(text, what, attr, whole=None):
+    """The float of an attribute's text (or of one of the numbers of its text `whole`); a ModelError names the
+    element (`what`), the attribute and the text when it is not a finite number."""
+    shown = f"{attr}={text!r}" if whole is None else f"{attr}={whole!r}: {text!r}"
     try:
         x = float(text)
     except (TypeError, ValueError):
-        raise ModelError(f"{what}: {attr}={text!r} is not a number") from None
+        raise ModelError(f"{what}: {shown} is not a number") from None
     if not math.isfinite(x):
-        raise ModelError(f"{what}: {attr}={text!r} is not accepted: expected a finite number")
+        raise ModelError(f"{what}: {shown} is not accepted: expected a finite number")
     return x
 
 

@@ -192,6 +192,9 @@ def hull_of_points(points, max_vertices=MAX_HULL_VERTICES) -> Hull:
     except (KeyError, IndexError, ValueError) as exc:  # a hull whose faces do not close (rounding at 1e-9 of its size)
         raise HullError(f"the hull of {len(vertices)} vertices has faces that do not close ({type(exc).__name__})") \
             from None
+    if len(loops) < 4:  # (a sliver whose sides merged into its two faces within COPLANAR_COS)
+        raise HullError(f"the vertices are nearly coplanar: their hull has {len(loops)} faces and no volume to "
+                        "collide with")
     for a in (vertices, triangles, normals, offsets):
         a.setflags(write=False)
     return Hull(vertices, triangles, normals, offsets, loops, deviation)

@@ -62,7 +62,7 @@ ELLIPSOID_VERTICES, ELLIPSOID_SCALE = _ellipsoid_directions()
 
 def _floats(s, n=None, what="", attr="value"):
     """The finite numbers of an attribute's text (n of them when given); `what` and `attr` name it in errors."""
-    vals = [number(x, what, attr) for x in str(s).split()]
+    vals = [number(x, what, attr, str(s)) for x in str(s).split()]
     if n is not None and len(vals) != n:
         raise MJCFError(f"{what}: {attr}: expected {n} numbers, got {s!r}")
     return np.array(vals)
@@ -220,7 +220,7 @@ class _Loader:
             raise MJCFError(f"{self.path}: no <worldbody>")
         for w in worlds:
             self.tree(w)
-        static = [self.geom(g, "main") for w in worlds for g in w.findall("geom")]
+        static = [self.geom(g, "main", "<worldbody>") for w in worlds for g in w.findall("geom")]
         if static:  # last, so that the first body is the model's base
             self.bodies.append(BodyDesc("world", -1, np.zeros(3), np.array([1.0, 0, 0, 0]), geoms=static,
                                         visuals=[g for g in static if g._visible]))
@@ -310,8 +310,8 @@ class _Loader:
             if j.tag == "freejoint":
                 body.joints.append(JointDesc(j.get("name", f"{body.name}_free"), FREE))
             elif j.tag == "joint":
-                body.joints.append(self.joint(j, cls))
-        body.geoms = [self.geom(g, cls) for g in elem.findall("geom")]
+                body.joints.append(self.joint(j, cls, what))
+        body.geoms = [self.geom(g, cls, what) for g in elem.findall("geom")]
         body.visuals = [g for g in body.geoms if g._visible]
         inertial = elem.find("inertial")
         if inertial is not None and self.inertiafromgeom != "true":
@@ -336,17 +336,17 @@ class _Loader:
             w, v = np.linalg.eigh((body.inertia + body.inertia.T) / 2)
             body.inertia = (v * np.maximum(w, self.boundinertia)) @ v.T
 
-    def joint(self, elem, cls):
+    def joint(self, elem, cls, where):
         a = self.defaults.get(elem, cls)
         name = a.get("name", f"joint{len(self.joint_names)}")
         self.joint_names.add(name)
+        what = f"{where}, joint {name!r}" if "name" in a else f"{where}, a joint"
         jtype = JOINT_TYPES.get(a.get("type", "hinge"))
         if jtype is None:
-            raise MJCFError(f"joint {name!r}: unknown type {a.get('type')!r}")
-        what = f"joint {name!r}"
+            raise MJCFError(f"{what}: unknown type {a.get('type')!r}")
         axis = _floats(a.get("axis", "0 0 1"), 3, what, "axis")
         if np.linalg.norm(axis) < 1e-12:
-            raise MJCFError(f"joint {name!r}: zero axis")
+            raise MJCFError(f"{what}: zero axis")
         limited = a.get("limited", "auto")
         rng = None
         if "range" in a and (limited == "true" or (limited == "auto" and self.autolimits)):
@@ -361,13 +361,13 @@ class _Loader:
                          rng, _num(a, "damping", 0.0, what), _num(a, "armature", 0.0, what),
                          _num(a, "stiffness", 0.0, what), springref, ref)
 
-    def geom(self, elem, cls):
+    def geom(self, elem, cls, where):
         a = self.defaults.get(elem, cls)
         name = a.get("name", "")
+        what = f"{where}, geom {name!r}" if name else f"{where}, a {a.get('type', 'sphere')} geom"
         gtype = GEOM_TYPES.get(a.get("type", "sphere"))
         if gtype is None:
-            raise MJCFError(f"geom {name!r}: unsupported type {a.get('type')!r}")
-        what = f"geom {name!r}" if name else f"a {a.get('type', 'sphere')} geom"
+            raise MJCFError(f"{what}: unsupported type {a.get('type')!r}")
         size = np.zeros(3)
         given = _floats(a.get("size", "0"), what=what, attr="size")[:3]
         size[: len(given)] = given
@@ -377,7 +377,7 @@ class _Loader:
             ft = _floats(a["fromto"], 6, what, "fromto")
             p0, p1 = ft[:3], ft[3:]
             if np.linalg.norm(p1 - p0) < 1e-12:
-                raise MJCFError(f"geom {name!r}: fromto points too close")
+                raise MJCFError(f"{what}: fromto points too close")
             pos = (p0 + p1) / 2
             quat = frame_from_z(p1 - p0)
             if a.get("type") in ("box", "ellipsoid"):  # (MuJoCo: both half-sizes across the axis are size[0])
@@ -393,7 +393,7 @@ class _Loader:
             vertices = ELLIPSOID_VERTICES * ELLIPSOID_SCALE * ellipsoid
         elif gtype == MESH:
             if a.get("mesh") not in self.meshes:
-                raise MJCFError(f"geom {name!r}: unknown mesh {a.get('mesh')!r}")
+                raise MJCFError(f"{what}: unknown mesh {a.get('mesh')!r}")
             mesh, scale = self.meshes[a.get("mesh")]
         friction = _floats(a.get("friction", "1"), what=what, attr="friction")
         if not len(friction):
@@ -407,7 +407,7 @@ class _Loader:
         elif a.get("material") in self.materials:
             g.rgba = self.materials[a["material"]]
         if g.margin < 0 or g.gap < 0:
-            raise MJCFError(f"geom {name!r}: margin and gap must be >= 0")
+            raise MJCFError(f"{what}: margin and gap must be >= 0")
         g._density = (_num(a, "density", 1000.0, what), _num(a, "mass", None, what) if "mass" in a else None)
         return g
 

@@ -33,7 +33,7 @@ def _vec(elem, attr, n, what, default=None):
     text = elem.get(attr, default) if elem is not None else default
     if text is None:
         raise URDFError(f"{what}: <{elem.tag if elem is not None else '?'}> has no {attr!r}")
-    vals = [number(x, what, attr) for x in text.split()]
+    vals = [number(x, what, attr, text) for x in text.split()]
     if len(vals) != n:
         raise URDFError(f"{what}: {attr}: expected {n} numbers, got {text!r}")
     return np.array(vals)

@@ -140,6 +140,32 @@ def test_bad_meshes_raise_option_error_at_add_entity(tmp_path):
         scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "gone.xml")))
 
 
+@given(seed=st.integers(0, 2 ** 31), n=st.integers(4, 40), flat=st.sampled_from([0.0, 1e-15, 1e-9, 1e-6, 1.0]),
+       spoil=st.sampled_from([None, np.nan, np.inf, -np.inf]))
+@settings(max_examples=40)
+def test_the_hull_of_any_points_ends_in_a_hull_or_a_hull_error(seed, n, flat, spoil):
+    """Near-degenerate clouds (points on a plane up to `flat`, duplicates, a line) and clouds with a point that is
+    not finite: the hull is built within its N + 1 rounds or refused with a HullError, never a hang (a NaN vertex
+    made the loop run forever) or another exception. A hull it builds holds every point within its deviation."""
+    from genesis_rigid.hull import HullError
+
+    rng = np.random.default_rng(seed)
+    pts = rng.normal(size=(n, 3)) * np.array([1.0, 1.0, flat])
+    pts[n // 2:] = pts[: n - n // 2]  # duplicates
+    if spoil is not None:
+        pts[rng.integers(n), rng.integers(3)] = spoil
+    try:
+        hull = hull_of_points(pts)
+    except HullError:
+        assert spoil is not None or flat <= 1e-6 or len(np.unique(pts, axis=0)) < 4
+        return
+    assert spoil is None and len(hull.face_loops) >= 4
+    # (a polygon merged from triangles within COPLANAR_COS has their area-weighted normal: its vertices stay within
+    # about 1.5e-3 of the extent of its plane)
+    extent = np.ptp(pts, axis=0).max()
+    assert (pts @ hull.face_normals.T - hull.face_offsets).max() <= hull.deviation + 2e-3 * extent
+
+
 # -- resting contacts ---------------------------------------------------------------------------------------------
 
 def test_convex_meshes_rest_flat_and_still_on_the_plane(meshes):
