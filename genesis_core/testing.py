@@ -126,6 +126,31 @@ def flat_state(state) -> dict:
     return {_state_key(s.solver, k): x for s in state.solvers_state if s is not None for k, x in s.fields.items()}
 
 
+def scene_fields(scene) -> tuple:
+    """({"Class.field": a copy of the tensor} of the scene's state, scene.t): what a refused write must leave as it
+    was (assert_unchanged)."""
+    return {k: v.clone() for k, v in scene.get_state().fields_by_key().items()}, scene.t
+
+
+def assert_unchanged(after: tuple, before: tuple):
+    """Two scene_fields(scene) bitwise equal: the same t, keys and tensors."""
+    assert after[1] == before[1] and after[0].keys() == before[0].keys()
+    for k, x in before[0].items():
+        assert torch.equal(after[0][k], x), f"{k} changed"
+
+
+def write_raw_checkpoint(scene, state, path):
+    """A checkpoint of `state` (a SimState of `scene`) sealed with a valid checksum, whatever its values: what a
+    hostile writer makes, for tests that the values are refused on their own."""
+    from . import __version__, checkpoint
+
+    arrays = {f"{s.name}.{k}": getattr(sub, k).numpy().copy() for s, sub in zip(scene.solvers, state.solvers_state)
+              if s.is_active for k, spec in s.state.specs.items() if spec.checkpoint}
+    payload = checkpoint.make_payload(state.t, arrays, scene.signature(), __version__)
+    with open(path, "wb") as fh:
+        pickle.dump(payload, fh, protocol=4)
+
+
 def _differing(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Entries that are not exactly equal (a NaN matches a NaN)."""
     if x.dtype.is_floating_point:

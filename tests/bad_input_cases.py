@@ -18,6 +18,7 @@ import torch
 import genesis_core as gs
 from genesis_core import checkpoint
 from genesis_core.plugins import registry
+from genesis_core.testing import write_raw_checkpoint
 
 CASES = 0
 
@@ -256,7 +257,7 @@ def values(tmp, name):
                     if where == "reset":
                         ok = expect_refused_or_ok(lambda: scene.reset(state=st, envs_idx=[1]), scene, "reset")
                     else:
-                        _write_raw(scene, st, path)
+                        write_raw_checkpoint(scene, st, path)
                         ok = expect_refused_or_ok(lambda: scene.load_checkpoint(path), scene, "checkpoint")
                     if ok:
                         for _ in range(3):
@@ -276,21 +277,6 @@ def nonfinite_envs(scene):
                 x = s.state.at(field, scene._frame)
                 out |= set(torch.nonzero(~torch.isfinite(x.reshape(x.shape[0], -1)).all(1)).flatten().tolist())
     return out
-
-
-def _write_raw(scene, st, path):
-    """A well-formed checkpoint (valid checksum) of a state the engine would refuse: what a hostile writer makes."""
-    from genesis_core import __version__
-
-    arrays = {}
-    for s, sub in zip(scene.solvers, st.solvers_state):
-        if s.is_active:
-            for k, spec in s.state.specs.items():
-                if spec.checkpoint:
-                    arrays[f"{s.name}.{k}"] = getattr(sub, k).numpy().copy()
-    payload = checkpoint.make_payload(st.t, arrays, scene.signature(), __version__)
-    with open(path, "wb") as fh:
-        pickle.dump(payload, fh, protocol=4)
 
 
 def envs_idx(tmp, name):

@@ -1,12 +1,10 @@
 """FEM coupled with other solvers: rigid bodies (the kit's contact), MPM (the kit's grid exchange)."""
 
-import pickle
-
 import pytest
 import torch
 
 import genesis_core as gs
-from genesis_core import checkpoint
+from genesis_core.testing import assert_unchanged, scene_fields, write_raw_checkpoint
 
 
 def test_fem_mpm_coupling_conserves_momentum_without_gravity():
@@ -116,11 +114,11 @@ def test_following_a_link_needs_a_rigid_scene_and_a_link():
     state = scene.get_state()
     fem = fem_state(state)
     fem.cons[3], fem.cons_link[3] = 1, 0
-    before = fields(scene)
+    before = scene_fields(scene)
     with pytest.raises(gs.InvalidStateError, match=r"reset: FEMSolver\.cons_link\[index \[3\]\] = 0 is not accepted: "
                        r"expected -1 \(no link\): the scene has no rigid links to follow\. Nothing was changed\."):
         scene.reset(state=state)
-    assert_same(fields(scene), before)
+    assert_unchanged(scene_fields(scene), before)
     fem.cons_link[3] = -1
     scene.reset(state=state)
     scene.step()
@@ -141,25 +139,6 @@ def fem_state(state):
     return next(s for s in state.solvers_state if s is not None and s.solver == "FEMSolver")
 
 
-def fields(scene):
-    return {k: v.clone() for k, v in scene.get_state().fields_by_key().items()}, scene.t
-
-
-def assert_same(after, before):
-    assert after[1] == before[1] and after[0].keys() == before[0].keys()
-    for k, x in before[0].items():
-        assert torch.equal(after[0][k], x), f"{k} changed"
-
-
-def write_raw(scene, state, path):
-    """A checkpoint of `state` sealed with a valid checksum, whatever its values: what a hostile writer makes."""
-    arrays = {f"{s.name}.{k}": getattr(sub, k).numpy().copy() for s, sub in zip(scene.solvers, state.solvers_state)
-              if s.is_active for k, spec in s.state.specs.items() if spec.checkpoint}
-    payload = checkpoint.make_payload(state.t, arrays, scene.signature(), gs.__version__)
-    with open(path, "wb") as fh:
-        pickle.dump(payload, fh, protocol=4)
-
-
 @pytest.mark.parametrize("link, expected", [
     (10**6, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),
     (1, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),  # the link count itself
@@ -176,17 +155,17 @@ def test_a_state_naming_no_rigid_link_is_refused(tmp_path, link, expected):
     good = scene.get_state()
     bad = good.clone()
     fem_state(bad).cons_link[1, 3] = link
-    before = fields(scene)
+    before = scene_fields(scene)
     message = rf"FEMSolver\.cons_link\[env 1, index \[3\]\] = {link} is not accepted: expected {expected}\. " \
               r"Nothing was changed\."
     for envs_idx in (None, [1], [0]):  # (a state passed to reset becomes the initial state: checked whole)
         with pytest.raises(gs.InvalidStateError, match="reset: " + message):
             scene.reset(state=bad, envs_idx=envs_idx)
-        assert_same(fields(scene), before)
-    write_raw(scene, bad, tmp_path / "bad.ckpt")
+        assert_unchanged(scene_fields(scene), before)
+    write_raw_checkpoint(scene, bad, tmp_path / "bad.ckpt")
     with pytest.raises(gs.InvalidCheckpointStateError, match=r"load_checkpoint\(.*bad\.ckpt'\): " + message):
         scene.load_checkpoint(tmp_path / "bad.ckpt")
-    assert_same(fields(scene), before)
+    assert_unchanged(scene_fields(scene), before)
     scene.step()
     assert scene.t == 2 and torch.isfinite(cube.get_particles_pos()).all()
     # link 0 (the box) and -1 (none) are link references
@@ -194,7 +173,7 @@ def test_a_state_naming_no_rigid_link_is_refused(tmp_path, link, expected):
         ok = good.clone()
         fem_state(ok).cons_link[1, 3] = value
         scene.reset(state=ok)
-        write_raw(scene, ok, tmp_path / "ok.ckpt")
+        write_raw_checkpoint(scene, ok, tmp_path / "ok.ckpt")
         scene.load_checkpoint(tmp_path / "ok.ckpt")
         assert int(scene.fem_solver.state.at("cons_link", scene._frame)[1, 3]) == value
         scene.step()
