@@ -164,13 +164,19 @@ def mutations(text, filename, tmp, kind, base_name):
         elem.set(attr, original)
 
 
-def models_urdf(tmp):
+def mutated_models(tmp, kind, text, ext):
+    """Every mutation of the model `text` (a `kind` file) loaded, then the accepted ones built and stepped."""
     with open(os.path.join(tmp, "tet.obj"), "w") as fh:
         fh.write(OBJ_TET)
     accepted = []
-    for name, path, owner, v, text in mutations(URDF, ".urdf", tmp, "URDF", "fuzz"):
-        load(name, gs.morphs.URDF(file=path), names=[owner] if owner else [], value=v, accepted=accepted, text=text)
-    step_accepted(accepted, "URDF")
+    for name, path, owner, v, attr_text in mutations(text, ext, tmp, kind, "fuzz"):
+        load(name, getattr(gs.morphs, kind)(file=path), names=[owner] if owner else [], value=v, accepted=accepted,
+             text=attr_text)
+    step_accepted(accepted, kind)
+
+
+def models_urdf(tmp):
+    mutated_models(tmp, "URDF", URDF, ".urdf")
 
 
 def models_graphs(tmp):
@@ -301,12 +307,7 @@ MJCF = """<mujoco model="fuzz">
 
 
 def models_mjcf(tmp):
-    with open(os.path.join(tmp, "tet.obj"), "w") as fh:
-        fh.write(OBJ_TET)
-    accepted = []
-    for name, path, owner, v, text in mutations(MJCF, ".xml", tmp, "MJCF", "fuzz"):
-        load(name, gs.morphs.MJCF(file=path), names=[owner] if owner else [], value=v, accepted=accepted, text=text)
-    step_accepted(accepted, "MJCF")
+    mutated_models(tmp, "MJCF", MJCF, ".xml")
 
 
 # -- meshes ------------------------------------------------------------------------------------------------------------
