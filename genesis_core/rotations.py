@@ -1,6 +1,8 @@
 """Rotations, quaternions (w, x, y, z), on NumPy arrays and, where named, on torch tensors batched over leading
 dimensions. Kernels use the Taichi functions of genesis_core.ti_math."""
 
+import math
+
 import numpy as np
 import torch
 
@@ -60,6 +62,8 @@ def axis_angle(axis, angle):
 
 def euler_to_quat(angles, seq="xyz"):
     """MJCF euler: lower-case axes rotate with the frame (intrinsic), upper-case stay fixed (extrinsic)."""
+    if all(a == 0 and math.copysign(1.0, a) > 0 for a in angles):  # (most files' origins: the same bits, sooner)
+        return np.array([1.0, 0.0, 0.0, 0.0])
     q = np.array([1.0, 0, 0, 0])
     for angle, ax in zip(angles, seq):
         r = axis_angle({"x": (1, 0, 0), "y": (0, 1, 0), "z": (0, 0, 1)}[ax.lower()], angle)

@@ -36,16 +36,29 @@ SIZE_WORDS = {SPHERE: "size (radius, -, -)", CAPSULE: "size (radius, half-length
               CYLINDER: "size (radius, half-height, -)"}
 
 
+def numbers(text, what, attr):
+    """The floats of an attribute's text of numbers separated by white space, each a finite number (a ModelError
+    names the element, the attribute, its text and the number that is not)."""
+    try:
+        values = [float(x) for x in text.split()]
+        if all(map(math.isfinite, values)):
+            return values
+    except ValueError:
+        pass
+    return [number(x, what, attr, text) for x in text.split()]
+
+
 def number(text, what, attr, whole=None):
     """The float of an attribute's text (or of one of the numbers of its text `whole`); a ModelError names the
     element (`what`), the attribute and the text when it is not a finite number."""
-    shown = f"{attr}={text!r}" if whole is None else f"{attr}={whole!r}: {text!r}"
     try:
         x = float(text)
     except (TypeError, ValueError):
-        raise ModelError(f"{what}: {shown} is not a number") from None
-    if not math.isfinite(x):
-        raise ModelError(f"{what}: {shown} is not accepted: expected a finite number")
+        x = None
+    if x is None or not math.isfinite(x):
+        shown = f"{attr}={text!r}" if whole is None else f"{attr}={whole!r}: {text!r}"
+        raise ModelError(f"{what}: {shown} is " + ("not a number" if x is None else
+                                                 "not accepted: expected a finite number"))
     return x
 
 
@@ -55,21 +68,38 @@ def _refuse(what, name, value, expected):
     raise ModelError(f"{what}: {name} = {value} is not accepted: expected {expected}")
 
 
-def _finite(what, name, value, bound=None):
-    """value (a number or an array): finite, and within +-bound when given."""
-    a = np.asarray(value, dtype=np.float64)
-    if not np.all(np.isfinite(a)):
-        _refuse(what, name, value, "finite numbers")
-    if bound is not None and a.size and float(np.max(np.abs(a))) > bound:
-        _refuse(what, name, value, f"a magnitude of at most {bound:g}")
+def _values(value):
+    """The numbers of a number or an array, as Python floats (the checks run per number: a model's arrays are a
+    few numbers each, where NumPy's per-call cost would dominate)."""
+    if isinstance(value, float):
+        return (value,)
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()
+    if isinstance(value, int):
+        return (float(value),)
+    return np.asarray(value, dtype=np.float64).ravel().tolist()
 
 
-def _range(what, name, value, lo=0.0, hi=MAX_COEF, strict=False):
-    """A finite number in [lo, hi] ((lo, hi] with strict)."""
-    _finite(what, name, value)
-    v = float(value)
-    if v < lo or (strict and v <= lo) or v > hi:
-        _refuse(what, name, value, f"a number {'>' if strict else '>='} {lo:g} and <= {hi:g}")
+def _finite(what, name, value, bound=math.inf):
+    """value (a number or an array): finite, and within +-bound; its numbers (Python floats)."""
+    values = _values(value)
+    for x in values:
+        if not math.isfinite(x):
+            _refuse(what, name, value, "finite numbers")
+        if abs(x) > bound:
+            _refuse(what, name, value, f"a magnitude of at most {bound:g}")
+    return values
+
+
+def _norm(values):
+    return math.sqrt(sum(x * x for x in values))
+
+
+def _range(what, name, value, lo=0.0, hi=MAX_COEF):
+    """A finite number in [lo, hi]."""
+    (v,) = _finite(what, name, value)
+    if not lo <= v <= hi:
+        _refuse(what, name, value, f"a number >= {lo:g} and <= {hi:g}")
 
 
 def check_geom(g, where):
@@ -77,48 +107,57 @@ def check_geom(g, where):
     a non-zero mesh scale, finite vertices of a convex part; `where` names its body."""
     what = f"{where}, geom {g.name!r}" if g.name else f"{where}, a {GEOM_WORDS.get(g.type, 'geom')} geom"
     _finite(what, "pos", g.pos, MAX_LENGTH)
-    _finite(what, "quat", g.quat)
-    if float(np.linalg.norm(g.quat)) < 1e-9:
+    if _norm(_finite(what, "quat", g.quat)) < 1e-9:
         _refuse(what, "quat", g.quat, "a non-zero quaternion")
-    size = np.asarray(g.size, dtype=np.float64)
     size_word = SIZE_WORDS.get(g.type, "size")
-    _finite(what, size_word, size, MAX_LENGTH)
+    size = _finite(what, size_word, g.size, MAX_LENGTH)
     need = {SPHERE: 1, CAPSULE: 1, CYLINDER: 2, BOX: 3}.get(g.type, 0)
-    if need and np.any(size[:need] < MIN_SIZE):
-        _refuse(what, size_word, size, f"{GEOM_WORDS[g.type]} dimensions of at least {MIN_SIZE:g} m (> 0)")
+    if need and min(size[:need]) < MIN_SIZE:
+        _refuse(what, size_word, g.size, f"{GEOM_WORDS[g.type]} dimensions of at least {MIN_SIZE:g} m (> 0)")
     if g.type == CAPSULE and size[1] < 0:
-        _refuse(what, size_word, size, "a capsule's half-length >= 0")
+        _refuse(what, size_word, g.size, "a capsule's half-length >= 0")
     _range(what, "friction", g.friction)
     _range(what, "margin", g.margin, hi=MAX_LENGTH)
     _range(what, "gap", g.gap, hi=MAX_LENGTH)
     if g.type == MESH:
-        scale = np.asarray(g.mesh_scale, dtype=np.float64)
-        _finite(what, "mesh scale", scale, MAX_MESH_SCALE)
-        if np.any(np.abs(scale) < 1e-12):
-            _refuse(what, "mesh scale", scale, "non-zero factors")
+        scale = _finite(what, "mesh scale", g.mesh_scale, MAX_MESH_SCALE)
+        if min(abs(x) for x in scale) < 1e-12:
+            _refuse(what, "mesh scale", g.mesh_scale, "non-zero factors")
         if g.vertices is not None:
-            _finite(what, "vertices", g.vertices, MAX_LENGTH)
+            v = np.asarray(g.vertices, dtype=np.float64)
+            if not (np.isfinite(v).all() and np.abs(v).max(initial=0.0) <= MAX_LENGTH):
+                _finite(what, "vertices", v, MAX_LENGTH)
     return what
 
 
-def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True):
+def _inertia_facts(inertias):
+    """(largest magnitude, largest asymmetry, principal moments ascending) of finite inertias [N, 3, 3], in one
+    NumPy pass over a model's bodies."""
+    scale = np.maximum(np.abs(inertias).max(axis=(1, 2)), 1e-300)
+    asymmetry = np.abs(inertias - inertias.transpose(0, 2, 1)).max(axis=(1, 2))
+    return scale.tolist(), asymmetry.tolist(), np.linalg.eigvalsh(inertias)
+
+
+def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True, facts=None):
     """A body's mass (kg) and inertia about its centre of mass (kg m^2): finite, mass >= 0, the inertia symmetric
     and positive semi-definite with principal moments A + B >= C (MuJoCo's compiler checks); a moving body within
     MAX_MASS and MAX_INERTIA. A body with joints of its own loads with a warning where neither it nor the bodies it
-    carries have mass (`carries_mass`), or where it has a principal moment under TINY_INERTIA."""
+    carries have mass (`carries_mass`), or where it has a principal moment under TINY_INERTIA. `facts`: the
+    inertia's _inertia_facts, where the caller computed them for many bodies at once."""
     _finite(what, "mass", mass)
     if mass < 0:
         _refuse(what, "mass", mass, "a mass >= 0 (kg)")
     inertia = np.asarray(inertia, dtype=np.float64)
-    _finite(what, "inertia", inertia)
-    scale = max(float(np.max(np.abs(inertia))), 1e-300)
-    if np.max(np.abs(inertia - inertia.T)) > 1e-9 * scale:
+    if facts is None:
+        _finite(what, "inertia", inertia)
+        facts = [x[0] for x in _inertia_facts(inertia[None])]
+    scale, asymmetry, moments = facts
+    if asymmetry > 1e-9 * scale:
         _refuse(what, "inertia", inertia, "a symmetric matrix")
-    moments = np.linalg.eigvalsh(inertia)
     if moments[0] < -1e-9 * scale:
         _refuse(what, "inertia", inertia, f"a positive semi-definite matrix (its principal moments are "
                                           f"{[float(m) for m in moments]})")
-    a, b, c = np.maximum(moments, 0.0)
+    a, b, c = (max(float(m), 0.0) for m in moments)
     if a + b < c * (1 - INERTIA_RTOL):
         _refuse(what, "inertia", inertia, f"principal moments with A + B >= C, as a rigid body's are (they are "
                                           f"{[float(m) for m in moments]})")
@@ -156,6 +195,8 @@ def check_robot(robot, body_word="body"):
         p = bodies[i].parent
         if 0 <= p < i:
             carries[p] = carries[p] or carries[i]
+    inertias = np.array([np.asarray(b.inertia, dtype=np.float64).reshape(3, 3) for b in bodies]).reshape(-1, 3, 3)
+    facts = _inertia_facts(inertias) if np.isfinite(inertias).all() else None  # (else each body's, to name it)
     depth, moving = [], []
     for i, b in enumerate(bodies):
         what = f"{body_word} {b.name!r}"
@@ -167,11 +208,11 @@ def check_robot(robot, body_word="body"):
         moving.append(bool(b.joints) or (b.parent >= 0 and moving[b.parent]))
         placed = f"{what} (placed by {b.attached_by})" if b.attached_by else what
         _finite(placed, "pos", b.pos, MAX_LENGTH)
-        _finite(placed, "quat", b.quat)
-        if float(np.linalg.norm(b.quat)) < 1e-9:
+        if _norm(_finite(placed, "quat", b.quat)) < 1e-9:
             _refuse(placed, "quat", b.quat, "a non-zero quaternion")
         _finite(what, "centre of mass", b.com, MAX_LENGTH)
-        check_inertia(what, float(b.mass), b.inertia, moving[-1], bool(b.joints), carries[i])
+        check_inertia(what, float(b.mass), b.inertia, moving[-1], bool(b.joints), carries[i],
+                      None if facts is None else (facts[0][i], facts[1][i], facts[2][i]))
         for g in b.geoms:
             check_geom(g, what)
         for g in b.visuals:
@@ -204,10 +245,8 @@ def check_robot(robot, body_word="body"):
 def check_joint(j, where):
     what = f"{where}, joint {j.name!r}"
     _finite(what, "pos", j.pos, MAX_LENGTH)
-    if j.type != FREE:
-        _finite(what, "axis", j.axis)
-        if float(np.linalg.norm(j.axis)) < 1e-12:
-            _refuse(what, "axis", j.axis, "a non-zero axis")
+    if j.type != FREE and _norm(_finite(what, "axis", j.axis)) < 1e-12:
+        _refuse(what, "axis", j.axis, "a non-zero axis")
     for name in ("damping", "armature", "stiffness"):
         _range(what, name, getattr(j, name))
     _finite(what, "springref", j.springref, MAX_LENGTH)
@@ -217,7 +256,6 @@ def check_joint(j, where):
 
 
 def _check_interval(what, name, interval, bound):
-    lo, hi = (float(x) for x in interval)
-    _finite(what, name, np.array([lo, hi]), bound)
+    lo, hi = _finite(what, name, [float(x) for x in interval], bound)
     if lo > hi:
         _refuse(what, name, np.array([lo, hi]), "lower <= upper")

@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .checks import MAX_BODIES, MIN_SIZE, number
+from .checks import MAX_BODIES, MIN_SIZE, number, numbers
 from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
                     FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc, inertia_from_geoms)
 from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
@@ -62,7 +62,7 @@ ELLIPSOID_VERTICES, ELLIPSOID_SCALE = _ellipsoid_directions()
 
 def _floats(s, n=None, what="", attr="value"):
     """The finite numbers of an attribute's text (n of them when given); `what` and `attr` name it in errors."""
-    vals = [number(x, what, attr, str(s)) for x in str(s).split()]
+    vals = numbers(str(s), what, attr)
     if n is not None and len(vals) != n:
         raise MJCFError(f"{what}: {attr}: expected {n} numbers, got {s!r}")
     return np.array(vals)

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .checks import MAX_BODIES, number
+from .checks import MAX_BODIES, number, numbers
 from .model import (BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc,
                     ModelError, RobotDesc, inertia_from_geoms)
 from genesis_core.rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
@@ -33,7 +33,7 @@ def _vec(elem, attr, n, what, default=None):
     text = elem.get(attr, default) if elem is not None else default
     if text is None:
         raise URDFError(f"{what}: <{elem.tag if elem is not None else '?'}> has no {attr!r}")
-    vals = [number(x, what, attr, text) for x in text.split()]
+    vals = numbers(text, what, attr)
     if len(vals) != n:
         raise URDFError(f"{what}: {attr}: expected {n} numbers, got {text!r}")
     return np.array(vals)
