@@ -79,6 +79,16 @@ def test_inertias_no_rigid_body_has_are_refused_as_mujoco_refuses_them(tmp_path)
     plate = _write(tmp_path, "p.urdf", URDF.replace('ixx="0.01" iyy="0.012" izz="0.014" ixy="0.001"',
                                                     'ixx="0.01" iyy="0.01" izz="0.02" ixy="0"'))
     gs.Scene().add_entity(gs.morphs.URDF(file=plate))
+    # a link fixed to its parent acts only within their composite (MuJoCo fuses it first; Genesis World's anymal_c
+    # has such a camera link): it loads with a warning naming it; the same inertia on a jointed link is refused
+    pair = ('<robot name="pair"><link name="base"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" '
+            'izz="0.01"/></inertial></link><link name="camera"><inertial><mass value="0.1"/><inertia ixx="0.001" '
+            'iyy="0.001" izz="0.003"/></inertial></link><joint name="mount" type="{}"><parent link="base"/>'
+            '<child link="camera"/><axis xyz="0 0 1"/></joint></robot>')
+    with pytest.warns(UserWarning, match=r"link 'camera' \(fixed to its parent\) has an inertia no rigid body has"):
+        gs.Scene().add_entity(gs.morphs.URDF(file=_write(tmp_path, "fixed.urdf", pair.format("fixed"))))
+    with pytest.raises(gs.ModelFileError, match=r"link 'camera'.*inertia .*A \+ B >= C"):
+        gs.Scene().add_entity(gs.morphs.URDF(file=_write(tmp_path, "hinged.urdf", pair.format("continuous"))))
 
 
 def test_questionable_values_load_with_a_warning_naming_them(tmp_path):

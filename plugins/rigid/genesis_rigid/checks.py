@@ -138,12 +138,15 @@ def _inertia_facts(inertias):
     return scale.tolist(), asymmetry.tolist(), np.linalg.eigvalsh(inertias)
 
 
-def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True, facts=None):
+def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True, facts=None, fixed_to_parent=False):
     """A body's mass (kg) and inertia about its centre of mass (kg m^2): finite, mass >= 0, the inertia symmetric
     and positive semi-definite with principal moments A + B >= C (MuJoCo's compiler checks); a moving body within
     MAX_MASS and MAX_INERTIA. A body with joints of its own loads with a warning where neither it nor the bodies it
-    carries have mass (`carries_mass`), or where it has a principal moment under TINY_INERTIA. `facts`: the
-    inertia's _inertia_facts, where the caller computed them for many bodies at once."""
+    carries have mass (`carries_mass`), or where it has a principal moment under TINY_INERTIA. A body fixed to its
+    parent (`fixed_to_parent`: no joint of its own) that breaks A + B >= C loads with a warning: its inertia acts
+    only within the rigid composite it belongs to (MuJoCo fuses such bodies before it checks; Genesis World's
+    anymal_c has such a camera link). `facts`: the inertia's _inertia_facts, where the caller computed them for
+    many bodies at once."""
     _finite(what, "mass", mass)
     if mass < 0:
         _refuse(what, "mass", mass, "a mass >= 0 (kg)")
@@ -159,8 +162,12 @@ def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True,
                                           f"{[float(m) for m in moments]})")
     a, b, c = (max(float(m), 0.0) for m in moments)
     if a + b < c * (1 - INERTIA_RTOL):
-        _refuse(what, "inertia", inertia, f"principal moments with A + B >= C, as a rigid body's are (they are "
-                                          f"{[float(m) for m in moments]})")
+        triangle = (f"principal moments with A + B >= C, as a rigid body's are (they are "
+                    f"{[float(m) for m in moments]})")
+        if not fixed_to_parent:
+            _refuse(what, "inertia", inertia, triangle)
+        warnings.warn(f"{what} (fixed to its parent) has an inertia no rigid body has: expected {triangle}; it acts "
+                      "only within the rigid composite the link belongs to", stacklevel=4)
     if not moving:
         return
     _bounded(what, mass, inertia, c)
@@ -212,7 +219,8 @@ def check_robot(robot, body_word="body"):
             _refuse(placed, "quat", b.quat, "a non-zero quaternion")
         _finite(what, "centre of mass", b.com, MAX_LENGTH)
         check_inertia(what, float(b.mass), b.inertia, moving[-1], bool(b.joints), carries[i],
-                      None if facts is None else (facts[0][i], facts[1][i], facts[2][i]))
+                      None if facts is None else (facts[0][i], facts[1][i], facts[2][i]),
+                      fixed_to_parent=b.parent >= 0 and not b.joints)
         for g in b.geoms:
             check_geom(g, what)
         for g in b.visuals:
