@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("mpm.py", ["--sizes", "1000", "--envs", "1", "--seconds", "0.2"], "particle-substeps/s"),
     ("resume.py", ["--n-envs", "4", "--runs", "1"], "to the first resumed step"),
     ("validation.py", ["--steps", "5", "--envs", "0", "2"], "fault check per step, us"),
+    ("model_load.py", ["--repeats", "1", "--builds", "1"], "| model | what |"),
     ("sph.py", ["--particle-size", "0.04", "--envs", "1", "--steps", "2", "--warmup", "1", "--no-anchor"],
      "particle-substeps/s"),
     ("fem.py", ["--maxvolume", "2e-5", "--envs", "1", "--steps", "1", "--warmup", "1", "--no-anchor"],
