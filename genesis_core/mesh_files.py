@@ -25,15 +25,17 @@ def read_mesh(path, process: bool = True):
     import trimesh
 
     path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ModelFileError(f"mesh {path!r} is not a file")
     try:
         mesh = trimesh.load(path, force="mesh", process=False)
+        if not isinstance(mesh, trimesh.Trimesh):
+            raise ValueError("it holds no triangle mesh")
+        vertices = np.asarray(mesh.vertices, dtype=np.float64).reshape(-1, 3)
+        faces = np.asarray(mesh.faces).reshape(-1, 3)
     except Exception as exc:  # trimesh raises many kinds for unreadable files
         raise ModelFileError(f"cannot read mesh {path!r}: {type(exc).__name__}: {exc}") from None
-    if not isinstance(mesh, trimesh.Trimesh):
-        raise ModelFileError(f"cannot read mesh {path!r}: it holds no triangle mesh")
-    vertices = np.asarray(mesh.vertices, dtype=np.float64).reshape(-1, 3)
     check_vertices(vertices, MAX_MESH_COORDINATE, f"mesh {path!r}")
-    faces = np.asarray(mesh.faces).reshape(-1, 3)
     if len(faces) and (faces.min() < 0 or faces.max() >= len(vertices)):
         raise ModelFileError(f"mesh {path!r}: a face names vertex {int(faces.max())} of {len(vertices)} (or a "
                              "negative one)")

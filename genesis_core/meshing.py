@@ -250,8 +250,10 @@ def _file_mesh(morph):
     if len(mesh.faces) == 0:
         raise MeshNotWatertight(f"Mesh.file={morph.file!r} has no faces: there is no surface to fill with tets.")
     surface = np.array([np.sum(uses == 1), np.sum(uses > 2), len(uses)], dtype=np.int64)
+    vertices = np.asarray(mesh.vertices, np.float64) * morph.scale
+    _check_volume(vertices, morph)
     _warn_open(morph, surface)
-    verts, tets = _run_mesher(np.asarray(mesh.vertices, np.float64) * morph.scale, np.asarray(mesh.faces), morph)
+    verts, tets = _run_mesher(vertices, np.asarray(mesh.faces), morph)
     if len(tets) == 0:
         raise MeshNotWatertight(
             f"Mesh.file={morph.file!r} encloses no volume: the mesher found no tet inside its surface "
@@ -259,6 +261,21 @@ def _file_mesh(morph):
     verts, tets = _positive(*_compact(verts, _manifold(tets, f"Mesh.file={morph.file!r}")))
     _save(path, verts, tets, surface)
     return verts, tets
+
+
+MIN_MESH_EXTENT = 1e-5  # m: the smallest bounding box a surface handed to the mesher may have
+
+
+def _check_volume(vertices, morph):
+    """Refuse (MeshNotWatertight, before the mesher: fTetWild crashes the process on such input) a surface whose
+    vertices span no volume: fewer than 4, all on a plane or a line (the smallest principal extent under 1e-6 of
+    the largest), or a bounding box under MIN_MESH_EXTENT."""
+    extent = float(np.ptp(vertices, axis=0).max()) if len(vertices) else 0.0
+    spread = np.linalg.svd(vertices - vertices.mean(axis=0), compute_uv=False) if len(vertices) >= 4 else np.zeros(3)
+    if extent < MIN_MESH_EXTENT or spread[2] <= 1e-6 * spread[0]:
+        raise MeshNotWatertight(f"Mesh.file={morph.file!r} (scale {morph.scale:g}) spans no volume: {len(vertices)} "
+                                f"vertices, a bounding box of {extent:.3g} m (at least {MIN_MESH_EXTENT:g} m), "
+                                "flat or on a line. Tets need a surface around a volume.")
 
 
 def _warn_open(morph, surface):
@@ -327,6 +344,9 @@ def _manifold(tets, where):
         n = int(tets.max()) + 1
         tet_edges = np.sort(tets[:, [0, 1, 0, 2, 0, 3, 1, 2, 1, 3, 2, 3]].reshape(-1, 6, 2), axis=2)
         holds = np.isin(tet_edges[..., 0] * n + tet_edges[..., 1], bad[:, 0] * n + bad[:, 1]).any(axis=1)
+        if not (holds & on_boundary).any():  # (nothing to drop: another round would find the same edges)
+            tets = tets[:0]
+            break
         tets = tets[~(holds & on_boundary)]
         if n0 - len(tets) > MAX_PRUNED * n0:
             break

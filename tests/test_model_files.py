@@ -53,7 +53,8 @@ def test_a_refused_file_adds_nothing_and_names_what_it_refused(tmp_path):
     scene = gs.Scene()
     bad = _write(tmp_path, "bad.urdf", URDF.replace('<box size="0.1 0.1 0.1"/></geometry></collision>',
                                                     '<box size="nan 0.1 0.1"/></geometry></collision>'))
-    with pytest.raises(gs.ModelFileError, match=r"bad\.urdf.*link 'base'.*size='nan 0\.1 0\.1': 'nan' is not accepted: expected a finite number"):
+    with pytest.raises(gs.ModelFileError,
+                       match=r"bad\.urdf.*link 'base'.*size='nan 0\.1 0\.1': 'nan' is not accepted: expected a finite"):
         scene.add_entity(gs.morphs.URDF(file=bad))
     neg = _write(tmp_path, "neg.xml", MJCF.replace('mass="2"', 'mass="-2"'))
     with pytest.raises(gs.ModelFileError, match=r"neg\.xml.*body 'torso'.*mass = -2\.0 is not accepted"):

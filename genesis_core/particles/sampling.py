@@ -11,10 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import morphs
-from ..errors import OptionError
+from ..errors import ModelFileError, OptionError
 from ..rotations import quat_to_mat
 
 SAMPLERS = ("regular", "random")
+
+
+MAX_LATTICE = 1e8  # points of the lattice a morph is sampled on
+RANDOM_ROUNDS = 1000  # rounds of candidates the random sampler draws at most
 
 
 def _lattice(half, size):
@@ -68,6 +72,9 @@ def _shape(morph):
         from ..mesh_files import read_mesh
 
         mesh = read_mesh(morph.file)
+        if len(mesh.faces) == 0:
+            raise ModelFileError(f"Mesh(file={morph.file!r}) holds no triangles: particles fill the volume a closed "
+                                 "surface encloses.")
         mesh.apply_scale(morph.scale)
         lo, hi = mesh.bounds
         triangles = np.asarray(mesh.triangles)
@@ -81,6 +88,10 @@ def sample(morph, size: float, sampler: str = "regular", seed: int = 0) -> np.nd
     if sampler not in SAMPLERS:
         raise OptionError(f"sampler={sampler!r} is not accepted: expected one of {SAMPLERS}.")
     half, centre, inside = _shape(morph)
+    cells = float(np.prod([max(1.0, round(2 * h / size)) for h in half]))
+    if cells > MAX_LATTICE:
+        raise OptionError(f"{type(morph).__name__} is {2 * np.asarray(half)} m across: at particle_size {size:g} m its "
+                          f"lattice would hold {cells:.3g} points, more than {MAX_LATTICE:g}.")
     pts = _lattice(half, size) + centre
     pts = pts[inside(pts)]
     if len(pts) == 0:
@@ -88,9 +99,14 @@ def sample(morph, size: float, sampler: str = "regular", seed: int = 0) -> np.nd
     if sampler == "random":
         rng = np.random.default_rng(seed)
         want, found = len(pts), []
-        while sum(len(x) for x in found) < want:
+        for _ in range(RANDOM_ROUNDS):
             cand = centre + rng.uniform(-1.0, 1.0, size=(max(2 * want, 64), 3)) * half
             found.append(cand[inside(cand)])
+            if sum(len(x) for x in found) >= want:
+                break
+        else:
+            raise OptionError(f"{type(morph).__name__}: {RANDOM_ROUNDS} rounds of random points found "
+                              f"{sum(len(x) for x in found)} of the {want} inside it (a shape too thin for its box).")
         pts = np.concatenate(found)[:want]
     return pts @ quat_to_mat(morph.quat).T + np.asarray(morph.pos)
 

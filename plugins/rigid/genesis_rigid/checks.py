@@ -27,7 +27,8 @@ MAX_MASS = 1e9  # kg: a body that can move (a fixed one's mass never enters the 
 MAX_INERTIA = MAX_MASS * MAX_LENGTH ** 2  # kg m^2
 MAX_COEF = 1e12  # gains, damping, stiffness, armature, densities, forces (each in its own SI unit)
 MAX_MESH_SCALE = 1e5
-TINY_INERTIA = 1e-12  # kg m^2: a moving body's smallest principal moment below this loads with a warning
+MIN_MASS = 1e-15  # kg: a mass between 0 and this is refused (MuJoCo's mjMINVAL; float32 flushes 1e-40 to 0)
+TINY_INERTIA = 1e-15  # kg m^2: a jointed body's smallest principal moment below this loads with a warning
 INERTIA_RTOL = 1e-6  # the principal moments may break A + B >= C by this fraction of C (rounding of the file)
 
 GEOM_WORDS = {PLANE: "plane", SPHERE: "sphere", CAPSULE: "capsule", CYLINDER: "cylinder", BOX: "box", MESH: "mesh"}
@@ -142,15 +143,19 @@ def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True,
     """A body's mass (kg) and inertia about its centre of mass (kg m^2): finite, mass >= 0, the inertia symmetric
     and positive semi-definite with principal moments A + B >= C (MuJoCo's compiler checks); a moving body within
     MAX_MASS and MAX_INERTIA. A body with joints of its own loads with a warning where neither it nor the bodies it
-    carries have mass (`carries_mass`), or where it has a principal moment under TINY_INERTIA. A body fixed to its
+    carries have mass (`carries_mass`), or where it has a principal moment under TINY_INERTIA. A body that cannot
+    move (welded to the world) needs only a finite inertia: it never enters the dynamics. A moving body fixed to its
     parent (`fixed_to_parent`: no joint of its own) that breaks A + B >= C loads with a warning: its inertia acts
     only within the rigid composite it belongs to (MuJoCo fuses such bodies before it checks; Genesis World's
     anymal_c has such a camera link). `facts`: the inertia's _inertia_facts, where the caller computed them for
     many bodies at once."""
     _finite(what, "mass", mass)
-    if mass < 0:
-        _refuse(what, "mass", mass, "a mass >= 0 (kg)")
+    if mass < 0 or 0 < mass < MIN_MASS:
+        _refuse(what, "mass", mass, f"0 or a mass of at least {MIN_MASS:g} kg")
     inertia = np.asarray(inertia, dtype=np.float64)
+    if not moving:  # (welded to the world: its inertia never enters the dynamics)
+        _finite(what, "inertia", inertia)
+        return
     if facts is None:
         _finite(what, "inertia", inertia)
         facts = [x[0] for x in _inertia_facts(inertia[None])]
@@ -168,8 +173,6 @@ def check_inertia(what, mass, inertia, moving, jointed=False, carries_mass=True,
             _refuse(what, "inertia", inertia, triangle)
         warnings.warn(f"{what} (fixed to its parent) has an inertia no rigid body has: expected {triangle}; it acts "
                       "only within the rigid composite the link belongs to", stacklevel=4)
-    if not moving:
-        return
     _bounded(what, mass, inertia, c)
     if not jointed:
         return
@@ -185,7 +188,8 @@ def _bounded(what, mass, inertia, c):
     if mass > MAX_MASS:
         _refuse(what, "mass", mass, f"at most {MAX_MASS:g} kg for a body that can move")
     if c > MAX_INERTIA:
-        _refuse(what, "inertia", inertia, f"principal moments of at most {MAX_INERTIA:g} kg m^2 for a body that can move")
+        _refuse(what, "inertia", inertia,
+                f"principal moments of at most {MAX_INERTIA:g} kg m^2 for a body that can move")
 
 
 def check_robot(robot, body_word="body"):
@@ -194,7 +198,7 @@ def check_robot(robot, body_word="body"):
     bodies = robot.bodies
     if len(bodies) > MAX_BODIES:
         raise ModelError(f"{len(bodies)} {body_word}s: at most {MAX_BODIES} are accepted")
-    n_geoms = sum(len(b.geoms) + len(b.visuals) for b in bodies)
+    n_geoms = sum(len(b.geoms) + sum(not any(v is g for g in b.geoms) for v in b.visuals) for b in bodies)
     if n_geoms > MAX_GEOMS:
         raise ModelError(f"{n_geoms} geoms: at most {MAX_GEOMS} are accepted")
     carries = [b.mass > 0 for b in bodies]  # whether a body or one it carries has mass
@@ -220,7 +224,7 @@ def check_robot(robot, body_word="body"):
         _finite(what, "centre of mass", b.com, MAX_LENGTH)
         check_inertia(what, float(b.mass), b.inertia, moving[-1], bool(b.joints), carries[i],
                       None if facts is None else (facts[0][i], facts[1][i], facts[2][i]),
-                      fixed_to_parent=b.parent >= 0 and not b.joints)
+                      fixed_to_parent=not b.joints)
         for g in b.geoms:
             check_geom(g, what)
         for g in b.visuals:

@@ -237,5 +237,5 @@ def mesh_hull(path, scale=(1.0, 1.0, 1.0)) -> Hull:
     """The convex hull (at most MAX_HULL_VERTICES vertices) of the mesh file at `path`, its vertices scaled per
     axis by `scale`; cached per (file, scale)."""
     if not os.path.isfile(path):
-        raise HullError(f"mesh file {path!r} does not exist")
+        raise HullError(f"mesh file {path!r} is not a file (it does not exist, or it is a folder)")
     return _mesh_hull(os.path.abspath(path), tuple(float(s) for s in np.broadcast_to(scale, 3)))

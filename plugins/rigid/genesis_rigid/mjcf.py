@@ -37,6 +37,9 @@ ACTUATOR_TAGS = ("motor", "position", "velocity", "general")
 # panda's collision meshes are in group 3), drawn by the cameras whatever its contype and conaffinity
 VISIBLE_GROUPS = (0, 1, 2)
 MAX_INCLUDE_DEPTH = 32  # files including files
+MAX_INCLUDES = 1_000  # <include> elements expanded in all (a file included twice at each level doubles per level)
+MAX_DEFAULT_DEPTH = 64  # <default> classes nested in one another (each holds a copy of its parent's attributes)
+MAX_DEFAULT_CLASSES = 10_000
 
 
 class MJCFError(ModelError):
@@ -85,10 +88,11 @@ def _int(a, key, default, what):
     return x
 
 
-def _load_tree(path, chain=()):
+def _load_tree(path, chain=(), budget=None):
     """Parse a file and inline its <include file=...> elements (paths relative to the including file). The
     elements are walked without recursion; an included file is expanded before it is inlined, at most
-    MAX_INCLUDE_DEPTH files deep."""
+    MAX_INCLUDE_DEPTH files deep and MAX_INCLUDES includes in all (`budget`: those left)."""
+    budget = [MAX_INCLUDES] if budget is None else budget
     chain = chain + (path,)
     root = ET.parse(path).getroot()
     base = os.path.dirname(path)
@@ -110,8 +114,12 @@ def _load_tree(path, chain=()):
             if len(chain) >= MAX_INCLUDE_DEPTH:
                 raise MJCFError(f"{inc_path}: included {len(chain)} files deep: at most {MAX_INCLUDE_DEPTH} are "
                                 "accepted")
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise MJCFError(f"{inc_path}: more than {MAX_INCLUDES} <include> elements expanded in all: at most "
+                                f"{MAX_INCLUDES} are accepted")
             try:
-                subs = list(_load_tree(inc_path, chain))
+                subs = list(_load_tree(inc_path, chain, budget))
             except OSError as exc:
                 raise MJCFError(f"{path}: cannot read the included file {inc_path!r} ({exc})") from None
             elem.remove(child)
@@ -128,15 +136,19 @@ class _Defaults:
         self.classes = {"main": {}}
         # (element, class name, parent class name): a class is read before the classes nested in it, without
         # recursion however deep they nest
-        stack = [(d, "main", None) for d in reversed(root.findall("default"))]
+        stack = [(d, "main", None, 1) for d in reversed(root.findall("default"))]
         while stack:
-            elem, name, parent = stack.pop()
+            elem, name, parent, depth = stack.pop()
+            if depth > MAX_DEFAULT_DEPTH or len(self.classes) > MAX_DEFAULT_CLASSES:
+                raise MJCFError(f"<default class={name!r}>: default classes nested {depth} deep, or more than "
+                                f"{MAX_DEFAULT_CLASSES} of them: at most {MAX_DEFAULT_DEPTH} deep and "
+                                f"{MAX_DEFAULT_CLASSES} are accepted")
             attrs = copy.deepcopy(self.classes[parent]) if parent else {}
             for child in elem:
                 if child.tag != "default":
                     attrs.setdefault(child.tag, {}).update(child.attrib)
             self.classes[name] = attrs
-            stack.extend((child, child.get("class"), name) for child in reversed(elem.findall("default")))
+            stack.extend((child, child.get("class"), name, depth + 1) for child in reversed(elem.findall("default")))
 
     def get(self, elem, cls):
         cls = elem.get("class", cls)
@@ -155,8 +167,13 @@ class _Loader:
             raise MJCFError(f"{path}: the root element is <{self.root.tag}>, not <mujoco>")
         comp = self.root.find("compiler")
         comp = comp.attrib if comp is not None else {}
+        if comp.get("angle", "degree") not in ("degree", "radian"):
+            raise MJCFError(f"<compiler angle={comp['angle']!r}> is not accepted: expected 'degree' or 'radian'")
         self.degrees = comp.get("angle", "degree") == "degree"
         self.eulerseq = comp.get("eulerseq", "xyz")
+        if len(self.eulerseq) != 3 or any(c not in "xyzXYZ" for c in self.eulerseq):
+            raise MJCFError(f"<compiler eulerseq={self.eulerseq!r}> is not accepted: expected three of x, y, z, X, "
+                            "Y, Z")
         self.autolimits = comp.get("autolimits", "true") == "true"
         self.inertiafromgeom = comp.get("inertiafromgeom", "auto")
         self.settotalmass = _num(comp, "settotalmass", -1, "<compiler>")
@@ -183,10 +200,10 @@ class _Loader:
             for m in asset.findall("material"):
                 a = self.defaults.get(m, "main")
                 if m.get("name") and "rgba" in a:
-                    self.materials[m.get("name")] = np.clip(_floats(a["rgba"], 4, f"material {m.get('name')!r}", "rgba")[:3],
-                                                            0.0, 1.0)
+                    rgba = _floats(a["rgba"], 4, f"material {m.get('name')!r}", "rgba")
+                    self.materials[m.get("name")] = np.clip(rgba[:3], 0.0, 1.0)
         self.bodies = []
-        self.joint_names = set()
+        self.joint_types = {}  # joint name -> type code
 
     def angle(self, x):
         return np.deg2rad(x) if self.degrees else x
@@ -201,6 +218,8 @@ class _Loader:
             return euler_to_quat(self.angle(_floats(a["euler"], 3, what, "euler")), self.eulerseq)
         if "axisangle" in a:
             v = _floats(a["axisangle"], 4, what, "axisangle")
+            if np.linalg.norm(v[:3]) < 1e-12:
+                raise MJCFError(f"{what}: axisangle = {a['axisangle']!r} is not accepted: expected a non-zero axis")
             return axis_angle(v[:3], self.angle(v[3]))
         if "xyaxes" in a:
             v = _floats(a["xyaxes"], 6, what, "xyaxes")
@@ -211,7 +230,10 @@ class _Loader:
             y /= np.linalg.norm(y)
             return mat_to_quat(np.stack([x, y, np.cross(x, y)], axis=1))
         if "zaxis" in a:
-            return frame_from_z(_floats(a["zaxis"], 3, what, "zaxis"))
+            z = _floats(a["zaxis"], 3, what, "zaxis")
+            if np.linalg.norm(z) < 1e-12:
+                raise MJCFError(f"{what}: zaxis = {a['zaxis']!r} is not accepted: expected a non-zero axis")
+            return frame_from_z(z)
         return np.array([1.0, 0, 0, 0])
 
     def load(self):
@@ -251,8 +273,6 @@ class _Loader:
         for o in self.root.findall("option"):
             opt.update(o.attrib)
         density, viscosity = _num(opt, "density", 0, "<option>"), _num(opt, "viscosity", 0, "<option>")
-        if density < 0 or viscosity < 0:
-            raise MJCFError(f"<option density={density} viscosity={viscosity}>: expected numbers >= 0")
         if density == 0 and viscosity == 0:
             return None
         return FluidDesc(density, viscosity, _floats(opt.get("wind", "0 0 0"), 3, "<option>", "wind"))
@@ -264,18 +284,18 @@ class _Loader:
         for j in elem:
             if j.tag != "joint":
                 continue
-            if j.get("joint") not in self.joint_names:
+            if j.get("joint") not in self.joint_types:
                 raise MJCFError(f"tendon {name!r}: unknown joint {j.get('joint')!r}")
+            if self.joint_types[j.get("joint")] not in (HINGE, SLIDE):
+                raise MJCFError(f"tendon {name!r}: joint {j.get('joint')!r} is not a hinge or a slide joint (a fixed "
+                                "tendon's length is sum coef q)")
             joints.append((j.get("joint"), _num(j.attrib, "coef", 1.0, f"tendon {name!r}")))
         if not joints:
             raise MJCFError(f"tendon {name!r}: a fixed tendon needs at least one <joint>")
         limited = a.get("limited", "auto")
         rng = None
         if "range" in a and (limited == "true" or (limited == "auto" and self.autolimits)):
-            lo, hi = _floats(a["range"], 2, f"tendon {name!r}", "range")
-            if lo > hi:
-                raise MJCFError(f"tendon {name!r}: range {lo} > {hi}")
-            rng = (lo, hi)
+            rng = tuple(_floats(a["range"], 2, f"tendon {name!r}", "range"))
         spring = None
         if "springlength" in a:
             v = _floats(a["springlength"], what=f"tendon {name!r}", attr="springlength")
@@ -284,8 +304,6 @@ class _Loader:
             if not (len(v) == 1 and v[0] == -1) and not (len(v) == 2 and v[0] == -1 and v[1] == -1):
                 spring = (float(v[0]), float(v[-1]))
         stiffness, damping = _num(a, "stiffness", 0, f"tendon {name!r}"), _num(a, "damping", 0, f"tendon {name!r}")
-        if stiffness < 0 or damping < 0:
-            raise MJCFError(f"tendon {name!r}: stiffness and damping must be >= 0")
         return TendonDesc(name, joints, stiffness, damping, spring, rng)
 
     def tree(self, world):
@@ -309,6 +327,7 @@ class _Loader:
         for j in elem:
             if j.tag == "freejoint":
                 body.joints.append(JointDesc(j.get("name", f"{body.name}_free"), FREE))
+                self.joint_types[body.joints[-1].name] = FREE
             elif j.tag == "joint":
                 body.joints.append(self.joint(j, cls, what))
         body.geoms = [self.geom(g, cls, what) for g in elem.findall("geom")]
@@ -338,12 +357,12 @@ class _Loader:
 
     def joint(self, elem, cls, where):
         a = self.defaults.get(elem, cls)
-        name = a.get("name", f"joint{len(self.joint_names)}")
-        self.joint_names.add(name)
+        name = a.get("name", f"joint{len(self.joint_types)}")
         what = f"{where}, joint {name!r}" if "name" in a else f"{where}, a joint"
         jtype = JOINT_TYPES.get(a.get("type", "hinge"))
         if jtype is None:
             raise MJCFError(f"{what}: unknown type {a.get('type')!r}")
+        self.joint_types[name] = jtype
         axis = _floats(a.get("axis", "0 0 1"), 3, what, "axis")
         if np.linalg.norm(axis) < 1e-12:
             raise MJCFError(f"{what}: zero axis")
@@ -406,8 +425,6 @@ class _Loader:
             g.rgba = np.clip(_floats(a["rgba"], 4, what, "rgba")[:3], 0.0, 1.0)
         elif a.get("material") in self.materials:
             g.rgba = self.materials[a["material"]]
-        if g.margin < 0 or g.gap < 0:
-            raise MJCFError(f"{what}: margin and gap must be >= 0")
         g._density = (_num(a, "density", 1000.0, what), _num(a, "mass", None, what) if "mass" in a else None)
         return g
 

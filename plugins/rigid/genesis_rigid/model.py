@@ -171,7 +171,7 @@ def inertia_from_geoms(geoms, density_of, where="the body"):
     density (kg/m^3) and explicit mass (kg) must be finite and >= 0."""
     from genesis_core.rotations import quat_to_mat
 
-    from .checks import MAX_COEF, check_geom, number
+    from .checks import MAX_COEF, MIN_MASS, check_geom, number
 
     parts = []
     for g in geoms:
@@ -191,6 +191,10 @@ def inertia_from_geoms(geoms, density_of, where="the body"):
         m = density * vol
         if m <= 0:
             continue
+        if m < MIN_MASS:
+            source = "" if explicit_mass is not None else f" at density {density:g}"
+            raise ModelError(f"{what}: its mass ({m:g} kg{source}) is not accepted: expected 0 or a mass of at least "
+                             f"{MIN_MASS:g} kg")
         r = quat_to_mat(g.quat)
         parts.append((m, np.asarray(g.pos, dtype=np.float64) + r @ centre, r @ (unit_i * density) @ r.T))
     mass = sum(p[0] for p in parts)

@@ -92,7 +92,10 @@ def describe(morph, material) -> RobotDesc:
             raise gs.OptionError(f"the rigid solver does not simulate {type(morph).__name__} morphs.")
         if morph.scale != 1.0:
             _scale(robot, morph.scale)
-            robot.validate()  # (the scaled lengths and masses against the limits)
+            try:
+                robot.validate()  # (the scaled lengths and masses against the limits)
+            except ModelError as exc:
+                raise ModelError(f"scaled by scale={morph.scale:g}: {exc}") from None
         for body in robot.bodies:  # hulls now, so that a bad collision mesh fails at add_entity
             for g in body.geoms:
                 if g.type == MESH and (g.contype or g.conaffinity):

@@ -281,8 +281,9 @@ class RigidSolver(gs.SolverBase):
                 for name, coef in td.joints:
                     jt = joints[joint_names[name]]
                     if jt["type"] not in (HINGE, SLIDE):
-                        raise gs.OptionError(f"{e.name}: tendon {td.name!r} runs over joint {name!r}, which is not a "
-                                             "hinge or a slide joint (a fixed tendon's length is sum coef q).")
+                        raise gs.OptionError(f"entity {e.idx} ({e.robot.name}): tendon {td.name!r} runs over joint "
+                                             f"{name!r}, which is not a hinge or a slide joint (a fixed tendon's "
+                                             "length is sum coef q).")
                     entries.append((jt["dof"], coef))
                 spring = td.springlength
                 if spring is None:  # the length at the springs' reference positions (MuJoCo's qpos_spring)
@@ -1518,8 +1519,8 @@ class RigidSolver(gs.SolverBase):
                                 e_prims.append((e.link_start + bi, g.pos, g.quat, GEOM_OF_TYPE[g.type],
                                                 np.asarray(g.size, dtype=np.float64), color_of(g), e.idx))
                 except Exception as exc:  # an unreadable visual mesh: this entity is drawn by its collision geoms
-                    warnings.warn(f"{e.name}: a visual mesh could not be read ({exc}); the cameras draw its "
-                                  "collision geometry.", stacklevel=2)
+                    warnings.warn(f"entity {e.idx} ({e.robot.name}): a visual mesh could not be read ({exc}); the "
+                                  "cameras draw its collision geometry.", stacklevel=2)
                     use_visuals = False
             if not use_visuals:
                 mine = sorted(index.values())

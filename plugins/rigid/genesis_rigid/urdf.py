@@ -19,12 +19,14 @@ class URDFError(ModelError):
     pass
 
 
-def _num(elem, attr, what, default=None):
-    """The number of attribute `attr` of `elem` (`default` when absent; absent without a default is an error)."""
+def _num(elem, attr, what, default=None, tag=None):
+    """The number of attribute `attr` of `elem` (`default` when absent; absent without a default is an error, which
+    names the element by `tag` where `elem` itself is absent)."""
     text = elem.get(attr) if elem is not None else None
     if text is None:
         if default is None:
-            raise URDFError(f"{what}: <{elem.tag if elem is not None else '?'}> has no {attr!r}")
+            raise URDFError(f"{what}: <{elem.tag if elem is not None else tag}> has no {attr!r}"
+                            + ("" if elem is not None else f" (there is no <{tag}>)"))
         return float(default)
     return number(text, what, attr)
 
@@ -126,6 +128,8 @@ def _tree(path, root):
         parent_of[child] = j
         children.setdefault(parent, []).append(j)
     roots = [n for n in links if n not in parent_of]
+    if not links:
+        raise URDFError(f"{path}: the robot has no <link>")
     if len(roots) != 1:
         raise URDFError(f"{path}: expected one root link, found {roots}"
                         + (" (every link has a parent: the joints form a cycle)" if not roots else ""))
@@ -210,7 +214,7 @@ def _body(link, parent_index, joint_elem, fixed, density, base, materials):
     inertial = link.find("inertial")
     if inertial is not None:
         ipos, iquat = _origin(inertial, what)
-        body.mass = _num(inertial.find("mass"), "value", f"{what}, <inertial>")
+        body.mass = _num(inertial.find("mass"), "value", f"{what}, <inertial>", tag="mass")
         ie = inertial.find("inertia")
         g = {k: _num(ie, k, f"{what}, <inertia>", 0.0) for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
         local = np.array([[g["ixx"], g["ixy"], g["ixz"]], [g["ixy"], g["iyy"], g["iyz"]],
