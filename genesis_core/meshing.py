@@ -251,8 +251,8 @@ def _file_mesh(morph):
         raise MeshNotWatertight(f"Mesh.file={morph.file!r} has no faces: there is no surface to fill with tets.")
     surface = np.array([np.sum(uses == 1), np.sum(uses > 2), len(uses)], dtype=np.int64)
     vertices = np.asarray(mesh.vertices, np.float64) * morph.scale
-    _check_volume(vertices, morph)
     _warn_open(morph, surface)
+    _check_volume(vertices, morph)
     verts, tets = _run_mesher(vertices, np.asarray(mesh.faces), morph)
     if len(tets) == 0:
         raise MeshNotWatertight(

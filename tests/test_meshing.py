@@ -262,17 +262,31 @@ def test_open_mesh_is_meshed_with_a_warning_naming_the_file_and_its_open_edges(t
 
 
 def test_a_surface_enclosing_nothing_is_refused(tmp_path, cache, monkeypatch):
-    """A mesher that finds no tet inside (fTetWild on a single sheet returns none) gives MeshNotWatertight,
-    naming the file, and nothing is cached."""
-    sheet = trimesh.Trimesh([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], [[0, 1, 2], [0, 2, 3]], process=False)
-    path = str(tmp_path / "sheet.stl")
-    sheet.export(path)
+    """A mesher that finds no tet inside (fTetWild in an open tent of two triangles returns none) gives
+    MeshNotWatertight, naming the file, and nothing is cached. A flat sheet is refused before the mesher sees it
+    (fTetWild crashed the process on flat and degenerate surfaces)."""
+    tent = trimesh.Trimesh([[0, 0, 0], [1, 0, 0], [0.5, 1, 0.5], [0.5, -1, 0.5]], [[0, 1, 2], [1, 0, 3]], process=False)
+    path = str(tmp_path / "tent.stl")
+    tent.export(path)
     monkeypatch.setattr(meshing, "_run_mesher", lambda v, f, m: (np.zeros((0, 3)), np.zeros((0, 4), np.int64)))
     monkeypatch.setattr(meshing, "_mesher_version", lambda: "fake 1")
     with pytest.warns(UserWarning, match="4 open edges"), \
-            pytest.raises(MeshNotWatertight, match=r"sheet\.stl.*encloses no volume"):
+            pytest.raises(MeshNotWatertight, match=r"tent\.stl.*encloses no volume"):
         tetrahedralize(gs.morphs.Mesh(file=path))
     assert not cache.exists() or not any(cache.iterdir())
+
+    def never(v, f, m):
+        raise AssertionError("the mesher was handed a surface with no volume")
+
+    monkeypatch.setattr(meshing, "_run_mesher", never)
+    sheet = trimesh.Trimesh([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], [[0, 1, 2], [0, 2, 3]], process=False)
+    for name, vertices in (("sheet", sheet.vertices), ("line", [[0, 0, 0], [1, 0, 0], [2, 0, 0], [3, 0, 0]]),
+                           ("speck", np.asarray(sheet.vertices) * 1e-6 + [[0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1e-6]])):
+        path = str(tmp_path / f"{name}.stl")
+        trimesh.Trimesh(vertices, [[0, 1, 2], [0, 2, 3]], process=False).export(path)
+        with pytest.warns(UserWarning, match="open edges"), \
+                pytest.raises(MeshNotWatertight, match=rf"{name}\.stl.*spans no volume"):
+            tetrahedralize(gs.morphs.Mesh(file=path))
 
 
 def test_missing_pytetwild_names_the_install(tmp_path, cache, monkeypatch):
@@ -380,7 +394,7 @@ def test_ftetwild_fills_a_box_with_a_missing_face_as_the_closed_box(tmp_path, ca
     assert tet_volumes(verts, tets).sum() == pytest.approx(6 * 0.05 ** 3, rel=0.015)
     sheet = str(tmp_path / "sheet.stl")
     trimesh.Trimesh([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], [[0, 1, 2], [0, 2, 3]], process=False).export(sheet)
-    with pytest.warns(UserWarning), pytest.raises(MeshNotWatertight, match="encloses no volume"):
+    with pytest.warns(UserWarning), pytest.raises(MeshNotWatertight, match="spans no volume"):
         tetrahedralize(gs.morphs.Mesh(file=sheet))
 
 
