@@ -151,6 +151,53 @@ def write_raw_checkpoint(scene, state, path):
         pickle.dump(payload, fh, protocol=4)
 
 
+LINK_REFUSALS = [  # (a link reference, the expected text of its refusal) in a scene with one rigid link
+    (10**6, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),
+    (1, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),  # the link count itself
+    (-2, r"a value in \[-1\.0, inf\]"),  # the field's own bound
+]
+
+
+def check_link_reference_rule(scene, solver, field, link, expected, folder, particles):
+    """A particle solver's link field (`field` of the solver named `solver`: FEM cons_link, PBD attach_link) in a
+    stepped scene of 2 environments with one rigid link: a state or a checkpoint (valid checksum) whose entry [1, 3]
+    is `link` is refused naming the entry with `expected`, the scene bitwise unchanged, and the scene then steps
+    finite (`particles`: an entity of that solver); link 0 and -1 are accepted both ways."""
+    import pytest
+
+    from .errors import InvalidCheckpointStateError, InvalidStateError
+
+    def part(state):
+        return next(s for s in state.solvers_state if s is not None and s.solver == solver)
+
+    good = scene.get_state()
+    bad = good.clone()
+    getattr(part(bad), field)[1, 3] = link
+    before = scene_fields(scene)
+    message = (rf"{solver}\.{field}\[env 1, index \[3\]\] = {link} is not accepted: expected {expected}\. "
+               r"Nothing was changed\.")
+    for envs_idx in (None, [1], [0]):  # (a state passed to reset becomes the initial state: checked whole)
+        with pytest.raises(InvalidStateError, match="reset: " + message):
+            scene.reset(state=bad, envs_idx=envs_idx)
+        assert_unchanged(scene_fields(scene), before)
+    write_raw_checkpoint(scene, bad, os.path.join(folder, "bad.ckpt"))
+    with pytest.raises(InvalidCheckpointStateError, match=r"load_checkpoint\(.*bad\.ckpt'\): " + message):
+        scene.load_checkpoint(os.path.join(folder, "bad.ckpt"))
+    assert_unchanged(scene_fields(scene), before)
+    t = scene.t
+    scene.step()
+    assert scene.t == t + 1 and torch.isfinite(particles.get_particles_pos()).all()
+    for value in (0, -1):  # link 0 (the rigid body) and -1 (none) are link references
+        ok = good.clone()
+        getattr(part(ok), field)[1, 3] = value
+        scene.reset(state=ok)
+        write_raw_checkpoint(scene, ok, os.path.join(folder, "ok.ckpt"))
+        scene.load_checkpoint(os.path.join(folder, "ok.ckpt"))
+        store = next(s for s in scene.solvers if s.name == solver).state
+        assert int(store.at(field, scene._frame)[1, 3]) == value
+        scene.step()
+
+
 def _differing(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Entries that are not exactly equal (a NaN matches a NaN)."""
     if x.dtype.is_floating_point:

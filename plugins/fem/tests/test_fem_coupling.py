@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import genesis_core as gs
-from genesis_core.testing import assert_unchanged, scene_fields, write_raw_checkpoint
+from genesis_core.testing import LINK_REFUSALS, assert_unchanged, check_link_reference_rule, scene_fields
 
 
 def test_fem_mpm_coupling_conserves_momentum_without_gravity():
@@ -139,11 +139,7 @@ def fem_state(state):
     return next(s for s in state.solvers_state if s is not None and s.solver == "FEMSolver")
 
 
-@pytest.mark.parametrize("link, expected", [
-    (10**6, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),
-    (1, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),  # the link count itself
-    (-2, r"a value in \[-1\.0, inf\]"),  # the field's own bound
-], ids=["link-10**6", "link-count", "link-minus-2"])
+@pytest.mark.parametrize("link, expected", LINK_REFUSALS, ids=["link-10**6", "link-count", "link-minus-2"])
 def test_a_state_naming_no_rigid_link_is_refused(tmp_path, link, expected):
     """cons_link names a link of the rigid solver or -1: a state or a checkpoint (valid checksum) naming another
     is refused, naming the entry, with the scene bitwise unchanged, and the scene then steps; a valid link and -1
@@ -152,28 +148,4 @@ def test_a_state_naming_no_rigid_link_is_refused(tmp_path, link, expected):
     assert scene.fem_solver.link_count() == 1
     cube.set_vertex_constraints([0, 1], link=box.links[0])
     scene.step()
-    good = scene.get_state()
-    bad = good.clone()
-    fem_state(bad).cons_link[1, 3] = link
-    before = scene_fields(scene)
-    message = rf"FEMSolver\.cons_link\[env 1, index \[3\]\] = {link} is not accepted: expected {expected}\. " \
-              r"Nothing was changed\."
-    for envs_idx in (None, [1], [0]):  # (a state passed to reset becomes the initial state: checked whole)
-        with pytest.raises(gs.InvalidStateError, match="reset: " + message):
-            scene.reset(state=bad, envs_idx=envs_idx)
-        assert_unchanged(scene_fields(scene), before)
-    write_raw_checkpoint(scene, bad, tmp_path / "bad.ckpt")
-    with pytest.raises(gs.InvalidCheckpointStateError, match=r"load_checkpoint\(.*bad\.ckpt'\): " + message):
-        scene.load_checkpoint(tmp_path / "bad.ckpt")
-    assert_unchanged(scene_fields(scene), before)
-    scene.step()
-    assert scene.t == 2 and torch.isfinite(cube.get_particles_pos()).all()
-    # link 0 (the box) and -1 (none) are link references
-    for value in (0, -1):
-        ok = good.clone()
-        fem_state(ok).cons_link[1, 3] = value
-        scene.reset(state=ok)
-        write_raw_checkpoint(scene, ok, tmp_path / "ok.ckpt")
-        scene.load_checkpoint(tmp_path / "ok.ckpt")
-        assert int(scene.fem_solver.state.at("cons_link", scene._frame)[1, 3]) == value
-        scene.step()
+    check_link_reference_rule(scene, "FEMSolver", "cons_link", link, expected, str(tmp_path), cube)
