@@ -109,22 +109,29 @@ def write_atomically(path, write_to, mode="wb", suffix=".tmp"):
         raise
 
 
+def read_at_most(path, limit: int, what: str = "", outcome: str = "nothing was read") -> bytes:
+    """The bytes of the file at `path`, or a CheckpointError when it holds more than `limit` bytes: by its size
+    before reading, or by what was read (a file that grew meanwhile). `what` follows the limit in the message,
+    `outcome` ends it; open's OSError is the caller's to name."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise CheckpointError(f"{path!r} is {size} bytes, more than the limit of {limit}{what}; {outcome}.")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise CheckpointError(f"{path!r} holds more than the limit of {limit} bytes{what}; {outcome}.")
+    return data
+
+
 def read(path, max_bytes: int | None = None) -> dict:
     """Read and validate a checkpoint file (format and checksum, not fit to a scene). Never runs code from the
     file. max_bytes: refuse a larger file (default DEFAULT_MAX_BYTES)."""
     path = os.fspath(path)
     limit = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > limit:
-                raise CheckpointError(f"{path!r} is {size} bytes, more than the limit of {limit} "
-                                      "(load_checkpoint(path, max_bytes=...) raises it); nothing was read.")
-            data = fh.read(limit + 1)
+        data = read_at_most(path, limit, " (load_checkpoint(path, max_bytes=...) raises it)")
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint {path!r}: {exc.strerror or exc}.") from exc
-    if len(data) > limit:
-        raise CheckpointError(f"{path!r} holds more than the limit of {limit} bytes; nothing was read.")
     stream = io.BytesIO(data)
     try:
         payload = _RestrictedUnpickler(stream).load()

@@ -512,20 +512,12 @@ def read_manifest(directory) -> dict:
     or any other malformed content is refused with a CheckpointError naming what is wrong."""
     path = os.path.join(os.fspath(directory), MANIFEST)
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > MAX_MANIFEST_BYTES:
-                raise CheckpointError(f"{path!r} is {size} bytes, more than the limit of {MAX_MANIFEST_BYTES} for a "
-                                      "shard manifest; nothing was parsed.")
-            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+        raw = ckpt.read_at_most(path, MAX_MANIFEST_BYTES, " for a shard manifest", "nothing was parsed")
     except FileNotFoundError:
         raise CheckpointError(f"{os.fspath(directory)!r} holds no {MANIFEST}: not a folder of checkpoint shards "
                               "written by gs.distributed.save_checkpoint_shard (or a save did not finish).") from None
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"{path!r} is not a readable shard manifest ({exc}).") from None
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise CheckpointError(f"{path!r} holds more than the limit of {MAX_MANIFEST_BYTES} bytes for a shard "
-                              "manifest; nothing was parsed.")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
