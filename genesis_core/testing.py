@@ -151,6 +151,11 @@ def write_raw_checkpoint(scene, state, path):
         pickle.dump(payload, fh, protocol=4)
 
 
+def solver_state(state, solver: str):
+    """The part of a SimState that belongs to the solver named `solver` ("FEMSolver", ...)."""
+    return next(s for s in state.solvers_state if s is not None and s.solver == solver)
+
+
 LINK_REFUSALS = [  # (a link reference, the expected text of its refusal) in a scene with one rigid link
     (10**6, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),
     (1, r"-1 \(no link\) or a link of the rigid solver, 0 <= link < 1"),  # the link count itself
@@ -167,12 +172,9 @@ def check_link_reference_rule(scene, solver, field, link, expected, folder, part
 
     from .errors import InvalidCheckpointStateError, InvalidStateError
 
-    def part(state):
-        return next(s for s in state.solvers_state if s is not None and s.solver == solver)
-
     good = scene.get_state()
     bad = good.clone()
-    getattr(part(bad), field)[1, 3] = link
+    getattr(solver_state(bad, solver), field)[1, 3] = link
     before = scene_fields(scene)
     message = (rf"{solver}\.{field}\[env 1, index \[3\]\] = {link} is not accepted: expected {expected}\. "
                r"Nothing was changed\.")
@@ -189,7 +191,7 @@ def check_link_reference_rule(scene, solver, field, link, expected, folder, part
     assert scene.t == t + 1 and torch.isfinite(particles.get_particles_pos()).all()
     for value in (0, -1):  # link 0 (the rigid body) and -1 (none) are link references
         ok = good.clone()
-        getattr(part(ok), field)[1, 3] = value
+        getattr(solver_state(ok, solver), field)[1, 3] = value
         scene.reset(state=ok)
         write_raw_checkpoint(scene, ok, os.path.join(folder, "ok.ckpt"))
         scene.load_checkpoint(os.path.join(folder, "ok.ckpt"))

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import genesis_core as gs
-from genesis_core.testing import LINK_REFUSALS, assert_unchanged, check_link_reference_rule, scene_fields
+from genesis_core.testing import (LINK_REFUSALS, assert_unchanged, check_link_reference_rule, scene_fields,
+                                  solver_state)
 
 
 def test_fem_mpm_coupling_conserves_momentum_without_gravity():
@@ -59,17 +60,23 @@ def test_fem_cube_rests_on_a_rigid_box_and_the_box_feels_it():
     assert abs(float(box.get_pos()[2]) - 0.05) < 2e-3  # the box still stands where it was
 
 
-@pytest.mark.parametrize("n_envs", [0, 2])
-def test_vertices_follow_a_rigid_link(n_envs):
-    """set_vertex_constraints(link=...): a soft cube's top vertices keep their place relative to a spinning,
-    drifting rigid box (gravity off), to round-off, every step; the box is not affected (one-way: its
-    angular momentum stays its own); remove_vertex_constraints lets them go."""
+def link_scene(n_envs=2):
+    """A rigid box (the rigid solver's one link) and a soft FEM cube below it, gravity off."""
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=2, gravity=(0, 0, 0)),
                      fem_options=gs.options.FEMOptions(damping=0.0))
     box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.5), size=(0.1, 0.1, 0.1)))
     cube = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.4), size=(0.08, 0.08, 0.08), maxvolume=2e-5),
                             material=gs.materials.FEM.Elastic(E=2e4, nu=0.3))
     scene.build(n_envs=n_envs)
+    return scene, box, cube
+
+
+@pytest.mark.parametrize("n_envs", [0, 2])
+def test_vertices_follow_a_rigid_link(n_envs):
+    """set_vertex_constraints(link=...): a soft cube's top vertices keep their place relative to a spinning,
+    drifting rigid box (gravity off), to round-off, every step; the box is not affected (one-way: its
+    angular momentum stays its own); remove_vertex_constraints lets them go."""
+    scene, box, cube = link_scene(n_envs)
     x0 = cube.get_state().pos.reshape(-1, 3)[: cube.n_vertices] if n_envs == 0 else cube.get_state().pos[0]
     top = torch.nonzero(x0[:, 2] > x0[:, 2].max() - 1e-9).flatten()
     assert len(top) >= 4
@@ -112,7 +119,7 @@ def test_following_a_link_needs_a_rigid_scene_and_a_link():
     # a state naming a link is refused too: without rigid bodies only -1 is a link reference
     assert scene.fem_solver.link_count() == 0
     state = scene.get_state()
-    fem = fem_state(state)
+    fem = solver_state(state, "FEMSolver")
     fem.cons[3], fem.cons_link[3] = 1, 0
     before = scene_fields(scene)
     with pytest.raises(gs.InvalidStateError, match=r"reset: FEMSolver\.cons_link\[index \[3\]\] = 0 is not accepted: "
@@ -122,21 +129,6 @@ def test_following_a_link_needs_a_rigid_scene_and_a_link():
     fem.cons_link[3] = -1
     scene.reset(state=state)
     scene.step()
-
-
-def link_scene(n_envs=2):
-    """A rigid box (the rigid solver's one link) and a soft FEM cube below it, gravity off."""
-    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3, substeps=2, gravity=(0, 0, 0)),
-                     fem_options=gs.options.FEMOptions(damping=0.0))
-    box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.5), size=(0.1, 0.1, 0.1)))
-    cube = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.4), size=(0.08, 0.08, 0.08), maxvolume=2e-5),
-                            material=gs.materials.FEM.Elastic(E=2e4, nu=0.3))
-    scene.build(n_envs=n_envs)
-    return scene, box, cube
-
-
-def fem_state(state):
-    return next(s for s in state.solvers_state if s is not None and s.solver == "FEMSolver")
 
 
 @pytest.mark.parametrize("link, expected", LINK_REFUSALS, ids=["link-10**6", "link-count", "link-minus-2"])

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import genesis_core as gs
-from genesis_core.testing import LINK_REFUSALS, assert_unchanged, check_link_reference_rule, scene_fields
+from genesis_core.testing import (LINK_REFUSALS, assert_unchanged, check_link_reference_rule, scene_fields,
+                                  solver_state)
 
 import pbd_meshes
 
@@ -240,14 +241,14 @@ def test_attaching_needs_a_rigid_link(tmp_path):
     # a state naming a link is refused too: without rigid bodies only -1 is a link reference
     assert scene.pbd_solver.link_count() == 0
     state = scene.get_state()
-    pbd_state(state).attach_link[3] = 0
+    solver_state(state, "PBDSolver").attach_link[3] = 0
     before = scene_fields(scene)
     with pytest.raises(gs.InvalidStateError, match=r"reset: PBDSolver\.attach_link\[index \[3\]\] = 0 is not "
                        r"accepted: expected -1 \(no link\): the scene has no rigid links to follow\. Nothing was "
                        r"changed\."):
         scene.reset(state=state)
     assert_unchanged(scene_fields(scene), before)
-    pbd_state(state).attach_link[3] = -1
+    solver_state(state, "PBDSolver").attach_link[3] = -1
     scene.reset(state=state)
     if pytest.importorskip("genesis_rigid", reason="the rigid plugin is not installed"):
         scene, box, rope = rope_on_box(tmp_path, (0, 0, 0))
@@ -255,10 +256,6 @@ def test_attaching_needs_a_rigid_link(tmp_path):
             rope.fix_particles_to_link(7, [1])
         with pytest.raises(gs.InvalidStateError):
             scene.pbd_solver.state.set_rows("attach_link", 0, -2, None, (slice(0, 1),), what="attach_link")
-
-
-def pbd_state(state):
-    return next(s for s in state.solvers_state if s is not None and s.solver == "PBDSolver")
 
 
 @pytest.mark.parametrize("link, expected", LINK_REFUSALS, ids=["link-10**6", "link-count", "link-minus-2"])
