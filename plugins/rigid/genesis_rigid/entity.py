@@ -34,11 +34,11 @@ class RigidLink:
     @property
     def parent_idx(self) -> int:
         """The solver-wide index of the parent link, -1 for a base."""
-        return int(self.entity.solver._links[self.idx]["parent"])
+        return int(self.entity.solver.compiled.links[self.idx]["parent"])
 
     @property
     def inertial_mass(self) -> float:
-        return float(self.entity.solver._links[self.idx]["mass"])
+        return float(self.entity.solver.compiled.links[self.idx]["mass"])
 
     def get_mass(self) -> float:
         """The link's mass (its inertial mass plus its shift) in the first environment, kg; `entity.
@@ -309,7 +309,7 @@ class RigidEntity(gs.Entity):
         (q - springref). Constraint (contact, limit) and bias (gravity, Coriolis) forces are not included."""
         dofs = self._dofs(dofs_idx_local)
         q, v = self._dof_q(dofs, envs_idx)
-        springref = torch.as_tensor(self.solver._arrays_np["dof_f"][:, DF_SPRINGREF], dtype=q.dtype,
+        springref = torch.as_tensor(self.solver.compiled.arrays["dof_f"][:, DF_SPRINGREF], dtype=q.dtype,
                                     device=q.device)[dofs]
         has_q = self.solver.dof_q[dofs] >= 0
         spring = torch.where(has_q, self._read("dofs_stiffness", dofs, envs_idx) * (q - springref),
@@ -509,7 +509,7 @@ class RigidEntity(gs.Entity):
     def _geoms_of(self, links):
         """The solver's geoms on the given (global) links, and for each the position of its link in `links`."""
         where = {int(l): i for i, l in enumerate(links.tolist())}
-        geoms = [(g, where[k["link"]]) for g, k in enumerate(self.solver._geoms) if k["link"] in where]
+        geoms = [(g, where[k["link"]]) for g, k in enumerate(self.solver.compiled.geoms) if k["link"] in where]
         return [g for g, _ in geoms], [i for _, i in geoms]
 
     def set_friction_ratio(self, friction_ratio, links_idx_local=None, envs_idx=None):
@@ -568,7 +568,7 @@ class RigidEntity(gs.Entity):
         lo = torch.full((pos.shape[0], 3), float("inf"), dtype=pos.dtype, device=pos.device)
         hi = -lo.clone()
         for g in geoms:
-            k = self.solver._geoms[g]
+            k = self.solver.compiled.geoms[g]
             desc = k["desc"]
             if k["type"] == SPHERE:
                 pts = np.zeros((1, 3))

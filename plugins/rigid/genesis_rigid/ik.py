@@ -1,6 +1,6 @@
 """Forward kinematics, link Jacobians and inverse kinematics of a rigid entity, batched over environments.
 
-Everything here runs in torch over the solver's compiled model arrays (`solver._arrays_np`, columns named in
+Everything here runs in torch over the solver's compiled model arrays (`solver.compiled.arrays`, columns named in
 layout.py) for any batch of candidate configurations: the scene's state is only read (the current qpos, as a
 starting point) and never written, so IK leaves the robot where it was.
 
@@ -97,7 +97,7 @@ class KinematicTree:
     """An entity's links (local indices, parents first), joints and dof limits as torch constants."""
 
     def __init__(self, entity, dtype, device):
-        a = entity.solver._arrays_np
+        a = entity.solver.compiled.arrays
         # (an array kept per environment, [B, rows, columns], has the same kinematic columns in every one)
         link_f, link_i, joint_f, joint_i, dof_f, dof_i = (np.asarray(a[k])[0] if np.ndim(a[k]) == 3 else a[k] for k in
                                                           ("link_f", "link_i", "joint_f", "joint_i", "dof_f", "dof_i"))
@@ -259,7 +259,7 @@ _TREES = weakref.WeakKeyDictionary()
 def kinematic_tree(entity) -> KinematicTree:
     """The entity's KinematicTree in the solver's float dtype on gs.device (made once per entity)."""
     solver = entity.solver
-    if getattr(solver, "_arrays_np", None) is None or getattr(entity, "link_start", None) is None:
+    if getattr(solver, "compiled", None) is None or getattr(entity, "link_start", None) is None:
         raise gs.SceneError("kinematics: build the scene first (scene.build()).")
     key = (solver.float_dtype, str(gs.device))
     per_entity = _TREES.setdefault(entity, {})
@@ -392,7 +392,7 @@ def get_dofs_invweight(entity, dofs_idx_local=None, envs_idx=None):
     envs, B, batched = _envs(entity, envs_idx)
     if entity.n_dofs == 0:
         return torch.zeros((B, 0) if batched else (0,), dtype=tree.dtype, device=gs.device)
-    q0 = torch.as_tensor(entity.solver._qpos0[entity.q_start:entity.q_end], dtype=tree.dtype, device=gs.device)
+    q0 = torch.as_tensor(entity.solver.compiled.qpos0[entity.q_start:entity.q_end], dtype=tree.dtype, device=gs.device)
     diag = torch.diagonal(torch.linalg.inv(mass_matrix(entity, q0.expand(B, -1), envs_idx)), dim1=1, dim2=2).clone()
     for k in tree.links:
         for jt in k.joints:

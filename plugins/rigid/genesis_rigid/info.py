@@ -57,7 +57,7 @@ def _layout(x, batched):
 def links_info(solver) -> InfoView:
     st, batched = solver.state, bool(solver.options.batch_links_info)
     L = solver.n_links
-    base = solver._arrays_np["link_f"][:L]
+    base = solver.compiled.arrays["link_f"][:L]
 
     def com():
         com0 = torch.as_tensor(base[:, LF_COM:LF_COM + 3], dtype=solver.float_dtype, device=solver.device)
@@ -78,7 +78,7 @@ def links_info(solver) -> InfoView:
 def dofs_info(solver) -> InfoView:
     st, batched = solver.state, bool(solver.options.batch_dofs_info)
     f = solver.frame
-    dof_f, dof_i = solver._arrays_np["dof_f"][:solver.n_dofs], solver._arrays_np["dof_i"][:solver.n_dofs]
+    dof_f, dof_i = solver.compiled.arrays["dof_f"][:solver.n_dofs], solver.compiled.arrays["dof_i"][:solver.n_dofs]
 
     def pair(lo, hi):
         return lambda: _layout(torch.stack([st.at(lo, f), st.at(hi, f)], -1), batched)

@@ -396,7 +396,7 @@ def test_a_mass_shift_below_the_floor_moves_as_the_floor_mass():
     """Genesis World's domain randomization shifts light links' masses below zero. The shift is kept as set,
     and the dynamics use a tenth of the inertial mass (MIN_MASS_FRACTION): the pendulum swings bitwise as one
     whose inertial mass is that tenth, the other environment as an unshifted one; one warning says so."""
-    from genesis_rigid.solver import MIN_MASS_FRACTION
+    from genesis_rigid.params import MIN_MASS_FRACTION
 
     def swing(scene, p, steps=40):
         p.set_dofs_position([[0.9]] * 2)

@@ -49,7 +49,7 @@ def drop_ball(tank_file, **mesh_options):
 
 def test_a_ball_dropped_into_a_tank_lands_on_its_floor(tank):
     scene, _, ball = drop_ball(tank)
-    n_parts = sum(g["type"] == 5 for g in scene.rigid_solver._geoms)  # MESH
+    n_parts = sum(g["type"] == 5 for g in scene.rigid_solver.compiled.geoms)  # MESH
     assert n_parts > 4, "the tank should be several convex parts"
     pos = ball.get_pos()
     assert float(pos[2]) == pytest.approx(0.1 + 0.05, abs=5e-3), pos

@@ -512,7 +512,7 @@ def test_sweep_and_prune_finds_exactly_the_touching_pairs():
     con_i = solver.scratch["s_con_i"].clone()  # the contact pool of the step's start
     pair_i = solver.model["pair_i"].to_numpy()
     gap = torch.cdist(centres, centres) - torch.as_tensor(radii[:, None] + radii[None, :])
-    geom_entity = [g["entity"] for g in solver._geoms]
+    geom_entity = [g["entity"] for g in solver.compiled.geoms]
     for b in range(n_envs):
         keys = con_i[b, CI_KEY][con_i[b, CI_ACTIVE] == 1]
         assert int(con_i[b, CI_META, 0]) == len(keys) == int(con_i[b, CI_META, 1])  # none dropped

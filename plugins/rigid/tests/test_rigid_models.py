@@ -171,7 +171,7 @@ def test_each_link_knows_the_dofs_of_its_kinematic_tree():
     import numpy as np
 
     from genesis_rigid.layout import LI_TREE_HI, LI_TREE_LO
-    from genesis_rigid.solver import RigidSolver
+    from genesis_rigid.compile import tree_dof_ranges
 
     scene, (_, box, arm) = build([gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.1, 0.1)),
                                   gs.morphs.MJCF(file=assets.path("double_pendulum.xml"))])
@@ -180,15 +180,13 @@ def test_each_link_knows_the_dofs_of_its_kinematic_tree():
     ranges = {tuple(r) for r in link_i[:, LI_TREE_LO:LI_TREE_HI + 1]}
     assert ranges == {(0, 0), (0, 6), (6, 8)}  # the plane's tree has no dofs; the box's six; the pendulum's two
 
-    class Layout:  # two trees, each a root link with a child, whose dofs interleave: 0, 2 and 1, 3
-        _links = [dict(parent=-1, dofs=(0, 1)), dict(parent=-1, dofs=(1, 2)), dict(parent=0, dofs=(2, 3)),
-                  dict(parent=1, dofs=(3, 4))]
-        _dofs = [None] * 4
-
-    assert np.array_equal(RigidSolver._tree_dof_ranges(Layout()), [[0, 4]] * 4)
-    Layout._links[1], Layout._links[2] = dict(parent=0, dofs=(1, 2)), dict(parent=-1, dofs=(2, 3))
-    Layout._links[3] = dict(parent=2, dofs=(3, 4))
-    assert np.array_equal(RigidSolver._tree_dof_ranges(Layout()), [[0, 2], [0, 2], [2, 4], [2, 4]])
+    # two trees, each a root link with a child, whose dofs interleave: 0, 2 and 1, 3
+    links = [dict(parent=-1, dofs=(0, 1)), dict(parent=-1, dofs=(1, 2)), dict(parent=0, dofs=(2, 3)),
+             dict(parent=1, dofs=(3, 4))]
+    assert np.array_equal(tree_dof_ranges(links, 4), [[0, 4]] * 4)
+    links[1], links[2] = dict(parent=0, dofs=(1, 2)), dict(parent=-1, dofs=(2, 3))
+    links[3] = dict(parent=2, dofs=(3, 4))
+    assert np.array_equal(tree_dof_ranges(links, 4), [[0, 2], [0, 2], [2, 4], [2, 4]])
 
 
 def test_the_taichi_arrays_of_a_dropped_scene_are_freed(monkeypatch):

@@ -65,8 +65,8 @@ def build_arm(tmp_path, **rigid):
 
 def pair_names(scene):
     solver = scene.sim.rigid_solver
-    pairs = solver._arrays_np["pair_i"][:solver.n_pairs, :2]
-    return {frozenset(solver._geoms[g]["desc"].name for g in p) for p in pairs}
+    pairs = solver.compiled.arrays["pair_i"][:solver.n_pairs, :2]
+    return {frozenset(solver.compiled.geoms[g]["desc"].name for g in p) for p in pairs}
 
 
 def shape(kind, size, pos, mat=np.eye(3)):
@@ -139,7 +139,7 @@ def test_neutral_link_poses_are_the_built_scene_poses(tmp_path):
     scene.build()
     assert ref.get_qpos().tolist() == pytest.approx([np.radians(30), 0.1]), "qpos0 of a joint is its ref"
     solver = scene.sim.rigid_solver
-    poses = neutral_link_poses(solver._links, solver._joints, solver._qpos0)
+    poses = neutral_link_poses(solver.compiled.links, solver.compiled.joints, solver.compiled.qpos0)
     for ent in (arm, quad, ref):
         pos, quat = ent.get_links_pos().double().numpy(), ent.get_links_quat().double().numpy()
         for i in range(ent.n_links):

@@ -1,0 +1,225 @@
+"""The rigid solver's differentiable mode: the contacts a recording forward keeps in the tape, the backward's re-run
+of each substep on the plain kernels (recording what the reverse reads), the reverse kernels, the gradients of the
+collider view, and the controls' and parameters' gradients. The forward, the re-run and the reverse all run the
+plain kernels' physics, so a differentiable trajectory is the plain one, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import genesis_core as gs
+from genesis_core.launch import Launcher
+
+from . import kernels_step
+from .kernels_collision import CI_ACTIVE, CI_META, CM_SETTLED
+from .layout import GF_FRICTION, LF_INERTIA, LF_MASS
+from .params import MIN_MASS_FRACTION
+
+
+class Backward:
+    """RigidSolver's differentiable part (mixed into the solver)."""
+
+    def _log_contacts(self):
+        """Differentiable mode, a forward that records: keep the contacts this substep's collision pass found (the
+        pool's entries in use, in every environment, and the pool's counts) in the tape. The backward's re-run of
+        the substep puts them back (_rerun_substep) instead of colliding again: it saves the collision passes, and
+        the re-run has the forward's contacts in the forward's order whatever the broadphase's sweep order and
+        axis, which carry over from substep to substep while the re-runs go last first."""
+        tape = self.state.tape if self.sim_options.requires_grad else None
+        if tape is None or tape.consumed:
+            return
+        con_f, con_i = self.scratch["s_con_f"], self.scratch["s_con_i"]
+        if con_f.device.type == "cpu":  # numpy views: a third of torch's cost per call on these small copies
+            views = self.__dict__.get("_pool_views")
+            if views is None or views[0] is not con_f:
+                views = self._pool_views = (con_f, con_f.numpy(), con_i.numpy())
+            _, cf, ci = views
+            n = int(ci[:, CI_META, 0].max())
+            record = (torch.from_numpy(cf[:, :n].copy()), torch.from_numpy(ci[:, :, :max(n, CM_SETTLED + 1)].copy()))
+        else:
+            n = int(con_i[:, CI_META, 0].max())
+            record = (con_f[:, :n].clone(), con_i[:, :, :max(n, CM_SETTLED + 1)].clone())
+        tape.keep(self.state.owner, record)
+
+    def _restore_contacts(self):
+        """The backward's re-run of a substep: the contacts the forward's collision pass found (_log_contacts)."""
+        record = self.state.tape.take(self.state.owner)
+        if record is None:
+            raise gs.GenesisError("RigidSolver: the backward found no contacts kept for a substep it re-runs.")
+        con_f, con_i = record
+        self.scratch["s_con_f"][:, :con_f.shape[1]] = con_f
+        self.scratch["s_con_i"][:, :, :con_i.shape[2]] = con_i
+
+    def _recording(self) -> bool:
+        """Differentiable mode while the backward re-runs a substep (which then records what its reverse reads). The
+        forward of a run, the re-run and the reverse all run the plain kernels' physics, so a differentiable run's
+        trajectory is the plain one, bit for bit."""
+        if not self.sim_options.requires_grad:
+            return False
+        tape = self.state.tape
+        return tape is not None and tape.consumed
+
+    def _rerun_substep(self, f):
+        """The backward's re-run of the substep at frame f on the plain kernels, recording the constraint sweeps'
+        impulses (s_hist): every scratch array then holds what the reverse kernels read."""
+        fn = self.frames.next(f)
+        if self.collision:
+            self._restore_contacts()
+        (_, _, substep), (_, _, head, tail) = self._step_args()
+        if self.__dict__.get("_rerun_launch") is None:  # (its own bound arguments: s_hist is not the forward's)
+            self._rerun_launch = Launcher()
+        self._rerun_launch(substep, f, fn, 0, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
+        self._fk_key = None
+        self._diff_tape = f
+        self._view_tape = None
+
+    def _reverse_substep(self, f):
+        """The reverse kernels of the substep at frame f (after _rerun_substep): the gradients of frame fn's fields
+        into frame f's, the controls' and the parameters'."""
+        st, fn = self.state, self.frames.next(f)
+        if not self.n_dofs:  # nothing moves: no gradient flows through the substep
+            return
+        ext = self._ext_copy if self._step_wrench() is not None else st.links_ext_impulse
+        run, k = self._launch, self._kernel
+        head, dynamics, kinematics = self._reverse_arrays(ext)
+        run(k(kernels_step.substep_reverse_head), f, fn, *head)
+        run(k(kernels_step.substep_reverse_dynamics), f, *dynamics)
+        run(k(kernels_step.substep_reverse_kinematics), f, *kinematics)
+        self._parameter_gradients(f)
+
+    def _reverse_arrays(self, ext):
+        """The array arguments of the three reverse kernels (after their frame indices), made once per set of arrays
+        (the state's gradients, the scratch and adjoint arrays, the external impulses' array)."""
+        st, m, s, a = self.state, self.model, self.scratch, self.adjoint
+        G = {name: st.tensors[name].grad for name in ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat",
+                                                       "contact_impulse", "limit_impulse", "links_ext_impulse")}
+        key = (id(s), id(a), id(ext)) + tuple(id(g) for g in G.values())
+        cached = self.__dict__.get("_reverse_args")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+
+        def arrays(names):  # the arrays of kernels_step's reverse kernels, by their parameter names
+            return [m[n] if n in m else a[n] if n in a else s[n] if n in s else G[n[2:]] for n in names.split()]
+
+        head = [st.qpos, st.dofs_vel, st.links_pos, st.links_quat, st.contact_impulse] + arrays(
+            "params_f params_i link_f link_i joint_f joint_i dof_f dof_i ten_f ten_i s_vs s_R s_com s_janchor "
+            "s_jaxis s_cdof s_cdof_dot s_cvel s_mass s_dof s_con_f s_con_i s_J s_W s_row_f s_row_i s_hist g_q1 "
+            "g_q2 g_v g_vu g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_mass g_dof g_con g_imp_in "
+            "g_imp_out g_link_f g_dof_f g_row g_J g_W g_vs G_qpos G_dofs_vel G_dofs_acc G_links_pos "
+            "G_links_quat G_contact_impulse G_limit_impulse")
+        dynamics = [st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos,
+                    st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv] + arrays(
+            "params_f params_i link_f link_i dof_f dof_i ten_f ten_i s_R s_com s_cdof s_cdof_dot s_cvel s_cacc "
+            "s_cfrc s_crb_m s_crb_mc s_crb_io s_mass s_dof g_q1 g_v g_R g_com g_cdof g_cdof_dot g_cvel g_mass "
+            "g_dof g_link_f g_dof_f g_ctrl g_cacc g_cfrc g_crb_m g_crb_mc g_crb_io G_links_ext_impulse")
+        kinematics = [st.qpos, st.dofs_vel, st.links_pos, st.links_quat] + arrays(
+            "link_f link_i joint_f joint_i pair_i geom_i geom_f s_con_f s_con_i g_con s_R s_janchor s_jaxis "
+            "s_cdof s_cvel g_q1 g_v g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_cdof_dot g_cvel "
+            "g_link_f G_qpos G_dofs_vel")
+        self._reverse_args = (key, (head, dynamics, kinematics))
+        return head, dynamics, kinematics
+
+    def _reverse_view(self, fn):
+        """The gradients of the collider view's arrays (their .grad, which the couplings' backward filled) into those
+        of qpos[fn] and dofs_vel[fn] (kernels_step.collider_geometry_reverse); the view's gradients are then zeroed."""
+        v, st, m, s, a = self._view, self.state, self.model, self.scratch, self.adjoint
+        grads = [getattr(v, n).grad for n in ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel",
+                                               "body_quat")]
+        if any(g is not None and bool(g.any()) for g in grads) and self.n_links and self.n_dofs:
+            self._launch(self._kernel(kernels_step.collider_geometry_reverse), fn, st.qpos, st.dofs_vel, st.links_pos,
+                         st.links_quat, m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"],
+                         m["geom_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"],
+                         s["s_cdof_dot"], s["s_cvel"], a["g_q2"], a["g_vu"], a["g_lpos"], a["g_lquat"], a["g_R"],
+                         a["g_com"], a["g_janchor"], a["g_jaxis"], a["g_cdof"], a["g_cdof_dot"], a["g_cvel"],
+                         a["g_link_f"], *[g.contiguous() for g in grads], st.tensors["qpos"].grad,
+                         st.tensors["dofs_vel"].grad)
+        for g in grads:
+            if g is not None:
+                g.zero_()
+
+    def _parameter_gradients(self, f):
+        """The controls' and the parameters' gradients from the reverse kernels' adjoints of the arrays the kernels
+        read (g_ctrl, g_dof_f, g_link_f, and each contact's friction in g_con), into the state fields that carry a
+        gradient."""
+        st, a = self.state, self.adjoint
+        D, L, G = self.n_dofs, self.n_links, self.n_geoms
+        wanted = self._wanted_gradients()
+        g_ctrl = a["g_ctrl"][:, :D]
+        for k, name in enumerate(("dofs_ctrl_force", "dofs_ctrl_pos", "dofs_ctrl_vel", "dofs_kp", "dofs_kv")):
+            if name in wanted:
+                st.grad_at(name, f).add_(g_ctrl[..., k])
+        g_dof_f = a["g_dof_f"][:, :D]
+        for name, col in self.DOF_PARAMS:
+            if name in wanted:
+                st.grad_at(name, f).add_(g_dof_f[..., col])
+        if L and ("links_inertial_mass" in wanted or "links_mass_shift" in wanted):
+            # mass = max(inertial mass + shift, MIN_MASS_FRACTION inertial mass); the rotational inertia is the
+            # model's times mass / the model's mass (_sync_link_params)
+            g_link_f = a["g_link_f"][:, :L]
+            base = self._link_base()
+            m_model, inertia = base[:, 0], base[:, 1:]
+            g_mass = g_link_f[..., LF_MASS] + torch.where(
+                m_model > 0, (g_link_f[..., LF_INERTIA:LF_INERTIA + 9] * inertia).sum(-1) / m_model.clamp_min(1e-300),
+                torch.zeros_like(m_model))
+            mass0, shift = st.tensors["links_inertial_mass"].detach(), st.tensors["links_mass_shift"].detach()
+            floored = mass0 + shift < MIN_MASS_FRACTION * mass0
+            if "links_inertial_mass" in wanted:
+                st.grad_at("links_inertial_mass", f).add_(torch.where(floored, MIN_MASS_FRACTION * g_mass, g_mass))
+            if "links_mass_shift" in wanted:
+                st.grad_at("links_mass_shift", f).add_(torch.where(floored, torch.zeros_like(g_mass), g_mass))
+        if G and self.max_contacts and "geoms_friction_ratio" in wanted:
+            # an entry's friction is the larger of its geoms' (kernels_collision.finish_contacts): its gradient
+            # goes to that geom's ratio, times the geom's friction in the model
+            g_mu = a["g_con"][..., 7]
+            con_i = self.scratch["s_con_i"]
+            C = self.max_contacts
+            active = con_i[:, CI_ACTIVE, :C] == 1
+            ga, gb = self._entry_geoms(con_i, C)
+            base = torch.as_tensor(self.compiled.arrays["geom_f"][:G, GF_FRICTION], dtype=self.float_dtype, device=self.device)
+            mu = base * st.tensors["geoms_friction_ratio"].detach()  # (geom_mu, as _sync_link_params wrote it)
+            mu_a, mu_b = torch.gather(mu, 1, ga), torch.gather(mu, 1, gb)
+            g = torch.where(active, g_mu, torch.zeros_like(g_mu))
+            geom = torch.where(mu_a >= mu_b, ga, gb)
+            out = torch.zeros_like(st.grad_at("geoms_friction_ratio", f))
+            out.scatter_add_(1, geom, g * base[geom])
+            st.grad_at("geoms_friction_ratio", f).add_(out)
+
+    def _link_base(self):
+        """The model's link masses and rotational inertias [L, 1 + 9] (torch, made once)."""
+        if self.__dict__.get("_link_base_t") is None:
+            link_f = self.compiled.arrays["link_f"][:self.n_links]
+            self._link_base_t = torch.as_tensor(np.concatenate([link_f[:, LF_MASS:LF_MASS + 1],
+                                                                link_f[:, LF_INERTIA:LF_INERTIA + 9]], 1),
+                                                dtype=self.float_dtype, device=self.device)
+        return self._link_base_t
+
+    def _wanted_gradients(self) -> set:
+        """The frameless fields of this solver whose gradient the backward under way hands to a user's tensor: those
+        a setter wrote with a tensor that requires grad during the forward (Tape.events; the core reads a frameless
+        field's gradient only there). The controls' and parameters' gradients are accumulated for these alone."""
+        tape = self.state.tape
+        key = (id(tape), tape.k0, tape.k, sum(len(e) for e in tape.events.values()))
+        cached = self.__dict__.get("_wanted")
+        if cached is None or cached[0] != key:
+            names = {name for events in tape.events.values() for store, name, _, _, value in events
+                     if store is self.state and value is not None and self.state.has_grad(name)}
+            cached = self._wanted = (key, names)
+        return cached[1]
+
+    def substep_post_coupling_grad(self, f):
+        pass  # the couplings read the adjoint of the impulses they add from the view (frame fn's gradient)
+
+    def substep_pre_coupling_grad(self, f):
+        """The couplings' gradients of the view (geom poses, centres of mass, velocities at frame fn) into the
+        gradients of frame fn; then the substep's adjoint: dL/d(frame f) and the controls' gradients."""
+        self.adjoint["g_link_f"].zero_()
+        if self._view_tape is not None:
+            self._reverse_view(self._view_tape)
+            self._view_tape = None
+        if self._diff_tape != f:
+            raise gs.GenesisError(f"{self.name}: the adjoint of the substep at frame {f} needs its forward first "
+                                  "(the core re-runs it before the backward of each substep).")
+        self._diff_tape = None
+        self._reverse_substep(f)
+

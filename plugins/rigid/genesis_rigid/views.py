@@ -1,0 +1,300 @@
+"""What the rigid solver shows other parts of the engine: the collider view the couplings collide with
+(genesis_core.coupler.ColliderView), the render view the cameras draw (genesis_core.render.RenderView), and the
+links' motion (centres of mass and velocities)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import torch
+
+import genesis_core as gs
+from genesis_core.coupler import ColliderView
+from genesis_core.launch import torch_one_thread
+from genesis_core.rotations import quat_to_mat
+from genesis_core.utils.geom import quat_mul
+
+from . import kernels_step
+from .layout import GF_SIZE
+from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
+
+# the ColliderView geom code of each geom type (the cameras' primitives)
+GEOM_OF_TYPE = {BOX: gs.coupler.GEOM_BOX, SPHERE: gs.coupler.GEOM_SPHERE, CAPSULE: gs.coupler.GEOM_CAPSULE,
+                CYLINDER: gs.coupler.GEOM_CYLINDER}
+# visual meshes by (file, scale): vertices [V, 3] (scaled, float64) and faces [F, 3], read once per process
+_VISUAL_MESHES: dict = {}
+
+
+def _visual_mesh(path, scale):
+    """The triangles of a visual mesh file (trimesh reads OBJ, STL, PLY, ...; every part of a scene file)."""
+    key = (os.path.abspath(path), tuple(np.asarray(scale, dtype=np.float64).tolist()))
+    if key not in _VISUAL_MESHES:
+        from genesis_core.mesh_files import read_mesh
+
+        mesh = read_mesh(path, process=False)  # (a gs.ModelFileError names a bad file)
+        verts = np.asarray(mesh.vertices, dtype=np.float64) * np.asarray(scale, dtype=np.float64)
+        faces = np.asarray(mesh.faces, dtype=np.int64).reshape(-1, 3)
+        if not len(faces) or not np.isfinite(verts).all():
+            raise gs.ModelFileError(f"visual mesh {path!r} scaled by {list(scale)}: no triangles, or vertices that "
+                                    "are not finite")
+        _VISUAL_MESHES[key] = (verts, faces)
+    return _VISUAL_MESHES[key]
+
+
+
+def _inverse_inertia(inertia):
+    """The inverse of a link's inertia for the effective mass a contact sees; a principal moment of zero (a link
+    that cannot turn about that axis in the model, a point mass) gives zero there, not infinity."""
+    w, v = np.linalg.eigh(np.asarray(inertia, dtype=np.float64).reshape(3, 3))
+    inv = np.where(w > 1e-12 * max(float(w.max()), 1e-300), 1.0 / np.where(w > 0, w, 1.0), 0.0)
+    return (v * inv) @ v.T
+
+
+class Views:
+    """RigidSolver's views (mixed into the solver)."""
+
+    # -- the geometry other solvers collide with (genesis_core.coupler.ColliderView) -------------------------------
+
+    def collider_view(self, f) -> ColliderView:
+        """Geoms and links after this substep's rigid step (frame f + 1); body_impulse accumulates the impulses
+        for `links_ext_impulse` of frame f + 1, which the next substep applies. Mesh geoms are reported with their
+        type; a coupling that cannot collide with one skips it.
+
+        In differentiable mode the pose and velocity arrays carry a `.grad` the couplings' backward accumulates
+        into (the rigid backward carries it on into the state of frame f + 1), and body_impulse, frame f + 1's
+        impulses as in plain mode, has frame f + 1's gradient as its `.grad`: a solver that adds impulses in its
+        post-coupling part (after this solver's) adds them to that frame, and reads their adjoint in its reverse
+        whatever the solvers' order."""
+        fn = self.frames.next(f)
+        st = self.state
+        if self._view is None:
+            B, G, L, fl, dev = self.batch, max(self.n_geoms, 1), max(self.n_links, 1), self.float_dtype, self.device
+            geom_f = self.compiled.arrays["geom_f"]
+            body = [link if self.compiled.last_dof[link] >= 0 else -1 for link in self.compiled.geom_link]
+            grad = self.sim_options.requires_grad
+
+            def zeros(*shape):
+                x = torch.zeros(shape, dtype=fl, device=dev)
+                if grad:
+                    x.requires_grad_(True)
+                    x.grad = torch.zeros_like(x)
+                return x
+
+            # what a coupling needs for the effective mass at a contact, and the hulls of the mesh geoms
+            links = self.compiled.links
+            moving = [self.compiled.last_dof[l] >= 0 and links[l]["mass"] > 0 for l in range(len(links))]
+            inv_mass = [1.0 / links[l]["mass"] if moving[l] else 0.0 for l in range(len(links))] or [0.0]
+            inv_inertia = [_inverse_inertia(links[l]["inertia"]) if moving[l] else np.zeros((3, 3))
+                           for l in range(len(links))] or [np.zeros((3, 3))]
+            self._link_inv_inertia = torch.as_tensor(np.stack(inv_inertia), dtype=fl, device=dev)
+            hull_rows, geom_hull = [], np.zeros((G, 2), dtype=np.int32)
+            for g, gm in enumerate(self.compiled.geoms):
+                hull = gm["desc"].hull() if gm["type"] == MESH else None
+                if hull is not None:
+                    geom_hull[g] = len(hull_rows), len(hull.face_normals)
+                    hull_rows.extend([*n, d] for n, d in zip(hull.face_normals, hull.face_offsets))
+            self._view = ColliderView(
+                body_inv_mass=torch.as_tensor(inv_mass, dtype=fl, device=dev),
+                body_inv_inertia=torch.zeros((B, L, 3, 3), dtype=fl, device=dev),
+                geom_hull=torch.as_tensor(geom_hull, device=dev),
+                hull_planes=torch.as_tensor(np.asarray(hull_rows or [[0.0, 0.0, 1.0, 0.0]], dtype=np.float64),
+                                            dtype=fl, device=dev).contiguous(),
+                geom_type=torch.as_tensor(self.compiled.geom_type, dtype=torch.int32, device=dev),
+                geom_size=torch.as_tensor(geom_f[:, GF_SIZE:GF_SIZE + 3], dtype=fl, device=dev).contiguous(),
+                geom_friction=torch.as_tensor([gm["coup_friction"] for gm in self.compiled.geoms] or [0.0], dtype=fl,
+                                              device=dev)[:G].contiguous(),
+                geom_body=torch.as_tensor(body, dtype=torch.int32, device=dev),
+                geom_pos=zeros(B, G, 3), geom_quat=zeros(B, G, 4), body_com=zeros(B, L, 3),
+                body_lin_vel=zeros(B, L, 3), body_ang_vel=zeros(B, L, 3),
+                body_impulse=zeros(B, L, 6) if grad and not self.n_links else st.at("links_ext_impulse", fn),
+                body_quat=zeros(B, L, 4) if grad else None)
+        v, m, s = self._view, self.model, self.scratch
+        # a static world whose every frame holds the same poses (`_static_world`): the geometry computed then holds
+        ready = not self.sim_options.requires_grad and not self.n_dofs and self._static[1] >= self.frames.n_frames
+        if ready and self._view_key is not None and self._view_key == self._static[0] == self._static_key():
+            v.body_impulse = st.at("links_ext_impulse", fn)
+            v.body_quat = st.at("links_quat", fn) if self.n_links else None
+            return v
+        self._view_key = self._static[0] if ready and self._static[0] == self._static_key() else None
+        with torch.no_grad(), torch_one_thread():  # the inverse inertia in world axes at frame fn: R I^-1 R^T
+            n_links = self._link_inv_inertia.shape[0]
+            if self.n_links:
+                rot = quat_to_mat(st.at("links_quat", fn).detach())
+                v.body_inv_inertia[:, :n_links] = rot @ self._link_inv_inertia @ rot.transpose(-1, -2)
+        if not self.sim_options.requires_grad:
+            v.body_impulse = st.at("links_ext_impulse", fn)
+            v.body_quat = st.at("links_quat", fn) if self.n_links else None
+        elif self.n_links:
+            impulse = st.at("links_ext_impulse", fn).requires_grad_(True)
+            if st.has_grad("links_ext_impulse"):
+                impulse.grad = st.grad_at("links_ext_impulse", fn)
+            v.body_impulse = impulse
+            with torch.no_grad():
+                v.body_quat[:, :self.n_links].copy_(st.at("links_quat", fn))
+        self._launch(self._kernel(kernels_step.collider_geometry), fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
+                     m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
+                     s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
+                     v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
+        if self._recording():
+            self._view_tape = fn
+        return v
+
+    # -- what the cameras draw (genesis_core.render.RenderView) ---------------------------------------------------
+
+    def render_view(self, f):
+        """The scene's rigid bodies after this substep (frame f + 1), exact entity ids. Per entity, by its
+        surface's `vis_mode` (Genesis World's): "visual" (the default) draws its visuals (URDF <visual> elements,
+        MJCF geoms with contype = conaffinity = 0, a Mesh morph's file), meshes as their triangles in the link's
+        frame, when it has some; "collision", or an entity without visuals, draws its collision geoms (primitives
+        and convex pieces). A visual mesh that cannot be read is warned about once, and its entity drawn by its
+        collision geoms. The rigid state and physics are not touched."""
+        from genesis_core.render import RenderView
+
+        v = self.collider_view(f)
+        fn = self.frames.next(f)
+        if getattr(self, "_render_model", None) is None:
+            self._render_model = self._visual_model()
+        rm = self._render_model
+        dev = v.geom_pos.device
+        keep = torch.as_tensor(rm["geoms"], dtype=torch.long, device=dev)
+        B = v.geom_pos.shape[0]
+        geom_pos, geom_quat = v.geom_pos.detach()[:, keep], v.geom_quat.detach()[:, keep]
+        geom_type, geom_size, geom_hull = v.geom_type[keep], v.geom_size.detach()[keep], v.geom_hull[keep]
+        colors, entity = list(rm["geom_colors"]), list(rm["geom_entity"])
+        if rm["prims"] or rm["meshes"]:
+            links_pos = self.state.at("links_pos", fn).detach().reshape(B, -1, 3).double()
+            links_quat = self.state.at("links_quat", fn).detach().reshape(B, -1, 4).double()
+
+        def posed(items):  # world poses [B, n, 3], [B, n, 4] of items (link, pos, quat, ...) in their link frames
+            link = torch.as_tensor([it[0] for it in items], dtype=torch.long, device=dev)
+            lp, lq = links_pos[:, link], links_quat[:, link]
+            p = torch.as_tensor(np.stack([it[1] for it in items]), dtype=torch.float64, device=dev)
+            q = torch.as_tensor(np.stack([it[2] for it in items]), dtype=torch.float64, device=dev)
+            # p rotated by the unit quaternion (w, u): p + 2 w (u x p) + 2 u x (u x p), elementwise (a batched
+            # matmul of these small shapes costs milliseconds beside the Taichi thread pool)
+            lq = torch.nn.functional.normalize(lq, dim=-1)
+            w, u = lq[..., :1], lq[..., 1:]
+            p = p.expand_as(lp)
+            t = 2.0 * torch.linalg.cross(u, p)
+            return lp + p + w * t + torch.linalg.cross(u, t), quat_mul(lq, q.expand_as(lq))
+
+        if rm["prims"]:  # visual primitives that are not geoms (URDF <visual> boxes, spheres, ...)
+            items = rm["prims"]
+            pos, quat = posed(items)
+            geom_pos = torch.cat([geom_pos, pos.to(geom_pos.dtype)], dim=1)
+            geom_quat = torch.cat([geom_quat, quat.to(geom_quat.dtype)], dim=1)
+            geom_type = torch.cat([geom_type, torch.as_tensor([it[3] for it in items], dtype=geom_type.dtype,
+                                                              device=dev)])
+            geom_size = torch.cat([geom_size, torch.as_tensor(np.stack([it[4] for it in items]),
+                                                              dtype=geom_size.dtype, device=dev)])
+            geom_hull = torch.cat([geom_hull, torch.zeros((len(items), 2), dtype=geom_hull.dtype, device=dev)])
+            colors += [it[5] for it in items]
+            entity += [it[6] for it in items]
+        view = RenderView(
+            geom_type=geom_type, geom_size=geom_size, geom_pos=geom_pos, geom_quat=geom_quat,
+            geom_entity=torch.as_tensor(entity, dtype=torch.int32), geom_hull=geom_hull,
+            geom_color=torch.as_tensor(np.asarray(colors, dtype=np.float32).reshape(-1, 3)),
+            hull_planes=None if v.hull_planes is None else v.hull_planes.detach(),
+            geom_link=rm["geom_link"], geom_id=rm["geom_id"])
+        if rm["meshes"]:
+            view.mesh_pos, view.mesh_quat = posed(rm["meshes"])
+            view.mesh_verts, view.mesh_faces, view.mesh_range = rm["mesh_arrays"]
+            view.mesh_entity, view.mesh_color = rm["mesh_entity"], rm["mesh_color"]
+            view.mesh_link, view.mesh_id = rm["mesh_link"], rm["mesh_id"]
+        return view
+
+    def _visual_model(self) -> dict:
+        """What render_view draws, fixed at the first render: the geoms kept (indices, colours, entities), the
+        visual primitives and meshes that are not geoms (link, pose in the link frame, ...), and the meshes'
+        triangles packed once (the same tensors at every render, so that the renderer keeps their BVH)."""
+        from genesis_core.render.view import entity_color
+
+        scene = self.scene
+        geoms, geom_colors, geom_entity, prims, meshes, mesh_colors = [], [], [], [], [], []
+        verts, faces, ranges = [], [], []
+        n_verts = n_faces = 0
+        for e in self.entities:
+            surface = scene.entity_surface(e.idx) if hasattr(scene, "entity_surface") else None
+            options = getattr(surface, "options", None) or {}
+            base = entity_color(scene, e.idx)
+
+            def color_of(desc):  # the surface's colour, else the file's, else the palette's
+                if options.get("color") is not None or desc.rgba is None:
+                    return base
+                return np.asarray(desc.rgba, dtype=np.float32)
+
+            index = {id(gm["desc"]): g for g, gm in enumerate(self.compiled.geoms) if gm["entity"] == e.idx}
+            use_visuals = (options.get("vis_mode", "visual") != "collision"
+                           and any(body.visuals for body in e.robot.bodies))
+            drawn, e_prims, e_meshes = [], [], []
+            if use_visuals:
+                try:
+                    for bi, body in enumerate(e.robot.bodies):
+                        for g in body.visuals:
+                            if g.type == MESH and g.mesh_file is not None:
+                                e_meshes.append(((e.link_start + bi, g.pos, g.quat),
+                                                 _visual_mesh(g.mesh_file, g.mesh_scale), color_of(g)))
+                            elif id(g) in index:  # a geom (an MJCF plane, ellipsoid, ...): its own arrays
+                                drawn.append((index[id(g)], color_of(g)))
+                            elif g.type in GEOM_OF_TYPE:
+                                e_prims.append((e.link_start + bi, g.pos, g.quat, GEOM_OF_TYPE[g.type],
+                                                np.asarray(g.size, dtype=np.float64), color_of(g), e.idx))
+                except Exception as exc:  # an unreadable visual mesh: this entity is drawn by its collision geoms
+                    warnings.warn(f"entity {e.idx} ({e.robot.name}): a visual mesh could not be read ({exc}); the "
+                                  "cameras draw its collision geometry.", stacklevel=2)
+                    use_visuals = False
+            if not use_visuals:
+                mine = sorted(index.values())
+                colliding = [g for g in mine if self.compiled.geoms[g]["contype"] or self.compiled.geoms[g]["conaffinity"]]
+                drawn = [(g, base) for g in (colliding or mine)]
+                e_prims, e_meshes = [], []
+            for g, color in sorted(drawn, key=lambda x: x[0]):
+                geoms.append(g)
+                geom_colors.append(color)
+                geom_entity.append(e.idx)
+            prims += e_prims
+            for item, (vv, ff), color in e_meshes:
+                meshes.append(item)
+                mesh_colors.append((color, e.idx))
+                verts.append(vv)
+                faces.append(ff + n_verts)
+                ranges.append((n_faces, len(ff)))
+                n_verts += len(vv)
+                n_faces += len(ff)
+        out = dict(geoms=geoms, geom_colors=geom_colors, geom_entity=geom_entity, prims=prims, meshes=meshes)
+        # segmentation: each drawn element's link, and a geom id unique in the solver (a collision geom's index;
+        # visual primitives and meshes numbered after the collision geoms)
+        n_geoms = len(self.compiled.geoms)
+        out["geom_link"] = torch.as_tensor([self.compiled.geoms[g]["link"] for g in geoms] + [it[0] for it in prims],
+                                           dtype=torch.int32)
+        out["geom_id"] = torch.as_tensor(list(geoms) + [n_geoms + k for k in range(len(prims))], dtype=torch.int32)
+        out["mesh_link"] = torch.as_tensor([it[0] for it in meshes], dtype=torch.int32)
+        out["mesh_id"] = torch.as_tensor([n_geoms + len(prims) + k for k in range(len(meshes))], dtype=torch.int32)
+        if meshes:
+            out["mesh_arrays"] = (torch.as_tensor(np.concatenate(verts), dtype=torch.float64),
+                                  torch.as_tensor(np.concatenate(faces), dtype=torch.int32),
+                                  torch.as_tensor(ranges, dtype=torch.int32))
+            out["mesh_entity"] = torch.as_tensor([c[1] for c in mesh_colors], dtype=torch.int32)
+            out["mesh_color"] = torch.as_tensor(np.stack([c[0] for c in mesh_colors]), dtype=torch.float32)
+        return out
+
+    def link_motion(self):
+        """(centre of mass, its linear velocity, angular velocity), each [B, L, 3] world, of every link at the
+        current frame (the collider view's kernel, into arrays of their own)."""
+        self._sync_link_params()
+        f, st, m, s = self.frame, self.state, self.model, self.scratch
+        B, L, G, fl, dev = self.batch, max(self.n_links, 1), max(self.n_geoms, 1), self.float_dtype, self.device
+        out = self.__dict__.get("_motion")
+        if out is None:
+            out = self._motion = tuple(torch.zeros(shape, dtype=fl, device=dev) for shape in
+                                       ((B, G, 3), (B, G, 4), (B, L, 3), (B, L, 3), (B, L, 3)))
+        with torch.no_grad():
+            self._launch(self._kernel(kernels_step.collider_geometry), f, st.qpos.detach(), st.dofs_vel.detach(),
+                         st.links_pos.detach(), st.links_quat.detach(), m["link_f"], m["link_i"], m["joint_f"],
+                         m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"], s["s_com"], s["s_janchor"],
+                         s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], *out)
+        n = self.n_links
+        return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
+
