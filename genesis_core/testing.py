@@ -7,6 +7,7 @@ Fixtures, in a conftest.py::
 gs_runtime: one engine runtime per test process (CPU, float64, seeded), started once and torn down at the end.
 shared_assets: the path of ../shared/assets beside the repository, or a skip that says it is absent.
 central_differences, assert_close_rel: checking a gradient against finite differences.
+check_momentum_exchange: the two sides of a coupling exchange linear momentum and lose none.
 
 The engine's shared properties, in a test file of a solver package (they need hypothesis, the `test` extra)::
 
@@ -35,6 +36,7 @@ import os
 import pickle
 import subprocess
 import sys
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -198,6 +200,53 @@ def check_link_reference_rule(scene, solver, field, link, expected, folder, part
         store = next(s for s in scene.solvers if s.name == solver).state
         assert int(store.at(field, scene._frame)[1, 3]) == value
         scene.step()
+
+
+class MomentumExchange(NamedTuple):
+    """What check_momentum_exchange measured: each side's linear momentum before the steps (a0, b0) and after the
+    last (a, b), and the largest |total - initial total| entry over the steps it checked (drift)."""
+
+    a0: torch.Tensor
+    b0: torch.Tensor
+    a: torch.Tensor
+    b: torch.Tensor
+    drift: float
+
+    @property
+    def total0(self) -> torch.Tensor:
+        return self.a0 + self.b0
+
+
+def check_momentum_exchange(scene, momentum_a, momentum_b, steps: int, rtol: float = 1e-6, atol: float = 0.0,
+                            every_step: bool = True, after_step=None) -> MomentumExchange:
+    """Two sides of a coupling exchange linear momentum and lose none: what one gains in `steps` scene.step() calls,
+    the other loses. `momentum_a`, `momentum_b`: callables, no arguments, that return the linear momentum (N s) of
+    each side now, a tensor [3] or [B, 3] (a row per environment): a solver's particles (sum of mass x velocity),
+    a rigid body (mass x velocity, plus the impulses the coupling handed it that it applies in its next substep).
+    After every step (`every_step`), or after the last only, every entry of (a + b) - (a0 + b0) must be within
+    atol + rtol * |a0 + b0| (the Euclidean norm of the initial total, per environment). `after_step(i)`, if given,
+    is called after step i (1 to `steps`), before the check: for a test's own observations. Raises
+    AssertionError with both sides' figures; returns them (MomentumExchange), to check that the exchange happened
+    (a coupling that exchanges nothing conserves momentum too)."""
+    a0, b0 = momentum_a().clone(), momentum_b().clone()
+    total0 = a0 + b0
+    bound = atol + rtol * total0.norm(dim=-1, keepdim=True)
+    a, b, drift = a0, b0, 0.0
+    for i in range(1, steps + 1):
+        scene.step()
+        if after_step is not None:
+            after_step(i)
+        if not every_step and i < steps:
+            continue
+        a, b = momentum_a().clone(), momentum_b().clone()
+        change = ((a + b) - total0).abs()
+        drift = max(drift, float(change.max()))
+        if not bool((change <= bound).all()):
+            raise AssertionError(
+                f"momentum lost in the exchange after step {i} of {steps}: side a {a0.tolist()} -> {a.tolist()}, "
+                f"side b {b0.tolist()} -> {b.tolist()}; the total moved by {change.tolist()}, more than "
+                f"atol {atol:g} + rtol {rtol:g} x |initial total| = {bound.reshape(-1).tolist()}")
+    return MomentumExchange(a0, b0, a, b, drift)
 
 
 def _differing(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import genesis_core as gs
+from genesis_core.testing import check_momentum_exchange
 
 import pbd_meshes
 
@@ -26,18 +27,9 @@ def test_pbd_sph_exchange_conserves_momentum_without_gravity(tmp_path):
     scene.build()
     cube.set_velocity(torch.tensor([2.0, 0.0, 0.3], dtype=torch.float64))
     m_sph, m_pbd = scene.sph_solver.p_mass, scene.pbd_solver.p_mass
-
-    def momentum():
-        return ((water.get_particles_vel() * m_sph[:, None]).sum(0),
-                (cube.get_particles_vel() * m_pbd[:, None]).sum(0))
-
-    p_sph0, p_pbd0 = momentum()
-    total0 = p_sph0 + p_pbd0
-    for _ in range(30):
-        scene.step()
-        p_sph, p_pbd = momentum()
-        assert torch.allclose(p_sph + p_pbd, total0, rtol=0, atol=1e-6 * float(total0.norm()))
-    assert float(p_sph[0]) > 0.2 * float(total0[0]), "the cube never pushed the liquid"
+    got = check_momentum_exchange(scene, lambda: (water.get_particles_vel() * m_sph[:, None]).sum(0),
+                                  lambda: (cube.get_particles_vel() * m_pbd[:, None]).sum(0), 30, rtol=1e-6)
+    assert float(got.a[0]) > 0.2 * float(got.total0[0]), "the cube never pushed the liquid"
 
 
 def _hammock(tmp_path, with_water):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import genesis_core as gs
+from genesis_core.testing import check_momentum_exchange
 
 import sph_scene
 
@@ -98,6 +99,13 @@ def test_each_environment_is_its_own_simulation(solver):
         assert total[1, 1] > total[0, 1] + 5, total
 
 
+def box_momentum(scene, box, mass):
+    """A free rigid box's linear momentum, counting the impulses the coupling handed it (it applies them in its next
+    substep)."""
+    pending = scene.rigid_solver.state.at("links_ext_impulse", scene.rigid_solver.frame)[0, :, :3].sum(0)
+    return mass * box.get_vel().double() + pending.double()
+
+
 def test_rigid_sph_coupling_conserves_momentum_without_gravity():
     """A block of water thrown at a free box, gravity off, far from the walls: the liquid's and the box's
     momentum sum to the initial one to 1e-6 (float64) while they push each other."""
@@ -109,20 +117,11 @@ def test_rigid_sph_coupling_conserves_momentum_without_gravity():
     scene.build()
     liq.set_velocity(torch.tensor([2.0, 0.0, 0.3], dtype=torch.float64))
     m = scene.sph_solver.p_mass.double()
-    m_box = 500 * 0.1 ** 3
-
-    def momentum():
-        p = (liq.get_particles_vel() * m[:, None]).sum(0)
-        pending = scene.rigid_solver.state.at("links_ext_impulse", scene.rigid_solver.frame)[0, :, :3].sum(0)
-        return p + m_box * box.get_vel().double() + pending.double()
-
-    p0 = momentum()
-    moved = False
-    for _ in range(60):
-        scene.step()
-        moved = moved or float(box.get_vel()[0]) > 0.05
-        assert torch.allclose(momentum(), p0, rtol=0, atol=1e-6 * float(p0.norm()))
-    assert moved, "the liquid never pushed the box"
+    moved = []
+    check_momentum_exchange(scene, lambda: (liq.get_particles_vel() * m[:, None]).sum(0),
+                            lambda: box_momentum(scene, box, 500 * 0.1 ** 3), 60, rtol=1e-6,
+                            after_step=lambda i: moved.append(float(box.get_vel()[0]) > 0.05))
+    assert any(moved), "the liquid never pushed the box"
 
 
 def test_no_liquid_enters_a_closed_rigid_cup():
@@ -164,17 +163,9 @@ def test_mpm_sph_coupling_conserves_momentum_without_gravity():
     cube.set_velocity(torch.tensor([1.5, 0.0, 0.2], dtype=torch.float64))
     m_mpm = scene.mpm_solver.p_mass.double()
     m_sph = scene.sph_solver.p_mass.double()
-
-    def momentum():
-        return ((cube.get_particles_vel() * m_mpm[:, None]).sum(0), (liq.get_particles_vel() * m_sph[:, None]).sum(0))
-
-    p_mpm0, p_sph0 = momentum()
-    total0 = p_mpm0 + p_sph0
-    for _ in range(40):
-        scene.step()
-        p_mpm, p_sph = momentum()
-        assert torch.allclose(p_mpm + p_sph, total0, rtol=0, atol=1e-6 * float(total0.norm()))
-    assert float(p_sph[0]) > 0.2 * float(total0[0]), "the cube never pushed the water"
+    got = check_momentum_exchange(scene, lambda: (cube.get_particles_vel() * m_mpm[:, None]).sum(0),
+                                  lambda: (liq.get_particles_vel() * m_sph[:, None]).sum(0), 40, rtol=1e-6)
+    assert float(got.b[0]) > 0.2 * float(got.total0[0]), "the cube never pushed the water"
 
 
 def test_boundary_viscosity_holds_a_sliding_liquid_back_and_conserves_momentum_with_a_body():
@@ -199,12 +190,5 @@ def test_boundary_viscosity_holds_a_sliding_liquid_back_and_conserves_momentum_w
     scene.build()
     liq.set_velocity(torch.tensor([2.0, 0.0, 0.0], dtype=torch.float64))
     m = scene.sph_solver.p_mass.double()
-
-    def momentum():
-        pending = scene.rigid_solver.state.at("links_ext_impulse", scene.rigid_solver.frame)[0, :, :3].sum(0)
-        return (liq.get_particles_vel() * m[:, None]).sum(0) + 0.5 * box.get_vel().double() + pending.double()
-
-    p0 = momentum()
-    for _ in range(40):
-        scene.step()
-        assert torch.allclose(momentum(), p0, rtol=0, atol=1e-6 * float(p0.norm()))
+    check_momentum_exchange(scene, lambda: (liq.get_particles_vel() * m[:, None]).sum(0),
+                            lambda: box_momentum(scene, box, 500 * 0.1 ** 3), 40, rtol=1e-6)
