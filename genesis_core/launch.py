@@ -10,6 +10,11 @@ compiled kernel up as Taichi's own path does, and launches.
     launch = Launcher()
     launch(kernels.substep, f, fn, state.pos, state.vel, ...)   # same signature as kernels.substep(...)
 
+or with the arrays taken by parameter name (`Launcher.bind`), once per set of arrays:
+
+    substep = launch.bind(kernels.substep, {"pos": state.pos, "vel": state.vel, ...})
+    substep(f=f, fn=fn)                                          # the scalars by name
+
 Each call checks that the array arguments are the objects the launch was prepared with (an identity test) and
 prepares it again when they are not, so passing other arrays is always correct. The first call of a kernel goes
 through Taichi's own path (compilation, argument checks); anything the fast path does not handle (templates,
@@ -185,9 +190,90 @@ class Launcher:
         p.launch(args)
         return None
 
+    def bind(self, kernel, arrays) -> Bound:
+        """`kernel` with each of its array parameters taken from `arrays` (a mapping: parameter name -> torch
+        tensor or Taichi ndarray) by its name; the returned `Bound` is called with the other parameters by name:
+
+            substep = launch.bind(kernels.substep, arrays)   # once per set of arrays
+            substep(f=f, fn=fn)                              # each substep
+
+        A parameter with no array of its name, or one of another number of dimensions, is a `ValueError`
+        naming it (`binding_problems`). Bind again when an array is replaced (the launch itself rebinds its
+        converted arguments to new objects, as a positional launch does)."""
+        problems = binding_problems(kernel, arrays)
+        if problems:
+            raise ValueError("; ".join(problems))
+        params = kernel_parameters(kernel)
+        args = [arrays[name] if _is_array(ann) else None for name, ann in params]
+        positions = {name: i for i, (name, _) in enumerate(params)}
+        required = frozenset(name for name, ann in params if not _is_array(ann))
+        return Bound(self, kernel, args, positions, required)
+
     def clear(self):
         self._prepared.clear()
         self._rebinds.clear()
+
+
+def kernel_parameters(kernel) -> tuple:
+    """(name, annotation) of each parameter of a Taichi kernel (or of its serial copy), in order."""
+    primal = getattr(kernel, "_primal", kernel)
+    return tuple((meta.name, meta.annotation) for meta in primal.arguments)
+
+
+def _is_array(annotation) -> bool:
+    from taichi.types import ndarray_type
+
+    return isinstance(annotation, ndarray_type.NdarrayType)
+
+
+def binding_problems(kernel, arrays) -> list:
+    """What binding `kernel` by name to `arrays` (a mapping: name -> torch tensor or Taichi ndarray) would get
+    wrong, as sentences: an array parameter with no array of its name, or one whose array has another number of
+    dimensions than the parameter's `ndim` (a vector or matrix element's own dimensions not counted). Empty when
+    the binding is sound; a solver's test calls it on every kernel it binds."""
+    from taichi.lang.matrix import MatrixType
+
+    name_of = getattr(getattr(kernel, "_primal", kernel), "func", kernel).__name__
+    out = []
+    for name, ann in kernel_parameters(kernel):
+        if not _is_array(ann):
+            continue
+        if arrays.get(name) is None:
+            out.append(f"{name_of}: no array named {name!r}")
+            continue
+        a = arrays[name]
+        if isinstance(a, torch.Tensor):
+            ndim = a.dim() - (ann.dtype.ndim if isinstance(ann.dtype, MatrixType) and ann.dtype.ndim else 0)
+        else:
+            ndim = len(a.shape)
+        if ann.ndim is not None and ndim != ann.ndim:
+            out.append(f"{name_of}: {name!r} has {ndim} dimensions, the parameter {ann.ndim}")
+    return out
+
+
+class Bound:
+    """A kernel with its array parameters taken by name (`Launcher.bind`); call it with the other parameters (the
+    scalars: frame indices, flags) by name, and with any array to pass instead of the bound one."""
+
+    __slots__ = ("launcher", "kernel", "args", "positions", "required")
+
+    def __init__(self, launcher, kernel, args, positions, required):
+        self.launcher, self.kernel, self.args = launcher, kernel, args
+        self.positions, self.required = positions, required
+
+    def __call__(self, **values):
+        if not self.required <= values.keys():
+            missing = ", ".join(sorted(self.required - values.keys()))
+            raise TypeError(f"{self.kernel_name}: no value for {missing}")
+        args = self.args.copy()
+        positions = self.positions
+        for name, value in values.items():
+            args[positions[name]] = value
+        return self.launcher(self.kernel, *args)
+
+    @property
+    def kernel_name(self) -> str:
+        return getattr(getattr(self.kernel, "_primal", self.kernel), "func", self.kernel).__name__
 
 
 def serial_variant(kernel, flag: str = "SERIAL"):

@@ -212,3 +212,44 @@ def test_exact_math_kernels_compile_without_fast_math_and_the_others_keep_it(gs_
     assert _cancel_fast(1.0, 1e30) == 1.0
     assert ti.lang.impl.current_cfg().fast_math
     assert _cancel_exact(1.0, 1e30) == 0.0  # launched again (compiled once)
+
+
+@ti.kernel
+def _axpy_named(f: ti.i32, a: float, x: ti.types.ndarray(ndim=3), y: ti.types.ndarray(dtype=V3, ndim=2),
+                out: ti.types.ndarray(ndim=2)):
+    for b, i in ti.ndrange(x.shape[1], x.shape[2]):
+        out[b, i] = a * x[f, b, i] + y[b, i][f % 3]
+
+
+def test_a_kernel_bound_by_parameter_name_launches_as_a_positional_call():
+    """Launcher.bind takes each array parameter from a mapping by its name (extra entries ignored), the call gives
+    the scalars by name and may pass another array for one launch; the results are the positional launch's."""
+    x = torch.rand(3, 4, 5, dtype=torch.float64)
+    y = torch.rand(4, 5, 3, dtype=torch.float64)
+    out, other = torch.zeros(4, 5, dtype=torch.float64), torch.zeros(4, 5, dtype=torch.float64)
+    launcher = Launcher()
+    bound = launcher.bind(_axpy_named, {"out": out, "y": y, "x": x, "unused": torch.zeros(1)})
+    for f, a in ((0, 1.0), (2, -0.5), (1, 2.0)):
+        bound(f=f, a=a)
+        assert torch.equal(out, _reference(f, a, x, y))
+    bound(f=1, a=3.0, out=other)  # this launch only
+    assert torch.equal(other, _reference(1, 3.0, x, y))
+    bound(f=0, a=1.5)
+    assert torch.equal(out, _reference(0, 1.5, x, y))
+
+
+def test_a_binding_by_name_names_what_is_missing_or_misshapen():
+    """A missing array, an array of another number of dimensions than its parameter's (a vector element's own not
+    counted), and a scalar not given are refused by name before anything runs."""
+    x, y, out = torch.rand(3, 4, 5), torch.rand(4, 5, 3), torch.zeros(4, 5)
+    assert launch.binding_problems(_axpy_named, {"x": x, "y": y, "out": out}) == []
+    with pytest.raises(ValueError, match="no array named 'out'"):
+        Launcher().bind(_axpy_named, {"x": x, "y": y})
+    with pytest.raises(ValueError, match="'x' has 2 dimensions, the parameter 3"):
+        Launcher().bind(_axpy_named, {"x": x[0], "y": y, "out": out})
+    with pytest.raises(ValueError, match="'y' has 3 dimensions, the parameter 2"):
+        Launcher().bind(_axpy_named, {"x": x, "y": y[None], "out": out})
+    bound = Launcher().bind(_axpy_named, {"x": x, "y": y, "out": out})
+    with pytest.raises(TypeError, match="_axpy_named: no value for a"):
+        bound(f=0)
+    assert not out.any()  # nothing ran

@@ -13,7 +13,7 @@ from genesis_core.launch import Launcher
 
 from . import kernels_step
 from .kernels_collision import CI_ACTIVE, CI_META, CM_SETTLED
-from .layout import GF_FRICTION, LF_INERTIA, LF_MASS
+from .layout import GC_MU, GF_FRICTION, GT_FORCE, GT_KP, GT_KV, GT_POS, GT_VEL, LF_INERTIA, LF_MASS
 from .params import MIN_MASS_FRACTION
 
 
@@ -66,10 +66,10 @@ class Backward:
         fn = self.frames.next(f)
         if self.collision:
             self._restore_contacts()
-        (_, _, substep), (_, _, head, tail) = self._step_args()
         if self.__dict__.get("_rerun_launch") is None:  # (its own bound arguments: s_hist is not the forward's)
             self._rerun_launch = Launcher()
-        self._rerun_launch(substep, f, fn, 0, *head, self._ext_impulse(f), *tail[:-1], self.adjoint["s_hist"])
+        substep = self._bind(kernels_step.substep, self._rerun_launch, s_hist=self.adjoint["s_hist"])
+        substep(f=f, fn=fn, fresh=0, links_ext_impulse=self._ext_impulse(f))
         self._fk_key = None
         self._diff_tape = f
         self._view_tape = None
@@ -81,59 +81,33 @@ class Backward:
         if not self.n_dofs:  # nothing moves: no gradient flows through the substep
             return
         ext = self._ext_copy if self._step_wrench() is not None else st.links_ext_impulse
-        run, k = self._launch, self._kernel
-        head, dynamics, kinematics = self._reverse_arrays(ext)
-        run(k(kernels_step.substep_reverse_head), f, fn, *head)
-        run(k(kernels_step.substep_reverse_dynamics), f, *dynamics)
-        run(k(kernels_step.substep_reverse_kinematics), f, *kinematics)
+        arrays = self._reverse_arrays()
+        self._run(kernels_step.substep_reverse_head, arrays, f=f, fn=fn)
+        self._run(kernels_step.substep_reverse_dynamics, arrays, f=f, links_ext_impulse=ext)
+        self._run(kernels_step.substep_reverse_kinematics, arrays, f=f)
         self._parameter_gradients(f)
 
-    def _reverse_arrays(self, ext):
-        """The array arguments of the three reverse kernels (after their frame indices), made once per set of arrays
-        (the state's gradients, the scratch and adjoint arrays, the external impulses' array)."""
-        st, m, s, a = self.state, self.model, self.scratch, self.adjoint
-        G = {name: st.tensors[name].grad for name in ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat",
-                                                       "contact_impulse", "limit_impulse", "links_ext_impulse")}
-        key = (id(s), id(a), id(ext)) + tuple(id(g) for g in G.values())
-        cached = self.__dict__.get("_reverse_args")
-        if cached is not None and cached[0] == key:
-            return cached[1]
+    # the control fields and their columns of g_ctrl
+    CONTROL_GRADIENTS = (("dofs_ctrl_force", GT_FORCE), ("dofs_ctrl_pos", GT_POS), ("dofs_ctrl_vel", GT_VEL),
+                         ("dofs_kp", GT_KP), ("dofs_kv", GT_KV))
+    GRAD_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "limit_impulse",
+                   "links_ext_impulse")
 
-        def arrays(names):  # the arrays of kernels_step's reverse kernels, by their parameter names
-            return [m[n] if n in m else a[n] if n in a else s[n] if n in s else G[n[2:]] for n in names.split()]
-
-        head = [st.qpos, st.dofs_vel, st.links_pos, st.links_quat, st.contact_impulse] + arrays(
-            "params_f params_i link_f link_i joint_f joint_i dof_f dof_i ten_f ten_i s_vs s_R s_com s_janchor "
-            "s_jaxis s_cdof s_cdof_dot s_cvel s_mass s_dof s_con_f s_con_i s_J s_W s_row_f s_row_i s_hist g_q1 "
-            "g_q2 g_v g_vu g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_mass g_dof g_con g_imp_in "
-            "g_imp_out g_link_f g_dof_f g_row g_J g_W g_vs G_qpos G_dofs_vel G_dofs_acc G_links_pos "
-            "G_links_quat G_contact_impulse G_limit_impulse")
-        dynamics = [st.qpos, st.dofs_vel, ext, st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos,
-                    st.dofs_ctrl_vel, st.dofs_kp, st.dofs_kv] + arrays(
-            "params_f params_i link_f link_i dof_f dof_i ten_f ten_i s_R s_com s_cdof s_cdof_dot s_cvel s_cacc "
-            "s_cfrc s_crb_m s_crb_mc s_crb_io s_mass s_dof g_q1 g_v g_R g_com g_cdof g_cdof_dot g_cvel g_mass "
-            "g_dof g_link_f g_dof_f g_ctrl g_cacc g_cfrc g_crb_m g_crb_mc g_crb_io G_links_ext_impulse")
-        kinematics = [st.qpos, st.dofs_vel, st.links_pos, st.links_quat] + arrays(
-            "link_f link_i joint_f joint_i pair_i geom_i geom_f s_con_f s_con_i g_con s_R s_janchor s_jaxis "
-            "s_cdof s_cvel g_q1 g_v g_lpos g_lquat g_R g_com g_janchor g_jaxis g_cdof g_cdof_dot g_cvel "
-            "g_link_f G_qpos G_dofs_vel")
-        self._reverse_args = (key, (head, dynamics, kinematics))
-        return head, dynamics, kinematics
+    def _reverse_arrays(self) -> dict:
+        """What the reverse kernels take beyond kernel_arrays(): the adjoints (g_*, and the sweeps' history s_hist in
+        place of the forward's placeholder) and the state's gradients, G_<field>."""
+        st = self.state
+        return {**self.adjoint, **{f"G_{name}": st.tensors[name].grad for name in self.GRAD_FIELDS}}
 
     def _reverse_view(self, fn):
         """The gradients of the collider view's arrays (their .grad, which the couplings' backward filled) into those
         of qpos[fn] and dofs_vel[fn] (kernels_step.collider_geometry_reverse); the view's gradients are then zeroed."""
-        v, st, m, s, a = self._view, self.state, self.model, self.scratch, self.adjoint
-        grads = [getattr(v, n).grad for n in ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel",
-                                               "body_quat")]
+        v = self._view
+        names = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel", "body_quat")
+        grads = [getattr(v, n).grad for n in names]
         if any(g is not None and bool(g.any()) for g in grads) and self.n_links and self.n_dofs:
-            self._launch(self._kernel(kernels_step.collider_geometry_reverse), fn, st.qpos, st.dofs_vel, st.links_pos,
-                         st.links_quat, m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"],
-                         m["geom_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"],
-                         s["s_cdof_dot"], s["s_cvel"], a["g_q2"], a["g_vu"], a["g_lpos"], a["g_lquat"], a["g_R"],
-                         a["g_com"], a["g_janchor"], a["g_jaxis"], a["g_cdof"], a["g_cdof_dot"], a["g_cvel"],
-                         a["g_link_f"], *[g.contiguous() for g in grads], st.tensors["qpos"].grad,
-                         st.tensors["dofs_vel"].grad)
+            arrays = {**self._reverse_arrays(), **{f"G_{n}": g.contiguous() for n, g in zip(names, grads)}}
+            self._run(kernels_step.collider_geometry_reverse, arrays, fn=fn)
         for g in grads:
             if g is not None:
                 g.zero_()
@@ -146,9 +120,9 @@ class Backward:
         D, L, G = self.n_dofs, self.n_links, self.n_geoms
         wanted = self._wanted_gradients()
         g_ctrl = a["g_ctrl"][:, :D]
-        for k, name in enumerate(("dofs_ctrl_force", "dofs_ctrl_pos", "dofs_ctrl_vel", "dofs_kp", "dofs_kv")):
+        for name, col in self.CONTROL_GRADIENTS:
             if name in wanted:
-                st.grad_at(name, f).add_(g_ctrl[..., k])
+                st.grad_at(name, f).add_(g_ctrl[..., col])
         g_dof_f = a["g_dof_f"][:, :D]
         for name, col in self.DOF_PARAMS:
             if name in wanted:
@@ -171,7 +145,7 @@ class Backward:
         if G and self.max_contacts and "geoms_friction_ratio" in wanted:
             # an entry's friction is the larger of its geoms' (kernels_collision.finish_contacts): its gradient
             # goes to that geom's ratio, times the geom's friction in the model
-            g_mu = a["g_con"][..., 7]
+            g_mu = a["g_con"][..., GC_MU]
             con_i = self.scratch["s_con_i"]
             C = self.max_contacts
             active = con_i[:, CI_ACTIVE, :C] == 1

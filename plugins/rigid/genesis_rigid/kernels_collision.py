@@ -28,8 +28,8 @@ deterministic.
 import taichi as ti
 
 from .kernels_math import func, quat_to_mat, v3, v4
-from .layout import (GF_BCENTRE, GF_FRICTION, GF_GAP, GF_MARGIN, GF_POS, GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A,
-                     PI_GEOM_B, PI_SLOT)
+from .layout import (GC_DEPTH, GC_NORMAL, GC_POS, GF_BCENTRE, GF_FRICTION, GF_GAP, GF_MARGIN, GF_POS, GF_QUAT,
+                     GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PI_SLOT)
 from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
 
 # contact record columns of s_con_f [B, max_contacts, CF_N]: point (3), normal (3), depth, friction, restitution
@@ -399,3 +399,326 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
                     x = ti.select(k == 1, ca - za * ha, ti.select(k == 2, ca + za * ha, x))
                     sphere_box(b, slot + k, key0 + k, x, sa[0], cb, rot_b, sb, mu, la, lb, reach, shift, s_con_f,
                                s_con_i)
+
+
+# -- the contact frames' adjoint (the differentiable substep) -------------------------------------------------------
+
+# how a contact's frame is carried by its links (contact_frame_reverse): a face of geom a or b against a point of the
+# other; two core points (the normal joins them); two edge lines (the normal is their cross product); a box's corner
+# projected onto the other box's face; else witness points and normal fixed in the links' frames
+FRAME_GENERIC, FRAME_FACE_A, FRAME_FACE_B, FRAME_CORES, FRAME_EDGES, FRAME_PROJECTED = range(6)
+# how a core point (or a face's opposite point) moves: fixed in its link's frame; along a line fixed in its frame,
+# to the closest point of the other side's (a capsule's segment, a box's edge); a capsule's segment point closest to
+# a box's centre; an edge of the incident box where it crosses a side plane of the reference box; a cylinder's rim
+# point, which turns with the plane's normal about the cylinder's axis
+POINT_FIXED, POINT_LINE, POINT_TO_CENTRE, POINT_CROSSING, POINT_RIM = range(5)
+
+
+@ti.func
+def geom_axis(geom_f: ti.template(), g, k):
+    """Geom g's local axis k in its link's frame."""
+    q = ti.Vector([geom_f[g, GF_QUAT], geom_f[g, GF_QUAT + 1], geom_f[g, GF_QUAT + 2], geom_f[g, GF_QUAT + 3]])
+    return quat_to_mat(q) @ ti.Vector([1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0])
+
+
+@func
+def geom_local(b, f, l, g, x, links_pos, s_R, geom_f):
+    """World point x in geom g's frame (g on link l)."""
+    q = ti.Vector([geom_f[g, GF_QUAT], geom_f[g, GF_QUAT + 1], geom_f[g, GF_QUAT + 2], geom_f[g, GF_QUAT + 3]])
+    centre = ti.Vector([geom_f[g, GF_POS], geom_f[g, GF_POS + 1], geom_f[g, GF_POS + 2]])
+    return quat_to_mat(q).transpose() @ (s_R[b, l].transpose() @ (x - links_pos[f, b, l]) - centre)
+
+
+@func
+def swept_point(b, f, l, g, kind, x, links_pos, s_R, geom_f):
+    """How the core point x of a sphere or capsule (geom g on link l) moves: a sphere's centre and a capsule's end
+    are fixed; a point inside a capsule's segment moves along it. Returns (mode, axis in the link's frame)."""
+    mode = POINT_FIXED
+    axis = geom_axis(geom_f, g, 2)
+    if kind == CAPSULE:
+        z = geom_local(b, f, l, g, x, links_pos, s_R, geom_f)[2]
+        if ti.abs(z) < geom_f[g, GF_SIZE + 1] * (1.0 - 1e-9):
+            mode = POINT_LINE
+    return mode, axis
+
+
+@func
+def add_point_adjoint(b, l, f, point, g_point, links_pos, s_R, g_lpos, g_R):
+    """point = x_l + R_l local, local fixed: its adjoint g_point into link l's position and rotation (l < 0: none)."""
+    if l >= 0:
+        g_lpos[b, l] = g_lpos[b, l] + g_point
+        g_R[b, l] = g_R[b, l] + g_point.outer_product(s_R[b, l].transpose() @ (point - links_pos[f, b, l]))
+
+
+@func
+def add_axis_adjoint(b, l, axis_local, g_axis, g_R):
+    """axis = R_l axis_local: its adjoint into link l's rotation."""
+    if l >= 0:
+        g_R[b, l] = g_R[b, l] + g_axis.outer_product(axis_local)
+
+
+@func
+def projection_reverse(b, f, l, x, line_point, axis_local, g_x, g_line, links_pos, s_R, g_lpos, g_R):
+    """y = the point of the line through line_point (fixed in link l's frame) along R_l axis_local closest to x,
+    at x's own projection there (the line point is that projection): returns the adjoint of x, and accumulates the
+    line's into link l, for the adjoint g_line of y."""
+    u = s_R[b, l] @ axis_local if l >= 0 else axis_local
+    uu = u.dot(u)
+    g_t = g_line.dot(u) / uu
+    add_point_adjoint(b, l, f, line_point, g_line - g_t * u, links_pos, s_R, g_lpos, g_R)
+    add_axis_adjoint(b, l, axis_local, g_t * (x - line_point), g_R)
+    return g_x + g_t * u
+
+
+@func
+def lines_reverse(b, f, la, lb, pa, pb, ua_local, ub_local, g_pa, g_pb, links_pos, s_R, g_lpos, g_R):
+    """The closest points pa, pb of two lines fixed in links la, lb (through pa and pb, along R ua_local and
+    R ub_local, not parallel; pa - pb is perpendicular to both): their adjoints g_pa, g_pb into the links."""
+    u = s_R[b, la] @ ua_local if la >= 0 else ua_local
+    v = s_R[b, lb] @ ub_local if lb >= 0 else ub_local
+    w = pa - pb
+    a = u.dot(u)
+    bb = u.dot(v)
+    c = v.dot(v)
+    den = ti.max(a * c - bb * bb, 1e-30)
+    g_s = g_pa.dot(u)  # pa moves by s u and pb by t v, s = (bb e - c d) / den, t = (a e - bb d) / den
+    g_t = g_pb.dot(v)  # with d = u . w, e = v . w (both 0 at the closest points)
+    g_d = (-c * g_s - bb * g_t) / den
+    g_e = (bb * g_s + a * g_t) / den
+    g_w = g_d * u + g_e * v
+    add_point_adjoint(b, la, f, pa, g_pa + g_w, links_pos, s_R, g_lpos, g_R)
+    add_point_adjoint(b, lb, f, pb, g_pb - g_w, links_pos, s_R, g_lpos, g_R)
+    add_axis_adjoint(b, la, ua_local, g_d * w, g_R)
+    add_axis_adjoint(b, lb, ub_local, g_e * w, g_R)
+
+
+@func
+def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R):
+    """Adjoint of the contacts' geometry (point p, normal n from geom a to geom b, depth d) as functions of the poses
+    of their links (CI_LINK_A / CI_LINK_B) at frame f (links_pos[f, b], s_R[b]), the narrowphase's decisions held:
+    each contact is a frame carried by the links the way the narrowphase's geometry moves, with witness points
+    wa = p + d n / 2 and wb = p - d n / 2 (r: the radius of a sphere or capsule, 0 for other geoms):
+    - a face of F (a plane; a box's face under a vertex, a ball or an incident edge) against a point c of V (a
+      vertex, a ball's centre, a capsule's segment point, an edge crossing a side plane): n and a point q on the
+      face are fixed in F's frame, d = sigma n . (q - c) + r, p = c + sigma (d / 2 - r) n (sigma = +1 if V is geom
+      b, -1 if it is a);
+    - two cores c_a, c_b (balls, or a ball against a box's edge or corner): n = (c_b - c_a) / L,
+      d = ra + rb - L, p = c_a + (ra - d / 2) n;
+    - two box edges: c_a, c_b their lines' closest points, n = +-(e_a x e_b) / |e_a x e_b|, d = n . (c_a - c_b),
+      p = (c_a + c_b) / 2;
+    - a reference box's corner k (fixed) and the incident face (m, q fixed): x = k + lambda n on that face,
+      d = -+lambda, p = k + lambda n / 2;
+    - otherwise (meshes, cylinders against other than a plane) wa, n fixed in a's frame and wb in b's.
+    A point c that slides moves to the closest point of a line fixed in its link (a capsule's segment, a box's
+    edge) to what it was closest to. Each is the narrowphase's value at the forward's poses. Reads g_con[b, s, 0:7]
+    (column 7, the friction coefficient, is no function of the poses) and accumulates into g_lpos[b, l] and
+    g_R[b, l]."""
+    for s in range(s_con_i[b, CI_META, 0]):
+        p = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
+        n = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1], s_con_f[b, s, CF_NORMAL + 2]])
+        depth = s_con_f[b, s, CF_DEPTH]
+        g_p = ti.Vector([g_con[b, s, GC_POS], g_con[b, s, GC_POS + 1], g_con[b, s, GC_POS + 2]])
+        g_n = ti.Vector([g_con[b, s, GC_NORMAL], g_con[b, s, GC_NORMAL + 1], g_con[b, s, GC_NORMAL + 2]])
+        g_d = g_con[b, s, GC_DEPTH]
+        wa = p + 0.5 * depth * n
+        wb = p - 0.5 * depth * n
+        la = s_con_i[b, CI_LINK_A, s]
+        lb = s_con_i[b, CI_LINK_B, s]
+        key = s_con_i[b, CI_KEY, s]
+        pair = key // KEY_SPAN
+        feature = key % KEY_SPAN
+        ga = pair_i[pair, PI_GEOM_A]
+        gb = pair_i[pair, PI_GEOM_B]
+        ta = geom_i[ga, GI_TYPE]
+        tb = geom_i[gb, GI_TYPE]
+        swept_a = ta == SPHERE or ta == CAPSULE
+        swept_b = tb == SPHERE or tb == CAPSULE
+        ra = geom_f[ga, GF_SIZE] if swept_a else 0.0
+        rb = geom_f[gb, GF_SIZE] if swept_b else 0.0
+        kind = FRAME_GENERIC
+        mode_a = POINT_FIXED  # how c_a (or V's point) moves, and the axis of its line (link frame)
+        mode_b = POINT_FIXED
+        axis_a = ti.Vector([0.0, 0.0, 1.0])
+        axis_b = ti.Vector([0.0, 0.0, 1.0])
+        code = s_con_i[b, CI_FEATURE, s]
+        if ta == PLANE:
+            kind = FRAME_FACE_A
+            if tb == CYLINDER:
+                axis_a = geom_axis(geom_f, ga, 2)  # the plane's normal and the cylinder's axis, link frames
+                axis_b = geom_axis(geom_f, gb, 2)
+                za = s_R[b, la] @ axis_a if la >= 0 else axis_a
+                zb = s_R[b, lb] @ axis_b
+                if (za - zb * zb.dot(za)).norm() >= 1e-9:  # (an upright cylinder's rim points are fixed in it)
+                    mode_b = POINT_RIM
+        elif swept_a and swept_b:
+            kind = FRAME_CORES
+            mode_a, axis_a = swept_point(b, f, la, ga, ta, wa - ra * n, links_pos, s_R, geom_f)
+            mode_b, axis_b = swept_point(b, f, lb, gb, tb, wb + rb * n, links_pos, s_R, geom_f)
+        elif swept_a and tb == BOX:
+            # the box's point: inside a face (the normal is the face's), on an edge, or a corner
+            local = geom_local(b, f, lb, gb, wb, links_pos, s_R, geom_f)
+            at_bound = 0
+            free = 0
+            for k in ti.static(range(3)):
+                if ti.abs(local[k]) >= geom_f[gb, GF_SIZE + k] * (1.0 - 1e-9):
+                    at_bound += 1
+                else:
+                    free = k
+            kind = FRAME_FACE_B if at_bound <= 1 else FRAME_CORES
+            if at_bound == 2:
+                mode_b = POINT_LINE
+                axis_b = geom_axis(geom_f, gb, free)
+            if ta == CAPSULE and feature == 0:  # the segment's point closest to the box's centre
+                mode_a, axis_a = swept_point(b, f, la, ga, ta, wa - ra * n, links_pos, s_R, geom_f)
+                if mode_a == POINT_LINE:
+                    mode_a = POINT_TO_CENTRE
+        elif ta == BOX and tb == BOX:
+            axis = code // 256
+            row = code % 32
+            if axis >= 6:
+                kind = FRAME_EDGES
+                axis_a = geom_axis(geom_f, ga, (axis - 6) // 3)
+                axis_b = geom_axis(geom_f, gb, (axis - 6) % 3)
+            else:
+                ref_is_a = axis < 3
+                incident = (code // 32) % 8 // 2
+                if row < 4 or row >= 8:
+                    kind = FRAME_FACE_A if ref_is_a else FRAME_FACE_B
+                    if row >= 8:  # an incident edge crossing a side plane of the reference face
+                        e = (row - 8) // 4
+                        plane = (row - 8) % 4
+                        i = axis % 3
+                        edge_axis = geom_axis(geom_f, gb if ref_is_a else ga,
+                                              (incident + 1) % 3 if e % 2 == 0 else (incident + 2) % 3)
+                        plane_axis = geom_axis(geom_f, ga if ref_is_a else gb,
+                                               (i + 1) % 3 if plane < 2 else (i + 2) % 3)
+                        if ref_is_a:
+                            mode_b, axis_b, axis_a = POINT_CROSSING, edge_axis, plane_axis
+                        else:
+                            mode_a, axis_a, axis_b = POINT_CROSSING, edge_axis, plane_axis
+                else:  # a reference corner projected onto the incident face
+                    kind = FRAME_PROJECTED
+                    if ref_is_a:
+                        axis_b = geom_axis(geom_f, gb, incident)
+                    else:
+                        axis_a = geom_axis(geom_f, ga, incident)
+        if kind == FRAME_FACE_A or kind == FRAME_FACE_B:
+            sigma = 1.0 if kind == FRAME_FACE_A else -1.0
+            lf = la if kind == FRAME_FACE_A else lb
+            lv = lb if kind == FRAME_FACE_A else la
+            q = wa if kind == FRAME_FACE_A else wb
+            r = rb if kind == FRAME_FACE_A else ra
+            c = (wb + r * n) if kind == FRAME_FACE_A else (wa - r * n)
+            mode = mode_b if kind == FRAME_FACE_A else mode_a
+            axis_v = axis_b if kind == FRAME_FACE_A else axis_a
+            axis_f = axis_a if kind == FRAME_FACE_A else axis_b
+            g_c = g_p
+            g_dt = g_d + 0.5 * sigma * g_p.dot(n)
+            g_nt = g_n + sigma * (0.5 * depth - r) * g_p + sigma * g_dt * (q - c)
+            g_c -= sigma * g_dt * n
+            g_q = sigma * g_dt * n
+            if mode == POINT_TO_CENTRE:  # toward the box's centre, fixed in F's frame
+                centre = links_pos[f, b, lf] + s_R[b, lf] @ ti.Vector([geom_f[gb, GF_POS], geom_f[gb, GF_POS + 1],
+                                                                        geom_f[gb, GF_POS + 2]])
+                add_point_adjoint(b, lf, f, centre,
+                                  projection_reverse(b, f, lv, centre, c, axis_v, ti.Vector([0.0, 0.0, 0.0]), g_c,
+                                                     links_pos, s_R, g_lpos, g_R), links_pos, s_R, g_lpos, g_R)
+            elif mode == POINT_RIM:
+                # c = the cap's centre (fixed in V) + radius * (u, w, -u or -w: feature % 4), u the unit direction
+                # of -z_plane across the axis z_cyl, w = z_cyl x u
+                za = s_R[b, lf] @ axis_f if lf >= 0 else axis_f
+                zb = s_R[b, lv] @ axis_v
+                v = -za + zb * zb.dot(za)
+                u = v / v.norm()
+                j = feature % 4
+                g_rim = geom_f[gb, GF_SIZE] * g_c
+                g_u = g_rim if j == 0 else (-g_rim if j == 2 else ti.Vector([0.0, 0.0, 0.0]))
+                g_w = g_rim if j == 1 else (-g_rim if j == 3 else ti.Vector([0.0, 0.0, 0.0]))
+                g_zb = u.cross(g_w)
+                g_u += g_w.cross(zb)
+                g_v = (g_u - u * u.dot(g_u)) / v.norm()
+                g_za = -g_v + zb * zb.dot(g_v)
+                g_zb += zb.dot(za) * g_v + za * zb.dot(g_v)
+                add_axis_adjoint(b, lf, axis_f, g_za, g_R)
+                add_axis_adjoint(b, lv, axis_v, g_zb, g_R)
+                rim = u if j == 0 else (zb.cross(u) if j == 1 else (-u if j == 2 else -zb.cross(u)))
+                add_point_adjoint(b, lv, f, c - geom_f[gb, GF_SIZE] * rim, g_c, links_pos, s_R, g_lpos, g_R)
+            elif mode == POINT_CROSSING:  # on V's edge line (fixed in V) where it crosses F's side plane
+                u = s_R[b, lv] @ axis_v
+                m = s_R[b, lf] @ axis_f
+                g_t = g_c.dot(u) / m.dot(u)
+                add_point_adjoint(b, lv, f, c, g_c - g_t * m, links_pos, s_R, g_lpos, g_R)
+                add_point_adjoint(b, lf, f, c, g_t * m, links_pos, s_R, g_lpos, g_R)
+            else:
+                add_point_adjoint(b, lv, f, c, g_c, links_pos, s_R, g_lpos, g_R)
+            add_point_adjoint(b, lf, f, q, g_q, links_pos, s_R, g_lpos, g_R)
+            if lf >= 0:  # n = R_F n_local
+                g_R[b, lf] = g_R[b, lf] + g_nt.outer_product(s_R[b, lf].transpose() @ n)
+        elif kind == FRAME_CORES:
+            ca = wa - ra * n
+            cb = wb + rb * n
+            length = (cb - ca).norm()
+            g_dt = g_d - 0.5 * g_p.dot(n)
+            g_nt = g_n + (ra - 0.5 * depth) * g_p
+            g_delta = -g_dt * n + (g_nt - n * n.dot(g_nt)) / ti.max(length, 1e-30)
+            g_ca = g_p - g_delta
+            g_cb = g_delta
+            if mode_a == POINT_LINE and mode_b == POINT_LINE:
+                lines_reverse(b, f, la, lb, ca, cb, axis_a, axis_b, g_ca, g_cb, links_pos, s_R, g_lpos, g_R)
+            elif mode_b == POINT_LINE:  # b's point: the closest of its line to c_a
+                g_ca = projection_reverse(b, f, lb, ca, cb, axis_b, g_ca, g_cb, links_pos, s_R, g_lpos, g_R)
+                g_cb = ti.Vector([0.0, 0.0, 0.0])
+            elif mode_a == POINT_LINE:
+                g_cb = projection_reverse(b, f, la, cb, ca, axis_a, g_cb, g_ca, links_pos, s_R, g_lpos, g_R)
+                g_ca = ti.Vector([0.0, 0.0, 0.0])
+            if mode_a == POINT_TO_CENTRE:  # (a capsule against a box's edge or corner)
+                centre = links_pos[f, b, lb] + s_R[b, lb] @ ti.Vector([geom_f[gb, GF_POS], geom_f[gb, GF_POS + 1],
+                                                                       geom_f[gb, GF_POS + 2]])
+                add_point_adjoint(b, lb, f, centre,
+                                  projection_reverse(b, f, la, centre, ca, axis_a, ti.Vector([0.0, 0.0, 0.0]), g_ca,
+                                                     links_pos, s_R, g_lpos, g_R), links_pos, s_R, g_lpos, g_R)
+            elif mode_a != POINT_LINE or mode_b != POINT_LINE:
+                add_point_adjoint(b, la, f, ca, g_ca, links_pos, s_R, g_lpos, g_R)
+            if mode_b != POINT_LINE or mode_a != POINT_LINE:
+                add_point_adjoint(b, lb, f, cb, g_cb, links_pos, s_R, g_lpos, g_R)
+        elif kind == FRAME_EDGES:
+            ua = s_R[b, la] @ axis_a
+            ub = s_R[b, lb] @ axis_b
+            x = ua.cross(ub)
+            g_dt = g_d
+            g_nt = g_n + g_dt * (wa - wb)
+            g_x = (g_nt - n * n.dot(g_nt)) / ti.max(x.norm(), 1e-30) * (1.0 if x.dot(n) >= 0 else -1.0)
+            add_axis_adjoint(b, la, axis_a, ub.cross(g_x), g_R)
+            add_axis_adjoint(b, lb, axis_b, g_x.cross(ua), g_R)
+            lines_reverse(b, f, la, lb, wa, wb, axis_a, axis_b, 0.5 * g_p + g_dt * n, 0.5 * g_p - g_dt * n,
+                          links_pos, s_R, g_lpos, g_R)
+        elif kind == FRAME_PROJECTED:
+            # corner k of the reference box (lr), the incident face (li: normal m, point x = k + lambda n on it)
+            sign = -1.0 if code // 256 < 3 else 1.0  # d = sign lambda
+            lr = la if sign < 0 else lb
+            li = lb if sign < 0 else la
+            m_axis = axis_b if sign < 0 else axis_a
+            k = wa if sign < 0 else wb
+            x = wb if sign < 0 else wa
+            lam = sign * depth
+            m = s_R[b, li] @ m_axis
+            den = m.dot(n)
+            g_k = g_p
+            g_lam = 0.5 * g_p.dot(n) + sign * g_d
+            g_nt = g_n + 0.5 * lam * g_p
+            g_a = g_lam / den  # lambda = m . (x - k) / (m . n)
+            g_b = -g_lam * lam / den
+            add_axis_adjoint(b, li, m_axis, g_a * (x - k) + g_b * n, g_R)
+            add_point_adjoint(b, li, f, x, g_a * m, links_pos, s_R, g_lpos, g_R)
+            add_point_adjoint(b, lr, f, k, g_k - g_a * m, links_pos, s_R, g_lpos, g_R)
+            g_nt += g_b * m
+            if lr >= 0:  # n is the reference face's
+                g_R[b, lr] = g_R[b, lr] + g_nt.outer_product(s_R[b, lr].transpose() @ n)
+        else:
+            g_wa = 0.5 * g_p + g_d * n
+            g_wb = 0.5 * g_p - g_d * n
+            g_nt = g_n + g_d * (wa - wb)
+            add_point_adjoint(b, la, f, wa, g_wa, links_pos, s_R, g_lpos, g_R)
+            add_point_adjoint(b, lb, f, wb, g_wb, links_pos, s_R, g_lpos, g_R)
+            if la >= 0:
+                g_R[b, la] = g_R[b, la] + g_nt.outer_product(s_R[b, la].transpose() @ n)

@@ -19,19 +19,16 @@ entry in the declared state `contact_impulse` (read at frame f, written at frame
 
 import taichi as ti
 
-from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_FEATURE, CI_KEY, CI_LINK_A, CI_LINK_B,
-                                CI_META, CI_PREV, CM_SWEEPS, KEY_SPAN)
-from .kernels_dynamics import control_raw, entry, factor_ldl, ldl_solve, ldl_solve_reverse
-from .kernels_kinematics import quat_mul_reverse, quat_normalize_reverse
-from .kernels_math import func, quat_integrate, quat_mul, quat_to_mat, tangent_basis
-from .layout import (CTRL_FORCE, DF_DAMPING, GF_POS, GF_QUAT, GF_SIZE, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PP_TENDONS,
-                     TF_DAMPING, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
-                     TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_START, DF_FORCE_HI, DF_FORCE_LO, DF_RANGE_HI,
-                     DF_RANGE_LO, DF_SPRINGREF, DF_STIFFNESS, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, JI_DOF_START,
-                     JI_Q_START, JI_TYPE, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_MAX_CORRECTION, PF_REG,
-                     PF_SLOP, PF_TOL, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, RI_HI, RI_HI2,
-                     RI_ITEM, RI_KIND, RI_LO, RI_LO2, RI_NORMAL, RI_CONTACT, ROW_FRICTION, ROW_LIMIT, ROW_NORMAL)
-from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, PLANE, SLIDE, SPHERE
+from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV,
+                                CM_SWEEPS)
+from .kernels_dynamics import entry, ldl_solve, ldl_solve_reverse, tendon_length
+from .kernels_math import func, tangent_basis
+from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, GC_DEPTH, GC_MU, GC_NORMAL,
+                     GC_POS, GD_FREE_VEL, GD_PSEUDO, GD_VEL, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE,
+                     PF_MAX_CORRECTION, PF_REG, PF_SLOP, PF_TOL, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS,
+                     PP_TENDONS, RI_CONTACT, RI_HI, RI_HI2, RI_ITEM, RI_KIND, RI_LO, RI_LO2, RI_NORMAL, ROW_FRICTION,
+                     ROW_LIMIT, ROW_NORMAL, SD_PSEUDO, SD_SWEEP, SD_VEL, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
+                     TI_COUNT, TI_START)
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
 BOUNCE_THRESHOLD = 0.05
@@ -44,67 +41,6 @@ SLOP_DEADBAND = 0.1
 # position pass (split impulse), and the sweeps' own: the change of the impulse in the current sweep and the
 # conjugate direction (`sweeps`)
 RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU, RF_PTARGET, RF_PLAMBDA, RF_STEP, RF_DIR, RF_N = range(9)
-# s_dof columns the constraint stage reads and writes: the velocity (the unconstrained one on entry), the
-# pseudo-velocity of the position pass, and the velocity at the start of a sweep (the last column: s_dof has
-# SD_SWEEP + 1)
-SD_VEL, SD_PSEUDO, SD_SWEEP = 2, 7, 8
-
-
-@func
-def tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i):
-    """Fixed tendon t's length sum coef q at qpos[f, b]."""
-    length = 0.0
-    for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
-        length += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
-    return length
-
-
-@func
-def tendon_rate(b, f, t, dofs_vel, ten_f, ten_i):
-    """Its rate of change sum coef v at dofs_vel[f, b]."""
-    rate = 0.0
-    for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
-        rate += ten_f[k, 0] * dofs_vel[f, b, ten_i[k, 0]]
-    return rate
-
-
-@func
-def smooth_acceleration(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode, ctrl_force,
-                        ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_mass, s_dof):
-    """qacc = M~^-1 (tau - c) into s_dof[b, :, 1] at (qpos[f, b], dofs_vel[f, b]); s_mass[b] is factorised.
-
-    hi is the implicit step (h for Euler: PD laws read q + h v; 0 for RK4, where everything is explicit); joint
-    springs are explicit in both, as MuJoCo's."""
-    n = dof_i.shape[0]
-    for d in range(n):
-        v = dofs_vel[f, b, d]
-        tau = -s_dof[b, d, 0] - dof_f[b, d, DF_DAMPING] * v
-        qi = dof_i[d, DI_Q]
-        if qi >= 0:
-            q = qpos[f, b, qi]
-            tau -= dof_f[b, d, DF_STIFFNESS] * (q - dof_f[b, d, DF_SPRINGREF])
-        # the control: a command clamped to the force range; a PD law as it is (its gains are in the matrix), or
-        # clamped where bias_and_mass found it saturated (s_dof[b, d, 5])
-        force = control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
-                            ctrl_kv)
-        if ctrl_mode[b, d] == CTRL_FORCE or s_dof[b, d, 5] != 0.0:
-            force = ti.min(ti.max(force, dof_f[b, d, DF_FORCE_LO]), dof_f[b, d, DF_FORCE_HI])
-        s_dof[b, d, 1] = tau + force + s_dof[b, d, 6]
-    # fixed tendons: a spring outside the slack interval and a damper along the tendon, explicit (as MuJoCo's)
-    for t in range(params_i[PP_TENDONS]):
-        length = tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i)
-        rate = tendon_rate(b, f, t, dofs_vel, ten_f, ten_i)
-        stretch = 0.0
-        if length > ten_f[t, TF_SPRING_HI]:
-            stretch = length - ten_f[t, TF_SPRING_HI]
-        elif length < ten_f[t, TF_SPRING_LO]:
-            stretch = length - ten_f[t, TF_SPRING_LO]
-        pull = -ten_f[t, TF_STIFFNESS] * stretch - ten_f[t, TF_DAMPING] * rate
-        if pull != 0.0:
-            for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
-                s_dof[b, ten_i[k, 0], 1] = s_dof[b, ten_i[k, 0], 1] + ten_f[k, 0] * pull
-    factor_ldl(b, n, s_mass, dof_i)
-    ldl_solve(b, 0, n, s_mass, dof_i, s_dof, 1, False, 0)
 
 
 @func
@@ -316,7 +252,7 @@ def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i,
 def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
                       limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist):
     """Build the rows, warm start from contact_impulse[f] and limit_impulse[f], run PGS, store the impulses in
-    contact_impulse[fn] and limit_impulse[fn]; the final velocity is left in s_dof[b, :, 2]."""
+    contact_impulse[fn] and limit_impulse[fn]; the final velocity is left in s_dof[b, :, SD_VEL]."""
     n = dof_i.shape[0]
     max_rows = s_J.shape[1]
     beta = params_f[PF_BAUMGARTE]
@@ -439,30 +375,6 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             contact_impulse[fn, b, s, r - s_row_i[b, r, RI_NORMAL]] = s_row_f[b, r, RF_LAMBDA]
         elif s_row_i[b, r, RI_KIND] == ROW_LIMIT:
             limit_impulse[fn, b, s_row_i[b, r, RI_ITEM]] = s_row_f[b, r, RF_LAMBDA]
-
-
-@func
-def advance_q(b, src, fs, dst, fd, vel, fv, scale, joint_i):
-    """dst[fd, b] = src[fs, b] moved by scale * vel[fv, b]: hinge and slide add, ball and free rotate their
-    quaternion by the body-frame angular velocity, free joints translate by the world linear velocity."""
-    for j in range(joint_i.shape[0]):
-        jtype = joint_i[j, JI_TYPE]
-        qs = joint_i[j, JI_Q_START]
-        d0 = joint_i[j, JI_DOF_START]
-        if jtype == HINGE or jtype == SLIDE:
-            dst[fd, b, qs] = src[fs, b, qs] + scale * vel[fv, b, d0]
-        elif jtype == FREE or jtype == BALL:  # (the padding row of a model without joints has type -1)
-            r0 = 0
-            if jtype == FREE:
-                for k in ti.static(range(3)):
-                    dst[fd, b, qs + k] = src[fs, b, qs + k] + scale * vel[fv, b, d0 + k]
-                r0 = 3
-            q = ti.Vector([src[fs, b, qs + r0], src[fs, b, qs + r0 + 1], src[fs, b, qs + r0 + 2],
-                           src[fs, b, qs + r0 + 3]])
-            omega = ti.Vector([vel[fv, b, d0 + r0], vel[fv, b, d0 + r0 + 1], vel[fv, b, d0 + r0 + 2]])
-            qn = quat_integrate(q, omega, scale)
-            for k in ti.static(range(4)):
-                dst[fd, b, qs + r0 + k] = qn[k]
 
 
 # -- reverse (adjoint) functions of the differentiable substep ----------------------------------------------------
@@ -679,13 +591,13 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                               s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f, g_row, g_J,
                               g_W, g_v, G_limit):
     """Adjoint of solve_constraints (Euler, plain Gauss-Seidel) from what its forward left: the rows (s_J, s_W,
-    s_row_f, s_row_i), the factorised M~ (s_mass), the final velocity and pseudo-velocity (s_dof[b, :, 2],
+    s_row_f, s_row_i), the factorised M~ (s_mass), the final velocity and pseudo-velocity (s_dof[b, :, SD_VEL],
     s_dof[b, :, SD_PSEUDO]), the sweeps' impulses (s_hist) and counts (s_con_i[b, CI_META, CM_SWEEPS + 0/1]), the
     contact pool (s_con_f, s_con_i) and qpos[f].
 
-    Reads g_dof[b, :, 3] (the final velocity's adjoint), g_dof[b, :, 4] (the pseudo-velocity's) and g_imp_out[b, s, k]
-    (contact_impulse[fn, b, s, k]'s). Accumulates into g_dof[b, :, 2] (v_free), g_mass (the lower entries of M~,
-    symmetric counterpart folded in), g_cdof, g_con[b, s] (point 0:3, normal 3:6, depth 6, friction coefficient 7),
+    Reads g_dof[b, :, GD_VEL] (the final velocity's adjoint), g_dof[b, :, GD_PSEUDO] (the pseudo-velocity's) and
+    g_imp_out[b, s, k] (contact_impulse[fn, b, s, k]'s). Accumulates into g_dof[b, :, GD_FREE_VEL] (v_free), g_mass
+    (the lower entries of M~, symmetric counterpart folded in), g_cdof, g_con[b, s] (the GC_* columns),
     g_imp_in[b, prev, k] (the warm start contact_impulse[f, b, prev, k]), g_qpos[b] and g_dof_f[b, d, DF_RANGE_LO /
     DF_RANGE_HI] (the limits' violations; a fixed tendon's limit row through its length); the limit rows' impulses
     (limit_impulse) through the state's gradient G_limit: read at frame fn, accumulated at frame f (the warm start).
@@ -709,8 +621,8 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
     for r in range(3 * n_contacts, n_rows):  # the limit rows: their impulses written to limit_impulse[fn]
         g_row[b, r, GR_LAM] = G_limit[fn, b, s_row_i[b, r, RI_ITEM]]
     for d in range(n):
-        g_v[b, d, GV_VEL] = g_dof[b, d, 3]
-        g_v[b, d, GV_PSEUDO] = g_dof[b, d, 4]
+        g_v[b, d, GV_VEL] = g_dof[b, d, GD_VEL]
+        g_v[b, d, GV_PSEUDO] = g_dof[b, d, GD_PSEUDO]
         g_v[b, d, GV_V] = s_dof[b, d, SD_VEL]
         g_v[b, d, GV_U] = s_dof[b, d, SD_PSEUDO]
     # the position pass, from zero impulses and pseudo-velocity: nothing flows past its start
@@ -726,7 +638,7 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
             add_row_outer(b, r, s_row_i, g_W, g_v, GV_VEL, lam0)
         g_row[b, r, GR_LAM] = g_row[b, r, GR_LAM] + row_dot(b, r, s_row_i, s_W, g_v, GV_VEL, False)
     for d in range(n):
-        g_dof[b, d, 2] = g_dof[b, d, 2] + g_v[b, d, GV_VEL]
+        g_dof[b, d, GD_FREE_VEL] = g_dof[b, d, GD_FREE_VEL] + g_v[b, d, GV_VEL]
     for r in range(3 * n_contacts, n_rows):  # the limit rows' warm starts, limit_impulse[f]
         G_limit[f, b, s_row_i[b, r, RI_ITEM]] = G_limit[f, b, s_row_i[b, r, RI_ITEM]] + g_row[b, r, GR_LAM]
     for s in range(n_contacts):
@@ -745,18 +657,18 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                 depth = s_con_f[b, s, CF_DEPTH]
                 g_t = g_row[b, r, GR_TARGET]
                 if depth < 0.0:
-                    g_con[b, s, 6] = g_con[b, s, 6] + g_t / h
+                    g_con[b, s, GC_DEPTH] = g_con[b, s, GC_DEPTH] + g_t / h
                 elif s_row_f[b, r, RF_TARGET] != 0.0:  # a bounce: target -e J v_free
                     g_approach = -s_con_f[b, s, CF_REST] * g_t
                     add_row_outer(b, r, s_row_i, g_J, g_v, GV_V, g_approach)
                     for seg in ti.static(range(2)):
                         shift = seg_shift(b, r, seg, s_row_i)
                         for d in range(s_row_i[b, r, RI_LO + 2 * seg], s_row_i[b, r, RI_HI + 2 * seg]):
-                            g_dof[b, d, 2] = g_dof[b, d, 2] + g_approach * s_J[b, r, d + shift]
-                g_con[b, s, 6] = g_con[b, s, 6] + g_row[b, r, GR_PTARGET] * correction_slope(depth - slop, beta, h,
+                            g_dof[b, d, GD_FREE_VEL] = g_dof[b, d, GD_FREE_VEL] + g_approach * s_J[b, r, d + shift]
+                g_con[b, s, GC_DEPTH] = g_con[b, s, GC_DEPTH] + g_row[b, r, GR_PTARGET] * correction_slope(depth - slop, beta, h,
                                                                                               max_correction)
             else:
-                g_con[b, s, 7] = g_con[b, s, 7] + g_row[b, r, GR_MU]
+                g_con[b, s, GC_MU] = g_con[b, s, GC_MU] + g_row[b, r, GR_MU]
         dinv = s_row_f[b, r, RF_DINV]
         g_sum = -g_row[b, r, GR_DINV] * dinv * dinv  # dinv = 1 / (reg + J_r . W_r)
         if g_sum != 0.0:
@@ -805,8 +717,8 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                 g_t2 += g_dir
         g_n += tangent_basis_reverse(normal, g_t1, g_t2)
         for c in ti.static(range(3)):
-            g_con[b, s, c] = g_con[b, s, c] + g_point[c]
-            g_con[b, s, 3 + c] = g_con[b, s, 3 + c] + g_n[c]
+            g_con[b, s, GC_POS + c] = g_con[b, s, GC_POS + c] + g_point[c]
+            g_con[b, s, GC_NORMAL + c] = g_con[b, s, GC_NORMAL + c] + g_n[c]
     # the limit rows' position-pass targets: the violations of the joints' ranges and of the tendons'
     if params_i[PP_LIMITS] != 0:
         r = 3 * n_contacts
@@ -839,382 +751,3 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                         qi = dof_i[ten_i[k, 0], DI_Q]
                         g_qpos[b, qi] = g_qpos[b, qi] + ten_f[k, 0] * g_length
                     r += 1
-
-
-# how a contact's frame is carried by its links (contact_frame_reverse): a face of geom a or b against a point of the
-# other; two core points (the normal joins them); two edge lines (the normal is their cross product); a box's corner
-# projected onto the other box's face; else witness points and normal fixed in the links' frames
-FRAME_GENERIC, FRAME_FACE_A, FRAME_FACE_B, FRAME_CORES, FRAME_EDGES, FRAME_PROJECTED = range(6)
-# how a core point (or a face's opposite point) moves: fixed in its link's frame; along a line fixed in its frame,
-# to the closest point of the other side's (a capsule's segment, a box's edge); a capsule's segment point closest to
-# a box's centre; an edge of the incident box where it crosses a side plane of the reference box; a cylinder's rim
-# point, which turns with the plane's normal about the cylinder's axis
-POINT_FIXED, POINT_LINE, POINT_TO_CENTRE, POINT_CROSSING, POINT_RIM = range(5)
-
-
-@ti.func
-def geom_axis(geom_f: ti.template(), g, k):
-    """Geom g's local axis k in its link's frame."""
-    q = ti.Vector([geom_f[g, GF_QUAT], geom_f[g, GF_QUAT + 1], geom_f[g, GF_QUAT + 2], geom_f[g, GF_QUAT + 3]])
-    return quat_to_mat(q) @ ti.Vector([1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0])
-
-
-@func
-def geom_local(b, f, l, g, x, links_pos, s_R, geom_f):
-    """World point x in geom g's frame (g on link l)."""
-    q = ti.Vector([geom_f[g, GF_QUAT], geom_f[g, GF_QUAT + 1], geom_f[g, GF_QUAT + 2], geom_f[g, GF_QUAT + 3]])
-    centre = ti.Vector([geom_f[g, GF_POS], geom_f[g, GF_POS + 1], geom_f[g, GF_POS + 2]])
-    return quat_to_mat(q).transpose() @ (s_R[b, l].transpose() @ (x - links_pos[f, b, l]) - centre)
-
-
-@func
-def swept_point(b, f, l, g, kind, x, links_pos, s_R, geom_f):
-    """How the core point x of a sphere or capsule (geom g on link l) moves: a sphere's centre and a capsule's end
-    are fixed; a point inside a capsule's segment moves along it. Returns (mode, axis in the link's frame)."""
-    mode = POINT_FIXED
-    axis = geom_axis(geom_f, g, 2)
-    if kind == CAPSULE:
-        z = geom_local(b, f, l, g, x, links_pos, s_R, geom_f)[2]
-        if ti.abs(z) < geom_f[g, GF_SIZE + 1] * (1.0 - 1e-9):
-            mode = POINT_LINE
-    return mode, axis
-
-
-@func
-def add_point_adjoint(b, l, f, point, g_point, links_pos, s_R, g_lpos, g_R):
-    """point = x_l + R_l local, local fixed: its adjoint g_point into link l's position and rotation (l < 0: none)."""
-    if l >= 0:
-        g_lpos[b, l] = g_lpos[b, l] + g_point
-        g_R[b, l] = g_R[b, l] + g_point.outer_product(s_R[b, l].transpose() @ (point - links_pos[f, b, l]))
-
-
-@func
-def add_axis_adjoint(b, l, axis_local, g_axis, g_R):
-    """axis = R_l axis_local: its adjoint into link l's rotation."""
-    if l >= 0:
-        g_R[b, l] = g_R[b, l] + g_axis.outer_product(axis_local)
-
-
-@func
-def projection_reverse(b, f, l, x, line_point, axis_local, g_x, g_line, links_pos, s_R, g_lpos, g_R):
-    """y = the point of the line through line_point (fixed in link l's frame) along R_l axis_local closest to x,
-    at x's own projection there (the line point is that projection): returns the adjoint of x, and accumulates the
-    line's into link l, for the adjoint g_line of y."""
-    u = s_R[b, l] @ axis_local if l >= 0 else axis_local
-    uu = u.dot(u)
-    g_t = g_line.dot(u) / uu
-    add_point_adjoint(b, l, f, line_point, g_line - g_t * u, links_pos, s_R, g_lpos, g_R)
-    add_axis_adjoint(b, l, axis_local, g_t * (x - line_point), g_R)
-    return g_x + g_t * u
-
-
-@func
-def lines_reverse(b, f, la, lb, pa, pb, ua_local, ub_local, g_pa, g_pb, links_pos, s_R, g_lpos, g_R):
-    """The closest points pa, pb of two lines fixed in links la, lb (through pa and pb, along R ua_local and
-    R ub_local, not parallel; pa - pb is perpendicular to both): their adjoints g_pa, g_pb into the links."""
-    u = s_R[b, la] @ ua_local if la >= 0 else ua_local
-    v = s_R[b, lb] @ ub_local if lb >= 0 else ub_local
-    w = pa - pb
-    a = u.dot(u)
-    bb = u.dot(v)
-    c = v.dot(v)
-    den = ti.max(a * c - bb * bb, 1e-30)
-    g_s = g_pa.dot(u)  # pa moves by s u and pb by t v, s = (bb e - c d) / den, t = (a e - bb d) / den
-    g_t = g_pb.dot(v)  # with d = u . w, e = v . w (both 0 at the closest points)
-    g_d = (-c * g_s - bb * g_t) / den
-    g_e = (bb * g_s + a * g_t) / den
-    g_w = g_d * u + g_e * v
-    add_point_adjoint(b, la, f, pa, g_pa + g_w, links_pos, s_R, g_lpos, g_R)
-    add_point_adjoint(b, lb, f, pb, g_pb - g_w, links_pos, s_R, g_lpos, g_R)
-    add_axis_adjoint(b, la, ua_local, g_d * w, g_R)
-    add_axis_adjoint(b, lb, ub_local, g_e * w, g_R)
-
-
-@func
-def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R):
-    """Adjoint of the contacts' geometry (point p, normal n from geom a to geom b, depth d) as functions of the poses
-    of their links (CI_LINK_A / CI_LINK_B) at frame f (links_pos[f, b], s_R[b]), the narrowphase's decisions held:
-    each contact is a frame carried by the links the way the narrowphase's geometry moves, with witness points
-    wa = p + d n / 2 and wb = p - d n / 2 (r: the radius of a sphere or capsule, 0 for other geoms):
-    - a face of F (a plane; a box's face under a vertex, a ball or an incident edge) against a point c of V (a
-      vertex, a ball's centre, a capsule's segment point, an edge crossing a side plane): n and a point q on the
-      face are fixed in F's frame, d = sigma n . (q - c) + r, p = c + sigma (d / 2 - r) n (sigma = +1 if V is geom
-      b, -1 if it is a);
-    - two cores c_a, c_b (balls, or a ball against a box's edge or corner): n = (c_b - c_a) / L,
-      d = ra + rb - L, p = c_a + (ra - d / 2) n;
-    - two box edges: c_a, c_b their lines' closest points, n = +-(e_a x e_b) / |e_a x e_b|, d = n . (c_a - c_b),
-      p = (c_a + c_b) / 2;
-    - a reference box's corner k (fixed) and the incident face (m, q fixed): x = k + lambda n on that face,
-      d = -+lambda, p = k + lambda n / 2;
-    - otherwise (meshes, cylinders against other than a plane) wa, n fixed in a's frame and wb in b's.
-    A point c that slides moves to the closest point of a line fixed in its link (a capsule's segment, a box's
-    edge) to what it was closest to. Each is the narrowphase's value at the forward's poses. Reads g_con[b, s, 0:7]
-    (column 7, the friction coefficient, is no function of the poses) and accumulates into g_lpos[b, l] and
-    g_R[b, l]."""
-    for s in range(s_con_i[b, CI_META, 0]):
-        p = ti.Vector([s_con_f[b, s, CF_POS], s_con_f[b, s, CF_POS + 1], s_con_f[b, s, CF_POS + 2]])
-        n = ti.Vector([s_con_f[b, s, CF_NORMAL], s_con_f[b, s, CF_NORMAL + 1], s_con_f[b, s, CF_NORMAL + 2]])
-        depth = s_con_f[b, s, CF_DEPTH]
-        g_p = ti.Vector([g_con[b, s, 0], g_con[b, s, 1], g_con[b, s, 2]])
-        g_n = ti.Vector([g_con[b, s, 3], g_con[b, s, 4], g_con[b, s, 5]])
-        g_d = g_con[b, s, 6]
-        wa = p + 0.5 * depth * n
-        wb = p - 0.5 * depth * n
-        la = s_con_i[b, CI_LINK_A, s]
-        lb = s_con_i[b, CI_LINK_B, s]
-        key = s_con_i[b, CI_KEY, s]
-        pair = key // KEY_SPAN
-        feature = key % KEY_SPAN
-        ga = pair_i[pair, PI_GEOM_A]
-        gb = pair_i[pair, PI_GEOM_B]
-        ta = geom_i[ga, GI_TYPE]
-        tb = geom_i[gb, GI_TYPE]
-        swept_a = ta == SPHERE or ta == CAPSULE
-        swept_b = tb == SPHERE or tb == CAPSULE
-        ra = geom_f[ga, GF_SIZE] if swept_a else 0.0
-        rb = geom_f[gb, GF_SIZE] if swept_b else 0.0
-        kind = FRAME_GENERIC
-        mode_a = POINT_FIXED  # how c_a (or V's point) moves, and the axis of its line (link frame)
-        mode_b = POINT_FIXED
-        axis_a = ti.Vector([0.0, 0.0, 1.0])
-        axis_b = ti.Vector([0.0, 0.0, 1.0])
-        code = s_con_i[b, CI_FEATURE, s]
-        if ta == PLANE:
-            kind = FRAME_FACE_A
-            if tb == CYLINDER:
-                axis_a = geom_axis(geom_f, ga, 2)  # the plane's normal and the cylinder's axis, link frames
-                axis_b = geom_axis(geom_f, gb, 2)
-                za = s_R[b, la] @ axis_a if la >= 0 else axis_a
-                zb = s_R[b, lb] @ axis_b
-                if (za - zb * zb.dot(za)).norm() >= 1e-9:  # (an upright cylinder's rim points are fixed in it)
-                    mode_b = POINT_RIM
-        elif swept_a and swept_b:
-            kind = FRAME_CORES
-            mode_a, axis_a = swept_point(b, f, la, ga, ta, wa - ra * n, links_pos, s_R, geom_f)
-            mode_b, axis_b = swept_point(b, f, lb, gb, tb, wb + rb * n, links_pos, s_R, geom_f)
-        elif swept_a and tb == BOX:
-            # the box's point: inside a face (the normal is the face's), on an edge, or a corner
-            local = geom_local(b, f, lb, gb, wb, links_pos, s_R, geom_f)
-            at_bound = 0
-            free = 0
-            for k in ti.static(range(3)):
-                if ti.abs(local[k]) >= geom_f[gb, GF_SIZE + k] * (1.0 - 1e-9):
-                    at_bound += 1
-                else:
-                    free = k
-            kind = FRAME_FACE_B if at_bound <= 1 else FRAME_CORES
-            if at_bound == 2:
-                mode_b = POINT_LINE
-                axis_b = geom_axis(geom_f, gb, free)
-            if ta == CAPSULE and feature == 0:  # the segment's point closest to the box's centre
-                mode_a, axis_a = swept_point(b, f, la, ga, ta, wa - ra * n, links_pos, s_R, geom_f)
-                if mode_a == POINT_LINE:
-                    mode_a = POINT_TO_CENTRE
-        elif ta == BOX and tb == BOX:
-            axis = code // 256
-            row = code % 32
-            if axis >= 6:
-                kind = FRAME_EDGES
-                axis_a = geom_axis(geom_f, ga, (axis - 6) // 3)
-                axis_b = geom_axis(geom_f, gb, (axis - 6) % 3)
-            else:
-                ref_is_a = axis < 3
-                incident = (code // 32) % 8 // 2
-                if row < 4 or row >= 8:
-                    kind = FRAME_FACE_A if ref_is_a else FRAME_FACE_B
-                    if row >= 8:  # an incident edge crossing a side plane of the reference face
-                        e = (row - 8) // 4
-                        plane = (row - 8) % 4
-                        i = axis % 3
-                        edge_axis = geom_axis(geom_f, gb if ref_is_a else ga,
-                                              (incident + 1) % 3 if e % 2 == 0 else (incident + 2) % 3)
-                        plane_axis = geom_axis(geom_f, ga if ref_is_a else gb,
-                                               (i + 1) % 3 if plane < 2 else (i + 2) % 3)
-                        if ref_is_a:
-                            mode_b, axis_b, axis_a = POINT_CROSSING, edge_axis, plane_axis
-                        else:
-                            mode_a, axis_a, axis_b = POINT_CROSSING, edge_axis, plane_axis
-                else:  # a reference corner projected onto the incident face
-                    kind = FRAME_PROJECTED
-                    if ref_is_a:
-                        axis_b = geom_axis(geom_f, gb, incident)
-                    else:
-                        axis_a = geom_axis(geom_f, ga, incident)
-        if kind == FRAME_FACE_A or kind == FRAME_FACE_B:
-            sigma = 1.0 if kind == FRAME_FACE_A else -1.0
-            lf = la if kind == FRAME_FACE_A else lb
-            lv = lb if kind == FRAME_FACE_A else la
-            q = wa if kind == FRAME_FACE_A else wb
-            r = rb if kind == FRAME_FACE_A else ra
-            c = (wb + r * n) if kind == FRAME_FACE_A else (wa - r * n)
-            mode = mode_b if kind == FRAME_FACE_A else mode_a
-            axis_v = axis_b if kind == FRAME_FACE_A else axis_a
-            axis_f = axis_a if kind == FRAME_FACE_A else axis_b
-            g_c = g_p
-            g_dt = g_d + 0.5 * sigma * g_p.dot(n)
-            g_nt = g_n + sigma * (0.5 * depth - r) * g_p + sigma * g_dt * (q - c)
-            g_c -= sigma * g_dt * n
-            g_q = sigma * g_dt * n
-            if mode == POINT_TO_CENTRE:  # toward the box's centre, fixed in F's frame
-                centre = links_pos[f, b, lf] + s_R[b, lf] @ ti.Vector([geom_f[gb, GF_POS], geom_f[gb, GF_POS + 1],
-                                                                        geom_f[gb, GF_POS + 2]])
-                add_point_adjoint(b, lf, f, centre,
-                                  projection_reverse(b, f, lv, centre, c, axis_v, ti.Vector([0.0, 0.0, 0.0]), g_c,
-                                                     links_pos, s_R, g_lpos, g_R), links_pos, s_R, g_lpos, g_R)
-            elif mode == POINT_RIM:
-                # c = the cap's centre (fixed in V) + radius * (u, w, -u or -w: feature % 4), u the unit direction
-                # of -z_plane across the axis z_cyl, w = z_cyl x u
-                za = s_R[b, lf] @ axis_f if lf >= 0 else axis_f
-                zb = s_R[b, lv] @ axis_v
-                v = -za + zb * zb.dot(za)
-                u = v / v.norm()
-                j = feature % 4
-                g_rim = geom_f[gb, GF_SIZE] * g_c
-                g_u = g_rim if j == 0 else (-g_rim if j == 2 else ti.Vector([0.0, 0.0, 0.0]))
-                g_w = g_rim if j == 1 else (-g_rim if j == 3 else ti.Vector([0.0, 0.0, 0.0]))
-                g_zb = u.cross(g_w)
-                g_u += g_w.cross(zb)
-                g_v = (g_u - u * u.dot(g_u)) / v.norm()
-                g_za = -g_v + zb * zb.dot(g_v)
-                g_zb += zb.dot(za) * g_v + za * zb.dot(g_v)
-                add_axis_adjoint(b, lf, axis_f, g_za, g_R)
-                add_axis_adjoint(b, lv, axis_v, g_zb, g_R)
-                rim = u if j == 0 else (zb.cross(u) if j == 1 else (-u if j == 2 else -zb.cross(u)))
-                add_point_adjoint(b, lv, f, c - geom_f[gb, GF_SIZE] * rim, g_c, links_pos, s_R, g_lpos, g_R)
-            elif mode == POINT_CROSSING:  # on V's edge line (fixed in V) where it crosses F's side plane
-                u = s_R[b, lv] @ axis_v
-                m = s_R[b, lf] @ axis_f
-                g_t = g_c.dot(u) / m.dot(u)
-                add_point_adjoint(b, lv, f, c, g_c - g_t * m, links_pos, s_R, g_lpos, g_R)
-                add_point_adjoint(b, lf, f, c, g_t * m, links_pos, s_R, g_lpos, g_R)
-            else:
-                add_point_adjoint(b, lv, f, c, g_c, links_pos, s_R, g_lpos, g_R)
-            add_point_adjoint(b, lf, f, q, g_q, links_pos, s_R, g_lpos, g_R)
-            if lf >= 0:  # n = R_F n_local
-                g_R[b, lf] = g_R[b, lf] + g_nt.outer_product(s_R[b, lf].transpose() @ n)
-        elif kind == FRAME_CORES:
-            ca = wa - ra * n
-            cb = wb + rb * n
-            length = (cb - ca).norm()
-            g_dt = g_d - 0.5 * g_p.dot(n)
-            g_nt = g_n + (ra - 0.5 * depth) * g_p
-            g_delta = -g_dt * n + (g_nt - n * n.dot(g_nt)) / ti.max(length, 1e-30)
-            g_ca = g_p - g_delta
-            g_cb = g_delta
-            if mode_a == POINT_LINE and mode_b == POINT_LINE:
-                lines_reverse(b, f, la, lb, ca, cb, axis_a, axis_b, g_ca, g_cb, links_pos, s_R, g_lpos, g_R)
-            elif mode_b == POINT_LINE:  # b's point: the closest of its line to c_a
-                g_ca = projection_reverse(b, f, lb, ca, cb, axis_b, g_ca, g_cb, links_pos, s_R, g_lpos, g_R)
-                g_cb = ti.Vector([0.0, 0.0, 0.0])
-            elif mode_a == POINT_LINE:
-                g_cb = projection_reverse(b, f, la, cb, ca, axis_a, g_cb, g_ca, links_pos, s_R, g_lpos, g_R)
-                g_ca = ti.Vector([0.0, 0.0, 0.0])
-            if mode_a == POINT_TO_CENTRE:  # (a capsule against a box's edge or corner)
-                centre = links_pos[f, b, lb] + s_R[b, lb] @ ti.Vector([geom_f[gb, GF_POS], geom_f[gb, GF_POS + 1],
-                                                                       geom_f[gb, GF_POS + 2]])
-                add_point_adjoint(b, lb, f, centre,
-                                  projection_reverse(b, f, la, centre, ca, axis_a, ti.Vector([0.0, 0.0, 0.0]), g_ca,
-                                                     links_pos, s_R, g_lpos, g_R), links_pos, s_R, g_lpos, g_R)
-            elif mode_a != POINT_LINE or mode_b != POINT_LINE:
-                add_point_adjoint(b, la, f, ca, g_ca, links_pos, s_R, g_lpos, g_R)
-            if mode_b != POINT_LINE or mode_a != POINT_LINE:
-                add_point_adjoint(b, lb, f, cb, g_cb, links_pos, s_R, g_lpos, g_R)
-        elif kind == FRAME_EDGES:
-            ua = s_R[b, la] @ axis_a
-            ub = s_R[b, lb] @ axis_b
-            x = ua.cross(ub)
-            g_dt = g_d
-            g_nt = g_n + g_dt * (wa - wb)
-            g_x = (g_nt - n * n.dot(g_nt)) / ti.max(x.norm(), 1e-30) * (1.0 if x.dot(n) >= 0 else -1.0)
-            add_axis_adjoint(b, la, axis_a, ub.cross(g_x), g_R)
-            add_axis_adjoint(b, lb, axis_b, g_x.cross(ua), g_R)
-            lines_reverse(b, f, la, lb, wa, wb, axis_a, axis_b, 0.5 * g_p + g_dt * n, 0.5 * g_p - g_dt * n,
-                          links_pos, s_R, g_lpos, g_R)
-        elif kind == FRAME_PROJECTED:
-            # corner k of the reference box (lr), the incident face (li: normal m, point x = k + lambda n on it)
-            sign = -1.0 if code // 256 < 3 else 1.0  # d = sign lambda
-            lr = la if sign < 0 else lb
-            li = lb if sign < 0 else la
-            m_axis = axis_b if sign < 0 else axis_a
-            k = wa if sign < 0 else wb
-            x = wb if sign < 0 else wa
-            lam = sign * depth
-            m = s_R[b, li] @ m_axis
-            den = m.dot(n)
-            g_k = g_p
-            g_lam = 0.5 * g_p.dot(n) + sign * g_d
-            g_nt = g_n + 0.5 * lam * g_p
-            g_a = g_lam / den  # lambda = m . (x - k) / (m . n)
-            g_b = -g_lam * lam / den
-            add_axis_adjoint(b, li, m_axis, g_a * (x - k) + g_b * n, g_R)
-            add_point_adjoint(b, li, f, x, g_a * m, links_pos, s_R, g_lpos, g_R)
-            add_point_adjoint(b, lr, f, k, g_k - g_a * m, links_pos, s_R, g_lpos, g_R)
-            g_nt += g_b * m
-            if lr >= 0:  # n is the reference face's
-                g_R[b, lr] = g_R[b, lr] + g_nt.outer_product(s_R[b, lr].transpose() @ n)
-        else:
-            g_wa = 0.5 * g_p + g_d * n
-            g_wb = 0.5 * g_p - g_d * n
-            g_nt = g_n + g_d * (wa - wb)
-            add_point_adjoint(b, la, f, wa, g_wa, links_pos, s_R, g_lpos, g_R)
-            add_point_adjoint(b, lb, f, wb, g_wb, links_pos, s_R, g_lpos, g_R)
-            if la >= 0:
-                g_R[b, la] = g_R[b, la] + g_nt.outer_product(s_R[b, la].transpose() @ n)
-
-
-@ti.func
-def quat_integrate_reverse(q, omega, h, g_out):
-    """The adjoints of q and omega for the adjoint g_out of quat_integrate(q, omega, h). At an angle the forward
-    does not rotate by (|omega| h <= 1e-30, h > 0) omega gets the derivative's limit at omega = 0."""
-    a = omega.norm()
-    angle = a * h
-    g_q = g_out
-    g_w = ti.Vector([0.0, 0.0, 0.0])
-    if angle > 1e-30:
-        half = 0.5 * angle
-        c = ti.cos(half)
-        sn = ti.sin(half)
-        e = ti.Vector([c, sn * omega[0] / a, sn * omega[1] / a, sn * omega[2] / a])
-        g_q, g_e = quat_mul_reverse(q, e, quat_normalize_reverse(quat_mul(q, e), g_out))
-        g_ev = ti.Vector([g_e[1], g_e[2], g_e[3]])
-        unit = omega / a
-        # e = (cos(a h / 2), sin(a h / 2) / a * omega)
-        g_w = (g_e[0] * (-sn * 0.5 * h) + g_ev.dot(omega) * (c * 0.5 * h / a - sn / (a * a))) * unit + \
-            (sn / a) * g_ev
-    elif h > 0.0:
-        _, g_e = quat_mul_reverse(q, ti.Vector([1.0, 0.0, 0.0, 0.0]), g_out)
-        g_w = 0.5 * h / ti.max(q.norm(), 1e-30) * ti.Vector([g_e[1], g_e[2], g_e[3]])
-    return g_q, g_w
-
-
-@func
-def advance_q_reverse(b, src, fs, vel, fv, scale, joint_i, g_dst, g_src, g_vel):
-    """Adjoint of advance_q(b, src, fs, dst, fd, vel, fv, scale, joint_i) for the adjoint g_dst[b, :] of dst[fd, b];
-    accumulates into g_src[b, :] (src[fs, b]) and g_vel[b, :] (vel[fv, b]). Hinge, slide, ball and free joints
-    (quat_integrate's normalisation included)."""
-    for j in range(joint_i.shape[0]):
-        jtype = joint_i[j, JI_TYPE]
-        qs = joint_i[j, JI_Q_START]
-        d0 = joint_i[j, JI_DOF_START]
-        if jtype == HINGE or jtype == SLIDE:
-            g = g_dst[b, qs]
-            g_src[b, qs] = g_src[b, qs] + g
-            g_vel[b, d0] = g_vel[b, d0] + scale * g
-        elif jtype == FREE or jtype == BALL:
-            r0 = 0
-            if jtype == FREE:
-                for k in ti.static(range(3)):
-                    g = g_dst[b, qs + k]
-                    g_src[b, qs + k] = g_src[b, qs + k] + g
-                    g_vel[b, d0 + k] = g_vel[b, d0 + k] + scale * g
-                r0 = 3
-            q = ti.Vector([src[fs, b, qs + r0], src[fs, b, qs + r0 + 1], src[fs, b, qs + r0 + 2],
-                           src[fs, b, qs + r0 + 3]])
-            omega = ti.Vector([vel[fv, b, d0 + r0], vel[fv, b, d0 + r0 + 1], vel[fv, b, d0 + r0 + 2]])
-            g_out = ti.Vector([g_dst[b, qs + r0], g_dst[b, qs + r0 + 1], g_dst[b, qs + r0 + 2],
-                               g_dst[b, qs + r0 + 3]])
-            g_q, g_w = quat_integrate_reverse(q, omega, scale, g_out)
-            for k in ti.static(range(4)):
-                g_src[b, qs + r0 + k] = g_src[b, qs + r0 + k] + g_q[k]
-            for k in ti.static(range(3)):
-                g_vel[b, d0 + r0 + k] = g_vel[b, d0 + r0 + k] + g_w[k]

@@ -10,12 +10,13 @@ MuJoCo's.
 
 import taichi as ti
 
-from .kernels_math import func, force_cross, inertia_apply, quat_to_mat, spatial, v3e, v4e
+from .kernels_math import func, force_cross, inertia_apply, quat_to_mat, quat_to_mat_reverse, spatial, v3e, v4e
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
-                     DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, LF_FLUID_BOX, LF_FLUID_DENSITY,
-                     LF_FLUID_IQUAT, LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END,
-                     LI_DOF_START, LI_PARENT, PP_TENDONS, TF_DAMPING, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS,
-                     TI_COUNT, TI_START)
+                     DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, GD_ACC, GD_BIAS, GD_EXT, GT_FORCE, GT_KP,
+                     GT_KV, GT_POS, GT_VEL, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT, LF_FLUID_VISCOSITY,
+                     LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END, LI_DOF_START, LI_PARENT,
+                     PP_TENDONS, SD_ACC, SD_BIAS, SD_EXT, SD_SATURATED, TF_DAMPING, TF_SPRING_HI, TF_SPRING_LO,
+                     TF_STIFFNESS, TI_COUNT, TI_START)
 
 
 @func
@@ -60,13 +61,20 @@ def pd_saturated(b, f, d, h, m_dd, qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl
 
 
 @func
-def link_inertia_world(b, l, link_f, s_R, s_com):
-    """Mass, first moment m c and rotational inertia about the world origin of link l (world axes)."""
-    m = link_f[b, l, LF_MASS]
+def link_inertia(b, l, link_f):
+    """Link l's rotational inertia about its centre of mass, link frame (the 9 LF_INERTIA columns, row-major)."""
     ic = ti.Matrix.zero(float, 3, 3)
     for r in ti.static(range(3)):
         for c in ti.static(range(3)):
             ic[r, c] = link_f[b, l, LF_INERTIA + 3 * r + c]
+    return ic
+
+
+@func
+def link_inertia_world(b, l, link_f, s_R, s_com):
+    """Mass, first moment m c and rotational inertia about the world origin of link l (world axes)."""
+    m = link_f[b, l, LF_MASS]
+    ic = link_inertia(b, l, link_f)
     rot = s_R[b, l]
     c = s_com[b, l]
     io = rot @ ic @ rot.transpose() + m * (c.dot(c) * ti.Matrix.identity(float, 3) - c.outer_product(c))
@@ -100,7 +108,7 @@ def fluid_wrench(b, l, link_f, s_R, s_com, cvel):
 def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
                   ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
                   s_dof):
-    """Fill s_dof[b, :, 0] with the bias forces c and s_mass[b] with the implicit-integration matrix."""
+    """Fill s_dof[b, :, SD_BIAS] with the bias forces c and s_mass[b] with the implicit-integration matrix."""
     n_links = link_i.shape[0]
     n_dofs = dof_i.shape[0]
     gravity = ti.Vector([params_f[0], params_f[1], params_f[2]])
@@ -138,7 +146,7 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
             s_crb_mc[b, parent] = s_crb_mc[b, parent] + s_crb_mc[b, l]
             s_crb_io[b, parent] = s_crb_io[b, parent] + s_crb_io[b, l]
     for d in range(n_dofs):
-        s_dof[b, d, 0] = s_cdof[b, d].dot(s_cfrc[b, dof_i[d, DI_LINK]])
+        s_dof[b, d, SD_BIAS] = s_cdof[b, d].dot(s_cfrc[b, dof_i[d, DI_LINK]])
     # mass matrix by CRBA (the entries between a dof and its ancestors: the only ones factor_ldl reads), plus the
     # implicit terms on the diagonal
     for d in range(n_dofs):
@@ -153,14 +161,14 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
     for d in range(n_dofs):
         gain_v = dof_f[b, d, DF_DAMPING]
         gain_p = 0.0
-        # a saturated PD law acts as its clamped force, explicitly (s_dof[b, d, 5] = 1 for smooth_acceleration);
-        # otherwise its gains enter the matrix
+        # a saturated PD law acts as its clamped force, explicitly (s_dof[b, d, SD_SATURATED] = 1 for
+        # smooth_acceleration); otherwise its gains enter the matrix
         mode = ctrl_mode[b, d]
-        s_dof[b, d, 5] = 0.0
+        s_dof[b, d, SD_SATURATED] = 0.0
         if mode == CTRL_POSITION or mode == CTRL_VELOCITY:
             if pd_saturated(b, f, d, h, s_mass[b, d, d], qpos, dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force,
                             ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv):
-                s_dof[b, d, 5] = 1.0
+                s_dof[b, d, SD_SATURATED] = 1.0
             else:
                 gain_v += ctrl_kv[b, d]
                 gain_p = ctrl_kp[b, d] if mode == CTRL_POSITION else 0.0
@@ -268,39 +276,95 @@ def control_raw_reverse(b, f, d, hi, raw_bar, qpos, dofs_vel, dof_i, ctrl_mode, 
     v = dofs_vel[f, b, d]
     mode = ctrl_mode[b, d]
     if mode == CTRL_FORCE:
-        g_ctrl[b, d, 0] = g_ctrl[b, d, 0] + raw_bar
+        g_ctrl[b, d, GT_FORCE] = g_ctrl[b, d, GT_FORCE] + raw_bar
     elif mode == CTRL_POSITION:
         qi = dof_i[d, DI_Q]
         q = 0.0
         if qi >= 0:
             q = qpos[f, b, qi]
             g_qpos[b, qi] = g_qpos[b, qi] - raw_bar * ctrl_kp[b, d]
-        g_ctrl[b, d, 1] = g_ctrl[b, d, 1] + raw_bar * ctrl_kp[b, d]
-        g_ctrl[b, d, 2] = g_ctrl[b, d, 2] + raw_bar * ctrl_kv[b, d]
-        g_ctrl[b, d, 3] = g_ctrl[b, d, 3] + raw_bar * (ctrl_pos[b, d] - q - hi * v)
-        g_ctrl[b, d, 4] = g_ctrl[b, d, 4] + raw_bar * (ctrl_vel[b, d] - v)
+        g_ctrl[b, d, GT_POS] = g_ctrl[b, d, GT_POS] + raw_bar * ctrl_kp[b, d]
+        g_ctrl[b, d, GT_VEL] = g_ctrl[b, d, GT_VEL] + raw_bar * ctrl_kv[b, d]
+        g_ctrl[b, d, GT_KP] = g_ctrl[b, d, GT_KP] + raw_bar * (ctrl_pos[b, d] - q - hi * v)
+        g_ctrl[b, d, GT_KV] = g_ctrl[b, d, GT_KV] + raw_bar * (ctrl_vel[b, d] - v)
         g_vel[b, d] = g_vel[b, d] - raw_bar * (hi * ctrl_kp[b, d] + ctrl_kv[b, d])
     elif mode == CTRL_VELOCITY:
-        g_ctrl[b, d, 2] = g_ctrl[b, d, 2] + raw_bar * ctrl_kv[b, d]
-        g_ctrl[b, d, 4] = g_ctrl[b, d, 4] + raw_bar * (ctrl_vel[b, d] - v)
+        g_ctrl[b, d, GT_VEL] = g_ctrl[b, d, GT_VEL] + raw_bar * ctrl_kv[b, d]
+        g_ctrl[b, d, GT_KV] = g_ctrl[b, d, GT_KV] + raw_bar * (ctrl_vel[b, d] - v)
         g_vel[b, d] = g_vel[b, d] - raw_bar * ctrl_kv[b, d]
+
+
+@func
+def tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i):
+    """Fixed tendon t's length sum coef q at qpos[f, b]."""
+    length = 0.0
+    for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+        length += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
+    return length
+
+
+@func
+def tendon_rate(b, f, t, dofs_vel, ten_f, ten_i):
+    """Its rate of change sum coef v at dofs_vel[f, b]."""
+    rate = 0.0
+    for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+        rate += ten_f[k, 0] * dofs_vel[f, b, ten_i[k, 0]]
+    return rate
+
+
+@func
+def smooth_acceleration(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode, ctrl_force,
+                        ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_mass, s_dof):
+    """qacc = M~^-1 (tau - c) into s_dof[b, :, SD_ACC] at (qpos[f, b], dofs_vel[f, b]); s_mass[b] is factorised.
+
+    hi is the implicit step (h for Euler: PD laws read q + h v; 0 for RK4, where everything is explicit); joint
+    springs are explicit in both, as MuJoCo's."""
+    n = dof_i.shape[0]
+    for d in range(n):
+        v = dofs_vel[f, b, d]
+        tau = -s_dof[b, d, SD_BIAS] - dof_f[b, d, DF_DAMPING] * v
+        qi = dof_i[d, DI_Q]
+        if qi >= 0:
+            q = qpos[f, b, qi]
+            tau -= dof_f[b, d, DF_STIFFNESS] * (q - dof_f[b, d, DF_SPRINGREF])
+        # the control: a command clamped to the force range; a PD law as it is (its gains are in the matrix), or
+        # clamped where bias_and_mass found it saturated (s_dof[b, d, SD_SATURATED])
+        force = control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp,
+                            ctrl_kv)
+        if ctrl_mode[b, d] == CTRL_FORCE or s_dof[b, d, SD_SATURATED] != 0.0:
+            force = ti.min(ti.max(force, dof_f[b, d, DF_FORCE_LO]), dof_f[b, d, DF_FORCE_HI])
+        s_dof[b, d, SD_ACC] = tau + force + s_dof[b, d, SD_EXT]
+    # fixed tendons: a spring outside the slack interval and a damper along the tendon, explicit (as MuJoCo's)
+    for t in range(params_i[PP_TENDONS]):
+        length = tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i)
+        rate = tendon_rate(b, f, t, dofs_vel, ten_f, ten_i)
+        stretch = 0.0
+        if length > ten_f[t, TF_SPRING_HI]:
+            stretch = length - ten_f[t, TF_SPRING_HI]
+        elif length < ten_f[t, TF_SPRING_LO]:
+            stretch = length - ten_f[t, TF_SPRING_LO]
+        pull = -ten_f[t, TF_STIFFNESS] * stretch - ten_f[t, TF_DAMPING] * rate
+        if pull != 0.0:
+            for k in range(ten_i[t, TI_START], ten_i[t, TI_START] + ten_i[t, TI_COUNT]):
+                s_dof[b, ten_i[k, 0], SD_ACC] = s_dof[b, ten_i[k, 0], SD_ACC] + ten_f[k, 0] * pull
+    factor_ldl(b, n, s_mass, dof_i)
+    ldl_solve(b, 0, n, s_mass, dof_i, s_dof, SD_ACC, False, 0)
 
 
 @func
 def smooth_acceleration_reverse(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode,
                                 ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_crb_m, s_crb_mc, s_crb_io, s_cdof,
                                 s_mass, s_dof, g_qpos, g_vel, g_dof, g_mass, g_dof_f, g_ctrl):
-    """Adjoint of kernels_constraint.smooth_acceleration (Euler: hi = h), qacc = M~^-1 tau with tau = -c
-    - damping v - stiffness (q - springref) + control + external + the fixed tendons' spring and damper.
+    """Adjoint of smooth_acceleration (Euler: hi = h), qacc = M~^-1 tau with tau = -c - damping v - stiffness
+    (q - springref) + control + external + the fixed tendons' spring and damper.
 
-    Reads the forward's state: s_mass[b] the factor of M~ (factor_ldl ran), s_dof[b, :, 1] qacc, s_cdof and s_crb_*
-    as bias_and_mass left them (the PD saturation test is recomputed from them: s_dof[b, :, 5] is overwritten
-    later in the substep). g_dof[b, :, 1] holds dL/dqacc on entry and dL/dtau = M~^-1 dL/dqacc on exit.
-    Accumulates into g_dof[b, :, 0] (bias c) and [b, :, 5] (external force s_dof[b, :, 6]), g_mass (lower entries
-    of M~), g_qpos[b], g_vel[b], g_dof_f[b] (damping, stiffness, springref, the force range where a clamp is active)
-    and g_ctrl[b]."""
+    Reads the forward's state: s_mass[b] the factor of M~ (factor_ldl ran), s_dof[b, :, SD_ACC] qacc, s_cdof and
+    s_crb_* as bias_and_mass left them (the PD saturation test is recomputed from them). g_dof[b, :, GD_ACC] holds
+    dL/dqacc on entry and dL/dtau = M~^-1 dL/dqacc on exit. Accumulates into g_dof[b, :, GD_BIAS] (bias c) and
+    g_dof[b, :, GD_EXT] (external force s_dof[b, :, SD_EXT]), g_mass (lower entries of M~), g_qpos[b], g_vel[b],
+    g_dof_f[b] (damping, stiffness, springref, the force range where a clamp is active) and g_ctrl[b]."""
     n = dof_i.shape[0]
-    ldl_solve_reverse(b, 0, n, s_mass, dof_i, s_dof, 1, False, 0, g_dof, 1, g_mass)
+    ldl_solve_reverse(b, 0, n, s_mass, dof_i, s_dof, SD_ACC, False, 0, g_dof, GD_ACC, g_mass)
     for t in range(params_i[PP_TENDONS]):
         length = 0.0
         pull_bar = 0.0
@@ -315,10 +379,10 @@ def smooth_acceleration_reverse(b, f, hi, qpos, dofs_vel, params_i, dof_f, dof_i
             g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] = g_qpos[b, dof_i[ten_i[k, 0], DI_Q]] + ten_f[k, 0] * length_bar
             g_vel[b, ten_i[k, 0]] = g_vel[b, ten_i[k, 0]] + ten_f[k, 0] * rate_bar
     for d in range(n):
-        tb = g_dof[b, d, 1]
+        tb = g_dof[b, d, GD_ACC]
         v = dofs_vel[f, b, d]
-        g_dof[b, d, 0] = g_dof[b, d, 0] - tb
-        g_dof[b, d, 5] = g_dof[b, d, 5] + tb
+        g_dof[b, d, GD_BIAS] = g_dof[b, d, GD_BIAS] - tb
+        g_dof[b, d, GD_EXT] = g_dof[b, d, GD_EXT] + tb
         g_dof_f[b, d, DF_DAMPING] = g_dof_f[b, d, DF_DAMPING] - tb * v
         g_vel[b, d] = g_vel[b, d] - tb * dof_f[b, d, DF_DAMPING]
         qi = dof_i[d, DI_Q]
@@ -370,29 +434,12 @@ def force_cross_reverse(a, f, out_bar):
     return spatial(n.cross(p) + fl.cross(q), fl.cross(p)), spatial(p.cross(w), p.cross(v) + q.cross(w))
 
 
-@ti.func
-def quat_to_mat_reverse(q, g):
-    """Adjoint of quat_to_mat (the formula, for any q) for dL/dR = g: dL/dq."""
-    w, x, y, z = q[0], q[1], q[2], q[3]
-    return 2.0 * ti.Vector([
-        -z * g[0, 1] + y * g[0, 2] + z * g[1, 0] - x * g[1, 2] - y * g[2, 0] + x * g[2, 1],
-        y * g[0, 1] + z * g[0, 2] + y * g[1, 0] - 2.0 * x * g[1, 1] - w * g[1, 2] + z * g[2, 0] + w * g[2, 1]
-        - 2.0 * x * g[2, 2],
-        -2.0 * y * g[0, 0] + x * g[0, 1] + w * g[0, 2] + x * g[1, 0] + z * g[1, 2] - w * g[2, 0] + z * g[2, 1]
-        - 2.0 * y * g[2, 2],
-        -2.0 * z * g[0, 0] - w * g[0, 1] + x * g[0, 2] + w * g[1, 0] - 2.0 * z * g[1, 1] + y * g[1, 2] + x * g[2, 0]
-        + y * g[2, 1]])
-
-
 @func
 def link_inertia_world_reverse(b, l, link_f, s_R, s_com, m_bar, mc_bar, io_bar, g_R, g_com, g_link_f):
     """Adjoint of link_inertia_world for dL/d(m, mc, io) = (m_bar, mc_bar, io_bar): into g_R[b, l], g_com[b, l]
     and g_link_f[b, l] (LF_MASS, the 9 LF_INERTIA entries)."""
     m = link_f[b, l, LF_MASS]
-    ic = ti.Matrix.zero(float, 3, 3)
-    for r in ti.static(range(3)):
-        for c in ti.static(range(3)):
-            ic[r, c] = link_f[b, l, LF_INERTIA + 3 * r + c]
+    ic = link_inertia(b, l, link_f)
     rot = s_R[b, l]
     c = s_com[b, l]
     tr = io_bar.trace()
@@ -470,7 +517,7 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
 
     Reads the forward's state: s_R, s_com, s_cdof, s_cdof_dot, s_cvel of the stage (s_R and s_com are rewritten by
     the substep's last forward_kinematics: the caller restores them), s_cacc (per link) and s_cfrc, s_crb_* (subtree
-    sums) as bias_and_mass left them. Reads dL/dc from g_dof[b, :, 0] and dL/dM~ from the lower entries of g_mass.
+    sums) as bias_and_mass left them. Reads dL/dc from g_dof[b, :, GD_BIAS] and dL/dM~ from the lower entries of g_mass.
     Accumulates into g_vel[b], g_R[b], g_com[b], g_cdof[b], g_cdof_dot[b], g_cvel[b], g_link_f[b] (mass, inertia,
     gravity compensation, the fluid's columns), g_dof_f[b] (armature, damping) and g_ctrl[b] (kp, kv of the live PD
     laws, through the matrix's diagonal). g_cacc, g_cfrc ([B, L] 6-vectors), g_crb_m ([B, L]), g_crb_mc ([B, L]
@@ -493,9 +540,9 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
         if mode == CTRL_POSITION or mode == CTRL_VELOCITY:
             if pd_saturated(b, f, d, h, crba_diagonal(b, d, dof_i, s_cdof, s_crb_m, s_crb_mc, s_crb_io), qpos,
                             dofs_vel, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv) == 0:
-                g_ctrl[b, d, 4] = g_ctrl[b, d, 4] + h * gdd
+                g_ctrl[b, d, GT_KV] = g_ctrl[b, d, GT_KV] + h * gdd
                 if mode == CTRL_POSITION:
-                    g_ctrl[b, d, 3] = g_ctrl[b, d, 3] + h * h * gdd
+                    g_ctrl[b, d, GT_KP] = g_ctrl[b, d, GT_KP] + h * h * gdd
         l = dof_i[d, DI_LINK]
         force = inertia_apply(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l], s_cdof[b, d])
         force_bar = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -511,7 +558,7 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
         g_crb_mc[b, l] = g_crb_mc[b, l] + mc_bar
         g_crb_io[b, l] = g_crb_io[b, l] + io_bar
         g_cdof[b, d] = g_cdof[b, d] + a_bar
-        c_bar = g_dof[b, d, 0]
+        c_bar = g_dof[b, d, GD_BIAS]
         g_cdof[b, d] = g_cdof[b, d] + c_bar * s_cfrc[b, l]
         g_cfrc[b, l] = g_cfrc[b, l] + c_bar * s_cdof[b, d]
     # the subtree sums: a link's value enters its own and every ancestor's

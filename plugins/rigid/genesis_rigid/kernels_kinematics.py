@@ -9,11 +9,42 @@ body-axis dofs.
 
 import taichi as ti
 
-from .kernels_math import (func, axis_angle_quat, motion_cross, quat_mul, quat_normalize, quat_to_mat,
-                           spatial, v3, v3e, v4e)
+from .kernels_math import (axis_angle_quat, axis_angle_quat_reverse, func, motion_cross, motion_cross_reverse,
+                           quat_mul, quat_mul_reverse, quat_normalize, quat_normalize_reverse, quat_to_mat,
+                           quat_to_mat_reverse, spatial, v3, v3e, v4e)
 from .layout import (JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_DOF_START,
                      LI_JOINT_END, LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, SLIDE
+
+
+@func
+def compose_joint(b, f, j, qpos, joint_f, joint_i, xpos, xquat):
+    """A link frame (xpos, xquat: the parent's composed with the link's offset and its joints before j) moved by
+    joint j at qpos[f, b]: (xpos, xquat, the joint's world anchor, its world axis). Hinge and ball joints rotate the
+    frame about the anchor, a slide translates it along the axis (hinge and slide by q - ref), a free joint sets it
+    from qpos (its anchor: the new origin). xquat is not normalised here (forward_kinematics does at the link's end)."""
+    jtype = joint_i[j, JI_TYPE]
+    qs = joint_i[j, JI_Q_START]
+    jpos = v3(joint_f, j, JF_POS)
+    jaxis = v3(joint_f, j, JF_AXIS)
+    rot = quat_to_mat(xquat)
+    anchor = rot @ jpos + xpos
+    axis = rot @ jaxis
+    if jtype == FREE:
+        xpos = ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2]])
+        xquat = quat_normalize(ti.Vector([qpos[f, b, qs + 3], qpos[f, b, qs + 4], qpos[f, b, qs + 5],
+                                          qpos[f, b, qs + 6]]))
+        anchor = xpos
+    elif jtype == BALL:
+        q = quat_normalize(ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2], qpos[f, b, qs + 3]]))
+        xquat = quat_mul(xquat, q)
+        xpos = anchor - quat_to_mat(xquat) @ jpos
+    elif jtype == HINGE:
+        xquat = quat_mul(xquat, axis_angle_quat(jaxis, qpos[f, b, qs] - joint_f[j, JF_REF]))
+        xpos = anchor - quat_to_mat(xquat) @ jpos
+    elif jtype == SLIDE:
+        xpos = xpos + axis * (qpos[f, b, qs] - joint_f[j, JF_REF])
+    return xpos, xquat, anchor, axis
 
 
 @func
@@ -29,28 +60,8 @@ def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_
             xpos = links_pos[f, b, parent] + s_R[b, parent] @ xpos
             xquat = quat_mul(links_quat[f, b, parent], xquat)
         for j in range(link_i[l, LI_JOINT_START], link_i[l, LI_JOINT_END]):
-            jtype = joint_i[j, JI_TYPE]
-            qs = joint_i[j, JI_Q_START]
-            jpos = v3(joint_f, j, JF_POS)
-            jaxis = v3(joint_f, j, JF_AXIS)
-            rot = quat_to_mat(xquat)
-            anchor = rot @ jpos + xpos
-            s_jaxis[b, j] = rot @ jaxis
-            if jtype == FREE:
-                xpos = ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2]])
-                xquat = quat_normalize(ti.Vector([qpos[f, b, qs + 3], qpos[f, b, qs + 4], qpos[f, b, qs + 5],
-                                                  qpos[f, b, qs + 6]]))
-                anchor = xpos
-            elif jtype == BALL:
-                q = quat_normalize(ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2],
-                                              qpos[f, b, qs + 3]]))
-                xquat = quat_mul(xquat, q)
-                xpos = anchor - quat_to_mat(xquat) @ jpos
-            elif jtype == HINGE:
-                xquat = quat_mul(xquat, axis_angle_quat(jaxis, qpos[f, b, qs] - joint_f[j, JF_REF]))
-                xpos = anchor - quat_to_mat(xquat) @ jpos
-            elif jtype == SLIDE:
-                xpos = xpos + s_jaxis[b, j] * (qpos[f, b, qs] - joint_f[j, JF_REF])
+            xpos, xquat, anchor, axis = compose_joint(b, f, j, qpos, joint_f, joint_i, xpos, xquat)
+            s_jaxis[b, j] = axis
             s_janchor[b, j] = anchor
         xquat = quat_normalize(xquat)
         links_pos[f, b, l] = xpos
@@ -109,63 +120,6 @@ def dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_ja
 # adjoints of the outputs of its forward and accumulates (+=) into the adjoints of its inputs.
 
 
-@ti.func
-def quat_conj(q):
-    return ti.Vector([q[0], -q[1], -q[2], -q[3]])
-
-
-@ti.func
-def quat_mul_reverse(a, b, g):
-    """Adjoints (of a, of b) of c = quat_mul(a, b) for the adjoint g of c."""
-    return quat_mul(g, quat_conj(b)), quat_mul(quat_conj(a), g)
-
-
-@ti.func
-def quat_normalize_reverse(q, g):
-    """Adjoint of q for n = quat_normalize(q) and the adjoint g of n."""
-    norm = q.norm()
-    scale = 1.0 / ti.max(norm, 1e-30)
-    out = g * scale
-    if norm > 1e-30:
-        u = q * scale
-        out -= u * (u.dot(g) * scale)
-    return out
-
-
-@ti.func
-def quat_to_mat_reverse(q, g):
-    """Adjoint of q (any quaternion: the polynomial quat_to_mat) for the adjoint g (3x3) of R = quat_to_mat(q)."""
-    w, x, y, z = q[0], q[1], q[2], q[3]
-    gw = 2.0 * (-z * g[0, 1] + y * g[0, 2] + z * g[1, 0] - x * g[1, 2] - y * g[2, 0] + x * g[2, 1])
-    gx = 2.0 * (y * g[0, 1] + z * g[0, 2] + y * g[1, 0] - 2.0 * x * g[1, 1] - w * g[1, 2] + z * g[2, 0]
-                + w * g[2, 1] - 2.0 * x * g[2, 2])
-    gy = 2.0 * (-2.0 * y * g[0, 0] + x * g[0, 1] + w * g[0, 2] + x * g[1, 0] + z * g[1, 2] - w * g[2, 0]
-                + z * g[2, 1] - 2.0 * y * g[2, 2])
-    gz = 2.0 * (-2.0 * z * g[0, 0] - w * g[0, 1] + x * g[0, 2] + w * g[1, 0] - 2.0 * z * g[1, 1] + y * g[1, 2]
-                + x * g[2, 0] + y * g[2, 1])
-    return ti.Vector([gw, gx, gy, gz])
-
-
-@ti.func
-def axis_angle_quat_reverse(axis, angle, g):
-    """Adjoint of the angle for q = axis_angle_quat(axis, angle) (axis held fixed) and the adjoint g of q."""
-    s = ti.sin(0.5 * angle)
-    c = ti.cos(0.5 * angle)
-    return -0.5 * s * g[0] + 0.5 * c * (axis[0] * g[1] + axis[1] * g[2] + axis[2] * g[3])
-
-
-@ti.func
-def motion_cross_reverse(a, b, g):
-    """Adjoints (of a, of b) of r = motion_cross(a, b) for the adjoint g of r."""
-    w = ti.Vector([a[0], a[1], a[2]])
-    v = ti.Vector([a[3], a[4], a[5]])
-    bw = ti.Vector([b[0], b[1], b[2]])
-    bv = ti.Vector([b[3], b[4], b[5]])
-    g1 = ti.Vector([g[0], g[1], g[2]])
-    g2 = ti.Vector([g[3], g[4], g[5]])
-    return spatial(bw.cross(g1) + bv.cross(g2), bw.cross(g2)), spatial(g1.cross(w) + g2.cross(v), g2.cross(w))
-
-
 @func
 def link_frame_before(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, l, j_stop):
     """(xpos, xquat) of link l of env b as forward_kinematics has them after the link's offset and its joints before
@@ -177,26 +131,7 @@ def link_frame_before(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f
         xpos = links_pos[f, b, parent] + quat_to_mat(links_quat[f, b, parent]) @ xpos
         xquat = quat_mul(links_quat[f, b, parent], xquat)
     for j in range(link_i[l, LI_JOINT_START], j_stop):
-        jtype = joint_i[j, JI_TYPE]
-        qs = joint_i[j, JI_Q_START]
-        jpos = v3(joint_f, j, JF_POS)
-        jaxis = v3(joint_f, j, JF_AXIS)
-        rot = quat_to_mat(xquat)
-        anchor = rot @ jpos + xpos
-        if jtype == FREE:
-            xpos = ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2]])
-            xquat = quat_normalize(ti.Vector([qpos[f, b, qs + 3], qpos[f, b, qs + 4], qpos[f, b, qs + 5],
-                                              qpos[f, b, qs + 6]]))
-        elif jtype == BALL:
-            q = quat_normalize(ti.Vector([qpos[f, b, qs], qpos[f, b, qs + 1], qpos[f, b, qs + 2],
-                                          qpos[f, b, qs + 3]]))
-            xquat = quat_mul(xquat, q)
-            xpos = anchor - quat_to_mat(xquat) @ jpos
-        elif jtype == HINGE:
-            xquat = quat_mul(xquat, axis_angle_quat(jaxis, qpos[f, b, qs] - joint_f[j, JF_REF]))
-            xpos = anchor - quat_to_mat(xquat) @ jpos
-        elif jtype == SLIDE:
-            xpos = xpos + (rot @ jaxis) * (qpos[f, b, qs] - joint_f[j, JF_REF])
+        xpos, xquat, _, _ = compose_joint(b, f, j, qpos, joint_f, joint_i, xpos, xquat)
     return xpos, xquat
 
 

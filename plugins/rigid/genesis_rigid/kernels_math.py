@@ -126,3 +126,62 @@ def tangent_basis(n):
         t1 = ti.Vector([n[1], -n[0], 0.0])
     t1 = t1 / t1.norm()
     return t1, n.cross(t1)
+
+
+# -- adjoints of the functions above (the differentiable substep) ----------------------------------------------------
+
+@ti.func
+def quat_conj(q):
+    return ti.Vector([q[0], -q[1], -q[2], -q[3]])
+
+
+@ti.func
+def quat_mul_reverse(a, b, g):
+    """Adjoints (of a, of b) of c = quat_mul(a, b) for the adjoint g of c."""
+    return quat_mul(g, quat_conj(b)), quat_mul(quat_conj(a), g)
+
+
+@ti.func
+def quat_normalize_reverse(q, g):
+    """Adjoint of q for n = quat_normalize(q) and the adjoint g of n."""
+    norm = q.norm()
+    scale = 1.0 / ti.max(norm, 1e-30)
+    out = g * scale
+    if norm > 1e-30:
+        u = q * scale
+        out -= u * (u.dot(g) * scale)
+    return out
+
+
+@ti.func
+def quat_to_mat_reverse(q, g):
+    """Adjoint of q (any quaternion: the polynomial quat_to_mat) for the adjoint g (3x3) of R = quat_to_mat(q)."""
+    w, x, y, z = q[0], q[1], q[2], q[3]
+    gw = 2.0 * (-z * g[0, 1] + y * g[0, 2] + z * g[1, 0] - x * g[1, 2] - y * g[2, 0] + x * g[2, 1])
+    gx = 2.0 * (y * g[0, 1] + z * g[0, 2] + y * g[1, 0] - 2.0 * x * g[1, 1] - w * g[1, 2] + z * g[2, 0]
+                + w * g[2, 1] - 2.0 * x * g[2, 2])
+    gy = 2.0 * (-2.0 * y * g[0, 0] + x * g[0, 1] + w * g[0, 2] + x * g[1, 0] + z * g[1, 2] - w * g[2, 0]
+                + z * g[2, 1] - 2.0 * y * g[2, 2])
+    gz = 2.0 * (-2.0 * z * g[0, 0] - w * g[0, 1] + x * g[0, 2] + w * g[1, 0] - 2.0 * z * g[1, 1] + y * g[1, 2]
+                + x * g[2, 0] + y * g[2, 1])
+    return ti.Vector([gw, gx, gy, gz])
+
+
+@ti.func
+def axis_angle_quat_reverse(axis, angle, g):
+    """Adjoint of the angle for q = axis_angle_quat(axis, angle) (axis held fixed) and the adjoint g of q."""
+    s = ti.sin(0.5 * angle)
+    c = ti.cos(0.5 * angle)
+    return -0.5 * s * g[0] + 0.5 * c * (axis[0] * g[1] + axis[1] * g[2] + axis[2] * g[3])
+
+
+@ti.func
+def motion_cross_reverse(a, b, g):
+    """Adjoints (of a, of b) of r = motion_cross(a, b) for the adjoint g of r."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    bw = ti.Vector([b[0], b[1], b[2]])
+    bv = ti.Vector([b[3], b[4], b[5]])
+    g1 = ti.Vector([g[0], g[1], g[2]])
+    g2 = ti.Vector([g[3], g[4], g[5]])
+    return spatial(bw.cross(g1) + bv.cross(g2), bw.cross(g2)), spatial(g1.cross(w) + g2.cross(v), g2.cross(w))

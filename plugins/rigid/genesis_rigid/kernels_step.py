@@ -19,15 +19,16 @@ import taichi as ti
 
 from genesis_core.launch import exact_math, serial_variant
 
-from .kernels_collision import detect_contacts, finish_contacts
-from .kernels_constraint import (SD_PSEUDO, advance_q, advance_q_reverse, contact_frame_reverse, smooth_acceleration,
-                                 solve_constraints, solve_constraints_reverse)
+from .kernels_collision import contact_frame_reverse, detect_contacts, finish_contacts
+from .kernels_constraint import solve_constraints, solve_constraints_reverse
 from .kernels_convex import detect_mesh_contacts
-from .kernels_dynamics import bias_and_mass, bias_and_mass_reverse, smooth_acceleration_reverse
-from .kernels_kinematics import (dof_motions, dof_motions_reverse, forward_kinematics, forward_kinematics_reverse,
-                                 quat_mul_reverse)
-from .kernels_math import V3, V4, func, quat_mul, quat_to_mat, spatial, v3, v4
-from .layout import DI_PARENT, GF_POS, GF_QUAT, GI_LINK, LI_LAST_DOF, PF_DT, PP_RK4
+from .kernels_dynamics import bias_and_mass, bias_and_mass_reverse, smooth_acceleration, smooth_acceleration_reverse
+from .kernels_integrate import advance_q, advance_q_reverse
+from .kernels_kinematics import dof_motions, dof_motions_reverse, forward_kinematics, forward_kinematics_reverse
+from .kernels_math import V3, V4, func, quat_mul, quat_mul_reverse, quat_to_mat, spatial, v3, v4
+from .layout import (DI_PARENT, GD_ACC, GD_EXT, GD_FREE_VEL, GD_PSEUDO, GD_VEL, GF_POS, GF_QUAT, GI_LINK,
+                     LI_LAST_DOF, PF_DT, PP_RK4, SD_ACC, SD_EXT, SD_FREE_VEL, SD_PSEUDO, SD_RK4_ACC, SD_RK4_VEL,
+                     SD_VEL)
 
 # True in the serial copies of the kernels (SERIAL_OF, for one environment: no thread-pool dispatch per launch)
 SERIAL = False
@@ -53,8 +54,12 @@ nd = ti.types.ndarray
 
 
 @ti.kernel
-def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
+def kinematics(f: ti.i32,
+               # state (all frames)
+               qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
+               # model
                link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
+               # scratch
                s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2)):
     """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
     if ti.static(SERIAL):
@@ -69,13 +74,15 @@ def kinematics(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), lin
 
 
 @ti.kernel
-def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32, links_pos: nd(dtype=V3, ndim=3),
-            links_quat: nd(dtype=V4, ndim=3), contact_key: nd(ndim=3), geom_f: nd(ndim=2), geom_mu: nd(ndim=2),
-            geom_i: nd(ndim=2), geom_rbound: nd(ndim=1),
-            pair_i: nd(ndim=2), pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), bound_geoms: nd(ndim=1),
-            s_sap: nd(ndim=2),
-            s_sap_axis: nd(ndim=1), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_geom_f: nd(ndim=3),
-            s_near_i: nd(ndim=2), s_hash: nd(ndim=2)):
+def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32,
+            # state (all frames)
+            links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_key: nd(ndim=3),
+            # model
+            geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2), geom_rbound: nd(ndim=1), pair_i: nd(ndim=2),
+            pair_lut: nd(ndim=2), plane_pairs: nd(ndim=1), bound_geoms: nd(ndim=1),
+            # scratch
+            s_sap: nd(ndim=2), s_sap_axis: nd(ndim=1), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
+            s_geom_f: nd(ndim=3), s_near_i: nd(ndim=2), s_hash: nd(ndim=2)):
     """Broadphase at frame f, and the contacts between primitives (the link poses of frame f are the substep's
     start configuration, where its constraint stage acts); lists the near pairs with a mesh. finish: no mesh
     kernel follows, so the warm starts are matched here (the keys of frame fn written). fresh: s_R holds the
@@ -97,12 +104,15 @@ def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32, links_pos: nd(
 
 
 @ti.kernel
-def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), contact_key: nd(ndim=3),
+def collide_meshes(f: ti.i32, fn: ti.i32,
+                   # state (all frames)
+                   links_pos: nd(dtype=V3, ndim=3), contact_key: nd(ndim=3),
+                   # model
                    geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2), hull_f: nd(ndim=2),
-                   hull_i: nd(ndim=2),
-                   pair_i: nd(ndim=2), s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
-                   s_near_i: nd(ndim=2), s_nar_f: nd(ndim=3), s_nar_i: nd(ndim=3), s_sep: nd(ndim=3),
-                   s_hash: nd(ndim=2)):
+                   hull_i: nd(ndim=2), pair_i: nd(ndim=2),
+                   # scratch
+                   s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_near_i: nd(ndim=2),
+                   s_nar_f: nd(ndim=3), s_nar_i: nd(ndim=3), s_sep: nd(ndim=3), s_hash: nd(ndim=2)):
     """The contacts of frame f of the near pairs with a mesh that `collide` listed; then the warm starts."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
@@ -117,17 +127,20 @@ def collide_meshes(f: ti.i32, fn: ti.i32, links_pos: nd(dtype=V3, ndim=3), conta
 
 
 @ti.kernel
-def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3),
-            links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4),
-            limit_impulse: nd(ndim=3), ext_impulse: nd(ndim=4), ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2), ctrl_vel: nd(ndim=2),
-            ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2),
-            params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2),
-            joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2),
-            ten_i: nd(ndim=2), s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(ndim=3), s_lquat: nd(ndim=3), s_R: nd(ndim=2),
+def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
+            # state (all frames)
+            qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+            links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4), limit_impulse: nd(ndim=3),
+            links_ext_impulse: nd(ndim=4), dofs_ctrl_mode: nd(ndim=2), dofs_ctrl_force: nd(ndim=2),
+            dofs_ctrl_pos: nd(ndim=2), dofs_ctrl_vel: nd(ndim=2), dofs_kp: nd(ndim=2), dofs_kv: nd(ndim=2),
+            # model
+            params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
+            joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
+            # scratch
+            s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(ndim=3), s_lquat: nd(ndim=3), s_R: nd(ndim=2),
             s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
             s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
-            s_crb_io: nd(ndim=2),
-            s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
+            s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
             s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3)):
     """One substep: frame f -> frame fn. The smooth dynamics are evaluated on the stage arrays s_qs / s_vs
     (once for Euler; four Runge-Kutta stages and a final evaluation at the start for RK4), then the constraints
@@ -153,9 +166,9 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32, qpos: nd(ndim=3), dofs_vel: nd
             s_qs[0, b, i] = qpos[f, b, i]
         for d in range(n_v):
             s_vs[0, b, d] = dofs_vel[f, b, d]
-            s_dof[b, d, 3] = 0.0  # RK4: weighted sum of stage velocities
-            s_dof[b, d, 4] = 0.0  # RK4: weighted sum of stage accelerations
-            s_dof[b, d, 6] = 0.0  # generalized force of the external impulses (couplings)
+            s_dof[b, d, SD_RK4_VEL] = 0.0  # RK4: weighted sum of stage velocities
+            s_dof[b, d, SD_RK4_ACC] = 0.0  # RK4: weighted sum of stage accelerations
+            s_dof[b, d, SD_EXT] = 0.0  # generalized force of the external impulses (couplings)
         for k in range(n_evals):
             if k > 0 or fresh == 0:
                 forward_kinematics(b, 0, s_qs, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com,
@@ -166,51 +179,51 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32, qpos: nd(ndim=3), dofs_vel: nd
                     s_lquat[0, b, l] = links_quat[f, b, l]
             dof_motions(b, 0, s_vs, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
             if k == 0:
-                external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)
-            bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
-                          ctrl_vel, ctrl_kp, ctrl_kv, hi, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
+                external_forces(b, f, h, links_ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)
+            bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, dofs_ctrl_mode, dofs_ctrl_force, dofs_ctrl_pos,
+                          dofs_ctrl_vel, dofs_kp, dofs_kv, hi, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
                           s_mass, s_dof)
-            smooth_acceleration(b, 0, hi, s_qs, s_vs, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode, ctrl_force,
-                                ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_mass, s_dof)
+            smooth_acceleration(b, 0, hi, s_qs, s_vs, params_i, dof_f, dof_i, ten_f, ten_i, dofs_ctrl_mode, dofs_ctrl_force,
+                                dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, s_mass, s_dof)
             if k < 4 and rk4:
                 weight = (1.0 if k == 0 or k == 3 else 2.0) / 6.0
                 for d in range(n_v):
-                    s_dof[b, d, 3] = s_dof[b, d, 3] + weight * s_vs[0, b, d]
-                    s_dof[b, d, 4] = s_dof[b, d, 4] + weight * s_dof[b, d, 1]
+                    s_dof[b, d, SD_RK4_VEL] = s_dof[b, d, SD_RK4_VEL] + weight * s_vs[0, b, d]
+                    s_dof[b, d, SD_RK4_ACC] = s_dof[b, d, SD_RK4_ACC] + weight * s_dof[b, d, SD_ACC]
                 if k < 3:
                     step = 0.5 * h if k < 2 else h
                     advance_q(b, qpos, f, s_qs, 0, s_vs, 0, step, joint_i)  # q0 moved by the stage velocity
                     for d in range(n_v):
-                        s_vs[0, b, d] = dofs_vel[f, b, d] + step * s_dof[b, d, 1]
+                        s_vs[0, b, d] = dofs_vel[f, b, d] + step * s_dof[b, d, SD_ACC]
                 else:  # back to the start for the constraint stage
                     for i in range(n_q):
                         s_qs[0, b, i] = qpos[f, b, i]
                     for d in range(n_v):
                         s_vs[0, b, d] = dofs_vel[f, b, d]
         for d in range(n_v):
-            acc = s_dof[b, d, 4] if rk4 else s_dof[b, d, 1]
-            s_dof[b, d, 2] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
-            s_dof[b, d, 5] = s_dof[b, d, 2]
+            acc = s_dof[b, d, SD_RK4_ACC] if rk4 else s_dof[b, d, SD_ACC]
+            s_dof[b, d, SD_VEL] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
+            s_dof[b, d, SD_FREE_VEL] = s_dof[b, d, SD_VEL]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
                           limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
         for d in range(n_v):
-            v = s_dof[b, d, 2]
+            v = s_dof[b, d, SD_VEL]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
             dofs_vel[fn, b, d] = v
             # the velocity positions move with: the new one (Euler), or the RK4 average plus the constraint change;
             # and the position pass's pseudo-velocity
-            s_vs[0, b, d] = (s_dof[b, d, 3] + v - s_dof[b, d, 5] if rk4 else v) + s_dof[b, d, SD_PSEUDO]
+            s_vs[0, b, d] = (s_dof[b, d, SD_RK4_VEL] + v - s_dof[b, d, SD_FREE_VEL] if rk4 else v) + s_dof[b, d, SD_PSEUDO]
         advance_q(b, qpos, f, qpos, fn, s_vs, 0, h, joint_i)
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis)
-        for l in range(ext_impulse.shape[2]):  # applied: the couplings of this substep fill frame fn
+        for l in range(links_ext_impulse.shape[2]):  # applied: the couplings of this substep fill frame fn
             for c in ti.static(range(6)):
-                ext_impulse[fn, b, l, c] = 0.0
+                links_ext_impulse[fn, b, l, c] = 0.0
 
 
 @func
 def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
-    """s_dof[b, :, 6] = J^T (impulses of frame f / h): each link's (linear, angular-about-its-com) impulse becomes
+    """s_dof[b, :, SD_EXT] = J^T (impulses of frame f / h): each link's (linear, angular-about-its-com) impulse becomes
     the spatial force (torque about the origin, force) and acts on every dof that moves the link."""
     for l in range(ext_impulse.shape[2]):
         lin = ti.Vector([ext_impulse[f, b, l, 0], ext_impulse[f, b, l, 1], ext_impulse[f, b, l, 2]])
@@ -220,19 +233,25 @@ def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
             d = link_i[l, LI_LAST_DOF]
             while d >= 0:
                 cd = s_cdof[b, d]
-                s_dof[b, d, 6] = s_dof[b, d, 6] + (cd[0] * torque[0] + cd[1] * torque[1] + cd[2] * torque[2]
+                s_dof[b, d, SD_EXT] = s_dof[b, d, SD_EXT] + (cd[0] * torque[0] + cd[1] * torque[1] + cd[2] * torque[2]
                                                    + cd[3] * lin[0] + cd[4] * lin[1] + cd[5] * lin[2]) / h
                 d = dof_i[d, DI_PARENT]
 
 
 @ti.kernel
-def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
-                      links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
-                      joint_i: nd(ndim=2), geom_f: nd(ndim=2), geom_i: nd(ndim=2), s_R: nd(ndim=2), s_com: nd(ndim=2),
-                      s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
-                      s_cvel: nd(ndim=2), geom_pos: nd(dtype=V3, ndim=2), geom_quat: nd(dtype=V4, ndim=2),
-                      body_com: nd(dtype=V3, ndim=2), body_lin_vel: nd(dtype=V3, ndim=2),
-                      body_ang_vel: nd(dtype=V3, ndim=2)):
+def collider_geometry(fn: ti.i32,
+                      # state (all frames)
+                      qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                      links_quat: nd(dtype=V4, ndim=3),
+                      # model
+                      link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
+                      geom_f: nd(ndim=2), geom_i: nd(ndim=2),
+                      # scratch
+                      s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2),
+                      s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
+                      # collider view
+                      geom_pos: nd(dtype=V3, ndim=2), geom_quat: nd(dtype=V4, ndim=2), body_com: nd(dtype=V3, ndim=2),
+                      body_lin_vel: nd(dtype=V3, ndim=2), body_ang_vel: nd(dtype=V3, ndim=2)):
     """The ColliderView arrays at frame fn: geom world poses, link centres of mass and velocities."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
@@ -269,23 +288,29 @@ def collider_geometry(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_
 # positions advanced with.
 
 @ti.kernel
-def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3),
-                         links_pos: nd(dtype=V3, ndim=3),
-                         links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4), params_f: nd(ndim=1),
-                         params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
-                         joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2),
-                         ten_i: nd(ndim=2), s_vs: nd(ndim=3), s_R: nd(ndim=2), s_com: nd(ndim=2),
-                         s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2),
-                         s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
-                         s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_J: nd(ndim=3),
-                         s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3),
+def substep_reverse_head(f: ti.i32, fn: ti.i32,
+                         # state (all frames)
+                         qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                         links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4),
+                         # model
+                         params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2),
+                         joint_f: nd(ndim=2), joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2),
+                         ten_f: nd(ndim=2), ten_i: nd(ndim=2),
+                         # scratch
+                         s_vs: nd(ndim=3), s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2),
+                         s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
+                         s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
+                         s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3),
+                         s_hist: nd(ndim=3),
+                         # adjoints (per substep)
                          g_q1: nd(ndim=2), g_q2: nd(ndim=2), g_v: nd(ndim=2), g_vu: nd(ndim=2), g_lpos: nd(ndim=2),
                          g_lquat: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_janchor: nd(ndim=2),
                          g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2), g_mass: nd(ndim=3), g_dof: nd(ndim=3),
                          g_con: nd(ndim=3), g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3), g_link_f: nd(ndim=3),
-                         g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3),
-                         g_vs: nd(ndim=3), G_qpos: nd(ndim=3), G_vel: nd(ndim=3), G_acc: nd(ndim=3), G_lpos: nd(ndim=4),
-                         G_lquat: nd(ndim=4), G_imp: nd(ndim=4), G_limit: nd(ndim=3)):
+                         g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3), g_vs: nd(ndim=3),
+                         # gradients (the state's and the collider view's .grad)
+                         G_qpos: nd(ndim=3), G_dofs_vel: nd(ndim=3), G_dofs_acc: nd(ndim=3), G_links_pos: nd(ndim=4),
+                         G_links_quat: nd(ndim=4), G_contact_impulse: nd(ndim=4), G_limit_impulse: nd(ndim=3)):
     """Frame fn back to the constraint stage: the kinematics of fn, the positions' advance, the velocity and
     acceleration written, the constraint stage and its contact frames at frame f's poses; leaves the adjoint of the
     smooth acceleration in g_dof[:, :, 1]. The kinematics and dof motions of frame f are computed again (the
@@ -316,23 +341,23 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
                 g_con[b, s, k] = 0.0
             for k in ti.static(range(3)):
                 g_imp_in[b, s, k] = 0.0
-                g_imp_out[b, s, k] = G_imp[fn, b, s, k]
+                g_imp_out[b, s, k] = G_contact_impulse[fn, b, s, k]
         for i in range(n_q):
             g_q1[b, i] = 0.0
             g_q2[b, i] = G_qpos[fn, b, i]
         # the kinematics of frame fn
-        for l in range(G_lpos.shape[2]):
-            g_lpos[b, l] = ti.Vector([G_lpos[fn, b, l, 0], G_lpos[fn, b, l, 1], G_lpos[fn, b, l, 2]])
-            g_lquat[b, l] = ti.Vector([G_lquat[fn, b, l, 0], G_lquat[fn, b, l, 1], G_lquat[fn, b, l, 2],
-                                       G_lquat[fn, b, l, 3]])
+        for l in range(G_links_pos.shape[2]):
+            g_lpos[b, l] = ti.Vector([G_links_pos[fn, b, l, 0], G_links_pos[fn, b, l, 1], G_links_pos[fn, b, l, 2]])
+            g_lquat[b, l] = ti.Vector([G_links_quat[fn, b, l, 0], G_links_quat[fn, b, l, 1], G_links_quat[fn, b, l, 2],
+                                       G_links_quat[fn, b, l, 3]])
         forward_kinematics_reverse(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q2,
                                    g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
         # the advance: qpos[fn] from qpos[f] and s_vs = the new velocity plus the pseudo-velocity
         advance_q_reverse(b, qpos, f, s_vs, 0, h, joint_i, g_q2, g_q1, g_vu)
         for d in range(n_v):
-            g_dof[b, d, 3] = g_vu[b, d] + G_vel[fn, b, d] + G_acc[fn, b, d] / h
-            g_dof[b, d, 4] = g_vu[b, d]
-            g_v[b, d] = -G_acc[fn, b, d] / h
+            g_dof[b, d, GD_VEL] = g_vu[b, d] + G_dofs_vel[fn, b, d] + G_dofs_acc[fn, b, d] / h
+            g_dof[b, d, GD_PSEUDO] = g_vu[b, d]
+            g_v[b, d] = -G_dofs_acc[fn, b, d] / h
         # the constraint stage, at frame f's poses
         zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis)
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
@@ -341,29 +366,36 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(n
         solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
                                   contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
                                   s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_q1, g_dof_f,
-                                  g_row, g_J, g_W, g_vs, G_limit)
+                                  g_row, g_J, g_W, g_vs, G_limit_impulse)
         for s in range(g_imp_in.shape[1]):
             for k in ti.static(range(3)):
-                G_imp[f, b, s, k] = G_imp[f, b, s, k] + g_imp_in[b, s, k]
+                G_contact_impulse[f, b, s, k] = G_contact_impulse[f, b, s, k] + g_imp_in[b, s, k]
         for d in range(n_v):  # v_free = v + h qacc
-            g_v[b, d] = g_v[b, d] + g_dof[b, d, 2]
-            g_dof[b, d, 1] = h * g_dof[b, d, 2]
+            g_v[b, d] = g_v[b, d] + g_dof[b, d, GD_FREE_VEL]
+            g_dof[b, d, GD_ACC] = h * g_dof[b, d, GD_FREE_VEL]
 
 
 @ti.kernel
-def substep_reverse_dynamics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), ext_impulse: nd(ndim=4),
-                             ctrl_mode: nd(ndim=2), ctrl_force: nd(ndim=2), ctrl_pos: nd(ndim=2),
-                             ctrl_vel: nd(ndim=2), ctrl_kp: nd(ndim=2), ctrl_kv: nd(ndim=2), params_f: nd(ndim=1),
-                             params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), dof_f: nd(ndim=3),
-                             dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2), s_R: nd(ndim=2),
-                             s_com: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
-                             s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
-                             s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), g_q1: nd(ndim=2),
-                             g_v: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_cdof: nd(ndim=2),
-                             g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_mass: nd(ndim=3), g_dof: nd(ndim=3),
-                             g_link_f: nd(ndim=3), g_dof_f: nd(ndim=3), g_ctrl: nd(ndim=3), g_cacc: nd(ndim=2),
-                             g_cfrc: nd(ndim=2), g_crb_m: nd(ndim=2), g_crb_mc: nd(ndim=2), g_crb_io: nd(ndim=2),
-                             G_ext: nd(ndim=4)):
+def substep_reverse_dynamics(f: ti.i32,
+                             # state (all frames)
+                             qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_ext_impulse: nd(ndim=4),
+                             dofs_ctrl_mode: nd(ndim=2), dofs_ctrl_force: nd(ndim=2), dofs_ctrl_pos: nd(ndim=2),
+                             dofs_ctrl_vel: nd(ndim=2), dofs_kp: nd(ndim=2), dofs_kv: nd(ndim=2),
+                             # model
+                             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2),
+                             dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
+                             # scratch
+                             s_R: nd(ndim=2), s_com: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
+                             s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2),
+                             s_crb_mc: nd(ndim=2), s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
+                             # adjoints (per substep)
+                             g_q1: nd(ndim=2), g_v: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2),
+                             g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_mass: nd(ndim=3),
+                             g_dof: nd(ndim=3), g_link_f: nd(ndim=3), g_dof_f: nd(ndim=3), g_ctrl: nd(ndim=3),
+                             g_cacc: nd(ndim=2), g_cfrc: nd(ndim=2), g_crb_m: nd(ndim=2), g_crb_mc: nd(ndim=2),
+                             g_crb_io: nd(ndim=2),
+                             # gradients (the state's and the collider view's .grad)
+                             G_links_ext_impulse: nd(ndim=4)):
     """The smooth dynamics backwards: the acceleration's solve and generalized forces, the couplings' impulses,
     the bias forces and the implicit mass matrix."""
     h = params_f[PF_DT]
@@ -380,28 +412,35 @@ def substep_reverse_dynamics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), 
             g_cdof_dot[b, d] = ti.Vector.zero(float, 6)
             for k in ti.static(range(5)):
                 g_ctrl[b, d, k] = 0.0
-        smooth_acceleration_reverse(b, f, h, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode,
-                                    ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_crb_m, s_crb_mc,
+        smooth_acceleration_reverse(b, f, h, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, dofs_ctrl_mode,
+                                    dofs_ctrl_force, dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, s_crb_m, s_crb_mc,
                                     s_crb_io, s_cdof, s_mass, s_dof, g_q1, g_v, g_dof, g_mass, g_dof_f, g_ctrl)
-        external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, g_dof, g_com, g_cdof, G_ext)
-        bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force,
-                              ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc,
+        external_forces_reverse(b, f, h, links_ext_impulse, link_i, dof_i, s_com, s_cdof, g_dof, g_com, g_cdof, G_links_ext_impulse)
+        bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, dofs_ctrl_mode, dofs_ctrl_force,
+                              dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc,
                               s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_v, g_R, g_com, g_cdof, g_cdof_dot,
                               g_cvel, g_mass, g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m, g_crb_mc,
                               g_crb_io)
 
 
 @ti.kernel
-def substep_reverse_kinematics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
-                               links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=3), link_i: nd(ndim=2),
-                               joint_f: nd(ndim=2), joint_i: nd(ndim=2), pair_i: nd(ndim=2), geom_i: nd(ndim=2),
-                               geom_f: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), g_con: nd(ndim=3),
-                               s_R: nd(ndim=2), s_janchor: nd(ndim=2),
-                               s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cvel: nd(ndim=2), g_q1: nd(ndim=2),
-                               g_v: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2), g_R: nd(ndim=2),
-                               g_com: nd(ndim=2), g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2),
-                               g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_link_f: nd(ndim=3), G_qpos: nd(ndim=3),
-                               G_vel: nd(ndim=3)):
+def substep_reverse_kinematics(f: ti.i32,
+                               # state (all frames)
+                               qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                               links_quat: nd(dtype=V4, ndim=3),
+                               # model
+                               link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
+                               pair_i: nd(ndim=2), geom_i: nd(ndim=2), geom_f: nd(ndim=2),
+                               # scratch
+                               s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_R: nd(ndim=2), s_janchor: nd(ndim=2),
+                               s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cvel: nd(ndim=2),
+                               # adjoints (per substep)
+                               g_con: nd(ndim=3), g_q1: nd(ndim=2), g_v: nd(ndim=2), g_lpos: nd(ndim=2),
+                               g_lquat: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_janchor: nd(ndim=2),
+                               g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2),
+                               g_link_f: nd(ndim=3),
+                               # gradients (the state's and the collider view's .grad)
+                               G_qpos: nd(ndim=3), G_dofs_vel: nd(ndim=3)):
     """The contacts' frames, the dof motions and the kinematics of frame f backwards; then the gradients of qpos[f]
     and dofs_vel[f]."""
     if ti.static(SERIAL):
@@ -414,7 +453,7 @@ def substep_reverse_kinematics(f: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
         contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
         state_reverse(b, f, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
                       s_jaxis, s_cdof, s_cvel, g_q1, g_v, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
-                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_vel)
+                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_dofs_vel)
 
 
 @func
@@ -447,7 +486,7 @@ def zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis):
 
 @func
 def external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, g_dof, g_com, g_cdof, G_ext):
-    """The reverse of external_forces: from the adjoint of the generalized force g_dof[b, :, 5], the adjoints of the
+    """The reverse of external_forces: from the adjoint of the generalized force g_dof[b, :, GD_EXT], the adjoints of the
     impulses (G_ext[f, b, l, :], accumulated), of the centres of mass and of the motion subspaces."""
     for l in range(ext_impulse.shape[2]):
         lin = ti.Vector([ext_impulse[f, b, l, 0], ext_impulse[f, b, l, 1], ext_impulse[f, b, l, 2]])
@@ -457,7 +496,7 @@ def external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, 
         g_lin = ti.Vector([0.0, 0.0, 0.0])
         d = link_i[l, LI_LAST_DOF]
         while d >= 0:
-            g = g_dof[b, d, 5] / h
+            g = g_dof[b, d, GD_EXT] / h
             cd = s_cdof[b, d]
             g_torque += g * ti.Vector([cd[0], cd[1], cd[2]])
             g_lin += g * ti.Vector([cd[3], cd[4], cd[5]])
@@ -472,17 +511,24 @@ def external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, 
 
 
 @ti.kernel
-def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
-                              links_quat: nd(dtype=V4, ndim=3), link_f: nd(ndim=3), link_i: nd(ndim=2),
-                              joint_f: nd(ndim=2), joint_i: nd(ndim=2), geom_f: nd(ndim=2), geom_i: nd(ndim=2),
+def collider_geometry_reverse(fn: ti.i32,
+                              # state (all frames)
+                              qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                              links_quat: nd(dtype=V4, ndim=3),
+                              # model
+                              link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
+                              geom_f: nd(ndim=2), geom_i: nd(ndim=2),
+                              # scratch
                               s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2),
-                              s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), g_q2: nd(ndim=2),
-                              g_vu: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2), g_R: nd(ndim=2),
-                              g_com: nd(ndim=2), g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2),
-                              g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_link_f: nd(ndim=3),
-                              G_geom_pos: nd(ndim=3), G_geom_quat: nd(ndim=3), G_com: nd(ndim=3),
-                              G_lin_vel: nd(ndim=3), G_ang_vel: nd(ndim=3), G_quat: nd(ndim=3), G_qpos: nd(ndim=3),
-                              G_vel: nd(ndim=3)):
+                              s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
+                              # adjoints (per substep)
+                              g_q2: nd(ndim=2), g_vu: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2),
+                              g_R: nd(ndim=2), g_com: nd(ndim=2), g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2),
+                              g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_link_f: nd(ndim=3),
+                              # gradients (the state's and the collider view's .grad)
+                              G_geom_pos: nd(ndim=3), G_geom_quat: nd(ndim=3), G_body_com: nd(ndim=3),
+                              G_body_lin_vel: nd(ndim=3), G_body_ang_vel: nd(ndim=3), G_body_quat: nd(ndim=3),
+                              G_qpos: nd(ndim=3), G_dofs_vel: nd(ndim=3)):
     """The reverse of collider_geometry: the gradients of the ColliderView's arrays (G_*: geom poses, centres of
     mass, link velocities and orientations at frame fn) into those of qpos[fn] and dofs_vel[fn]."""
     if ti.static(SERIAL):
@@ -518,16 +564,16 @@ def collider_geometry_reverse(fn: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3)
             com = s_com[b, l]
             cvel = s_cvel[b, l]
             omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
-            glin = ti.Vector([G_lin_vel[b, l, 0], G_lin_vel[b, l, 1], G_lin_vel[b, l, 2]])
-            gomega = ti.Vector([G_ang_vel[b, l, 0], G_ang_vel[b, l, 1], G_ang_vel[b, l, 2]]) + com.cross(glin)
+            glin = ti.Vector([G_body_lin_vel[b, l, 0], G_body_lin_vel[b, l, 1], G_body_lin_vel[b, l, 2]])
+            gomega = ti.Vector([G_body_ang_vel[b, l, 0], G_body_ang_vel[b, l, 1], G_body_ang_vel[b, l, 2]]) + com.cross(glin)
             g_cvel[b, l] = g_cvel[b, l] + spatial(gomega, glin)
-            g_com[b, l] = g_com[b, l] + (ti.Vector([G_com[b, l, 0], G_com[b, l, 1], G_com[b, l, 2]])
+            g_com[b, l] = g_com[b, l] + (ti.Vector([G_body_com[b, l, 0], G_body_com[b, l, 1], G_body_com[b, l, 2]])
                                          + glin.cross(omega))
-            g_lquat[b, l] = g_lquat[b, l] + ti.Vector([G_quat[b, l, 0], G_quat[b, l, 1], G_quat[b, l, 2],
-                                                       G_quat[b, l, 3]])
+            g_lquat[b, l] = g_lquat[b, l] + ti.Vector([G_body_quat[b, l, 0], G_body_quat[b, l, 1], G_body_quat[b, l, 2],
+                                                       G_body_quat[b, l, 3]])
         state_reverse(b, fn, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
                       s_jaxis, s_cdof, s_cvel, g_q2, g_vu, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
-                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_vel)
+                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_dofs_vel)
 
 
 # each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)

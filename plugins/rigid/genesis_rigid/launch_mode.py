@@ -70,9 +70,7 @@ class LaunchMode:
         self._set_serial(self.TRIAL_PLAN[0][0] if mode == "auto" else mode == "serial")
 
     def _set_serial(self, serial):
-        if serial != self._serial:
-            self._serial = serial
-            self._args = None  # its kernels are the other copy's (the reverse picks its kernels at each launch)
+        self._serial = serial  # (each copy has bindings of its own: RigidSolver._bind)
 
     def _time_trial(self, seconds):
         """A substep of the trial took `seconds`: recorded if timed, then the plan's next copy; at its end, the

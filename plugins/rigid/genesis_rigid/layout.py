@@ -56,3 +56,23 @@ ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3  # (a tendon's limit 
 # row's dofs as two ranges (the trees of the two links; the second is empty when they share one), and a limit row's
 # entry of limit_impulse (the limited dofs in order, then the limited tendons)
 RI_KIND, RI_CONTACT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_ITEM, RI_N = range(9)
+
+# s_dof columns (the substep's per-dof scratch [B, D, SD_N]): the bias forces c; the smooth acceleration
+# M~^-1 (tau - c); the velocity (the unconstrained one until the constraint stage, then the constrained one); RK4's
+# weighted sums of the stages' velocities and accelerations; the unconstrained velocity, kept through the constraint
+# stage; the generalized force of the couplings' impulses; the pseudo-velocity of the position pass; the velocity at
+# the start of a constraint sweep; 1 where the dof's PD law is saturated (it then acts as its clamped force,
+# explicitly: bias_and_mass sets it, smooth_acceleration reads it)
+(SD_BIAS, SD_ACC, SD_VEL, SD_RK4_VEL, SD_RK4_ACC, SD_FREE_VEL, SD_EXT, SD_PSEUDO, SD_SWEEP, SD_SATURATED,
+ SD_N) = range(11)
+# g_dof columns (the reverse's per-dof adjoints [B, D, GD_N]): of the bias forces, of the smooth acceleration (of
+# tau once smooth_acceleration_reverse has run), of the unconstrained velocity, of the constrained velocity, of the
+# pseudo-velocity, of the couplings' generalized force
+GD_BIAS, GD_ACC, GD_FREE_VEL, GD_VEL, GD_PSEUDO, GD_EXT, GD_N = range(7)
+# g_con columns (the adjoints of each contact pool entry's geometry [B, C, GC_N]): point (3), normal (3), depth,
+# friction coefficient
+GC_POS, GC_NORMAL, GC_DEPTH, GC_MU, GC_N = 0, 3, 6, 7, 8
+# g_ctrl columns (the adjoints of the controls [B, D, GT_N]), in the order of the state's dofs_ctrl_force,
+# dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv
+GT_FORCE, GT_POS, GT_VEL, GT_KP, GT_KV, GT_N = range(6)
+

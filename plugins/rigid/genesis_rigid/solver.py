@@ -19,10 +19,10 @@ from .compile import compile_model
 from .entity import RigidEntity
 from .kernels_collision import CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED, \
     CM_SWEEPS, HASH_FACTOR, KEY_SPAN
-from .kernels_constraint import RF_N, SD_SWEEP
+from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .launch_mode import LaunchMode
-from .layout import DF_N, GF_FRICTION, LF_MASS, LF_N, PI_GEOM_A, PI_GEOM_B, RI_N
+from .layout import DF_N, GC_N, GD_N, GF_FRICTION, GT_N, LF_MASS, LF_N, PI_GEOM_A, PI_GEOM_B, RI_N, SD_N
 from .material import Rigid
 from .model import BALL, FREE
 from .options import RigidOptions
@@ -204,7 +204,8 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
             s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_cdof=z(B, D, element=v6),
             s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
-            s_mass=z(B, D, D), s_dof=z(B, D, SD_SWEEP + 1), s_J=z(B, R, self.compiled.row_width), s_W=z(B, R, self.compiled.row_width),
+            s_mass=z(B, D, D), s_dof=z(B, D, SD_N), s_J=z(B, R, self.compiled.row_width),
+            s_W=z(B, R, self.compiled.row_width),
             s_row_f=z(B, R, RF_N),
             s_row_i=z(B, R, RI_N, kind="i"),
             # differentiable mode: the impulses after each sweep of the two passes, for the constraint stage's
@@ -230,7 +231,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         mu = self.compiled.arrays["geom_f"][:, GF_FRICTION]
         self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
         self._link_params_seen = self._link_params_values = None
-        self._args = self._reverse_args = None
+        self._bindings = {}
         self.adjoint = self._allocate_adjoints() if self.sim_options.requires_grad else None
 
     def _allocate_adjoints(self):
@@ -252,8 +253,8 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
             g_vu=z(B, D), g_lpos=z(B, L, element=v3), g_lquat=z(B, L, element=(4,)), g_R=z(B, L, element=m3),
             g_com=z(B, L, element=v3), g_janchor=z(B, J, element=v3), g_jaxis=z(B, J, element=v3),
             g_cdof=z(B, D, element=v6), g_cdof_dot=z(B, D, element=v6), g_cvel=z(B, L, element=v6),
-            g_mass=z(B, D, D), g_dof=z(B, D, 6), g_con=t(B, C, 8), g_imp_in=z(B, C, 3), g_imp_out=z(B, C, 3),
-            g_link_f=t(B, L, LF_N), g_dof_f=t(B, D, DF_N), g_ctrl=t(B, D, 5), g_cacc=z(B, L, element=v6),
+            g_mass=z(B, D, D), g_dof=z(B, D, GD_N), g_con=t(B, C, GC_N), g_imp_in=z(B, C, 3), g_imp_out=z(B, C, 3),
+            g_link_f=t(B, L, LF_N), g_dof_f=t(B, D, DF_N), g_ctrl=t(B, D, GT_N), g_cacc=z(B, L, element=v6),
             g_cfrc=z(B, L, element=v6), g_crb_m=z(B, L), g_crb_mc=z(B, L, element=v3), g_crb_io=z(B, L, element=m3),
             g_row=z(B, R, RF_N), g_J=z(B, R, self.compiled.row_width), g_W=z(B, R, self.compiled.row_width), g_vs=z(B, D, 4))
 
@@ -278,17 +279,38 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         return kernels_step.SERIAL_OF[kernel] if self._serial else kernel
 
     @property
-    def _launch(self):
-        """The launcher of every kernel but a plain substep's own (_step_launch): such a kernel may write the scratch
-        the last substep's final kinematics left, so the next substep computes them again (_fresh_kinematics)."""
-        self._fk_key = None
-        return self._step_launch
-
-    @property
     def _step_launch(self):
         if "_launcher" not in self.__dict__:
             self._launcher = Launcher()
         return self._launcher
+
+    def kernel_arrays(self) -> dict:
+        """Every array the kernels take, by their parameter names: the state's fields (all frames), the model's
+        arrays and the scratch. The kernels are bound to them by name (`genesis_core.launch.Launcher.bind`): a new
+        state field is its declaration and the kernel parameter of its name. (The differentiable mode's adjoints
+        and the state's gradients, `G_<field>`, join them in backward.py.)"""
+        return {**self.state.tensors, **self.model, **self.scratch}
+
+    _bindings = None  # {(kernel copy, launcher): (ids of the arrays in place of the solver's, its Bound)}
+
+    def _bind(self, kernel, launcher=None, **arrays):
+        """The launch mode's copy of `kernel` bound by name to kernel_arrays(), with `arrays` in place of those of
+        their names; bound again only when those arrays change (the state's tensors are never replaced, the model's
+        and the scratch arrays only by _allocate_scratch, which drops the bindings)."""
+        k = self._kernel(kernel)
+        launcher = launcher or self._step_launch
+        ids = tuple(map(id, arrays.values()))
+        cached = self._bindings.get((k, id(launcher)))
+        if cached is None or cached[0] != ids:
+            cached = self._bindings[(k, id(launcher))] = (ids, launcher.bind(k, {**self.kernel_arrays(), **arrays}))
+        return cached[1]
+
+    def _run(self, kernel, arrays=None, **values):
+        """Launch `kernel` (bound by name; `arrays` in place of the solver's, `values` its scalars and any array
+        given at this launch only) outside a plain substep: such a kernel may write the scratch the last substep's
+        final kinematics left, so the next substep computes them again (_fresh_kinematics)."""
+        self._fk_key = None
+        self._bind(kernel, **(arrays or {}))(**values)
 
     _fk_key = None  # _kinematics_key of the frame whose kinematics the scratch holds, if a plain substep left them
 
@@ -310,12 +332,11 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         """The link poses of frame f from its qpos; envs_idx (a long tensor): only those environments' poses change,
         the others are put back as they were."""
         self._sync_link_params()
-        m, s, st = self.model, self.scratch, self.state
+        st = self.state
         keep = None
         if envs_idx is not None and self.batch > 1:
             keep = st.at("links_pos", f).clone(), st.at("links_quat", f).clone()
-        self._launch(self._kernel(kernels_step.kinematics), f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"],
-                     m["joint_f"], m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"])
+        self._run(kernels_step.kinematics, f=f)
         if keep is not None:
             others = torch.ones(self.batch, dtype=torch.bool, device=keep[0].device)
             others[envs_idx.to(keep[0].device)] = False
@@ -325,13 +346,12 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
     def _collide(self, f, fresh=0):
         """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs. fresh:
         the scratch holds frame f's rotations (_fresh_kinematics)."""
-        fn, (collide, collide_meshes, _), (a_collide, a_meshes, _, _) = self.frames.next(f), *self._step_args()
+        fn, meshes = self.frames.next(f), self.n_mesh_pairs > 0
         # (of the kinematics' scratch, these write only frame f's rotations, the values the kinematics give them:
         # they keep _fresh_kinematics' key)
-        launch = self._step_launch
-        launch(collide, f, fn, fresh, *a_collide)
-        if collide_meshes is not None:
-            launch(collide_meshes, f, fn, *a_meshes)
+        self._bind(kernels_step.collide)(f=f, fn=fn, fresh=fresh, finish=int(not meshes))
+        if meshes:
+            self._bind(kernels_step.collide_meshes)(f=f, fn=fn)
         self._n_collides += 1
         if not self._contacts_warned and self._n_collides % self.CONTACT_CHECK_EVERY == 1:
             self._check_contact_capacity()
@@ -404,43 +424,10 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         if self.collision:
             self._collide(f, fresh)
             self._log_contacts()
-        (_, _, substep), (_, _, head, tail) = self._step_args()
-        self._step_launch(substep, f, fn, fresh, *head, self._ext_impulse(f), *tail)
+        self._bind(kernels_step.substep)(f=f, fn=fn, fresh=fresh, links_ext_impulse=self._ext_impulse(f))
         self._fk_key = self._kinematics_key(fn)
         if trial is not None:
             self._time_trial(time.perf_counter() - start)
-
-    _args = None  # _step_args' tuples, made once per allocation of the scratch arrays
-    _reverse_args = None  # _reverse_arrays' lists, the same
-
-    def _step_args(self):
-        """The kernels a plain substep launches, (collide, collide_meshes or None, substep) for this batch, and
-        their array arguments after the frame indices: (collide's, collide_meshes', substep's before the external
-        impulses, substep's after them). Made once: the state's tensors are never replaced, and the model's and
-        scratch arrays only by _allocate_scratch, which drops these."""
-        if self._args is None:
-            st, m, s = self.state, self.model, self.scratch
-            meshes = self.n_mesh_pairs > 0
-            kernels = (self._kernel(kernels_step.collide),
-                       self._kernel(kernels_step.collide_meshes) if meshes else None,
-                       self._kernel(kernels_step.substep))
-            collide = (int(not meshes), st.links_pos, st.links_quat, st.contact_key, m["geom_f"], m["geom_mu"],
-                       m["geom_i"], m["geom_rbound"], m["pair_i"], m["pair_lut"], m["plane_pairs"], m["bound_geoms"],
-                       s["s_sap"], s["s_sap_axis"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_geom_f"], s["s_near_i"],
-                       s["s_hash"])
-            collide_meshes = (st.links_pos, st.contact_key, m["geom_f"], m["geom_mu"], m["geom_i"], m["hull_f"],
-                              m["hull_i"], m["pair_i"], s["s_R"], s["s_con_f"], s["s_con_i"], s["s_near_i"],
-                              s["s_nar_f"], s["s_nar_i"], s["s_sep"], s["s_hash"])
-            head = (st.qpos, st.dofs_vel, st.dofs_acc, st.links_pos, st.links_quat, st.contact_impulse,
-                    st.limit_impulse)
-            tail = (st.dofs_ctrl_mode, st.dofs_ctrl_force, st.dofs_ctrl_pos, st.dofs_ctrl_vel, st.dofs_kp,
-                    st.dofs_kv, m["params_f"], m["params_i"], m["link_f"], m["link_i"], m["joint_f"], m["joint_i"],
-                    m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"]) + tuple(s[name] for name in (
-                        "s_qs", "s_vs", "s_lpos", "s_lquat", "s_R", "s_com", "s_janchor", "s_jaxis", "s_cdof",
-                        "s_cdof_dot", "s_cvel", "s_cacc", "s_cfrc", "s_crb_m", "s_crb_mc", "s_crb_io", "s_mass",
-                        "s_dof", "s_con_f", "s_con_i", "s_J", "s_W", "s_row_f", "s_row_i", "s_hist"))
-            self._args = (kernels, (collide, collide_meshes, head, tail))
-        return self._args
 
     _view_key = None  # the static world's key when the collider view's geometry was computed
     _static = (None, 0)  # (the static world's key at the last full substep, how many such substeps in a row)

@@ -12,7 +12,7 @@ import torch
 
 import genesis_core as gs
 from genesis_core.coupler import ColliderView
-from genesis_core.launch import torch_one_thread
+from genesis_core.launch import Launcher, torch_one_thread
 from genesis_core.rotations import quat_to_mat
 from genesis_core.utils.geom import quat_mul
 
@@ -20,6 +20,8 @@ from . import kernels_step
 from .layout import GF_SIZE
 from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
 
+# the outputs of kernels_step.collider_geometry, ColliderView's names
+VIEW_OUTPUTS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel")
 # the ColliderView geom code of each geom type (the cameras' primitives)
 GEOM_OF_TYPE = {BOX: gs.coupler.GEOM_BOX, SPHERE: gs.coupler.GEOM_SPHERE, CAPSULE: gs.coupler.GEOM_CAPSULE,
                 CYLINDER: gs.coupler.GEOM_CYLINDER}
@@ -110,7 +112,7 @@ class Views:
                 body_lin_vel=zeros(B, L, 3), body_ang_vel=zeros(B, L, 3),
                 body_impulse=zeros(B, L, 6) if grad and not self.n_links else st.at("links_ext_impulse", fn),
                 body_quat=zeros(B, L, 4) if grad else None)
-        v, m, s = self._view, self.model, self.scratch
+        v = self._view
         # a static world whose every frame holds the same poses (`_static_world`): the geometry computed then holds
         ready = not self.sim_options.requires_grad and not self.n_dofs and self._static[1] >= self.frames.n_frames
         if ready and self._view_key is not None and self._view_key == self._static[0] == self._static_key():
@@ -133,10 +135,7 @@ class Views:
             v.body_impulse = impulse
             with torch.no_grad():
                 v.body_quat[:, :self.n_links].copy_(st.at("links_quat", fn))
-        self._launch(self._kernel(kernels_step.collider_geometry), fn, st.qpos, st.dofs_vel, st.links_pos, st.links_quat,
-                     m["link_f"], m["link_i"], m["joint_f"], m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"],
-                     s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], v.geom_pos,
-                     v.geom_quat, v.body_com, v.body_lin_vel, v.body_ang_vel)
+        self._run(kernels_step.collider_geometry, {name: getattr(v, name) for name in VIEW_OUTPUTS}, fn=fn)
         if self._recording():
             self._view_tape = fn
         return v
@@ -284,17 +283,18 @@ class Views:
         """(centre of mass, its linear velocity, angular velocity), each [B, L, 3] world, of every link at the
         current frame (the collider view's kernel, into arrays of their own)."""
         self._sync_link_params()
-        f, st, m, s = self.frame, self.state, self.model, self.scratch
+        f, st = self.frame, self.state
         B, L, G, fl, dev = self.batch, max(self.n_links, 1), max(self.n_geoms, 1), self.float_dtype, self.device
         out = self.__dict__.get("_motion")
         if out is None:
             out = self._motion = tuple(torch.zeros(shape, dtype=fl, device=dev) for shape in
                                        ((B, G, 3), (B, G, 4), (B, L, 3), (B, L, 3), (B, L, 3)))
+        if self.__dict__.get("_motion_launch") is None:  # (its own bound arguments: the outputs are not the view's)
+            self._motion_launch = Launcher()
         with torch.no_grad():
-            self._launch(self._kernel(kernels_step.collider_geometry), f, st.qpos.detach(), st.dofs_vel.detach(),
-                         st.links_pos.detach(), st.links_quat.detach(), m["link_f"], m["link_i"], m["joint_f"],
-                         m["joint_i"], m["geom_f"], m["geom_i"], s["s_R"], s["s_com"], s["s_janchor"],
-                         s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], *out)
+            self._fk_key = None
+            self._bind(kernels_step.collider_geometry, self._motion_launch, **dict(zip(VIEW_OUTPUTS, out)))(
+                fn=f, **{name: st.tensors[name].detach() for name in ("qpos", "dofs_vel", "links_pos", "links_quat")})
         n = self.n_links
         return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
 

@@ -1,4 +1,4 @@
-"""The contacts' frames carried by their links (kernels_constraint.contact_frame_reverse) against the narrowphase.
+"""The contacts' frames carried by their links (kernels_collision.contact_frame_reverse) against the narrowphase.
 
 For each kind of primitive contact, a scene is placed (qpos per environment, two environments) so that the
 narrowphase finds a stable set of contacts; a test kernel runs the kinematics of frame f, the reverse of the contact
@@ -15,10 +15,10 @@ import taichi as ti
 import torch
 
 import genesis_core as gs
-from genesis_rigid.kernels_collision import CF_POS, CI_KEY, CI_META
-from genesis_rigid.kernels_constraint import contact_frame_reverse
+from genesis_rigid.kernels_collision import CF_POS, CI_KEY, CI_META, contact_frame_reverse
 from genesis_rigid.kernels_kinematics import forward_kinematics, forward_kinematics_reverse
 from genesis_rigid.kernels_math import V3, V4
+from genesis_rigid.layout import GC_MU, GC_N
 
 nd = ti.types.ndarray
 
@@ -127,10 +127,10 @@ def test_contact_frames_follow_the_narrowphase(case):
     con0, n0, keys0 = contacts(q0)
     assert n0.min() >= 1, f"{case}: no contact ({n0})"
     rng = np.random.default_rng(3)
-    w = rng.normal(size=(2, s.max_contacts, 8))
+    w = rng.normal(size=(2, s.max_contacts, GC_N))
     for b in range(2):
         w[b, n0[b]:] = 0.0
-    w[..., 7] = 0.0
+    w[..., GC_MU] = 0.0
 
     def loss(q):
         con, n, keys = contacts(q)
@@ -139,7 +139,7 @@ def test_contact_frames_follow_the_narrowphase(case):
 
     arr = s._taichi_array
     L, J, Q = s.n_links, max(s.n_joints, 1), q0.shape[1]
-    g = dict(g_con=arr((2, s.max_contacts, 8), values=w), g_qpos=arr((2, Q)), g_lpos=arr((2, L), element=(3,)),
+    g = dict(g_con=arr((2, s.max_contacts, GC_N), values=w), g_qpos=arr((2, Q)), g_lpos=arr((2, L), element=(3,)),
              g_lquat=arr((2, L), element=(4,)), g_R=arr((2, L), element=(3, 3)), g_com=arr((2, L), element=(3,)),
              g_janchor=arr((2, J), element=(3,)), g_jaxis=arr((2, J), element=(3,)),
              g_link_f=arr((2, L, m["link_f"].shape[2])))

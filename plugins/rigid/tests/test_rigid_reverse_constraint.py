@@ -14,10 +14,11 @@ import torch
 import genesis_core as gs
 from genesis_rigid.kernels_collision import CF_DEPTH, CF_MU, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV, \
     CM_SWEEPS
-from genesis_rigid.kernels_constraint import (GR_N, GV_N, RF_LAMBDA, SD_PSEUDO, advance_q, advance_q_reverse,
-                                              solve_constraints, solve_constraints_reverse)
+from genesis_rigid.kernels_constraint import GR_N, GV_N, RF_LAMBDA, solve_constraints, solve_constraints_reverse
 from genesis_rigid.kernels_dynamics import factor_ldl
-from genesis_rigid.layout import DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM
+from genesis_rigid.kernels_integrate import advance_q, advance_q_reverse
+from genesis_rigid.layout import (DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, GD_FREE_VEL, GD_N, GD_PSEUDO, GD_VEL,
+                                  PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM, SD_FREE_VEL, SD_PSEUDO, SD_VEL)
 
 nd = ti.types.ndarray
 TOL = 1e-6
@@ -45,7 +46,7 @@ def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), ma
                 s_mass[b, i, j] = mass_in[b, i, j]
         factor_ldl(b, n, s_mass, dof_i)
         for d in range(n):
-            s_dof[b, d, 2] = vfree[b, d]
+            s_dof[b, d, SD_VEL] = vfree[b, d]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
                           limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
         if mode == 1:
@@ -159,10 +160,10 @@ class ConstraintCase:
                     i = self.dof_i[i, DI_PARENT]
             mass[b] = low.T @ np.diag(np.diag(fac[b])) @ low
         arr = s._taichi_array
-        self.vfree = arr((B, D), values=sc["s_dof"].to_numpy()[:, :, 5] if vfree is None else vfree)
+        self.vfree = arr((B, D), values=sc["s_dof"].to_numpy()[:, :, SD_FREE_VEL] if vfree is None else vfree)
         self.mass = arr((B, D, D), values=mass)
         self.hist = arr((B, 2 * (int(m["params_i"].to_numpy()[PP_ITERATIONS]) + 1), R))
-        self.g = dict(g_dof=arr((B, D, 6)), g_mass=arr((B, D, D)), g_cdof=arr((B, D), element=(6,)),
+        self.g = dict(g_dof=arr((B, D, GD_N)), g_mass=arr((B, D, D)), g_cdof=arr((B, D), element=(6,)),
                       g_con=arr((B, C, 8)), g_imp_in=arr((B, C, 3)), g_imp_out=arr((B, C, 3)),
                       g_qpos=arr((B, st.qpos.shape[2])), g_dof_f=arr((B, D, DF_N)), g_J=arr((B, R, width)),
                       g_W=arr((B, R, width)), g_row=arr((B, R, GR_N)), g_v=arr((B, D, GV_N)))
@@ -187,7 +188,7 @@ class ConstraintCase:
     def outputs(self):
         sd = self.solver.scratch["s_dof"].to_numpy()
         st = self.solver.state
-        return (sd[:, :, 2], sd[:, :, SD_PSEUDO], st.contact_impulse[self.fn].numpy().copy(),
+        return (sd[:, :, SD_VEL], sd[:, :, SD_PSEUDO], st.contact_impulse[self.fn].numpy().copy(),
                 st.limit_impulse[self.fn].numpy().copy())
 
     def loss(self):
@@ -200,7 +201,7 @@ class ConstraintCase:
         for a in self.g.values():
             a.fill(0)
         g_dof = np.zeros(self.g["g_dof"].shape)
-        g_dof[:, :, 3], g_dof[:, :, 4] = self.w_v, self.w_u
+        g_dof[:, :, GD_VEL], g_dof[:, :, GD_PSEUDO] = self.w_v, self.w_u
         self.g["g_dof"].from_numpy(g_dof)
         self.g["g_imp_out"].from_numpy(self.w_imp)
         g_limit = np.zeros(self.G_limit.shape)
@@ -264,7 +265,7 @@ def check_constraints(case, errors, contacts=True, limits=False, same_counts=Tru
     B, D = case.mass.shape[0], case.mass.shape[1]
     grads = case.gradients()
     gd = grads["g_dof"]
-    case.check(gd[:, :, 2], "v_free", *case.taichi(case.vfree), list(np.ndindex(B, D)), errors)
+    case.check(gd[:, :, GD_FREE_VEL], "v_free", *case.taichi(case.vfree), list(np.ndindex(B, D)), errors)
     mass, entries = case.mass.to_numpy(), case.lower_entries()  # steps relative to the entries' scale
     steps = [1e-6 * np.sqrt(mass[b, k, k] * mass[b, i, i]) for b, k, i in entries]
     case.check(grads["g_mass"], "mass", *case.taichi(case.mass), entries, errors, eps=steps)
@@ -298,7 +299,7 @@ def test_solve_constraints_reverse_contacts():
     scene = contact_scene()
     s = scene.rigid_solver
     sc = s.scratch
-    vfree = sc["s_dof"].to_numpy()[:, :, 5].copy()
+    vfree = sc["s_dof"].to_numpy()[:, :, SD_FREE_VEL].copy()
     vfree[1, :6] += [0.8, 0.3, -0.4, 0.6, -0.5, 0.4]
     vfree[1, 6:] += [0.2, -0.1, -0.7, 0.3, 0.1, -0.2]
     con = sc["s_con_f"]
@@ -336,7 +337,7 @@ def test_solve_constraints_reverse_limits(tmp_path):
     dof_f[1, 1, DF_RANGE_HI] = 0.43
     s.model["dof_f"].from_numpy(dof_f)
     rng = np.random.default_rng(3)
-    vfree = s.scratch["s_dof"].to_numpy()[:, :, 5] + 0.1 * rng.normal(size=(2, s.n_dofs))
+    vfree = s.scratch["s_dof"].to_numpy()[:, :, SD_FREE_VEL] + 0.1 * rng.normal(size=(2, s.n_dofs))
     case = ConstraintCase(scene, seed=2, vfree=vfree)
     case.run(0)
     kinds = s.scratch["s_row_i"].to_numpy()[:, :, 0]
@@ -378,7 +379,7 @@ def test_solve_constraints_reverse_tolerance_stop(tmp_path):
     perturbation here, and fewer than the iterations)."""
     scene = arm_scene(tmp_path, iterations=60)
     rng = np.random.default_rng(4)
-    vfree = scene.rigid_solver.scratch["s_dof"].to_numpy()[:, :, 5] + 0.1 * rng.normal(size=(2, 13))
+    vfree = scene.rigid_solver.scratch["s_dof"].to_numpy()[:, :, SD_FREE_VEL] + 0.1 * rng.normal(size=(2, 13))
     case = ConstraintCase(scene, seed=5, vfree=vfree, tol=1e-7)
     errors = {}
     check_constraints(case, errors, contacts=False, limits=True)

@@ -17,12 +17,12 @@ import torch
 
 import genesis_core as gs
 from genesis_rigid.kernels_dynamics import (bias_and_mass, bias_and_mass_reverse, factor_ldl, ldl_solve,
-                                            ldl_solve_reverse, smooth_acceleration_reverse)
-from genesis_rigid.kernels_constraint import smooth_acceleration
+                                            ldl_solve_reverse, smooth_acceleration, smooth_acceleration_reverse)
 from genesis_rigid.kernels_kinematics import dof_motions, forward_kinematics
 from genesis_rigid.layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI,
-                                  DF_FORCE_LO, DF_N, LF_COM, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
-                                  LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, PF_DT)
+                                  DF_FORCE_LO, DF_N, GD_ACC, GD_BIAS, GD_EXT, GD_N, GT_FORCE, GT_N, LF_COM,
+                                  LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT, LF_FLUID_VISCOSITY, LF_FLUID_WIND,
+                                  LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, PF_DT, SD_ACC, SD_BIAS, SD_EXT, SD_SATURATED)
 
 MODEL = """<mujoco>
   <option density="1.3" viscosity="0.02" wind="0.4 -0.3 0.2"/>
@@ -148,8 +148,8 @@ class Stage:
         v3, v6, m3 = (3,), (6,), (3, 3)
         self.g = dict(g_qpos=z(B, solver.n_qs), g_vel=z(B, D), g_R=z(B, L, element=m3), g_com=z(B, L, element=v3),
                       g_cdof=z(B, D, element=v6), g_cdof_dot=z(B, D, element=v6), g_cvel=z(B, L, element=v6),
-                      g_mass=z(B, D, D), g_dof=z(B, D, 6), g_link_f=z(B, L, LF_N), g_dof_f=z(B, D, DF_N),
-                      g_ctrl=z(B, D, 5), g_cacc=z(B, L, element=v6), g_cfrc=z(B, L, element=v6), g_crb_m=z(B, L),
+                      g_mass=z(B, D, D), g_dof=z(B, D, GD_N), g_link_f=z(B, L, LF_N), g_dof_f=z(B, D, DF_N),
+                      g_ctrl=z(B, D, GT_N), g_cacc=z(B, L, element=v6), g_cfrc=z(B, L, element=v6), g_crb_m=z(B, L),
                       g_crb_mc=z(B, L, element=v3), g_crb_io=z(B, L, element=m3), g_X=z(B, len(ROWS), D))
         self.rows = solver._taichi_array((len(ROWS), 6), "i", values=np.array(ROWS, dtype=np.int32))
         self.X = z(B, len(ROWS), D)
@@ -219,7 +219,7 @@ def build(tmp_path):
     stage.s["s_qs"].from_numpy(qpos)
     stage.s["s_vs"].from_numpy(rng.uniform(-1.5, 1.5, (1, B, D)))
     s_dof = stage.s["s_dof"].to_numpy()
-    s_dof[:, :, 6] = rng.uniform(-2.0, 2.0, (B, D))  # the external forces (external_forces' output)
+    s_dof[:, :, SD_EXT] = rng.uniform(-2.0, 2.0, (B, D))  # the external forces (external_forces' output)
     stage.s["s_dof"].from_numpy(s_dof)
     return scene, stage, rng
 
@@ -265,39 +265,39 @@ def assert_small(errors, tol):
 
 def test_smooth_acceleration_and_bias_and_mass_reverse_match_differences(tmp_path):
     """The adjoints of qacc = M~^-1 (tau - c) with respect to everything the dynamics stage reads, through
-    smooth_acceleration_reverse then bias_and_mass_reverse (the saturation flags in s_dof[:, :, 5] overwritten in
-    between, as the substep does), against central differences of bias_and_mass + smooth_acceleration."""
+    smooth_acceleration_reverse then bias_and_mass_reverse (the saturation flags in s_dof[:, :, SD_SATURATED]
+    overwritten in between: the reverse recomputes them), against central differences of bias_and_mass + smooth_acceleration."""
     scene, stage, rng = build(tmp_path)
     s, g = stage.s, stage.g
     stage(KIN | BIAS | SMOOTH)
-    flags = s["s_dof"].to_numpy()[:, :, 5]
+    flags = s["s_dof"].to_numpy()[:, :, SD_SATURATED]
     assert [d for d in range(15) if (flags[:, d] != 0).any()] == SATURATED and (flags[:, SATURATED] != 0).all()
     weights = rng.standard_normal((2, 15))
 
     def loss():
         stage(BIAS | SMOOTH)
-        return float((s["s_dof"].to_numpy()[:, :, 1] * weights).sum())
+        return float((s["s_dof"].to_numpy()[:, :, SD_ACC] * weights).sum())
 
     base = loss()
     s_dof = s["s_dof"].to_numpy()
-    s_dof[:, :, 5] = rng.standard_normal((2, 15))  # the substep writes v_free there
+    s_dof[:, :, SD_SATURATED] = rng.standard_normal((2, 15))  # (not read by the reverse)
     s["s_dof"].from_numpy(s_dof)
     stage.zero_adjoints()
-    g_dof = np.zeros((2, 15, 6))
-    g_dof[:, :, 1] = weights
+    g_dof = np.zeros((2, 15, GD_N))
+    g_dof[:, :, GD_ACC] = weights
     g["g_dof"].from_numpy(g_dof)
     stage(SMOOTH_REV | BIAS_REV)
     ours = {k: a.to_numpy() for k, a in g.items()}
     s_dof = s["s_dof"].to_numpy()
 
     def put_ext(x):
-        s_dof[:, :, 6] = x
+        s_dof[:, :, SD_EXT] = x
         s["s_dof"].from_numpy(s_dof)
 
     mode, force, pos, vel, kp, kv = stage.ctrl
     inputs = [(k, *ti_input(s[k])) for k in ("s_R", "s_com", "s_cdof", "s_cdof_dot", "s_cvel", "s_qs", "s_vs")]
     inputs += [("link_f", *ti_input(stage.m["link_f"])), ("dof_f", *ti_input(stage.m["dof_f"])),
-               ("ext", s_dof[:, :, 6].copy(), put_ext)]
+               ("ext", s_dof[:, :, SD_EXT].copy(), put_ext)]
     inputs += [(f"ctrl{k}", *torch_input(t)) for k, t in enumerate((force, pos, vel, kp, kv))]
     fd = differences(loss, EPS, inputs)
     assert loss() == base
@@ -315,7 +315,7 @@ def test_smooth_acceleration_and_bias_and_mass_reverse_match_differences(tmp_pat
         errors[name] = relative_error(ours[name], fd[key])
     errors["g_qpos"] = relative_error(ours["g_qpos"], fd["s_qs"][0])
     errors["g_vel"] = relative_error(ours["g_vel"], fd["s_vs"][0])
-    errors["g_dof[5] (external)"] = relative_error(ours["g_dof"][:, :, 5], fd["ext"])
+    errors["g_dof[GD_EXT] (external)"] = relative_error(ours["g_dof"][:, :, GD_EXT], fd["ext"])
     for k, name in enumerate(("force", "pos", "vel", "kp", "kv")):
         errors[f"g_ctrl {name}"] = relative_error(ours["g_ctrl"][:, :, k], fd[f"ctrl{k}"])
     for c, name in enumerate(("damping", "armature", "stiffness", "springref", "range_lo", "range_hi", "force_lo",
@@ -332,7 +332,7 @@ def test_smooth_acceleration_and_bias_and_mass_reverse_match_differences(tmp_pat
     # the clamped commands and the saturated laws move the loss through their force range, the others through
     # their gains; gravity compensation and the fluid move it
     for d, col in CLAMPED.items():
-        assert (np.abs(ours["g_dof_f"][:, d, col]) > 1e-3).all() and (ours["g_ctrl"][:, d, 0] == 0).all()
+        assert (np.abs(ours["g_dof_f"][:, d, col]) > 1e-3).all() and (ours["g_ctrl"][:, d, GT_FORCE] == 0).all()
     for d in SATURATED:
         assert (np.abs(ours["g_dof_f"][:, d, DF_FORCE_LO:DF_FORCE_HI + 1]).max(axis=1) > 1e-3).all()
     assert np.abs(fd["link_f"][:, 3, LF_GRAVCOMP]).min() > 1e-3
@@ -355,23 +355,23 @@ def test_smooth_acceleration_reverse_mass_and_bias_adjoints(tmp_path):
         s["s_mass"].from_numpy(mass)
         s["s_dof"].from_numpy(dof)
         stage(SMOOTH)
-        return float((s["s_dof"].to_numpy()[:, :, 1] * weights).sum())
+        return float((s["s_dof"].to_numpy()[:, :, SD_ACC] * weights).sum())
 
     def put_mass(v):
         mass[:] = v
 
     def put_bias(v):
-        dof[:, :, 0] = v
+        dof[:, :, SD_BIAS] = v
 
-    fd = differences(loss, EPS, [("mass", mass0.copy(), put_mass), ("bias", dof0[:, :, 0].copy(), put_bias)])
+    fd = differences(loss, EPS, [("mass", mass0.copy(), put_mass), ("bias", dof0[:, :, SD_BIAS].copy(), put_bias)])
     loss()
     stage.zero_adjoints()
-    g_dof = np.zeros((2, 15, 6))
-    g_dof[:, :, 1] = weights
+    g_dof = np.zeros((2, 15, GD_N))
+    g_dof[:, :, GD_ACC] = weights
     g["g_dof"].from_numpy(g_dof)
     stage(SMOOTH_REV)
     errors = {"g_mass": relative_error(g["g_mass"].to_numpy(), fd["mass"]),
-              "g_dof[0] (bias)": relative_error(g["g_dof"].to_numpy()[:, :, 0], fd["bias"])}
+              "g_dof[0] (bias)": relative_error(g["g_dof"].to_numpy()[:, :, GD_BIAS], fd["bias"])}
     lower = np.zeros((15, 15), dtype=bool)
     dof_i = stage.m["dof_i"].to_numpy()
     for k in range(15):
