@@ -267,9 +267,20 @@ class Bound:
             raise TypeError(f"{self.kernel_name}: no value for {missing}")
         args = self.args.copy()
         positions = self.positions
-        for name, value in values.items():
-            args[positions[name]] = value
+        for name in values:
+            args[positions[name]] = values[name]
         return self.launcher(self.kernel, *args)
+
+    def leading(self, *names):
+        """A plain function launching the kernel with `names`, its first parameters in signature order, given
+        positionally at each call and the rest bound: for a launch in a hot loop (a kernel that takes its
+        per-launch parameters first), without the keyword handling of a call by name."""
+        params = list(self.positions)
+        if list(names) != params[:len(names)] or not self.required <= set(names):
+            raise TypeError(f"{self.kernel_name}: leading({', '.join(names)}) must name its first parameters, "
+                            f"{', '.join(params[:len(names)])}, with every scalar among them")
+        launcher, kernel, rest = self.launcher, self.kernel, tuple(self.args[len(names):])
+        return lambda *values: launcher(kernel, *values, *rest)
 
     @property
     def kernel_name(self) -> str:

@@ -253,3 +253,19 @@ def test_a_binding_by_name_names_what_is_missing_or_misshapen():
     with pytest.raises(TypeError, match="_axpy_named: no value for a"):
         bound(f=0)
     assert not out.any()  # nothing ran
+
+
+def test_leading_parameters_given_positionally_launch_as_by_name():
+    """Bound.leading: the kernel's first parameters at each call, positionally, the rest bound; it must name the
+    first parameters in order, every scalar among them."""
+    x, y = torch.rand(3, 4, 5, dtype=torch.float64), torch.rand(4, 5, 3, dtype=torch.float64)
+    out = torch.zeros(4, 5, dtype=torch.float64)
+    bound = Launcher().bind(_axpy_named, {"x": x, "y": y, "out": out})
+    fast = bound.leading("f", "a")
+    for f, a in ((0, 1.0), (2, -0.5)):
+        fast(f, a)
+        assert torch.equal(out, _reference(f, a, x, y))
+    with pytest.raises(TypeError, match="must name its first parameters"):
+        bound.leading("a", "f")
+    with pytest.raises(TypeError, match="every scalar"):
+        bound.leading("f")

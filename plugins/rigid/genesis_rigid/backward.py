@@ -68,7 +68,10 @@ class Backward:
             self._restore_contacts()
         if self.__dict__.get("_rerun_launch") is None:  # (its own bound arguments: s_hist is not the forward's)
             self._rerun_launch = Launcher()
-        substep = self._bind(kernels_step.substep, self._rerun_launch, s_hist=self.adjoint["s_hist"])
+            self._rerun_arrays = {"s_hist": self.adjoint["s_hist"]}
+        if self._rerun_arrays["s_hist"] is not self.adjoint["s_hist"]:  # (a new scratch)
+            self._rerun_arrays = {"s_hist": self.adjoint["s_hist"]}
+        substep = self._bind(kernels_step.substep, self._rerun_launch, self._rerun_arrays)
         substep(f=f, fn=fn, fresh=0, links_ext_impulse=self._ext_impulse(f))
         self._fk_key = None
         self._diff_tape = f
@@ -95,9 +98,15 @@ class Backward:
 
     def _reverse_arrays(self) -> dict:
         """What the reverse kernels take beyond kernel_arrays(): the adjoints (g_*, and the sweeps' history s_hist in
-        place of the forward's placeholder) and the state's gradients, G_<field>."""
+        place of the forward's placeholder) and the state's gradients, G_<field>; the same dict while these arrays
+        are the same objects (the kernels stay bound)."""
         st = self.state
-        return {**self.adjoint, **{f"G_{name}": st.tensors[name].grad for name in self.GRAD_FIELDS}}
+        grads = tuple(st.tensors[name].grad for name in self.GRAD_FIELDS)
+        cached = self.__dict__.get("_reverse_cache")
+        if cached is None or cached[0] is not self.adjoint or any(a is not b for a, b in zip(cached[1], grads)):
+            arrays = {**self.adjoint, **{f"G_{name}": g for name, g in zip(self.GRAD_FIELDS, grads)}}
+            cached = self._reverse_cache = (self.adjoint, grads, arrays)
+        return cached[2]
 
     def _reverse_view(self, fn):
         """The gradients of the collider view's arrays (their .grad, which the couplings' backward filled) into those
@@ -106,8 +115,12 @@ class Backward:
         names = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel", "body_quat")
         grads = [getattr(v, n).grad for n in names]
         if any(g is not None and bool(g.any()) for g in grads) and self.n_links and self.n_dofs:
-            arrays = {**self._reverse_arrays(), **{f"G_{n}": g.contiguous() for n, g in zip(names, grads)}}
-            self._run(kernels_step.collider_geometry_reverse, arrays, fn=fn)
+            grads = [g.contiguous() for g in grads]
+            base = self._reverse_arrays()
+            cached = self.__dict__.get("_view_reverse")
+            if cached is None or cached[0] is not base or any(a is not b for a, b in zip(cached[1], grads)):
+                cached = self._view_reverse = (base, grads, {**base, **{f"G_{n}": g for n, g in zip(names, grads)}})
+            self._run(kernels_step.collider_geometry_reverse, cached[2], fn=fn)
         for g in grads:
             if g is not None:
                 g.zero_()

@@ -1,7 +1,8 @@
 """Forward kinematics, link Jacobians and inverse kinematics of a rigid entity, batched over environments.
 
-Everything here runs in torch over the solver's compiled model arrays (`solver.compiled.arrays`, columns named in
-layout.py) for any batch of candidate configurations: the scene's state is only read (the current qpos, as a
+The kinematics are the solver's own kernel (`RigidSolver.probe_kinematics`: forward kinematics and the dofs' motion
+axes, the code a substep runs), launched on any batch of candidate configurations; the Jacobians, the mass matrix
+and the IK steps are torch algebra over what it returns. The scene's state is only read (the current qpos, as a
 starting point) and never written, so IK leaves the robot where it was.
 
 Conventions (those of the solver and of Genesis World):
@@ -35,26 +36,18 @@ import numpy as np
 import torch
 
 import genesis_core as gs
-from genesis_core.rotations import quat_mul as _np_quat_mul
 from genesis_core.rotations import quat_to_mat
 from genesis_core.state import to_index, to_tensor
 from genesis_core.utils.geom import inv_quat as quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 
-from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE,
-                     LF_COM, LF_INERTIA, LF_MASS, LF_POS, LF_QUAT, LI_JOINT_END, LI_JOINT_START, LI_PARENT)
+from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE, LF_INERTIA, LF_MASS,
+                     LI_JOINT_END, LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, JOINT_NV, SLIDE
 
 # once few environments are left unconverged, IK runs about this many restarts side by side
 _CANDIDATE_BATCH = 128
 
 __all__ = ["forward_kinematics", "get_jacobian", "inverse_kinematics", "inverse_kinematics_multilink"]
-
-
-# -- quaternions on torch tensors [..., 4] (w, x, y, z) -------------------------------------------------------------
-
-def _right_mul_matrix(q):
-    """M [4, 4] (NumPy) with p * q = M @ p for every quaternion p."""
-    return np.stack([_np_quat_mul(e, q) for e in np.eye(4)], axis=1)
 
 
 def _normalize(q):
@@ -86,23 +79,22 @@ def _spd_solve(A, b):
 # -- the kinematic tree of an entity --------------------------------------------------------------------------------
 
 class _Joint:
-    __slots__ = ("type", "q", "dof", "pos", "axis", "has_pos", "axis_quat_r", "ref")
+    __slots__ = ("type", "q", "dof")
 
 
 class _Link:
-    __slots__ = ("parent", "pos", "quat_r", "quat", "joints")
+    __slots__ = ("parent", "joints")
 
 
 class KinematicTree:
-    """An entity's links (local indices, parents first), joints and dof limits as torch constants."""
+    """An entity's links (local indices, parents first), joints and dof limits, the structure IK reads (the
+    kinematics themselves are the solver's kernel: `kinematics`)."""
 
     def __init__(self, entity, dtype, device):
         a = entity.solver.compiled.arrays
-        # (an array kept per environment, [B, rows, columns], has the same kinematic columns in every one)
-        link_f, link_i, joint_f, joint_i, dof_f, dof_i = (np.asarray(a[k])[0] if np.ndim(a[k]) == 3 else a[k] for k in
-                                                          ("link_f", "link_i", "joint_f", "joint_i", "dof_f", "dof_i"))
+        link_i, joint_i, dof_f, dof_i = (a[k] for k in ("link_i", "joint_i", "dof_f", "dof_i"))
         ls, le, q0, d0 = entity.link_start, entity.link_end, entity.q_start, entity.dof_start
-        self.dtype, self.device = dtype, device
+        self.entity, self.dtype, self.device = entity, dtype, device
         self.n_links, self.n_qs, self.n_dofs = le - ls, entity.n_qs, entity.n_dofs
 
         def t(x):
@@ -118,25 +110,22 @@ class KinematicTree:
                 raise gs.GenesisError(f"kinematics: link {l} of entity {entity.idx} has parent {parent} outside "
                                       "the entity or after it.")
             k.parent = parent - ls if parent >= 0 else -1
-            k.pos = t(link_f[l, LF_POS:LF_POS + 3])
-            k.quat = t(link_f[l, LF_QUAT:LF_QUAT + 4])
-            k.quat_r = t(_right_mul_matrix(link_f[l, LF_QUAT:LF_QUAT + 4]).T)  # p * quat = p @ quat_r
             k.joints = []
             for j in range(int(link_i[l, LI_JOINT_START]), int(link_i[l, LI_JOINT_END])):
                 jt = _Joint()
                 jt.type, jt.q, jt.dof = int(joint_i[j, JI_TYPE]), int(joint_i[j, JI_Q_START]) - q0, \
                     int(joint_i[j, JI_DOF_START]) - d0
-                jpos, jaxis = joint_f[j, JF_POS:JF_POS + 3], joint_f[j, JF_AXIS:JF_AXIS + 3]
-                jt.pos, jt.axis, jt.has_pos = t(jpos), t(jaxis), bool(np.any(jpos != 0))
-                jt.ref = float(joint_f[j, JF_REF])  # hinge and slide move by q - ref
-                # p * (0, axis) = p @ axis_quat_r: with it, p * (cos, sin axis) = cos p + sin p @ axis_quat_r
-                jt.axis_quat_r = t(_right_mul_matrix(np.concatenate([[0.0], jaxis])).T)
                 for i in range(JOINT_NV[jt.type]):
                     dof_type[jt.dof + i] = jt.type
                     self.dof_link[jt.dof + i] = l - ls
                 k.joints.append(jt)
             self.links.append(k)
         self.dof_type = dof_type
+        # chain[l, d]: 1 where dof d moves link l (a dof of the link's joints or of an ancestor's)
+        chain = np.zeros((self.n_links, self.n_dofs))
+        for l in range(self.n_links):
+            chain[l, self.chain_dofs(l)] = 1.0
+        self.chain = t(chain)
         # hinge and slide dofs: their qpos index, limits (+-inf where unlimited)
         dofs = range(d0, d0 + self.n_dofs)
         self.dof_q = np.array([int(dof_i[d, DI_Q]) - q0 if dof_i[d, DI_Q] >= 0 else -1 for d in dofs], dtype=np.int64)
@@ -162,71 +151,30 @@ class KinematicTree:
         chain = set(self.ancestors([link]))
         return [d for d in range(self.n_dofs) if self.dof_link[d] in chain]
 
-    # -- forward kinematics -----------------------------------------------------------------------------------------
+    # -- kinematics: the solver's kernel ----------------------------------------------------------------------------
 
-    def fk(self, qpos, links=None):
-        """Poses of `links` (local indices; None: all) and everything they depend on, for qpos [B, n_qs]: dicts
-        link -> pos [B, 3], quat [B, 4], rot [B, 3, 3]; joints (link, k) -> anchor, world axis (hinge, slide) or
-        the frame right after the joint (ball, free) [B, 3, 3]."""
-        B = qpos.shape[0]
-        pos, quat, rot, anchor, axis, frame = {}, {}, {}, {}, {}, {}
-        for l in (range(self.n_links) if links is None else self.ancestors(links)):
-            k = self.links[l]
-            if k.parent >= 0:
-                xpos = pos[k.parent] + (rot[k.parent] @ k.pos)
-                xquat = quat[k.parent] @ k.quat_r
-            else:
-                xpos, xquat = k.pos.expand(B, 3), k.quat.expand(B, 4)
-            for i, jt in enumerate(k.joints):
-                r = quat_to_mat(xquat) if (jt.has_pos or jt.type in (SLIDE, HINGE)) else None
-                anc = xpos + r @ jt.pos if jt.has_pos else xpos
-                if jt.type == FREE:
-                    xpos = qpos[:, jt.q:jt.q + 3]
-                    xquat = _normalize(qpos[:, jt.q + 3:jt.q + 7])
-                    anc = xpos
-                    frame[l, i] = quat_to_mat(xquat)
-                elif jt.type == BALL:
-                    xquat = quat_mul(xquat, _normalize(qpos[:, jt.q:jt.q + 4]))
-                    frame[l, i] = quat_to_mat(xquat)
-                    if jt.has_pos:
-                        xpos = anc - frame[l, i] @ jt.pos
-                elif jt.type == HINGE:
-                    axis[l, i] = r @ jt.axis
-                    half = 0.5 * (qpos[:, jt.q:jt.q + 1] - jt.ref)
-                    xquat = torch.cos(half) * xquat + torch.sin(half) * (xquat @ jt.axis_quat_r)
-                    if jt.has_pos:
-                        xpos = anc - quat_to_mat(xquat) @ jt.pos
-                elif jt.type == SLIDE:
-                    axis[l, i] = r @ jt.axis
-                    xpos = xpos + axis[l, i] * (qpos[:, jt.q:jt.q + 1] - jt.ref)
-                anchor[l, i] = anc
-            xquat = _normalize(xquat)
-            pos[l], quat[l], rot[l] = xpos, xquat, quat_to_mat(xquat)
-        return dict(pos=pos, quat=quat, rot=rot, anchor=anchor, axis=axis, frame=frame)
+    def kinematics(self, qpos, envs):
+        """The entity's kinematics at qpos [n, n_qs] (environment envs[i] for row i: its model parameters, and the
+        other entities' coordinates as the state has them): dict pos, quat [n, n_links, 3 / 4], rot [n, n_links, 3,
+        3], com [n, n_links, 3], cdof [n, n_dofs, 6] (each dof's motion axis: angular, then the linear velocity of the
+        body point at the world origin), from RigidSolver.probe_kinematics."""
+        e = self.entity
+        solver = e.solver
+        full = solver.state.at("qpos", solver.frame)[envs].clone()
+        full[:, e.q_start:e.q_end] = qpos
+        k = solver.probe_kinematics(full, envs)
+        quat = k["links_quat"][:, e.link_start:e.link_end]
+        return dict(pos=k["links_pos"][:, e.link_start:e.link_end], quat=quat, rot=quat_to_mat(quat),
+                    com=k["com"][:, e.link_start:e.link_end], cdof=k["cdof"][:, e.dof_start:e.dof_end])
 
     def jacobian(self, kin, link, point):
-        """[B, 6, n_dofs]: the velocity (rows 0-2) of the world point `point` [B, 3] fixed in `link` and the link's
-        angular velocity (rows 3-5) per unit velocity of each dof, world axes."""
-        B = point.shape[0]
-        J = point.new_zeros((B, 6, self.n_dofs))
-        for l in self.ancestors([link]):
-            for i, jt in enumerate(self.links[l].joints):
-                d = jt.dof
-                if jt.type == HINGE:
-                    ax = kin["axis"][l, i]
-                    J[:, :3, d] = torch.cross(ax, point - kin["anchor"][l, i], dim=-1)
-                    J[:, 3:, d] = ax
-                elif jt.type == SLIDE:
-                    J[:, :3, d] = kin["axis"][l, i]
-                else:
-                    if jt.type == FREE:
-                        J[:, :3, d:d + 3] = torch.eye(3, dtype=J.dtype, device=J.device)
-                        d += 3
-                    axes = kin["frame"][l, i]  # columns: the joint frame's axes, world
-                    arm = (point - kin["anchor"][l, i]).unsqueeze(-1).expand(B, 3, 3)
-                    J[:, :3, d:d + 3] = torch.cross(axes, arm, dim=1)
-                    J[:, 3:, d:d + 3] = axes
-        return J
+        """[n, 6, n_dofs]: the velocity (rows 0-2) of the world point `point` [n, 3] fixed in `link` and the link's
+        angular velocity (rows 3-5) per unit velocity of each dof, world axes: for a dof that moves the link, its
+        motion axis (w, v_O) gives v_O + w x point and w; zero for the others."""
+        cdof = kin["cdof"]
+        ang, lin = cdof[..., :3], cdof[..., 3:]
+        v = lin + torch.cross(ang, point.unsqueeze(1).expand_as(ang), dim=-1)
+        return torch.cat([v, ang], -1).transpose(1, 2) * self.chain[link]
 
     # -- configurations ---------------------------------------------------------------------------------------------
 
@@ -285,6 +233,11 @@ def _envs(entity, envs_idx):
     return envs, (len(envs) if envs is not None else max(n_envs, 1)), batched
 
 
+def _env_rows(entity, envs, B):
+    """The scene's environment (a long tensor on gs.device) of each of the B rows _envs gave."""
+    return envs.to(gs.device) if envs is not None else torch.arange(B, device=gs.device)
+
+
 def _batch(value, B, tail, dtype, what):
     """`value` broadcast to [B, *tail] (the scene's batch; an unbatched value is shared by all environments)."""
     x = to_tensor(value, dtype, gs.device, what).detach()
@@ -334,9 +287,8 @@ def forward_kinematics(entity, qpos, qs_idx_local=None, links_idx_local=None, en
         q[:, qs.to(gs.device)] = q_in
     links = list(range(entity.n_links)) if links_idx_local is None else \
         to_index(links_idx_local, entity.n_links, "forward_kinematics: links_idx_local").tolist()
-    kin = tree.fk(q, links)
-    pos = torch.stack([kin["pos"][l] for l in links], 1)
-    quat = torch.stack([kin["quat"][l] for l in links], 1)
+    kin = tree.kinematics(q, _env_rows(entity, envs, B))
+    pos, quat = kin["pos"][:, links], kin["quat"][:, links]
     return (pos, quat) if batched else (pos[0], quat[0])
 
 
@@ -349,34 +301,31 @@ def get_jacobian(entity, link, local_point=None):
         raise gs.OptionError("get_jacobian: the entity has no dofs.")
     l = _link_index(entity, link, "get_jacobian")
     envs, B, batched = _envs(entity, None)
-    kin = tree.fk(_current_qpos(entity, envs), [l])
-    point = kin["pos"][l]
+    kin = tree.kinematics(_current_qpos(entity, envs), _env_rows(entity, envs, B))
+    point = kin["pos"][:, l]
     if local_point is not None:
         lp = _batch(local_point, B, (3,), tree.dtype, "get_jacobian: local_point")
-        point = point + (kin["rot"][l] @ lp.unsqueeze(-1)).squeeze(-1)
+        point = point + (kin["rot"][:, l] @ lp.unsqueeze(-1)).squeeze(-1)
     J = tree.jacobian(kin, l, point)
     return J if batched else J[0]
 
 
 def mass_matrix(entity, qpos, envs_idx=None):
     """The joint-space mass matrix `[B, n_dofs, n_dofs]` of the entity at qpos `[B, n_qs]`, from the links'
-    Jacobians (sum of m Jv^T Jv + Jw^T I Jw at each centre of mass) with each environment's inertial parameters
+    Jacobians at their centres of mass (sum of m Jv^T Jv + Jw^T I Jw) with each environment's inertial parameters
     (the state's links_* fields) and armature on the diagonal."""
     tree = kinematic_tree(entity)
     solver = entity.solver
-    solver._sync_link_params()
     envs, B, _ = _envs(entity, envs_idx)
+    rows = _env_rows(entity, envs, B)
+    kin = tree.kinematics(qpos, rows)  # (syncs the link parameters first)
     link_f = torch.as_tensor(solver.model["link_f"].to_numpy(), dtype=tree.dtype, device=gs.device)
-    link_f = link_f[:, entity.link_start:entity.link_end]
-    if envs is not None:
-        link_f = link_f[envs.to(link_f.device)]
-    kin = tree.fk(qpos)
+    link_f = link_f[rows.to(link_f.device)][:, entity.link_start:entity.link_end]
     M = qpos.new_zeros((B, tree.n_dofs, tree.n_dofs))
     for l in range(tree.n_links):
         m = link_f[:, l, LF_MASS]
-        rot = kin["rot"][l]
-        com = kin["pos"][l] + (rot @ link_f[:, l, LF_COM:LF_COM + 3].unsqueeze(-1)).squeeze(-1)
-        J = tree.jacobian(kin, l, com)
+        rot = kin["rot"][:, l]
+        J = tree.jacobian(kin, l, kin["com"][:, l])
         jv, jw = J[:, :3], J[:, 3:]
         inertia = rot @ link_f[:, l, LF_INERTIA:LF_INERTIA + 9].reshape(B, 3, 3) @ rot.transpose(-1, -2)
         M = M + m[:, None, None] * jv.transpose(1, 2) @ jv + jw.transpose(1, 2) @ inertia @ jw
@@ -530,13 +479,15 @@ def inverse_kinematics_multilink(entity, links, poss=None, quats=None, local_poi
     if respect_joint_limit:
         q = tree.clamp_limits(q)
 
+    scene_rows = _env_rows(entity, envs, B)  # the scene's environment of each of the B rows
+
     def errors(qb, env_rows):
         """[b, K, 6] masked errors and the kinematics at qb."""
-        kin = tree.fk(qb, link_ids)
+        kin = tree.kinematics(qb, scene_rows[env_rows])
         err, pts = [], []
         for k, l in enumerate(link_ids):
-            pt = kin["pos"][l] + (kin["rot"][l] @ lpts[env_rows, k].unsqueeze(-1)).squeeze(-1)
-            e_rot = quat_to_rotvec(quat_mul(quat_conj(kin["quat"][l]), tgt_quat[env_rows, k]))
+            pt = kin["pos"][:, l] + (kin["rot"][:, l] @ lpts[env_rows, k].unsqueeze(-1)).squeeze(-1)
+            e_rot = quat_to_rotvec(quat_mul(quat_conj(kin["quat"][:, l]), tgt_quat[env_rows, k]))
             err.append(torch.cat([tgt_pos[env_rows, k] - pt, e_rot], -1))
             pts.append(pt)
         err = torch.stack(err, 1) * row_mask_t.view(K, 6)
@@ -571,7 +522,7 @@ def inverse_kinematics_multilink(entity, links, poss=None, quats=None, local_poi
             Js = []
             for k, l in enumerate(link_ids):
                 Jk = tree.jacobian(kin, l, pts[k])[:, :, active_t]
-                Js.append(torch.cat([Jk[:, :3], kin["rot"][l].transpose(-1, -2) @ Jk[:, 3:]], 1))
+                Js.append(torch.cat([Jk[:, :3], kin["rot"][:, l].transpose(-1, -2) @ Jk[:, 3:]], 1))
             J = torch.cat(Js, 1) * row_mask_t.view(1, 6 * K, 1)
             e = err.reshape(n, 6 * K, 1)
             dq_active = step(J, e)

@@ -128,11 +128,13 @@ def collide_meshes(f: ti.i32, fn: ti.i32,
 
 @ti.kernel
 def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
+            # given at each launch: the external impulses (the state's field, or with the applied wrenches added)
+            links_ext_impulse: nd(ndim=4),
             # state (all frames)
             qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
             links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4), limit_impulse: nd(ndim=3),
-            links_ext_impulse: nd(ndim=4), dofs_ctrl_mode: nd(ndim=2), dofs_ctrl_force: nd(ndim=2),
-            dofs_ctrl_pos: nd(ndim=2), dofs_ctrl_vel: nd(ndim=2), dofs_kp: nd(ndim=2), dofs_kv: nd(ndim=2),
+            dofs_ctrl_mode: nd(ndim=2), dofs_ctrl_force: nd(ndim=2), dofs_ctrl_pos: nd(ndim=2),
+            dofs_ctrl_vel: nd(ndim=2), dofs_kp: nd(ndim=2), dofs_kv: nd(ndim=2),
             # model
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
             joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),

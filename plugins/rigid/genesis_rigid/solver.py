@@ -231,7 +231,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         mu = self.compiled.arrays["geom_f"][:, GF_FRICTION]
         self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
         self._link_params_seen = self._link_params_values = None
-        self._bindings = {}
+        self._bindings, self._step_cache = {}, None
         self.adjoint = self._allocate_adjoints() if self.sim_options.requires_grad else None
 
     def _allocate_adjoints(self):
@@ -291,26 +291,43 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         and the state's gradients, `G_<field>`, join them in backward.py.)"""
         return {**self.state.tensors, **self.model, **self.scratch}
 
-    _bindings = None  # {(kernel copy, launcher): (ids of the arrays in place of the solver's, its Bound)}
+    _bindings = None  # {(kernel copy, launcher): (the arrays dict in place of the solver's, or None; its Bound)}
 
-    def _bind(self, kernel, launcher=None, **arrays):
-        """The launch mode's copy of `kernel` bound by name to kernel_arrays(), with `arrays` in place of those of
-        their names; bound again only when those arrays change (the state's tensors are never replaced, the model's
-        and the scratch arrays only by _allocate_scratch, which drops the bindings)."""
+    def _bind(self, kernel, launcher=None, arrays=None):
+        """The launch mode's copy of `kernel` bound by name to kernel_arrays(), with `arrays` (a dict the caller
+        keeps while its arrays stay the same) in place of those of their names; bound again when another dict is
+        passed (the state's tensors are never replaced, the model's and the scratch arrays only by
+        _allocate_scratch, which drops the bindings)."""
         k = self._kernel(kernel)
         launcher = launcher or self._step_launch
-        ids = tuple(map(id, arrays.values()))
         cached = self._bindings.get((k, id(launcher)))
-        if cached is None or cached[0] != ids:
-            cached = self._bindings[(k, id(launcher))] = (ids, launcher.bind(k, {**self.kernel_arrays(), **arrays}))
+        if cached is None or cached[0] is not arrays:
+            cached = self._bindings[(k, id(launcher))] = (
+                arrays, launcher.bind(k, {**self.kernel_arrays(), **arrays} if arrays else self.kernel_arrays()))
         return cached[1]
 
+    _step_cache = None  # (launch mode, collide, collide_meshes or None, substep): a plain substep's launches
+
+    def _step_kernels(self):
+        """A plain substep's launches for the current launch mode, (serial, collide(f, fn, fresh, finish),
+        collide_meshes(f, fn) or None, substep(f, fn, fresh, links_ext_impulse)): bound by name once, called with
+        their leading parameters positionally (Bound.leading; a call by keyword costs about a microsecond more a
+        launch, a few percent of a one-environment substep)."""
+        cached = self._step_cache
+        if cached is None or cached[0] != self._serial:
+            meshes = self._bind(kernels_step.collide_meshes).leading("f", "fn") if self.n_mesh_pairs else None
+            cached = self._step_cache = (
+                self._serial, self._bind(kernels_step.collide).leading("f", "fn", "fresh", "finish"), meshes,
+                self._bind(kernels_step.substep).leading("f", "fn", "fresh", "links_ext_impulse"))
+        return cached
+
     def _run(self, kernel, arrays=None, **values):
-        """Launch `kernel` (bound by name; `arrays` in place of the solver's, `values` its scalars and any array
-        given at this launch only) outside a plain substep: such a kernel may write the scratch the last substep's
-        final kinematics left, so the next substep computes them again (_fresh_kinematics)."""
+        """Launch `kernel` (bound by name; `arrays`, a dict kept by the caller, in place of the solver's; `values`
+        its scalars and any array given at this launch only) outside a plain substep: such a kernel may write the
+        scratch the last substep's final kinematics left, so the next substep computes them again
+        (_fresh_kinematics)."""
         self._fk_key = None
-        self._bind(kernel, **(arrays or {}))(**values)
+        self._bind(kernel, arrays=arrays)(**values)
 
     _fk_key = None  # _kinematics_key of the frame whose kinematics the scratch holds, if a plain substep left them
 
@@ -349,9 +366,10 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         fn, meshes = self.frames.next(f), self.n_mesh_pairs > 0
         # (of the kinematics' scratch, these write only frame f's rotations, the values the kinematics give them:
         # they keep _fresh_kinematics' key)
-        self._bind(kernels_step.collide)(f=f, fn=fn, fresh=fresh, finish=int(not meshes))
+        _, collide, collide_meshes, _ = self._step_kernels()
+        collide(f, fn, fresh, int(not meshes))
         if meshes:
-            self._bind(kernels_step.collide_meshes)(f=f, fn=fn)
+            collide_meshes(f, fn)
         self._n_collides += 1
         if not self._contacts_warned and self._n_collides % self.CONTACT_CHECK_EVERY == 1:
             self._check_contact_capacity()
@@ -424,7 +442,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         if self.collision:
             self._collide(f, fresh)
             self._log_contacts()
-        self._bind(kernels_step.substep)(f=f, fn=fn, fresh=fresh, links_ext_impulse=self._ext_impulse(f))
+        self._step_kernels()[3](f, fn, fresh, self._ext_impulse(f))
         self._fk_key = self._kinematics_key(fn)
         if trial is not None:
             self._time_trial(time.perf_counter() - start)

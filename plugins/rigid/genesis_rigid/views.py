@@ -135,7 +135,10 @@ class Views:
             v.body_impulse = impulse
             with torch.no_grad():
                 v.body_quat[:, :self.n_links].copy_(st.at("links_quat", fn))
-        self._run(kernels_step.collider_geometry, {name: getattr(v, name) for name in VIEW_OUTPUTS}, fn=fn)
+        outputs = self.__dict__.get("_view_outputs")
+        if outputs is None or any(outputs[name] is not getattr(v, name) for name in VIEW_OUTPUTS):
+            outputs = self._view_outputs = {name: getattr(v, name) for name in VIEW_OUTPUTS}
+        self._run(kernels_step.collider_geometry, outputs, fn=fn)
         if self._recording():
             self._view_tape = fn
         return v
@@ -289,12 +292,58 @@ class Views:
         if out is None:
             out = self._motion = tuple(torch.zeros(shape, dtype=fl, device=dev) for shape in
                                        ((B, G, 3), (B, G, 4), (B, L, 3), (B, L, 3), (B, L, 3)))
+            self._motion_outputs = dict(zip(VIEW_OUTPUTS, out))
         if self.__dict__.get("_motion_launch") is None:  # (its own bound arguments: the outputs are not the view's)
             self._motion_launch = Launcher()
         with torch.no_grad():
             self._fk_key = None
-            self._bind(kernels_step.collider_geometry, self._motion_launch, **dict(zip(VIEW_OUTPUTS, out)))(
+            self._bind(kernels_step.collider_geometry, self._motion_launch, self._motion_outputs)(
                 fn=f, **{name: st.tensors[name].detach() for name in ("qpos", "dofs_vel", "links_pos", "links_quat")})
         n = self.n_links
         return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
 
+    def probe_kinematics(self, qpos, envs) -> dict:
+        """The solver's kinematics kernel (kernels_step.collider_geometry: forward kinematics and the dofs' motion
+        axes, the code of a substep) on configurations that are not the state's, for inverse kinematics and the
+        Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
+        parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3] and cdof
+        [N, D, 6] (each dof's motion axis about the world origin: angular, then linear), torch, the solver's float
+        dtype. The state and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
+        self._sync_link_params()
+        N, L, D = qpos.shape[0], max(self.n_links, 1), max(self.n_dofs, 1)
+        probes = self.__dict__.setdefault("_probes", {})
+        a = probes.get(N)
+        if a is None:
+            fl, dev, G, J = self.float_dtype, self.device, max(self.n_geoms, 1), max(self.n_joints, 1)
+
+            def z(*shape, element=()):
+                return self._taichi_array(shape, "f", element)
+
+            a = probes[N] = dict(
+                qpos=torch.zeros((1, N, max(self.n_qs, 1)), dtype=fl, device=dev),
+                dofs_vel=torch.zeros((1, N, D), dtype=fl, device=dev),
+                links_pos=torch.zeros((1, N, L, 3), dtype=fl, device=dev),
+                links_quat=torch.zeros((1, N, L, 4), dtype=fl, device=dev),
+                link_f=torch.zeros((N,) + tuple(self.model["link_f"].shape[1:]), dtype=fl, device=dev),
+                s_R=z(N, L, element=(3, 3)), s_com=z(N, L, element=(3,)), s_janchor=z(N, J, element=(3,)),
+                s_jaxis=z(N, J, element=(3,)), s_cdof=z(N, D, element=(6,)), s_cdof_dot=z(N, D, element=(6,)),
+                s_cvel=z(N, L, element=(6,)), geom_pos=torch.zeros((N, G, 3), dtype=fl, device=dev),
+                geom_quat=torch.zeros((N, G, 4), dtype=fl, device=dev),
+                body_com=torch.zeros((N, L, 3), dtype=fl, device=dev),
+                body_lin_vel=torch.zeros((N, L, 3), dtype=fl, device=dev),
+                body_ang_vel=torch.zeros((N, L, 3), dtype=fl, device=dev))
+        key = self._link_params_seen
+        cached = self.__dict__.get("_probe_link_f")
+        if cached is None or cached[0] != key:  # the links' parameters per environment, as the kernels read them
+            cached = self._probe_link_f = (key, torch.as_tensor(self.model["link_f"].to_numpy(), dtype=self.float_dtype,
+                                                                device=self.device))
+        with torch.no_grad():
+            a["qpos"][0, :, :self.n_qs].copy_(qpos)
+            a["link_f"].copy_(cached[1][envs.to(self.device)])
+        if self.__dict__.get("_probe_launch") is None:  # (its own bound arguments)
+            self._probe_launch = Launcher()
+        self._fk_key = None
+        self._bind(kernels_step.collider_geometry, self._probe_launch, a)(fn=0)
+        cdof = torch.as_tensor(a["s_cdof"].to_numpy(), dtype=self.float_dtype, device=self.device)
+        return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
+                    com=a["body_com"].clone(), cdof=cdof)
