@@ -10,7 +10,7 @@ substep launches up to three:
                     -> constraint rows + PGS -> integrate -> kinematics of the new frame
 
 The narrowphase has kernels of its own because Taichi's compile time grows faster than linearly with a kernel's
-size: on the 2-core CPU the three compile in 18 s, one kernel holding them all in 57 s. They read frame f (qpos,
+size (docs/rigid.md has the figures). They read frame f (qpos,
 dofs_vel, link poses, the warm start, the coupling impulses) and write frame fn; everything else they touch is
 per-substep scratch.
 """

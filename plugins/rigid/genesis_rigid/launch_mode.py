@@ -17,16 +17,14 @@ class LaunchMode:
     # one (kernels_step.SERIAL_OF), the same code on the calling thread. One environment, or a pool of one thread,
     # runs the serial copies. A batch of up to TRIAL_MAX_BATCH environments on the CPU times its first substeps on
     # both copies and keeps the faster (TRIAL_PLAN); not in differentiable mode, whose reverse kernels would then
-    # compile twice too (about 20 s each cold on 2 cores), for a forward that is a fraction of the backward. A
-    # parallel launch waits until every worker of the pool has woken, and a virtual machine's idle core takes long
-    # to wake: on the 2-core machine the panda held at home took 249-256 us a step at 64 environments on the serial
-    # copies against 341-393 on the pool, the folding one 519-526 against 628-678, and at 128 the folding one was
-    # about even; above 256 the pool always won (more cores: sooner; docs/rigid.md, "Launch mode"). The copies
-    # compute the same bits (compiled without fast math; test_rigid_launch_mode), so the choice changes no result,
-    # only the time.
+    # compile twice too, for a forward that is a fraction of the backward. A parallel launch waits until every
+    # worker of the pool has woken, and a virtual machine's idle core takes long to wake, so the serial copies win
+    # small batches on some machines; where the crossover lies depends on the machine (the measured figures are in
+    # docs/rigid.md, "Launch mode"). The copies compute the same bits (compiled without fast math;
+    # test_rigid_launch_mode), so the choice changes no result, only the time.
     TRIAL_MAX_BATCH = 256
-    # the trial: TRIAL_LEAD untimed substeps on the parallel copies (a scene's first substeps are its slowest: the
-    # held panda at 512 environments took 2-4x its later time over its first 15 steps on either copy), then blocks
+    # the trial: TRIAL_LEAD untimed substeps on the parallel copies (a scene's first substeps are its slowest, on
+    # either copy), then blocks
     # serial-parallel-parallel-serial (a drift of the work over the substeps, an arm falling, weighs the same on
     # both): each block runs one untimed substep (a switch of copy leaves the other copy's caches cold, the pool's
     # cores asleep; the first compiles), then TRIAL_BLOCK timed; the copy with the least time of a substep is kept

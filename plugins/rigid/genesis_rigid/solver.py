@@ -162,9 +162,9 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
 
     def _taichi_array(self, shape, kind="f", element=(), values=None):
         """Zeros (or `values`) as a Taichi ndarray of `element`-shaped vectors or matrices (() scalars): through
-        Taichi's own launch path (GENESIS_CORE_BOUND_LAUNCH=0) a Taichi-ndarray argument costs ~3 us against ~9 us
-        for a torch tensor, and the substep takes dozens. An empty array (Taichi has none) is a torch tensor:
-        kernels take either."""
+        Taichi's own launch path (GENESIS_CORE_BOUND_LAUNCH=0) a Taichi-ndarray argument costs a third of a torch
+        tensor's (genesis_core.launch), and the substep takes dozens. An empty array (Taichi has none) is a torch
+        tensor: kernels take either."""
         dtype = ti.i32 if kind == "i" else (ti.f64 if self.float_dtype == torch.float64 else ti.f32)
         if 0 in shape:
             return torch.zeros(tuple(shape) + tuple(element), dtype=torch.int32 if kind == "i" else self.float_dtype,
@@ -311,8 +311,8 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
     def _step_kernels(self):
         """A plain substep's launches for the current launch mode, (serial, collide(f, fn, fresh, finish),
         collide_meshes(f, fn) or None, substep(f, fn, fresh, links_ext_impulse)): bound by name once, called with
-        their leading parameters positionally (Bound.leading; a call by keyword costs about a microsecond more a
-        launch, a few percent of a one-environment substep)."""
+        their leading parameters positionally (Bound.leading: without the keyword handling of a call by name, which
+        showed in a one-environment substep; benchmarks/README.md, "rigid_step.py")."""
         cached = self._step_cache
         if cached is None or cached[0] != self._serial:
             meshes = self._bind(kernels_step.collide_meshes).leading("f", "fn") if self.n_mesh_pairs else None
