@@ -72,7 +72,7 @@ for name in ("box", "panda folding"):
 
     backward()  # (the first backward compiles the reverse kernels)
     out[f"backward, {name}: us a step"] = least(backward)
-print("%s %s" % (TAG, json.dumps(out)))
+print("RIGID_STEP_JSON " + json.dumps(out))
 """
 
 
