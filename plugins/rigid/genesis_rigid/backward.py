@@ -15,6 +15,7 @@ from . import kernels_step
 from .kernels_collision import CI_ACTIVE, CI_META, CM_SETTLED
 from .layout import GC_MU, GF_FRICTION, GT_FORCE, GT_KP, GT_KV, GT_POS, GT_VEL, LF_INERTIA, LF_MASS
 from .params import MIN_MASS_FRACTION
+from .views import VIEW_OUTPUTS
 
 
 class Backward:
@@ -68,10 +69,7 @@ class Backward:
             self._restore_contacts()
         if self.__dict__.get("_rerun_launch") is None:  # (its own bound arguments: s_hist is not the forward's)
             self._rerun_launch = Launcher()
-            self._rerun_arrays = {"s_hist": self.adjoint["s_hist"]}
-        if self._rerun_arrays["s_hist"] is not self.adjoint["s_hist"]:  # (a new scratch)
-            self._rerun_arrays = {"s_hist": self.adjoint["s_hist"]}
-        substep = self._bind(kernels_step.substep, self._rerun_launch, self._rerun_arrays)
+        substep = self._bind(kernels_step.substep, self._rerun_launch, {"s_hist": self.adjoint["s_hist"]})
         substep(f=f, fn=fn, fresh=0, links_ext_impulse=self._ext_impulse(f))
         self._fk_key = None
         self._diff_tape = f
@@ -112,15 +110,11 @@ class Backward:
         """The gradients of the collider view's arrays (their .grad, which the couplings' backward filled) into those
         of qpos[fn] and dofs_vel[fn] (kernels_step.collider_geometry_reverse); the view's gradients are then zeroed."""
         v = self._view
-        names = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel", "body_quat")
+        names = VIEW_OUTPUTS + ("body_quat",)
         grads = [getattr(v, n).grad for n in names]
         if any(g is not None and bool(g.any()) for g in grads) and self.n_links and self.n_dofs:
-            grads = [g.contiguous() for g in grads]
-            base = self._reverse_arrays()
-            cached = self.__dict__.get("_view_reverse")
-            if cached is None or cached[0] is not base or any(a is not b for a, b in zip(cached[1], grads)):
-                cached = self._view_reverse = (base, grads, {**base, **{f"G_{n}": g for n, g in zip(names, grads)}})
-            self._run(kernels_step.collider_geometry_reverse, cached[2], fn=fn)
+            arrays = {**self._reverse_arrays(), **{f"G_{n}": g.contiguous() for n, g in zip(names, grads)}}
+            self._run(kernels_step.collider_geometry_reverse, arrays, fn=fn)
         for g in grads:
             if g is not None:
                 g.zero_()

@@ -94,7 +94,8 @@ class KinematicTree:
         a = entity.solver.compiled.arrays
         link_i, joint_i, dof_f, dof_i = (a[k] for k in ("link_i", "joint_i", "dof_f", "dof_i"))
         ls, le, q0, d0 = entity.link_start, entity.link_end, entity.q_start, entity.dof_start
-        self.entity, self.dtype, self.device = entity, dtype, device
+        # (a weak reference: the trees are kept in a WeakKeyDictionary keyed by the entity)
+        self._entity, self.dtype, self.device = weakref.ref(entity), dtype, device
         self.n_links, self.n_qs, self.n_dofs = le - ls, entity.n_qs, entity.n_dofs
 
         def t(x):
@@ -157,15 +158,17 @@ class KinematicTree:
         """The entity's kinematics at qpos [n, n_qs] (environment envs[i] for row i: its model parameters, and the
         other entities' coordinates as the state has them): dict pos, quat [n, n_links, 3 / 4], rot [n, n_links, 3,
         3], com [n, n_links, 3], cdof [n, n_dofs, 6] (each dof's motion axis: angular, then the linear velocity of the
-        body point at the world origin), from RigidSolver.probe_kinematics."""
-        e = self.entity
+        body point at the world origin), link_f [n, n_links, LF_N] (the links' parameters of each row's
+        environment), from RigidSolver.probe_kinematics."""
+        e = self._entity()
         solver = e.solver
         full = solver.state.at("qpos", solver.frame)[envs].clone()
         full[:, e.q_start:e.q_end] = qpos
         k = solver.probe_kinematics(full, envs)
         quat = k["links_quat"][:, e.link_start:e.link_end]
         return dict(pos=k["links_pos"][:, e.link_start:e.link_end], quat=quat, rot=quat_to_mat(quat),
-                    com=k["com"][:, e.link_start:e.link_end], cdof=k["cdof"][:, e.dof_start:e.dof_end])
+                    com=k["com"][:, e.link_start:e.link_end], cdof=k["cdof"][:, e.dof_start:e.dof_end],
+                    link_f=k["link_f"][:, e.link_start:e.link_end])
 
     def jacobian(self, kin, link, point):
         """[n, 6, n_dofs]: the velocity (rows 0-2) of the world point `point` [n, 3] fixed in `link` and the link's
@@ -315,12 +318,9 @@ def mass_matrix(entity, qpos, envs_idx=None):
     Jacobians at their centres of mass (sum of m Jv^T Jv + Jw^T I Jw) with each environment's inertial parameters
     (the state's links_* fields) and armature on the diagonal."""
     tree = kinematic_tree(entity)
-    solver = entity.solver
     envs, B, _ = _envs(entity, envs_idx)
-    rows = _env_rows(entity, envs, B)
-    kin = tree.kinematics(qpos, rows)  # (syncs the link parameters first)
-    link_f = torch.as_tensor(solver.model["link_f"].to_numpy(), dtype=tree.dtype, device=gs.device)
-    link_f = link_f[rows.to(link_f.device)][:, entity.link_start:entity.link_end]
+    kin = tree.kinematics(qpos, _env_rows(entity, envs, B))  # (syncs the link parameters first)
+    link_f = kin["link_f"]
     M = qpos.new_zeros((B, tree.n_dofs, tree.n_dofs))
     for l in range(tree.n_links):
         m = link_f[:, l, LF_MASS]

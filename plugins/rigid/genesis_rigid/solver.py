@@ -41,6 +41,15 @@ def _tangent_basis(n):
     return t1, torch.cross(n, t1, dim=-1)
 
 
+def _same_arrays(a, b) -> bool:
+    """Whether two {name: array} dicts (or None) hold the same array objects under the same names."""
+    if a is b:
+        return True
+    if a is None or b is None or a.keys() != b.keys():
+        return False
+    return all(x is b[name] for name, x in a.items())
+
+
 class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
     """Articulated bodies from primitives, URDF and MJCF; contacts and joint limits by projected Gauss-Seidel."""
 
@@ -291,17 +300,17 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         and the state's gradients, `G_<field>`, join them in backward.py.)"""
         return {**self.state.tensors, **self.model, **self.scratch}
 
-    _bindings = None  # {(kernel copy, launcher): (the arrays dict in place of the solver's, or None; its Bound)}
+    _bindings = None  # {(kernel copy, launcher): (the arrays in place of the solver's, or None; its Bound)}
 
     def _bind(self, kernel, launcher=None, arrays=None):
-        """The launch mode's copy of `kernel` bound by name to kernel_arrays(), with `arrays` (a dict the caller
-        keeps while its arrays stay the same) in place of those of their names; bound again when another dict is
-        passed (the state's tensors are never replaced, the model's and the scratch arrays only by
-        _allocate_scratch, which drops the bindings)."""
+        """The launch mode's copy of `kernel` bound by name to kernel_arrays(), with `arrays` (a dict) in place of
+        those of their names; bound again only when one of those arrays is another object (a caller in a hot path
+        passes the same dict, which skips the comparison; the state's tensors are never replaced, the model's and
+        the scratch arrays only by _allocate_scratch, which drops the bindings)."""
         k = self._kernel(kernel)
         launcher = launcher or self._step_launch
         cached = self._bindings.get((k, id(launcher)))
-        if cached is None or cached[0] is not arrays:
+        if cached is None or not _same_arrays(cached[0], arrays):
             cached = self._bindings[(k, id(launcher))] = (
                 arrays, launcher.bind(k, {**self.kernel_arrays(), **arrays} if arrays else self.kernel_arrays()))
         return cached[1]

@@ -135,10 +135,7 @@ class Views:
             v.body_impulse = impulse
             with torch.no_grad():
                 v.body_quat[:, :self.n_links].copy_(st.at("links_quat", fn))
-        outputs = self.__dict__.get("_view_outputs")
-        if outputs is None or any(outputs[name] is not getattr(v, name) for name in VIEW_OUTPUTS):
-            outputs = self._view_outputs = {name: getattr(v, name) for name in VIEW_OUTPUTS}
-        self._run(kernels_step.collider_geometry, outputs, fn=fn)
+        self._run(kernels_step.collider_geometry, {name: getattr(v, name) for name in VIEW_OUTPUTS}, fn=fn)
         if self._recording():
             self._view_tape = fn
         return v
@@ -292,12 +289,11 @@ class Views:
         if out is None:
             out = self._motion = tuple(torch.zeros(shape, dtype=fl, device=dev) for shape in
                                        ((B, G, 3), (B, G, 4), (B, L, 3), (B, L, 3), (B, L, 3)))
-            self._motion_outputs = dict(zip(VIEW_OUTPUTS, out))
         if self.__dict__.get("_motion_launch") is None:  # (its own bound arguments: the outputs are not the view's)
             self._motion_launch = Launcher()
         with torch.no_grad():
             self._fk_key = None
-            self._bind(kernels_step.collider_geometry, self._motion_launch, self._motion_outputs)(
+            self._bind(kernels_step.collider_geometry, self._motion_launch, dict(zip(VIEW_OUTPUTS, out)))(
                 fn=f, **{name: st.tensors[name].detach() for name in ("qpos", "dofs_vel", "links_pos", "links_quat")})
         n = self.n_links
         return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
@@ -306,9 +302,9 @@ class Views:
         """The solver's kinematics kernel (kernels_step.collider_geometry: forward kinematics and the dofs' motion
         axes, the code of a substep) on configurations that are not the state's, for inverse kinematics and the
         Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
-        parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3] and cdof
-        [N, D, 6] (each dof's motion axis about the world origin: angular, then linear), torch, the solver's float
-        dtype. The state and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
+        parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3], cdof
+        [N, D, 6] (each dof's motion axis about the world origin: angular, then linear) and link_f [N, L, LF_N]
+        (the rows' link parameters the kernel read), torch, the solver's float dtype. The state and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
         self._sync_link_params()
         N, L, D = qpos.shape[0], max(self.n_links, 1), max(self.n_dofs, 1)
         probes = self.__dict__.setdefault("_probes", {})
@@ -346,4 +342,4 @@ class Views:
         self._bind(kernels_step.collider_geometry, self._probe_launch, a)(fn=0)
         cdof = torch.as_tensor(a["s_cdof"].to_numpy(), dtype=self.float_dtype, device=self.device)
         return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
-                    com=a["body_com"].clone(), cdof=cdof)
+                    com=a["body_com"].clone(), cdof=cdof, link_f=a["link_f"].clone())

@@ -234,6 +234,22 @@ def test_jacobian_unbatched_scene():
     assert torch.equal(J, ik.get_jacobian(arm, "forearm"))
 
 
+
+def test_kinematics_keep_no_scene_alive():
+    """The entity's kinematic tree is cached per entity in a weak dictionary: after a Jacobian and a forward
+    kinematics call, dropping the scene frees the entity (a tree that held its entity strongly kept every scene
+    IK had touched alive)."""
+    import gc
+    import weakref
+
+    scene, arm = build(arm_morph(), 2)
+    ik.get_jacobian(arm, "forearm")
+    ik.forward_kinematics(arm, torch.zeros((2, arm.n_qs)))
+    ref = weakref.ref(arm)
+    del scene, arm
+    gc.collect()
+    assert ref() is None
+
 # -- inverse kinematics ---------------------------------------------------------------------------------------------
 
 def test_ik_reaches_64_random_panda_poses(panda):
