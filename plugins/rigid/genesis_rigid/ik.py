@@ -158,7 +158,7 @@ class KinematicTree:
         """The entity's kinematics at qpos [n, n_qs] (environment envs[i] for row i: its model parameters, and the
         other entities' coordinates as the state has them): dict pos, quat [n, n_links, 3 / 4], rot [n, n_links, 3,
         3], com [n, n_links, 3], cdof [n, n_dofs, 6] (each dof's motion axis: angular, then the linear velocity of the
-        body point at the world origin), link_f [n, n_links, LF_N] (the links' parameters of each row's
+        body point at the tree's reference point), ref [n, n_links, 3] (that point, world), link_f [n, n_links, LF_N] (the links' parameters of each row's
         environment), from RigidSolver.probe_kinematics."""
         e = self._entity()
         solver = e.solver
@@ -168,15 +168,18 @@ class KinematicTree:
         quat = k["links_quat"][:, e.link_start:e.link_end]
         return dict(pos=k["links_pos"][:, e.link_start:e.link_end], quat=quat, rot=quat_to_mat(quat),
                     com=k["com"][:, e.link_start:e.link_end], cdof=k["cdof"][:, e.dof_start:e.dof_end],
+                    ref=k["ref"][:, e.link_start:e.link_end],
                     link_f=k["link_f"][:, e.link_start:e.link_end])
 
     def jacobian(self, kin, link, point):
         """[n, 6, n_dofs]: the velocity (rows 0-2) of the world point `point` [n, 3] fixed in `link` and the link's
         angular velocity (rows 3-5) per unit velocity of each dof, world axes: for a dof that moves the link, its
-        motion axis (w, v_O) gives v_O + w x point and w; zero for the others."""
+        motion axis (w, v_O) about the tree's reference point O gives v_O + w x (point - O) and w; zero for the
+        others."""
         cdof = kin["cdof"]
         ang, lin = cdof[..., :3], cdof[..., 3:]
-        v = lin + torch.cross(ang, point.unsqueeze(1).expand_as(ang), dim=-1)
+        arm = (point - kin["ref"][:, link]).unsqueeze(1).expand_as(ang)
+        v = lin + torch.cross(ang, arm, dim=-1)
         return torch.cat([v, ang], -1).transpose(1, 2) * self.chain[link]
 
     # -- configurations ---------------------------------------------------------------------------------------------

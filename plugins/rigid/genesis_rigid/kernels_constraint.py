@@ -22,6 +22,7 @@ import taichi as ti
 from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_LINK_A, CI_LINK_B, CI_META, CI_PREV,
                                 CM_SWEEPS)
 from .kernels_dynamics import entry, ldl_solve, ldl_solve_reverse, tendon_length
+from .kernels_kinematics import add_ref_adjoint
 from .kernels_math import func, tangent_basis
 from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, GC_DEPTH, GC_MU, GC_NORMAL,
                      GC_POS, GD_FREE_VEL, GD_PSEUDO, GD_VEL, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE,
@@ -44,11 +45,12 @@ RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU, RF_PTARGET, RF_PLAMBDA, RF_STEP, RF_DIR, R
 
 
 @func
-def add_point_jacobian(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, s_J):
-    """Row r of the Jacobian += d(direction . velocity of `point` fixed to link l)/d(qvel); dof d at column
-    d + shift (seg_shift of the segment of l's tree)."""
+def add_point_jacobian(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, s_ref, s_J):
+    """Row r of the Jacobian += d(direction . velocity of the world point `point` fixed to link l)/d(qvel); dof d at
+    column d + shift (seg_shift of the segment of l's tree). The motion subspaces are about l's tree's reference
+    point s_ref[b, l]."""
     d = link_i[l, LI_LAST_DOF]
-    arm = point.cross(direction)
+    arm = (point - s_ref[b, l]).cross(direction)
     while d >= 0:
         cd = s_cdof[b, d]
         s_J[b, r, d + shift] = s_J[b, r, d + shift] + (direction[0] * cd[3] + direction[1] * cd[4]
@@ -250,7 +252,8 @@ def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i,
 
 @func
 def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                      limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist):
+                      limit_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
+                      s_hist):
     """Build the rows, warm start from contact_impulse[f] and limit_impulse[f], run PGS, store the impulses in
     contact_impulse[fn] and limit_impulse[fn]; the final velocity is left in s_dof[b, :, SD_VEL]."""
     n = dof_i.shape[0]
@@ -282,8 +285,8 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                 shift_a = shift_b  # (la's tree is lb's, or the second segment)
                 if s_row_i[b, r, RI_HI2] > s_row_i[b, r, RI_LO2]:
                     shift_a = seg_shift(b, r, 1, s_row_i)
-                add_point_jacobian(b, r, lb, direction, point, shift_b, link_i, dof_i, s_cdof, s_J)
-                add_point_jacobian(b, r, la, -direction, point, shift_a, link_i, dof_i, s_cdof, s_J)
+                add_point_jacobian(b, r, lb, direction, point, shift_b, link_i, dof_i, s_cdof, s_ref, s_J)
+                add_point_jacobian(b, r, la, -direction, point, shift_a, link_i, dof_i, s_cdof, s_ref, s_J)
                 s_row_i[b, r, RI_KIND] = ROW_NORMAL if k == 0 else ROW_FRICTION
                 s_row_i[b, r, RI_CONTACT] = s
                 s_row_i[b, r, RI_NORMAL] = n_rows
@@ -517,22 +520,24 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
 
 
 @func
-def point_jacobian_reverse(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, g_J, g_cdof):
-    """Adjoint of add_point_jacobian for row r's adjoint g_J[b, r]: into g_cdof of the dofs moving link l; returns
-    the adjoints of direction and point."""
+def point_jacobian_reverse(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, s_ref, g_J, g_cdof, g_lpos):
+    """Adjoint of add_point_jacobian for row r's adjoint g_J[b, r]: into g_cdof of the dofs moving link l and, for
+    the reference point, into its root's g_lpos; returns the adjoints of direction and point."""
     g_dir = ti.Vector([0.0, 0.0, 0.0])
     g_point = ti.Vector([0.0, 0.0, 0.0])
     d = link_i[l, LI_LAST_DOF]
-    arm = point.cross(direction)
+    rel = point - s_ref[b, l]
+    arm = rel.cross(direction)
     while d >= 0:
         gj = g_J[b, r, d + shift]
         cd = s_cdof[b, d]
         ang = ti.Vector([cd[0], cd[1], cd[2]])
         lin = ti.Vector([cd[3], cd[4], cd[5]])
         g_cdof[b, d] = g_cdof[b, d] + gj * ti.Vector([arm[0], arm[1], arm[2], direction[0], direction[1], direction[2]])
-        g_dir += gj * (lin + ang.cross(point))
+        g_dir += gj * (lin + ang.cross(rel))
         g_point += gj * direction.cross(ang)
         d = dof_i[d, DI_PARENT]
+    add_ref_adjoint(b, l, -g_point, link_i, g_lpos)
     return g_dir, g_point
 
 
@@ -587,9 +592,9 @@ def correction_slope(x, beta, h, max_correction):
 
 @func
 def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
-                              contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
-                              s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f, g_row, g_J,
-                              g_W, g_v, G_limit):
+                              contact_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
+                              s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f,
+                              g_row, g_J, g_W, g_v, g_lpos, G_limit):
     """Adjoint of solve_constraints (Euler, plain Gauss-Seidel) from what its forward left: the rows (s_J, s_W,
     s_row_f, s_row_i), the factorised M~ (s_mass), the final velocity and pseudo-velocity (s_dof[b, :, SD_VEL],
     s_dof[b, :, SD_PSEUDO]), the sweeps' impulses (s_hist) and counts (s_con_i[b, CI_META, CM_SWEEPS + 0/1]), the
@@ -703,10 +708,10 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
             shift_a = shift_b
             if s_row_i[b, r, RI_HI2] > s_row_i[b, r, RI_LO2]:
                 shift_a = seg_shift(b, r, 1, s_row_i)
-            gd_b, gp_b = point_jacobian_reverse(b, r, lb, direction, point, shift_b, link_i, dof_i, s_cdof, g_J,
-                                                g_cdof)
-            gd_a, gp_a = point_jacobian_reverse(b, r, la, -direction, point, shift_a, link_i, dof_i, s_cdof, g_J,
-                                                g_cdof)
+            gd_b, gp_b = point_jacobian_reverse(b, r, lb, direction, point, shift_b, link_i, dof_i, s_cdof, s_ref,
+                                                g_J, g_cdof, g_lpos)
+            gd_a, gp_a = point_jacobian_reverse(b, r, la, -direction, point, shift_a, link_i, dof_i, s_cdof, s_ref,
+                                                g_J, g_cdof, g_lpos)
             g_point += gp_b + gp_a
             g_dir = gd_b - gd_a
             if ti.static(k == 0):

@@ -1,11 +1,11 @@
 """Joint-space dynamics of one environment b: composite-rigid-body mass matrix, recursive Newton-Euler bias
 forces (Coriolis, centrifugal, gravity), and a factorisation and solve that follow the tree's sparsity.
 
-M qacc = tau - c(q, qdot): with spatial inertias about the world origin, the bias c is RNE with qacc = 0 and the
-base accelerating at -g (Featherstone, Rigid Body Dynamics Algorithms, 5.3); M by CRBA (6.2). The factorised
-matrix is M + diag(armature + h (damping + kv) + h^2 kp): damping and PD gains are integrated implicitly, as in
-MuJoCo's Euler integrator, which keeps stiff position servos stable at large steps; joint springs are explicit, as
-MuJoCo's.
+M qacc = tau - c(q, qdot): with spatial inertias about each tree's reference point (kernels_kinematics), the bias
+c is RNE with qacc = 0 and the base accelerating at -g (Featherstone, Rigid Body Dynamics Algorithms, 5.3); M by
+CRBA (6.2). The factorised matrix is M + diag(armature + h (damping + kv) + h^2 kp): damping and PD gains are
+integrated implicitly, as in MuJoCo's Euler integrator, which keeps stiff position servos stable at large steps;
+joint springs are explicit, as MuJoCo's.
 """
 
 import taichi as ti
@@ -72,7 +72,7 @@ def link_inertia(b, l, link_f):
 
 @func
 def link_inertia_world(b, l, link_f, s_R, s_com):
-    """Mass, first moment m c and rotational inertia about the world origin of link l (world axes)."""
+    """Mass, first moment m c and rotational inertia about its tree's reference point of link l (world axes)."""
     m = link_f[b, l, LF_MASS]
     ic = link_inertia(b, l, link_f)
     rot = s_R[b, l]

@@ -5,6 +5,14 @@ of its joints in order rotates (hinge, ball) about the joint anchor or translate
 and slide by q - ref: at q = ref the body is where the file placed it); a free
 joint sets the pose from qpos. Free-joint translations are world-axis dofs, ball and free rotations are
 body-axis dofs.
+
+Link poses (links_pos, links_quat) are world poses. The spatial quantities of a kinematic tree (centres of mass,
+joint anchors, motion subspaces, spatial velocities, inertias and forces of the dynamics, the contact Jacobians)
+are expressed about a reference point of the tree, its root link's origin at the configuration (s_ref per link,
+world axes), as MuJoCo and Genesis World express them about a tree's centre of mass. About the world origin, a
+body 1 km away carries an inertia of m |c|^2 ~ 1e6 m beside its own ~1e-3 m, which single precision cannot hold:
+the mass matrix loses its positive definiteness and the step goes NaN. About the root, the numbers are the
+robot's size.
 """
 
 import taichi as ti
@@ -13,7 +21,7 @@ from .kernels_math import (axis_angle_quat, axis_angle_quat_reverse, func, motio
                            quat_mul, quat_mul_reverse, quat_normalize, quat_normalize_reverse, quat_to_mat,
                            quat_to_mat_reverse, spatial, v3, v3e, v4e)
 from .layout import (JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_DOF_START,
-                     LI_JOINT_END, LI_JOINT_START, LI_PARENT)
+                     LI_JOINT_END, LI_JOINT_START, LI_PARENT, LI_ROOT)
 from .model import BALL, FREE, HINGE, SLIDE
 
 
@@ -49,9 +57,10 @@ def compose_joint(b, f, j, qpos, joint_f, joint_i, xpos, xquat):
 
 @func
 def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com, s_janchor,
-                       s_jaxis):
-    """Link poses of env b at frame f from qpos[f, b]: links_pos/links_quat[f, b], rotation matrices s_R,
-    world centres of mass s_com, and each joint's world anchor and axis (s_janchor, s_jaxis)."""
+                       s_jaxis, s_ref):
+    """Link poses of env b at frame f from qpos[f, b]: links_pos/links_quat[f, b], rotation matrices s_R, each
+    link's tree reference point s_ref (its root's world position), and, about it, the centres of mass s_com and the
+    joints' anchors s_janchor; the joints' world axes s_jaxis."""
     for l in range(link_i.shape[0]):
         parent = link_i[l, LI_PARENT]
         xpos = v3e(link_f, b, l, LF_POS)
@@ -59,15 +68,23 @@ def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_
         if parent >= 0:
             xpos = links_pos[f, b, parent] + s_R[b, parent] @ xpos
             xquat = quat_mul(links_quat[f, b, parent], xquat)
-        for j in range(link_i[l, LI_JOINT_START], link_i[l, LI_JOINT_END]):
+        j0 = link_i[l, LI_JOINT_START]
+        j1 = link_i[l, LI_JOINT_END]
+        for j in range(j0, j1):
             xpos, xquat, anchor, axis = compose_joint(b, f, j, qpos, joint_f, joint_i, xpos, xquat)
             s_jaxis[b, j] = axis
             s_janchor[b, j] = anchor
         xquat = quat_normalize(xquat)
+        ref = xpos  # a root is its tree's reference; a child takes its parent's
+        if parent >= 0:
+            ref = s_ref[b, parent]
+        for j in range(j0, j1):
+            s_janchor[b, j] = s_janchor[b, j] - ref
         links_pos[f, b, l] = xpos
         links_quat[f, b, l] = xquat
+        s_ref[b, l] = ref
         s_R[b, l] = quat_to_mat(xquat)
-        s_com[b, l] = xpos + s_R[b, l] @ v3e(link_f, b, l, LF_COM)
+        s_com[b, l] = (xpos - ref) + s_R[b, l] @ v3e(link_f, b, l, LF_COM)
 
 
 @func
@@ -121,6 +138,13 @@ def dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_ja
 
 
 @func
+def add_ref_adjoint(b, l, g, link_i, g_lpos):
+    """Adds g, an adjoint of link l's reference point s_ref[b, l], to that of its source: its root's position."""
+    root = link_i[l, LI_ROOT]
+    g_lpos[b, root] = g_lpos[b, root] + g
+
+
+@func
 def link_frame_before(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, l, j_stop):
     """(xpos, xquat) of link l of env b as forward_kinematics has them after the link's offset and its joints before
     j_stop (xquat not normalised), from the parent's pose in links_pos / links_quat[f, b] and qpos[f, b]."""
@@ -142,7 +166,9 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
     [f, b] (the parents' poses; the rotations are recomputed from links_quat, s_R is not read) and the adjoints
     g_lpos, g_lquat, g_R, g_com (per link), g_janchor, g_jaxis (per joint); accumulates into g_qpos[b],
     g_link_f[b, :, LF_POS:+3 / LF_QUAT:+4 / LF_COM:+3] and, links in reverse order, into the parent's
-    g_lpos / g_lquat / g_R (which the parent then reads)."""
+    g_lpos / g_lquat / g_R (which the parent then reads). The reference point s_ref is the root's position: the
+    adjoint of the link's s_com and s_janchor it was subtracted from goes, negated, into the root's g_lpos (an
+    adjoint of s_ref from elsewhere goes there too: add_ref_adjoint), which the root, last, reads."""
     n_links = link_i.shape[0]
     for l_rev in range(n_links):
         l = n_links - 1 - l_rev
@@ -157,6 +183,10 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
         gc = rot_n.transpose() @ gcom
         for c in ti.static(range(3)):
             g_link_f[b, l, LF_COM + c] = g_link_f[b, l, LF_COM + c] + gc[c]
+        g_ref = -gcom
+        for j in range(j0, j1):
+            g_ref -= g_janchor[b, j]
+        add_ref_adjoint(b, l, g_ref, link_i, g_lpos)  # (a root's own: read on the next line)
         gp = g_lpos[b, l] + gcom
         gq = quat_normalize_reverse(xquat, g_lquat[b, l]
                                     + quat_to_mat_reverse(xquat_n, g_R[b, l] + gcom.outer_product(com)))

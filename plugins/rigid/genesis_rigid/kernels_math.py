@@ -1,7 +1,8 @@
 """Small Taichi functions shared by the kernels: quaternions (w, x, y, z), rotations and spatial algebra.
 
-Spatial vectors are 6-vectors (angular, linear) expressed in world axes at the world origin: a motion
-(omega, v_O) where v_O is the velocity of the body point at the origin; a force (torque about the origin, force).
+Spatial vectors are 6-vectors (angular, linear) expressed in world axes at a reference point O (a kinematic tree's,
+kernels_kinematics): a motion (omega, v_O) where v_O is the velocity of the body point at O; a force (torque about
+O, force).
 """
 
 import taichi as ti
@@ -110,7 +111,7 @@ def spatial(ang, lin):
 
 @ti.func
 def inertia_apply(m, mc, inertia_o, a):
-    """Spatial inertia (mass m, first moment mc = m c, rotational inertia about the origin) times motion a."""
+    """Spatial inertia (mass m, first moment mc = m c, rotational inertia about the reference point) times motion a."""
     w = ti.Vector([a[0], a[1], a[2]])
     v = ti.Vector([a[3], a[4], a[5]])
     return spatial(inertia_o @ w + mc.cross(v), m * v - mc.cross(w))

@@ -24,7 +24,8 @@ from .kernels_constraint import solve_constraints, solve_constraints_reverse
 from .kernels_convex import detect_mesh_contacts
 from .kernels_dynamics import bias_and_mass, bias_and_mass_reverse, smooth_acceleration, smooth_acceleration_reverse
 from .kernels_integrate import advance_q, advance_q_reverse
-from .kernels_kinematics import dof_motions, dof_motions_reverse, forward_kinematics, forward_kinematics_reverse
+from .kernels_kinematics import (add_ref_adjoint, dof_motions, dof_motions_reverse, forward_kinematics,
+                                 forward_kinematics_reverse)
 from .kernels_math import V3, V4, func, quat_mul, quat_mul_reverse, quat_to_mat, spatial, v3, v4
 from .layout import (DI_PARENT, GD_ACC, GD_EXT, GD_FREE_VEL, GD_PSEUDO, GD_VEL, GF_POS, GF_QUAT, GI_LINK,
                      LI_LAST_DOF, PF_DT, PP_RK4, SD_ACC, SD_EXT, SD_FREE_VEL, SD_PSEUDO, SD_RK4_ACC, SD_RK4_VEL,
@@ -60,7 +61,8 @@ def kinematics(f: ti.i32,
                # model
                link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
                # scratch
-               s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2)):
+               s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2),
+               s_ref: nd(ndim=2)):
     """Link poses of frame f from qpos[f] (after a setter changed qpos, and at build)."""
     if ti.static(SERIAL):
         ti.loop_config(serialize=True)
@@ -70,7 +72,7 @@ def kinematics(f: ti.i32,
             continue
         b = t // spread
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
+                           s_janchor, s_jaxis, s_ref)
 
 
 @ti.kernel
@@ -140,7 +142,8 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
             joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
             # scratch
             s_qs: nd(ndim=3), s_vs: nd(ndim=3), s_lpos: nd(ndim=3), s_lquat: nd(ndim=3), s_R: nd(ndim=2),
-            s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
+            s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_ref: nd(ndim=2), s_cdof: nd(ndim=2),
+            s_cdof_dot: nd(ndim=2),
             s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2),
             s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
             s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3)):
@@ -174,7 +177,7 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
         for k in range(n_evals):
             if k > 0 or fresh == 0:
                 forward_kinematics(b, 0, s_qs, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                                   s_janchor, s_jaxis)
+                                   s_janchor, s_jaxis, s_ref)
             else:
                 for l in range(links_pos.shape[2]):
                     s_lpos[0, b, l] = links_pos[f, b, l]
@@ -207,7 +210,8 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
             s_dof[b, d, SD_VEL] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
             s_dof[b, d, SD_FREE_VEL] = s_dof[b, d, SD_VEL]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                          limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
+                          limit_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
+                          s_hist)
         for d in range(n_v):
             v = s_dof[b, d, SD_VEL]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
@@ -217,7 +221,7 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
             s_vs[0, b, d] = (s_dof[b, d, SD_RK4_VEL] + v - s_dof[b, d, SD_FREE_VEL] if rk4 else v) + s_dof[b, d, SD_PSEUDO]
         advance_q(b, qpos, f, qpos, fn, s_vs, 0, h, joint_i)
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
+                           s_janchor, s_jaxis, s_ref)
         for l in range(links_ext_impulse.shape[2]):  # applied: the couplings of this substep fill frame fn
             for c in ti.static(range(6)):
                 links_ext_impulse[fn, b, l, c] = 0.0
@@ -226,7 +230,7 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
 @func
 def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
     """s_dof[b, :, SD_EXT] = J^T (impulses of frame f / h): each link's (linear, angular-about-its-com) impulse becomes
-    the spatial force (torque about the origin, force) and acts on every dof that moves the link."""
+    the spatial force (torque about the tree's reference point, force) and acts on every dof that moves the link."""
     for l in range(ext_impulse.shape[2]):
         lin = ti.Vector([ext_impulse[f, b, l, 0], ext_impulse[f, b, l, 1], ext_impulse[f, b, l, 2]])
         ang = ti.Vector([ext_impulse[f, b, l, 3], ext_impulse[f, b, l, 4], ext_impulse[f, b, l, 5]])
@@ -249,7 +253,7 @@ def collider_geometry(fn: ti.i32,
                       link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
                       geom_f: nd(ndim=2), geom_i: nd(ndim=2),
                       # scratch
-                      s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2),
+                      s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_ref: nd(ndim=2),
                       s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
                       # collider view
                       geom_pos: nd(dtype=V3, ndim=2), geom_quat: nd(dtype=V4, ndim=2), body_com: nd(dtype=V3, ndim=2),
@@ -263,12 +267,12 @@ def collider_geometry(fn: ti.i32,
             continue
         b = t // spread
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
+                           s_janchor, s_jaxis, s_ref)
         dof_motions(b, fn, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
         for l in range(link_i.shape[0]):
             cvel = s_cvel[b, l]
             omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
-            body_com[b, l] = s_com[b, l]
+            body_com[b, l] = s_ref[b, l] + s_com[b, l]
             body_ang_vel[b, l] = omega
             body_lin_vel[b, l] = ti.Vector([cvel[3], cvel[4], cvel[5]]) + omega.cross(s_com[b, l])
         for g in range(geom_pos.shape[1]):
@@ -300,7 +304,8 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32,
                          ten_f: nd(ndim=2), ten_i: nd(ndim=2),
                          # scratch
                          s_vs: nd(ndim=3), s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2),
-                         s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
+                         s_jaxis: nd(ndim=2), s_ref: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
+                         s_cvel: nd(ndim=2),
                          s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
                          s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3),
                          s_hist: nd(ndim=3),
@@ -363,12 +368,12 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32,
         # the constraint stage, at frame f's poses
         zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis)
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
+                           s_janchor, s_jaxis, s_ref)
         dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
         solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
-                                  contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
-                                  s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_q1, g_dof_f,
-                                  g_row, g_J, g_W, g_vs, G_limit_impulse)
+                                  contact_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W,
+                                  s_row_f, s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_q1,
+                                  g_dof_f, g_row, g_J, g_W, g_vs, g_lpos, G_limit_impulse)
         for s in range(g_imp_in.shape[1]):
             for k in ti.static(range(3)):
                 G_contact_impulse[f, b, s, k] = G_contact_impulse[f, b, s, k] + g_imp_in[b, s, k]
@@ -522,6 +527,7 @@ def collider_geometry_reverse(fn: ti.i32,
                               geom_f: nd(ndim=2), geom_i: nd(ndim=2),
                               # scratch
                               s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2),
+                              s_ref: nd(ndim=2),
                               s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
                               # adjoints (per substep)
                               g_q2: nd(ndim=2), g_vu: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2),
@@ -550,7 +556,7 @@ def collider_geometry_reverse(fn: ti.i32,
         for i in range(g_q2.shape[1]):
             g_q2[b, i] = 0.0
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
+                           s_janchor, s_jaxis, s_ref)
         dof_motions(b, fn, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
         for g in range(ti.min(G_geom_pos.shape[1], geom_i.shape[0])):
             l = geom_i[g, GI_LINK]
@@ -569,8 +575,9 @@ def collider_geometry_reverse(fn: ti.i32,
             glin = ti.Vector([G_body_lin_vel[b, l, 0], G_body_lin_vel[b, l, 1], G_body_lin_vel[b, l, 2]])
             gomega = ti.Vector([G_body_ang_vel[b, l, 0], G_body_ang_vel[b, l, 1], G_body_ang_vel[b, l, 2]]) + com.cross(glin)
             g_cvel[b, l] = g_cvel[b, l] + spatial(gomega, glin)
-            g_com[b, l] = g_com[b, l] + (ti.Vector([G_body_com[b, l, 0], G_body_com[b, l, 1], G_body_com[b, l, 2]])
-                                         + glin.cross(omega))
+            gbc = ti.Vector([G_body_com[b, l, 0], G_body_com[b, l, 1], G_body_com[b, l, 2]])
+            g_com[b, l] = g_com[b, l] + (gbc + glin.cross(omega))
+            add_ref_adjoint(b, l, gbc, link_i, g_lpos)
             g_lquat[b, l] = g_lquat[b, l] + ti.Vector([G_body_quat[b, l, 0], G_body_quat[b, l, 1], G_body_quat[b, l, 2],
                                                        G_body_quat[b, l, 3]])
         state_reverse(b, fn, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,

@@ -210,8 +210,8 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         self.scratch = dict(
             s_qs=z(1, B, max(self.n_qs, 1)), s_vs=z(1, B, D), s_lpos=z(1, B, L, element=v3),
             s_lquat=z(1, B, L, element=(4,)), s_R=z(B, L, element=m3), s_com=z(B, L, element=v3),
-            s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_cdof=z(B, D, element=v6),
-            s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
+            s_janchor=z(B, J, element=v3), s_jaxis=z(B, J, element=v3), s_ref=z(B, L, element=v3),
+            s_cdof=z(B, D, element=v6), s_cdof_dot=z(B, D, element=v6), s_cvel=z(B, L, element=v6), s_cacc=z(B, L, element=v6),
             s_cfrc=z(B, L, element=v6), s_crb_m=z(B, L), s_crb_mc=z(B, L, element=v3), s_crb_io=z(B, L, element=m3),
             s_mass=z(B, D, D), s_dof=z(B, D, SD_N), s_J=z(B, R, self.compiled.row_width),
             s_W=z(B, R, self.compiled.row_width),

@@ -303,8 +303,10 @@ class Views:
         axes, the code of a substep) on configurations that are not the state's, for inverse kinematics and the
         Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
         parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3], cdof
-        [N, D, 6] (each dof's motion axis about the world origin: angular, then linear) and link_f [N, L, LF_N]
-        (the rows' link parameters the kernel read), torch, the solver's float dtype. The state and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
+        [N, D, 6] (each dof's motion axis about its tree's reference point: angular, then linear), ref [N, L, 3]
+        (each link's tree reference point, world) and link_f [N, L, LF_N] (the rows' link parameters the kernel
+        read), torch, the solver's float dtype. The state and the solver's scratch are not touched (the probe has
+        arrays of its own, per N)."""
         self._sync_link_params()
         N, L, D = qpos.shape[0], max(self.n_links, 1), max(self.n_dofs, 1)
         probes = self.__dict__.setdefault("_probes", {})
@@ -322,7 +324,8 @@ class Views:
                 links_quat=torch.zeros((1, N, L, 4), dtype=fl, device=dev),
                 link_f=torch.zeros((N,) + tuple(self.model["link_f"].shape[1:]), dtype=fl, device=dev),
                 s_R=z(N, L, element=(3, 3)), s_com=z(N, L, element=(3,)), s_janchor=z(N, J, element=(3,)),
-                s_jaxis=z(N, J, element=(3,)), s_cdof=z(N, D, element=(6,)), s_cdof_dot=z(N, D, element=(6,)),
+                s_jaxis=z(N, J, element=(3,)), s_ref=z(N, L, element=(3,)), s_cdof=z(N, D, element=(6,)),
+                s_cdof_dot=z(N, D, element=(6,)),
                 s_cvel=z(N, L, element=(6,)), geom_pos=torch.zeros((N, G, 3), dtype=fl, device=dev),
                 geom_quat=torch.zeros((N, G, 4), dtype=fl, device=dev),
                 body_com=torch.zeros((N, L, 3), dtype=fl, device=dev),
@@ -341,5 +344,6 @@ class Views:
         self._fk_key = None
         self._bind(kernels_step.collider_geometry, self._probe_launch, a)(fn=0)
         cdof = torch.as_tensor(a["s_cdof"].to_numpy(), dtype=self.float_dtype, device=self.device)
+        ref = torch.as_tensor(a["s_ref"].to_numpy(), dtype=self.float_dtype, device=self.device)
         return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
-                    com=a["body_com"].clone(), cdof=cdof, link_f=a["link_f"].clone())
+                    com=a["body_com"].clone(), cdof=cdof, ref=ref, link_f=a["link_f"].clone())

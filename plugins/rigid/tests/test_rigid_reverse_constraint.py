@@ -18,7 +18,7 @@ from genesis_rigid.kernels_constraint import GR_N, GV_N, RF_LAMBDA, solve_constr
 from genesis_rigid.kernels_dynamics import factor_ldl
 from genesis_rigid.kernels_integrate import advance_q, advance_q_reverse
 from genesis_rigid.layout import (DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, GD_FREE_VEL, GD_N, GD_PSEUDO, GD_VEL,
-                                  PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM, SD_FREE_VEL, SD_PSEUDO, SD_VEL)
+                                  LI_ROOT, PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM, SD_FREE_VEL, SD_PSEUDO, SD_VEL)
 
 nd = ti.types.ndarray
 TOL = 1e-6
@@ -30,12 +30,13 @@ def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), ma
                       contact_impulse: nd(ndim=4), limit_impulse: nd(ndim=3), params_f: nd(ndim=1),
                       params_i: nd(ndim=1), link_i: nd(ndim=2),
                       dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
-                      s_cdof: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3), s_con_f: nd(ndim=3),
+                      s_cdof: nd(ndim=2), s_ref: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
+                      s_con_f: nd(ndim=3),
                       s_con_i: nd(ndim=3), s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3),
                       s_row_i: nd(ndim=3), s_hist: nd(ndim=3), g_dof: nd(ndim=3), g_mass: nd(ndim=3),
                       g_cdof: nd(ndim=2), g_con: nd(ndim=3), g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3),
                       g_qpos: nd(ndim=2), g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3),
-                      g_v: nd(ndim=3), G_limit: nd(ndim=3)):
+                      g_v: nd(ndim=3), g_lpos: nd(ndim=2), G_limit: nd(ndim=3)):
     """solve_constraints from v_free = vfree[b] and M~ = mass_in[b] (factorised here); mode 1: then its reverse."""
     ti.loop_config(serialize=True)
     for b in range(vfree.shape[0]):
@@ -48,12 +49,13 @@ def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), ma
         for d in range(n):
             s_dof[b, d, SD_VEL] = vfree[b, d]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                          limit_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
+                          limit_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
+                          s_hist)
         if mode == 1:
             solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
-                                      contact_impulse, s_cdof, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
-                                      s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos,
-                                      g_dof_f, g_row, g_J, g_W, g_v, G_limit)
+                                      contact_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W,
+                                      s_row_f, s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out,
+                                      g_qpos, g_dof_f, g_row, g_J, g_W, g_v, g_lpos, G_limit)
 
 
 @ti.kernel
@@ -166,7 +168,8 @@ class ConstraintCase:
         self.g = dict(g_dof=arr((B, D, GD_N)), g_mass=arr((B, D, D)), g_cdof=arr((B, D), element=(6,)),
                       g_con=arr((B, C, 8)), g_imp_in=arr((B, C, 3)), g_imp_out=arr((B, C, 3)),
                       g_qpos=arr((B, st.qpos.shape[2])), g_dof_f=arr((B, D, DF_N)), g_J=arr((B, R, width)),
-                      g_W=arr((B, R, width)), g_row=arr((B, R, GR_N)), g_v=arr((B, D, GV_N)))
+                      g_W=arr((B, R, width)), g_row=arr((B, R, GR_N)), g_v=arr((B, D, GV_N)),
+                      g_lpos=arr((B, max(s.n_links, 1)), element=(3,)))
         self.w_v, self.w_u = rng.normal(size=(B, D)), rng.normal(size=(B, D))
         self.w_imp = rng.normal(size=(B, C, 3))
         self.G_limit = arr(tuple(st.limit_impulse.shape))
@@ -179,10 +182,11 @@ class ConstraintCase:
         constraint_kernel(mode, self.f, self.fn, self.vfree, self.mass, st.qpos, st.contact_impulse,
                           st.limit_impulse, m["params_f"],
                           m["params_i"], m["link_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], sc["s_cdof"],
-                          sc["s_mass"], sc["s_dof"], sc["s_con_f"], sc["s_con_i"], sc["s_J"], sc["s_W"],
+                          sc["s_ref"], sc["s_mass"], sc["s_dof"], sc["s_con_f"], sc["s_con_i"], sc["s_J"], sc["s_W"],
                           sc["s_row_f"], sc["s_row_i"], self.hist if hist is None else hist,
                           *(self.g[k] for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_imp_out",
-                                                "g_qpos", "g_dof_f", "g_row", "g_J", "g_W", "g_v")), self.G_limit)
+                                                "g_qpos", "g_dof_f", "g_row", "g_J", "g_W", "g_v", "g_lpos")),
+                          self.G_limit)
         self.counts.add(tuple(sc["s_con_i"][:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].flatten().tolist()))
 
     def outputs(self):
@@ -209,7 +213,7 @@ class ConstraintCase:
         self.G_limit.from_numpy(g_limit)
         self.run(1)
         out = {k: self.g[k].to_numpy() for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_qpos",
-                                                 "g_dof_f")}
+                                                 "g_dof_f", "g_lpos")}
         out["G_limit"] = self.G_limit.to_numpy()[self.f]
         return out
 
@@ -274,6 +278,14 @@ def check_constraints(case, errors, contacts=True, limits=False, same_counts=Tru
         case.check(grads["g_cdof"], "cdof", *case.taichi(sc["s_cdof"]), list(np.ndindex(B, D, 6)), errors)
         entries = [(b, c, k) for b in range(B) for c in range(n_con[b]) for k in range(8)]
         case.check(grads["g_con"], "con", *case.torch_view(sc["s_con_f"]), entries, errors)
+        # the trees' reference points (their roots' positions: the Jacobians' points are taken relative to them),
+        # moved tree by tree: their adjoint goes to the root's g_lpos
+        roots = m["link_i"].to_numpy()[:s.n_links, LI_ROOT]
+        base_ref = sc["s_ref"].to_numpy()
+        shifts = np.zeros((B, s.n_links, 3))
+        entries = [(b, int(r), k) for b in range(B) for r in sorted(set(roots.tolist())) for k in range(3)]
+        case.check(grads["g_lpos"], "ref", lambda: shifts.copy(),
+                   lambda a: sc["s_ref"].from_numpy(np.ascontiguousarray(base_ref + a[:, roots])), entries, errors)
         prev = sc["s_con_i"][:, CI_PREV].numpy()
         entries = [(b, int(prev[b, c]), k) for b in range(B) for c in range(n_con[b]) if prev[b, c] >= 0
                    for k in range(3)]

@@ -90,6 +90,7 @@ def run(stages: ti.i32, qpos: nd(ndim=3), vel: nd(ndim=3), ctrl_mode: nd(ndim=2)
         params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
         dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2), s_lpos: nd(ndim=3),
         s_lquat: nd(ndim=3), s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2),
+        s_ref: nd(ndim=2),
         s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2),
         s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2), s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
         rows: nd(ndim=2), s_X: nd(ndim=3), g_qpos: nd(ndim=2), g_vel: nd(ndim=2), g_R: nd(ndim=2),
@@ -101,7 +102,7 @@ def run(stages: ti.i32, qpos: nd(ndim=3), vel: nd(ndim=3), ctrl_mode: nd(ndim=2)
     for b in range(qpos.shape[1]):
         if stages & KIN:
             forward_kinematics(b, 0, qpos, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com, s_janchor,
-                               s_jaxis)
+                               s_jaxis, s_ref)
             dof_motions(b, 0, vel, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
         if stages & BIAS:
             bias_and_mass(b, 0, qpos, vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
@@ -158,7 +159,7 @@ class Stage:
         m, s = self.m, self.s
         run(stages, s["s_qs"], s["s_vs"], *self.ctrl, m["params_f"], m["params_i"], m["link_f"], m["link_i"],
             m["joint_f"], m["joint_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], s["s_lpos"], s["s_lquat"],
-            s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"],
+            s["s_R"], s["s_com"], s["s_janchor"], s["s_jaxis"], s["s_ref"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"],
             s["s_cacc"], s["s_cfrc"], s["s_crb_m"], s["s_crb_mc"], s["s_crb_io"], s["s_mass"], s["s_dof"], self.rows,
             self.X, *self.g.values())
 

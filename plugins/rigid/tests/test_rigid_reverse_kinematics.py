@@ -2,10 +2,10 @@
 finite differences in float64.
 
 One kernel runs forward_kinematics and dof_motions for frame f = 1 of its own two-frame arrays (frame 0 holds
-noise that a wrong frame index would read), then, with `reverse` set, dof_motions_reverse, overwrites s_R, s_com,
-s_janchor and s_jaxis with noise (forward_kinematics_reverse must not read them) and runs
-forward_kinematics_reverse. The loss is a random weighting of every output (links_pos, links_quat, s_R, s_com,
-s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel); its gradients with respect to qpos, dofs_vel and the per-env
+noise that a wrong frame index would read), then, with `reverse` set, dof_motions_reverse, the reference points'
+adjoints into their roots' (add_ref_adjoint), overwrites s_R, s_com, s_janchor, s_jaxis and s_ref with noise
+(forward_kinematics_reverse must not read them) and runs forward_kinematics_reverse. The loss is a random weighting
+of every output (links_pos, links_quat, s_R, s_com, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel); its gradients with respect to qpos, dofs_vel and the per-env
 link_f columns LF_POS, LF_QUAT, LF_COM are compared with central differences (relative error < 1e-6; they measure
 ~2e-10 to 5e-10).
 """
@@ -17,7 +17,7 @@ import torch
 
 import genesis_core as gs
 from genesis_core.testing import assert_close_rel
-from genesis_rigid.kernels_kinematics import (dof_motions, dof_motions_reverse, forward_kinematics,
+from genesis_rigid.kernels_kinematics import (add_ref_adjoint, dof_motions, dof_motions_reverse, forward_kinematics,
                                               forward_kinematics_reverse)
 from genesis_rigid.layout import LF_COM, LF_POS, LF_QUAT
 from genesis_rigid.model import BALL, FREE, HINGE, SLIDE
@@ -55,7 +55,7 @@ MJCF = """
 """
 
 nd = ti.types.ndarray
-OUTPUTS = ("lpos", "lquat", "R", "com", "janchor", "jaxis", "cdof", "cdof_dot", "cvel")
+OUTPUTS = ("lpos", "lquat", "R", "com", "janchor", "jaxis", "ref", "cdof", "cdof_dot", "cvel")
 F = 1  # the frame the kernel reads and writes
 
 
@@ -63,20 +63,24 @@ F = 1  # the frame the kernel reads and writes
 def kinematics_and_reverse(f: ti.i32, reverse: ti.i32, qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(ndim=3),
                            links_quat: nd(ndim=3), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
                            joint_i: nd(ndim=2), s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2),
-                           s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2),
-                           g_qpos: nd(ndim=2), g_vel: nd(ndim=2), g_link_f: nd(ndim=3), g_lpos: nd(ndim=2),
-                           g_lquat: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_janchor: nd(ndim=2),
-                           g_jaxis: nd(ndim=2), g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2)):
+                           s_jaxis: nd(ndim=2), s_ref: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
+                           s_cvel: nd(ndim=2), g_qpos: nd(ndim=2), g_vel: nd(ndim=2), g_link_f: nd(ndim=3),
+                           g_lpos: nd(ndim=2), g_lquat: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2),
+                           g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2), g_ref: nd(ndim=2), g_cdof: nd(ndim=2),
+                           g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2)):
     for b in range(qpos.shape[1]):
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
+                           s_janchor, s_jaxis, s_ref)
         dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
         if reverse != 0:
             dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_vel, g_R,
                                 g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel)
             for l in range(s_R.shape[1]):
+                add_ref_adjoint(b, l, g_ref[b, l], link_i, g_lpos)
+            for l in range(s_R.shape[1]):
                 s_R[b, l] = ti.Matrix([[7.0, -3.0, 5.0], [2.0, 11.0, -13.0], [1.0, 4.0, 9.0]])
                 s_com[b, l] = ti.Vector([17.0, -19.0, 23.0])
+                s_ref[b, l] = ti.Vector([-53.0, 59.0, 61.0])
             for j in range(s_janchor.shape[1]):
                 s_janchor[b, j] = ti.Vector([-29.0, 31.0, 37.0])
                 s_jaxis[b, j] = ti.Vector([41.0, 43.0, -47.0])
@@ -103,7 +107,7 @@ class Case:
         arr = solver._taichi_array
         m, s = solver.model, solver.scratch
         self.shapes = dict(lpos=(B, L, 3), lquat=(B, L, 4), R=(B, L, 3, 3), com=(B, L, 3), janchor=(B, J, 3),
-                           jaxis=(B, J, 3), cdof=(B, D, 6), cdof_dot=(B, D, 6), cvel=(B, L, 6))
+                           jaxis=(B, J, 3), ref=(B, L, 3), cdof=(B, D, 6), cdof_dot=(B, D, 6), cvel=(B, L, 6))
         self.weights = {k: rng.normal(size=shape) for k, shape in self.shapes.items()}
         self.g = {k: arr(shape[:2], element=shape[2:]) for k, shape in self.shapes.items()}
         self.g_qpos, self.g_vel = arr((B, Q)), arr((B, D))
@@ -142,7 +146,8 @@ class Case:
         m, s, g = self.m, self.s, self.g
         kinematics_and_reverse(F, int(reverse), self.qpos, self.vel, self.links_pos, self.links_quat, m["link_f"],
                                m["link_i"], m["joint_f"], m["joint_i"], s["s_R"], s["s_com"], s["s_janchor"],
-                               s["s_jaxis"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], self.g_qpos, self.g_vel,
+                               s["s_jaxis"], s["s_ref"], s["s_cdof"], s["s_cdof_dot"], s["s_cvel"], self.g_qpos,
+                               self.g_vel,
                                self.g_link_f, *(g[k] for k in OUTPUTS))
 
     def loss(self, qpos, vel, link_f):
@@ -150,7 +155,7 @@ class Case:
         s = self.s
         out = dict(lpos=self.links_pos.to_numpy()[F], lquat=self.links_quat.to_numpy()[F], R=s["s_R"].to_numpy(),
                    com=s["s_com"].to_numpy(), janchor=s["s_janchor"].to_numpy(), jaxis=s["s_jaxis"].to_numpy(),
-                   cdof=s["s_cdof"].to_numpy(), cdof_dot=s["s_cdof_dot"].to_numpy(), cvel=s["s_cvel"].to_numpy())
+                   ref=s["s_ref"].to_numpy(), cdof=s["s_cdof"].to_numpy(), cdof_dot=s["s_cdof_dot"].to_numpy(), cvel=s["s_cvel"].to_numpy())
         return sum(float((self.weights[k] * out[k]).sum()) for k in OUTPUTS)
 
     def gradients(self):

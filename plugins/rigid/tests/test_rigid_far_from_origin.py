@@ -1,0 +1,125 @@
+"""Rigid bodies far from the world origin, in single precision.
+
+The dynamics express a kinematic tree's spatial quantities about its root's origin (kernels_kinematics), not about
+the world origin: about the origin, a body 1 km away has an inertia of m |c|^2 ~ 1e6 m beside its own ~1e-3 m, which
+float32 cannot hold, and such a scene went NaN at its second step. Here the same systems run side by side in one
+scene, one copy at the origin and the others kilometres away (each tree its own reference point), and move alike.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import genesis_core as gs
+
+# a free ball dropped on the floor, a hinged pendulum swinging from the world, and a free two-body chain (a hinge
+# between them) tumbling in the air: contacts, a fixed-base tree and a floating tree
+SYSTEM = """
+<mujoco>
+  <worldbody>
+    <body name="ball" pos="{x} {y} 0.3">
+      <freejoint/>
+      <geom type="sphere" size="0.1" density="500"/>
+    </body>
+    <body name="pendulum" pos="{x2} {y} 1.0">
+      <joint type="hinge" axis="0 1 0" damping="0.01"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0.1" size="0.04"/>
+    </body>
+    <body name="tumbler" pos="{x3} {y} 15.0">
+      <freejoint/>
+      <geom type="box" size="0.1 0.05 0.02"/>
+      <body pos="0.15 0 0">
+        <joint type="hinge" axis="0 0 1" pos="-0.05 0 0"/>
+        <geom type="box" size="0.05 0.03 0.03"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+OFFSETS = [(0.0, 0.0), (1000.0, 1000.0), (-5000.0, 3000.0)]
+
+
+@pytest.fixture
+def float32():
+    gs.destroy()
+    gs.init(backend=gs.cpu, precision="32", seed=0, logging_level="warning")
+    try:
+        yield
+    finally:
+        gs.destroy()
+        gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
+
+
+def test_systems_kilometres_away_move_as_at_the_origin_in_float32(float32, tmp_path):
+    """Three copies of a system (a ball falling onto the floor, a pendulum, a tumbling two-body chain) at the origin,
+    1.4 km and 5.8 km away, in one float32 scene, 1.5 s: every copy stays finite and its coordinates relative to its
+    place match the origin copy's within what float32's resolution at that distance allows (the ball rests on the
+    floor at its radius to 0.5 mm; the pendulum's angle within 1e-4 rad of the origin copy's; the tumbler's
+    velocities within 1e-5 m/s per metre of distance). Before, the far copies went NaN at the second step."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.005))
+    scene.add_entity(gs.morphs.Plane())
+    systems = []
+    for i, (x, y) in enumerate(OFFSETS):
+        path = tmp_path / f"system{i}.xml"
+        path.write_text(SYSTEM.format(x=x, y=y, x2=x + 0.6, x3=x - 0.6))
+        systems.append(scene.add_entity(gs.morphs.MJCF(file=str(path))))
+    scene.build()
+    spin = torch.tensor([0.3, -0.2, 1.0, 2.0, -1.0, 3.0, 4.0])  # the tumbler's dofs: free (lin, ang), then its hinge
+    for e in systems:
+        vel = torch.zeros(e.n_dofs)
+        vel[7:] = spin
+        vel[6] = 1.5  # the pendulum pushed
+        e.set_dofs_velocity(vel)
+    for _ in range(300):
+        scene.step()
+    q = [e.get_qpos().double() for e in systems]
+    v = [e.get_dofs_velocity().double() for e in systems]
+    for (x, y), qi, vi in zip(OFFSETS, q, v):
+        print((x, y), "ball", (qi[:3] - torch.tensor([x, y, 0.0])).tolist(), "pendulum", float(qi[7] - q[0][7]),
+              "tumbler", float(qi[8] - x - q[0][8]), float(qi[10] - q[0][10]), "velocities",
+              float((vi - v[0]).abs().max()), "orientation", float((qi[11:] - q[0][11:]).abs().max()))
+        assert torch.isfinite(qi).all() and torch.isfinite(vi).all(), (x, y)
+        # the ball: resting on the floor where it fell
+        assert float(qi[2]) == pytest.approx(0.1, abs=5e-4)
+        assert float(qi[0] - x) == pytest.approx(0.0, abs=1e-3) and float(qi[1] - y) == pytest.approx(0.0, abs=1e-3)
+        # the tumbler: its centre where the origin copy's is, relative to its place
+        assert float(qi[8] - x) == pytest.approx(float(q[0][8]), abs=2e-3)
+        assert float(qi[10]) == pytest.approx(float(q[0][10]), abs=2e-3)
+    for (x, y), qi, vi in zip(OFFSETS[1:], q[1:], v[1:]):
+        # float32 holds a world position to ~6e-5 m at 1 km and ~5e-4 m at 6 km: the tumbler's links, 0.15 m
+        # apart, are placed that coarsely each step, so its motion departs from the origin copy's in proportion
+        # (measured: velocities 1e-3 m/s at 1.4 km, 1.2e-2 at 5.8 km, of up to 14 m/s)
+        tol = 1e-5 * float(np.hypot(x, y))
+        assert float(qi[7]) == pytest.approx(float(q[0][7]), abs=1e-4)  # the pendulum's angle
+        assert float((vi[6:] - v[0][6:]).abs().max()) < tol, (vi[6:], v[0][6:])  # pendulum and tumbler velocities
+        assert float((qi[11:] - q[0][11:]).abs().max()) < 0.1 * tol  # the tumbler's orientation and hinge
+    # the tumbler moved: a check that could not pass by standing still
+    assert float(v[0][7:].abs().max()) > 0.5
+
+
+def test_spatial_quantities_are_about_each_trees_root(float32, tmp_path):
+    """The solver's per-tree reference point is the root link's position, and the centres of mass the dynamics use
+    are relative to it (small numbers) while the collider view gives them in the world."""
+    x, y = 1000.0, -2000.0
+    path = tmp_path / "system.xml"
+    path.write_text(SYSTEM.format(x=x, y=y, x2=x + 0.6, x3=x - 0.6))
+    scene = gs.Scene()
+    e = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build()
+    solver = scene.rigid_solver
+    scene.step()
+    ref = solver.scratch["s_ref"].to_numpy()[0]
+    com = solver.scratch["s_com"].to_numpy()[0]
+    pos = solver.state.at("links_pos", solver.frame)[0].cpu().numpy()
+    links = range(e.link_start, e.link_end)
+    assert np.abs(com[list(links)]).max() < 1.0
+    for l in links:
+        parent = solver.compiled.links[l]["parent"]
+        root = l
+        while solver.compiled.links[root]["parent"] >= 0:
+            root = solver.compiled.links[root]["parent"]
+        np.testing.assert_array_equal(ref[l], pos[root])
+        assert parent < 0 or np.array_equal(ref[l], ref[parent])
+    view = solver.collider_view(solver.frame)
+    np.testing.assert_allclose(view.body_com[0].cpu().numpy()[list(links)], (ref + com)[list(links)], rtol=0, atol=1e-3)
+    assert abs(float(view.body_com[0, e.link_start, 0]) - x) < 1.0
