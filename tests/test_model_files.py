@@ -127,6 +127,20 @@ def test_sizes_beyond_the_limits_are_refused_with_the_bound(tmp_path):
     gs.Scene().add_entity(gs.morphs.Box(size=(10000.0, 10000.0, 1.0), fixed=True))
 
 
+def test_a_mass_computed_from_geoms_names_the_geoms(tmp_path):
+    """A body whose loader computed its mass from its geoms (MJCF without <inertial>, a URDF link without one) and
+    whose mass is refused names those geoms: the number the user wrote is a geom's size, not a mass."""
+    mjcf = ("<mujoco><worldbody><body name='leg'><joint type='hinge'/><geom name='shin' type='capsule' "
+            "size='5e4 0.05'/><geom name='foot' type='sphere' size='0.1'/></body></worldbody></mujoco>")
+    with pytest.raises(gs.ModelFileError, match=r"body 'leg' \(mass and inertia from the size and density of its "
+                                                r"geoms 'shin', 'foot'\): mass = .* at most 1e\+09 kg"):
+        gs.Scene().add_entity(gs.morphs.MJCF(file=_write(tmp_path, "leg.xml", mjcf)))
+    # an explicit <inertial> is the body's own number: no geoms named
+    with pytest.raises(gs.ModelFileError, match=r"body 'leg': mass = 10000000000.0 is not accepted"):
+        gs.Scene().add_entity(gs.morphs.MJCF(file=_write(tmp_path, "leg2.xml", mjcf.replace(
+            "<joint type='hinge'/>", "<joint type='hinge'/><inertial pos='0 0 0' mass='1e10' diaginertia='1 1 1'/>"))))
+
+
 # -- one number of a shipped model changed -------------------------------------------------------------------------
 
 SHIPPED = [("urdf/panda_bullet/panda.urdf", "URDF"), ("mjcf/franka_emika_panda/panda.xml", "MJCF"),

@@ -222,7 +222,8 @@ def check_robot(robot, body_word="body"):
         if _norm(_finite(placed, "quat", b.quat)) < 1e-9:
             _refuse(placed, "quat", b.quat, "a non-zero quaternion")
         _finite(what, "centre of mass", b.com, MAX_LENGTH)
-        check_inertia(what, float(b.mass), b.inertia, moving[-1], bool(b.joints), carries[i],
+        computed = f"{what} (mass and inertia from {b.mass_from})" if b.mass_from else what
+        check_inertia(computed, float(b.mass), b.inertia, moving[-1], bool(b.joints), carries[i],
                       None if facts is None else (facts[0][i], facts[1][i], facts[2][i]),
                       fixed_to_parent=not b.joints)
         for g in b.geoms:

@@ -26,7 +26,8 @@ import numpy as np
 
 from .checks import MAX_BODIES, MIN_SIZE, number, numbers
 from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
-                    FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc, inertia_from_geoms)
+                    FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc, geoms_source,
+                    inertia_from_geoms)
 from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
 
 GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH,
@@ -350,6 +351,7 @@ class _Loader:
                 body.inertia = r @ np.diag(_floats(ia.get("diaginertia", "0 0 0"), 3, what, "diaginertia")) @ r.T
         elif self.inertiafromgeom != "false":
             body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: g._density, what)
+            body.mass_from = geoms_source(body.geoms)
         if self.boundmass > 0 or self.boundinertia > 0:  # the compiler's floors on mass and principal inertias
             body.mass = max(body.mass, self.boundmass)
             w, v = np.linalg.eigh((body.inertia + body.inertia.T) / 2)

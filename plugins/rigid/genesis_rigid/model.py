@@ -81,6 +81,7 @@ class BodyDesc:
     # geoms of the visible groups, which are in `geoms` too; a Mesh morph's file); empty: it looks like its geoms
     visuals: list = field(default_factory=list)
     attached_by: str | None = None  # the file's element that places it, where that is not the body (a URDF joint)
+    mass_from: str = ""  # where the file's loader computed the mass and inertia from (its geoms), for messages
 
 
 @dataclass
@@ -208,6 +209,13 @@ def inertia_from_geoms(geoms, density_of, where="the body"):
     return mass, com, inertia
 
 
+def geoms_source(geoms):
+    """How a message names the geoms a body's mass and inertia were computed from (inertia_from_geoms)."""
+    names = [repr(g.name) for g in geoms if g.name][:5]
+    more = f" and {len(geoms) - len(names)} more" if len(geoms) > len(names) and names else ""
+    return "the size and density of its geoms" + (f" {', '.join(names)}{more}" if names else "")
+
+
 def merge_fixed_links(robot: RobotDesc, links_to_keep=()) -> RobotDesc:
     """Genesis World's `merge_fixed_links` of URDF morphs: every body attached to its parent by no joint (a URDF
     fixed joint), except the root and those named in links_to_keep, becomes part of its parent: its mass, centre
@@ -236,6 +244,7 @@ def merge_fixed_links(robot: RobotDesc, links_to_keep=()) -> RobotDesc:
             h.inertia = (h.inertia + shifted(h.mass, h.com - com) + R @ b.inertia @ R.T
                          + shifted(b.mass, c_b - com))
             h.mass, h.com = mass, com
+            h.mass_from = "; ".join(x for x in (h.mass_from, b.mass_from and f"{b.name!r}'s {b.mass_from}") if x)
             for g in b.geoms:
                 g.pos, g.quat = p + rotate(q, g.pos), quat_mul(q, g.quat)
                 h.geoms.append(g)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .checks import MAX_BODIES, number, numbers
 from .model import (BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc,
-                    ModelError, RobotDesc, inertia_from_geoms)
+                    ModelError, RobotDesc, geoms_source, inertia_from_geoms)
 from genesis_core.rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
 
 
@@ -230,6 +230,7 @@ def _body(link, parent_index, joint_elem, fixed, density, base, materials):
                 into.append(g)
     if inertial is None and body.geoms:
         body.mass, body.com, body.inertia = inertia_from_geoms(body.geoms, lambda g: (density, None), what)
+        body.mass_from = geoms_source(body.geoms)
     return body
 
 

@@ -130,7 +130,7 @@ def test_box_pair_depth_known_counterexample(pair_scene):
 def test_genesis_tower_of_crossed_beams_stands():
     """Genesis's examples/collision/tower.py: 50 layers of two 2 m beams, each layer crossed over the one below and
     started 1 mm into it, float32, dt 4 ms, 2 s, every option at its default. Each layer stays on the one below
-    (its height above it within 1 mm of a beam's height) and the beams stay where they were put (1 cm). Before the
+    (its height above it within 1 mm of a beam's height) and the beams stay where they were put (2.5 cm). Before the
     edge-axis rule the crossings turned into single edge-edge points and the tower sank through itself; before
     the split-impulse position pass the 1 mm overlaps, pushed apart in the velocity, launched its top at 0.9 m/s."""
     layers = 50
@@ -157,7 +157,9 @@ def test_genesis_tower_of_crossed_beams_stands():
         assert float(layer_z[0]) == pytest.approx(0.5 * h, abs=1e-3)
         assert float((gaps - h).abs().max()) < 1e-3, gaps.tolist()
         start = torch.tensor([b.morph.pos for b in beams], dtype=torch.float64)
-        assert float((pos[:, :2] - start[:, :2]).abs().max()) < 1e-2
+        # the top beams rock: float32 rounding alone moves where they end by 3 to 17 mm (the tower shifted by 0,
+        # 1 mm or 1 cm; dynamics about the origin or about each beam's centre), the launch was 0.9 m/s
+        assert float((pos[:, :2] - start[:, :2]).abs().max()) < 2.5e-2
     finally:
         gs.destroy()
         gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")

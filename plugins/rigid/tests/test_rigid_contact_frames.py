@@ -27,13 +27,14 @@ nd = ti.types.ndarray
 def frames_reverse(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
                    link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
                    pair_i: nd(ndim=2), geom_i: nd(ndim=2), geom_f: nd(ndim=2), s_R: nd(ndim=2), s_com: nd(ndim=2),
-                   s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3),
+                   s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_ref: nd(ndim=2), s_con_f: nd(ndim=3),
+                   s_con_i: nd(ndim=3),
                    g_con: nd(ndim=3), g_qpos: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2), g_R: nd(ndim=2),
                    g_com: nd(ndim=2), g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2), g_link_f: nd(ndim=3)):
     ti.loop_config(serialize=True)
     for b in range(qpos.shape[1]):
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis)
+                           s_janchor, s_jaxis, s_ref)
         contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
         forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_qpos,
                                    g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
@@ -146,7 +147,7 @@ def test_contact_frames_follow_the_narrowphase(case):
     contacts(q0)
     frames_reverse(f, st.qpos, st.links_pos, st.links_quat, m["link_f"], m["link_i"], m["joint_f"], m["joint_i"],
                    m["pair_i"], m["geom_i"], m["geom_f"], sc["s_R"], sc["s_com"], sc["s_janchor"], sc["s_jaxis"],
-                   sc["s_con_f"], sc["s_con_i"], g["g_con"], g["g_qpos"], g["g_lpos"], g["g_lquat"], g["g_R"],
+                   sc["s_ref"], sc["s_con_f"], sc["s_con_i"], g["g_con"], g["g_qpos"], g["g_lpos"], g["g_lquat"], g["g_R"],
                    g["g_com"], g["g_janchor"], g["g_jaxis"], g["g_link_f"])
     grad = g["g_qpos"].to_numpy()
     eps = 1e-7
