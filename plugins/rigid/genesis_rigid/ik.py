@@ -158,8 +158,8 @@ class KinematicTree:
         """The entity's kinematics at qpos [n, n_qs] (environment envs[i] for row i: its model parameters, and the
         other entities' coordinates as the state has them): dict pos, quat [n, n_links, 3 / 4], rot [n, n_links, 3,
         3], com [n, n_links, 3], cdof [n, n_dofs, 6] (each dof's motion axis: angular, then the linear velocity of the
-        body point at the tree's reference point), ref [n, n_links, 3] (that point, world), link_f [n, n_links, LF_N] (the links' parameters of each row's
-        environment), from RigidSolver.probe_kinematics."""
+        body point at the tree's reference point), ref [n, n_links, 3] (that point, world), link_f [n, n_links,
+        LF_N] (the links' parameters of each row's environment), from RigidSolver.probe_kinematics."""
         e = self._entity()
         solver = e.solver
         full = solver.state.at("qpos", solver.frame)[envs].clone()

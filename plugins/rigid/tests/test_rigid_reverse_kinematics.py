@@ -5,9 +5,9 @@ One kernel runs forward_kinematics and dof_motions for frame f = 1 of its own tw
 noise that a wrong frame index would read), then, with `reverse` set, dof_motions_reverse, the reference points'
 adjoints into their roots' (add_ref_adjoint), overwrites s_R, s_com, s_janchor, s_jaxis and s_ref with noise
 (forward_kinematics_reverse must not read them) and runs forward_kinematics_reverse. The loss is a random weighting
-of every output (links_pos, links_quat, s_R, s_com, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel); its gradients with respect to qpos, dofs_vel and the per-env
-link_f columns LF_POS, LF_QUAT, LF_COM are compared with central differences (relative error < 1e-6; they measure
-~2e-10 to 5e-10).
+of every output (links_pos, links_quat, s_R, s_com, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel); its
+gradients with respect to qpos, dofs_vel and the per-env link_f columns LF_POS, LF_QUAT, LF_COM are compared with
+central differences (relative error < 1e-6; they measure ~2e-10 to 5e-10).
 """
 
 import numpy as np
@@ -155,7 +155,8 @@ class Case:
         s = self.s
         out = dict(lpos=self.links_pos.to_numpy()[F], lquat=self.links_quat.to_numpy()[F], R=s["s_R"].to_numpy(),
                    com=s["s_com"].to_numpy(), janchor=s["s_janchor"].to_numpy(), jaxis=s["s_jaxis"].to_numpy(),
-                   ref=s["s_ref"].to_numpy(), cdof=s["s_cdof"].to_numpy(), cdof_dot=s["s_cdof_dot"].to_numpy(), cvel=s["s_cvel"].to_numpy())
+                   ref=s["s_ref"].to_numpy(), cdof=s["s_cdof"].to_numpy(), cdof_dot=s["s_cdof_dot"].to_numpy(),
+                   cvel=s["s_cvel"].to_numpy())
         return sum(float((self.weights[k] * out[k]).sum()) for k in OUTPUTS)
 
     def gradients(self):
