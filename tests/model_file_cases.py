@@ -21,7 +21,7 @@ import genesis_core as gs
 
 CASES = 0
 CASE_SECONDS = 60
-HOSTILE = ["nan", "inf", "-inf", "-1", "0", "1e30", "-1e30", "1e-30", "abc", ""]
+HOSTILE = ["nan", "inf", "-inf", "-1", "0", "1e30", "-1e30", "1e-30", "5e4", "abc", ""]
 
 
 def case(name):

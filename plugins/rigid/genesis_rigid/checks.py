@@ -30,6 +30,12 @@ MAX_MESH_SCALE = 1e5
 MIN_MASS = 1e-15  # kg: a mass between 0 and this is refused (MuJoCo's mjMINVAL; float32 flushes 1e-40 to 0)
 TINY_INERTIA = 1e-15  # kg m^2: a jointed body's smallest principal moment below this loads with a warning
 INERTIA_RTOL = 1e-6  # the principal moments may break A + B >= C by this fraction of C (rounding of the file)
+# the joint-space inertia where the file places the bodies (check_conditioning): a dof's pivot over the largest
+# diagonal entry among it and the dofs below it. Under PIVOT_SINGULAR even float64 cannot tell it from 0 (a dof
+# without inertia of its own once those below it are free: loads with a warning); single precision (resolution
+# 1.2e-7) is refused under PIVOT_FLOAT32. The robots Genesis World ships measure 2e-3 and more.
+PIVOT_SINGULAR = 1e-12
+PIVOT_FLOAT32 = 1e-6
 
 GEOM_WORDS = {PLANE: "plane", SPHERE: "sphere", CAPSULE: "capsule", CYLINDER: "cylinder", BOX: "box", MESH: "mesh"}
 # what a GeomDesc's size holds, per type (half of what a URDF box or a Genesis Box morph gives)
@@ -272,3 +278,173 @@ def _check_interval(what, name, interval, bound):
     lo, hi = _finite(what, name, [float(x) for x in interval], bound)
     if lo > hi:
         _refuse(what, name, np.array([lo, hi]), "lower <= upper")
+
+
+def _quat_mat(q):
+    w, x, y, z = np.asarray(q, dtype=np.float64) / _norm(_values(np.asarray(q, dtype=np.float64)))
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def _cross_mats(c):
+    """[N, 3, 3]: the cross-product matrices of the vectors c [N, 3]."""
+    out = np.zeros(c.shape[:-1] + (3, 3))
+    out[..., 0, 1], out[..., 0, 2], out[..., 1, 2] = -c[..., 2], c[..., 1], -c[..., 0]
+    out[..., 1, 0], out[..., 2, 0], out[..., 2, 1] = c[..., 2], -c[..., 1], c[..., 0]
+    return out
+
+
+def _rest_frames(bodies):
+    """World positions (relative to the first body's) and rotations of the bodies where the file places them."""
+    n = len(bodies)
+    pos, rot = np.zeros((n, 3)), np.zeros((n, 3, 3))
+    origin = np.asarray(bodies[0].pos, dtype=np.float64) if n else np.zeros(3)
+    for i, b in enumerate(bodies):
+        r = _quat_mat(b.quat)
+        if b.parent >= 0:
+            pos[i] = pos[b.parent] + rot[b.parent] @ np.asarray(b.pos, dtype=np.float64)
+            rot[i] = rot[b.parent] @ r
+        else:
+            pos[i], rot[i] = np.asarray(b.pos, dtype=np.float64) - origin, r
+    return pos, rot
+
+
+def rest_mass_matrix(robot):
+    """(M, parent, owner): the joint-space mass matrix (float64, armature on the diagonal) of a checked RobotDesc
+    where the file places its bodies (every joint at its reference), by CRBA about the first body's origin; each
+    dof's parent dof (the previous one of its body, or its nearest ancestor body's last; -1: none), and its
+    (body index, joint), in solver order."""
+    from .model import BALL, HINGE, JOINT_NV, SLIDE
+
+    bodies = robot.bodies
+    n = len(bodies)
+    pos, rot = _rest_frames(bodies)
+    axes, points, turns, owner, armature, chain = [], [], [], [], [], []
+    for i, b in enumerate(bodies):
+        own = []
+        for j in b.joints:
+            axis = np.asarray(j.axis, dtype=np.float64)
+            axis = rot[i] @ (axis / max(float(np.linalg.norm(axis)), 1e-300))
+            anchor = pos[i] if j.type == FREE else pos[i] + rot[i] @ np.asarray(j.pos, dtype=np.float64)
+            for k in range(JOINT_NV[j.type]):
+                if j.type == SLIDE or (j.type == FREE and k < 3):
+                    axes.append(axis if j.type == SLIDE else np.eye(3)[k])
+                    turns.append(False)
+                else:
+                    axes.append(axis if j.type == HINGE else rot[i][:, k % 3])
+                    turns.append(True)
+                points.append(anchor)
+                own.append(len(owner))
+                owner.append((i, j))
+                armature.append(float(j.armature))
+        chain.append((chain[b.parent] if b.parent >= 0 else []) + own)
+    D = len(owner)
+    axes, points, turns = np.array(axes).reshape(D, 3), np.array(points).reshape(D, 3), np.array(turns, dtype=bool)
+    S = np.zeros((D, 6))  # motion subspaces about the origin: (axis, anchor x axis) or (0, axis)
+    S[turns, :3] = axes[turns]
+    S[turns, 3:] = np.cross(points[turns], axes[turns])
+    S[~turns, 3:] = axes[~turns]
+    mass = np.array([float(b.mass) for b in bodies])
+    com = pos + np.einsum("nij,nj->ni", rot, np.array([np.asarray(b.com, dtype=np.float64) for b in bodies]))
+    inertia = np.array([np.asarray(b.inertia, dtype=np.float64).reshape(3, 3) for b in bodies])
+    cx = _cross_mats(com) * mass[:, None, None]
+    crb = np.zeros((n, 6, 6))  # spatial inertias about the origin, then their subtree sums
+    crb[:, :3, :3] = rot @ inertia @ rot.transpose(0, 2, 1) - cx @ _cross_mats(com)
+    crb[:, :3, 3:], crb[:, 3:, :3] = cx, -cx
+    crb[:, 3:, 3:] = mass[:, None, None] * np.eye(3)
+    for i in range(n - 1, 0, -1):
+        if bodies[i].parent >= 0:
+            crb[bodies[i].parent] += crb[i]
+    M = np.diag(np.array(armature, dtype=np.float64).reshape(D))
+    parent = np.full(D, -1)
+    for d in range(D):
+        i = owner[d][0]
+        anc = chain[i][:chain[i].index(d) + 1]
+        col = S[anc] @ (crb[i] @ S[d])
+        M[anc, d] = col
+        M[d, anc] = col
+        if len(anc) > 1:
+            parent[d] = anc[-2]
+    return M, parent, owner
+
+
+def pivot_ratios(M, parent):
+    """Each dof's pivot of M = L^T D L eliminated from the last dof up (the solver's order, factor_ldl) over the
+    largest diagonal entry among it and the dofs below it (parent: each dof's parent dof): the pivot is what is
+    left of terms of up to that size, so single precision keeps it only where this ratio is well above its
+    resolution. 0 where a pivot is not positive in float64; 1 for a dof without inertia below it."""
+    D = M.shape[0]
+    diag = np.diag(M).copy()
+    scale = diag.copy()
+    for j in range(D - 1, -1, -1):  # (a dof's descendants come after it)
+        if parent[j] >= 0:
+            scale[parent[j]] = max(scale[parent[j]], scale[j])
+    try:
+        piv = np.diag(np.linalg.cholesky(M[::-1, ::-1]))[::-1] ** 2
+    except np.linalg.LinAlgError:
+        A = M.copy()
+        piv = np.zeros(D)
+        for k in range(D - 1, -1, -1):
+            piv[k] = A[k, k]
+            if piv[k] > 0:
+                A[:k, :k] -= np.outer(A[:k, k], A[k, :k]) / piv[k]
+    return np.where(scale > 0, np.maximum(piv, 0.0) / np.where(scale > 0, scale, 1.0), 1.0)
+
+
+def check_conditioning(robot, float64, body_word="body"):
+    """The joint-space mass matrix of a checked RobotDesc where the file places its bodies, against the precision
+    the kernels run in: in single precision a dof whose pivot ratio (pivot_ratios) is under PIVOT_FLOAT32 is
+    refused, naming its joint and body and the body farthest from it (the solver's factorisation would lose the
+    pivot to rounding: a wrong acceleration, then NaN); in either precision one under PIVOT_SINGULAR loads with a
+    warning (a dof with no inertia of its own: it moves as the factorisation's clamp lets it)."""
+    if not any(b.joints for b in robot.bodies):
+        return robot
+    M, parent, owner = rest_mass_matrix(robot)
+    ratios = pivot_ratios(M, parent)
+    singular = ratios < PIVOT_SINGULAR
+    lost = (ratios < PIVOT_FLOAT32) & ~singular & (not float64)
+    for d, flagged in ((int(np.argmax(singular)), singular.any()), (int(np.argmin(np.where(lost, ratios, 1.0))),
+                                                                    lost.any())):
+        if not flagged:
+            continue
+        r = float(ratios[d])
+        body, joint = owner[d]
+        what = f"joint {joint.name!r} of {body_word} {robot.bodies[body].name!r}"
+        if singular[d]:
+            warnings.warn(f"{what} has no inertia of its own once the joints below it are free (its pivot in the "
+                          f"joint-space mass matrix is {r:.1e} of the inertia around it): it is redundant with them "
+                          "(a massless link carrying other joints); give it armature or fix it", stacklevel=3)
+        else:
+            raise ModelError(
+                f"{what}: in single precision its inertia cannot be resolved: its pivot in the joint-space mass matrix "
+                f"is {r:.1e} of the inertia around it (single precision keeps at least {PIVOT_FLOAT32:g}), "
+                f"{_far_mass(robot, body, body_word)}; load it under gs.init(precision='64'), or bring the mass closer")
+    return robot
+
+
+def _far_mass(robot, body, body_word):
+    """What carries mass far from `body` (where the file places the bodies): the body with mass at or below it
+    whose centre of mass is farthest, and the largest offset that puts it there (a body's placement from its
+    parent, or its own centre of mass from its origin)."""
+    bodies = robot.bodies
+    pos, rot = _rest_frames(bodies)
+    below = [False] * len(bodies)
+    far, dist = body, 0.0
+    for i, b in enumerate(bodies):
+        below[i] = i == body or (b.parent >= 0 and below[b.parent])
+        if below[i] and b.mass > 0:
+            d = float(np.linalg.norm(pos[i] + rot[i] @ np.asarray(b.com, dtype=np.float64) - pos[body]))
+            if d > dist:
+                far, dist = i, d
+    fb = bodies[far]
+    cause = (float(np.linalg.norm(fb.com)), f"its centre of mass is {{:.3g}} m from its origin")
+    i = far
+    while i != body and i >= 0:
+        b = bodies[i]
+        placed = f" (placed by {b.attached_by})" if b.attached_by else ""
+        offset = float(np.linalg.norm(b.pos))
+        if offset > cause[0]:
+            cause = (offset, f"{body_word} {b.name!r}{placed} is placed {{:.3g}} m from its parent")
+        i = b.parent
+    return f"as {body_word} {fb.name!r} carries mass {dist:.3g} m from it: " + cause[1].format(cause[0])

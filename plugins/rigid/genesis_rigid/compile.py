@@ -23,7 +23,7 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      GF_QUAT, GF_RESTITUTION, GF_SIZE, GI_FACE, GI_LINK, GI_N, GI_TYPE, GI_VERT, HF_N, HI_N, JF_AXIS,
                      JF_N, JF_POS, JF_REF, JI_N, LF_COM, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT,
                      LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LF_N, LF_POS, LF_QUAT,
-                     LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT, LI_ROOT,
+                     LI_DOF_END, LI_DOF_START, LI_JOINT_END, LI_JOINT_START, LI_LAST_DOF, LI_N, LI_PARENT,
                      LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE, PF_DT, PF_GRAVITY, PF_MAX_CORRECTION, PF_N, PF_REG, PF_SLOP,
                      PF_TOL, PI_N, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4,
                      PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS,
@@ -294,7 +294,6 @@ class _Compiler:
             link_i[l, LI_LAST_DOF] = last
         trees = tree_dof_ranges(links, D)
         link_i[:L, LI_TREE_LO:LI_TREE_HI + 1] = trees
-        link_i[:, LI_ROOT] = link_roots(links) if L else [0]
         # the width of a compact constraint row: the dofs of two trees (kernels_constraint.set_row_dofs)
         self._row_width = int(max(1, min(D, 2 * int((trees[:, 1] - trees[:, 0]).max(initial=0)))))
         joint_f = np.zeros((max(J, 1), JF_N))

@@ -122,6 +122,7 @@ class KinematicTree:
                 k.joints.append(jt)
             self.links.append(k)
         self.dof_type = dof_type
+        self.dof_link_t = torch.as_tensor(self.dof_link, device=device)
         # chain[l, d]: 1 where dof d moves link l (a dof of the link's joints or of an ancestor's)
         chain = np.zeros((self.n_links, self.n_dofs))
         for l in range(self.n_links):
@@ -158,7 +159,7 @@ class KinematicTree:
         """The entity's kinematics at qpos [n, n_qs] (environment envs[i] for row i: its model parameters, and the
         other entities' coordinates as the state has them): dict pos, quat [n, n_links, 3 / 4], rot [n, n_links, 3,
         3], com [n, n_links, 3], cdof [n, n_dofs, 6] (each dof's motion axis: angular, then the linear velocity of the
-        body point at the tree's reference point), ref [n, n_links, 3] (that point, world), link_f [n, n_links,
+        body point at its link's origin), ref [n, n_links, 3] (the links' origins, world), link_f [n, n_links,
         LF_N] (the links' parameters of each row's environment), from RigidSolver.probe_kinematics."""
         e = self._entity()
         solver = e.solver
@@ -174,11 +175,11 @@ class KinematicTree:
     def jacobian(self, kin, link, point):
         """[n, 6, n_dofs]: the velocity (rows 0-2) of the world point `point` [n, 3] fixed in `link` and the link's
         angular velocity (rows 3-5) per unit velocity of each dof, world axes: for a dof that moves the link, its
-        motion axis (w, v_O) about the tree's reference point O gives v_O + w x (point - O) and w; zero for the
+        motion axis (w, v_O) about its own link's origin O gives v_O + w x (point - O) and w; zero for the
         others."""
         cdof = kin["cdof"]
         ang, lin = cdof[..., :3], cdof[..., 3:]
-        arm = (point - kin["ref"][:, link]).unsqueeze(1).expand_as(ang)
+        arm = point.unsqueeze(1) - kin["ref"][:, self.dof_link_t]
         v = lin + torch.cross(ang, arm, dim=-1)
         return torch.cat([v, ang], -1).transpose(1, 2) * self.chain[link]
 

@@ -47,11 +47,11 @@ RF_DINV, RF_TARGET, RF_LAMBDA, RF_MU, RF_PTARGET, RF_PLAMBDA, RF_STEP, RF_DIR, R
 @func
 def add_point_jacobian(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, s_ref, s_J):
     """Row r of the Jacobian += d(direction . velocity of the world point `point` fixed to link l)/d(qvel); dof d at
-    column d + shift (seg_shift of the segment of l's tree). The motion subspaces are about l's tree's reference
-    point s_ref[b, l]."""
+    column d + shift (seg_shift of the segment of l's tree). A dof's motion subspace is about its link's origin
+    s_ref[b, dof link]."""
     d = link_i[l, LI_LAST_DOF]
-    arm = (point - s_ref[b, l]).cross(direction)
     while d >= 0:
+        arm = (point - s_ref[b, dof_i[d, DI_LINK]]).cross(direction)
         cd = s_cdof[b, d]
         s_J[b, r, d + shift] = s_J[b, r, d + shift] + (direction[0] * cd[3] + direction[1] * cd[4]
                                                        + direction[2] * cd[5] + arm[0] * cd[0] + arm[1] * cd[1]
@@ -522,22 +522,24 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
 @func
 def point_jacobian_reverse(b, r, l, direction, point, shift, link_i, dof_i, s_cdof, s_ref, g_J, g_cdof, g_lpos):
     """Adjoint of add_point_jacobian for row r's adjoint g_J[b, r]: into g_cdof of the dofs moving link l and, for
-    the reference point, into its root's g_lpos; returns the adjoints of direction and point."""
+    their links' origins, into those links' g_lpos; returns the adjoints of direction and point."""
     g_dir = ti.Vector([0.0, 0.0, 0.0])
     g_point = ti.Vector([0.0, 0.0, 0.0])
     d = link_i[l, LI_LAST_DOF]
-    rel = point - s_ref[b, l]
-    arm = rel.cross(direction)
     while d >= 0:
         gj = g_J[b, r, d + shift]
+        ld = dof_i[d, DI_LINK]
+        rel = point - s_ref[b, ld]
+        arm = rel.cross(direction)
         cd = s_cdof[b, d]
         ang = ti.Vector([cd[0], cd[1], cd[2]])
         lin = ti.Vector([cd[3], cd[4], cd[5]])
         g_cdof[b, d] = g_cdof[b, d] + gj * ti.Vector([arm[0], arm[1], arm[2], direction[0], direction[1], direction[2]])
         g_dir += gj * (lin + ang.cross(rel))
-        g_point += gj * direction.cross(ang)
+        g_rel = gj * direction.cross(ang)
+        g_point += g_rel
+        add_ref_adjoint(b, ld, -g_rel, g_lpos)
         d = dof_i[d, DI_PARENT]
-    add_ref_adjoint(b, l, -g_point, link_i, g_lpos)
     return g_dir, g_point
 
 

@@ -1,16 +1,21 @@
 """Joint-space dynamics of one environment b: composite-rigid-body mass matrix, recursive Newton-Euler bias
 forces (Coriolis, centrifugal, gravity), and a factorisation and solve that follow the tree's sparsity.
 
-M qacc = tau - c(q, qdot): with spatial inertias about each tree's reference point (kernels_kinematics), the bias
+M qacc = tau - c(q, qdot): with each link's spatial quantities about its own origin (kernels_kinematics), the bias
 c is RNE with qacc = 0 and the base accelerating at -g (Featherstone, Rigid Body Dynamics Algorithms, 5.3); M by
-CRBA (6.2). The factorised matrix is M + diag(armature + h (damping + kv) + h^2 kp): damping and PD gains are
+CRBA (6.2). Accelerations pass from a parent to its child, forces and composite inertias from a child to its
+parent, shifted between their origins; a mass-matrix entry between a dof and an ancestor's takes the force of the
+dof's composite inertia shifted to the ancestor's link. The factorised matrix is M + diag(armature + h (damping + kv) + h^2 kp): damping and PD gains are
 integrated implicitly, as in MuJoCo's Euler integrator, which keeps stiff position servos stable at large steps;
 joint springs are explicit, as MuJoCo's.
 """
 
 import taichi as ti
 
-from .kernels_math import func, force_cross, inertia_apply, quat_to_mat, quat_to_mat_reverse, spatial, v3e, v4e
+from .kernels_math import (force_cross, force_shift, force_shift_reverse, func, inertia_apply, inertia_shift,
+                           inertia_shift_reverse, motion_shift, motion_shift_reverse, quat_to_mat, quat_to_mat_reverse,
+                           spatial, v3e, v4e)
+from .kernels_kinematics import add_ref_adjoint
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
                      DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, GD_ACC, GD_BIAS, GD_EXT, GT_FORCE, GT_KP,
                      GT_KV, GT_POS, GT_VEL, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT, LF_FLUID_VISCOSITY,
@@ -72,7 +77,7 @@ def link_inertia(b, l, link_f):
 
 @func
 def link_inertia_world(b, l, link_f, s_R, s_com):
-    """Mass, first moment m c and rotational inertia about its tree's reference point of link l (world axes)."""
+    """Mass, first moment m c and rotational inertia about its origin of link l (world axes)."""
     m = link_f[b, l, LF_MASS]
     ic = link_inertia(b, l, link_f)
     rot = s_R[b, l]
@@ -106,8 +111,8 @@ def fluid_wrench(b, l, link_f, s_R, s_com, cvel):
 
 @func
 def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
-                  ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass,
-                  s_dof):
+                  ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_ref, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc,
+                  s_crb_m, s_crb_mc, s_crb_io, s_mass, s_dof):
     """Fill s_dof[b, :, SD_BIAS] with the bias forces c and s_mass[b] with the implicit-integration matrix."""
     n_links = link_i.shape[0]
     n_dofs = dof_i.shape[0]
@@ -117,7 +122,7 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
         parent = link_i[l, LI_PARENT]
         cacc = spatial(ti.Vector([0.0, 0.0, 0.0]), -gravity)
         if parent >= 0:
-            cacc = s_cacc[b, parent]
+            cacc = motion_shift(s_cacc[b, parent], s_ref[b, l] - s_ref[b, parent])
         for d in range(link_i[l, LI_DOF_START], link_i[l, LI_DOF_END]):
             cacc += s_cdof_dot[b, d] * dofs_vel[f, b, d]
         s_cacc[b, l] = cacc
@@ -136,25 +141,33 @@ def bias_and_mass(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, 
         if link_f[b, l, LF_FLUID_DENSITY] + link_f[b, l, LF_FLUID_VISCOSITY] > 0.0 and m > 1e-15:
             fl, tq = fluid_wrench(b, l, link_f, s_R, s_com, cvel)
             s_cfrc[b, l] = s_cfrc[b, l] - spatial(tq + s_com[b, l].cross(fl), fl)
-    # backward pass: subtree forces and composite inertias
+    # backward pass: subtree forces and composite inertias, each moved to the parent's origin
     for i in range(n_links):
         l = n_links - 1 - i
         parent = link_i[l, LI_PARENT]
         if parent >= 0:
-            s_cfrc[b, parent] = s_cfrc[b, parent] + s_cfrc[b, l]
-            s_crb_m[b, parent] = s_crb_m[b, parent] + s_crb_m[b, l]
-            s_crb_mc[b, parent] = s_crb_mc[b, parent] + s_crb_mc[b, l]
-            s_crb_io[b, parent] = s_crb_io[b, parent] + s_crb_io[b, l]
+            d = s_ref[b, parent] - s_ref[b, l]
+            s_cfrc[b, parent] = s_cfrc[b, parent] + force_shift(s_cfrc[b, l], d)
+            m, mc, io = inertia_shift(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l], d)
+            s_crb_m[b, parent] = s_crb_m[b, parent] + m
+            s_crb_mc[b, parent] = s_crb_mc[b, parent] + mc
+            s_crb_io[b, parent] = s_crb_io[b, parent] + io
     for d in range(n_dofs):
         s_dof[b, d, SD_BIAS] = s_cdof[b, d].dot(s_cfrc[b, dof_i[d, DI_LINK]])
-    # mass matrix by CRBA (the entries between a dof and its ancestors: the only ones factor_ldl reads), plus the
-    # implicit terms on the diagonal
+    # mass matrix by CRBA (the entries between a dof and its ancestors: the only ones factor_ldl reads; the force
+    # of dof d's composite inertia moved to each ancestor's link), plus the implicit terms on the diagonal
     for d in range(n_dofs):
         l = dof_i[d, DI_LINK]
         force = inertia_apply(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l], s_cdof[b, d])
+        moved = force
+        at = l
         i = d
         while i >= 0:
-            v = s_cdof[b, i].dot(force)
+            li = dof_i[i, DI_LINK]
+            if li != at:
+                moved = force_shift(force, s_ref[b, li] - s_ref[b, l])
+                at = li
+            v = s_cdof[b, i].dot(moved)
             s_mass[b, i, d] = v
             s_mass[b, d, i] = v
             i = dof_i[i, DI_PARENT]
@@ -510,15 +523,17 @@ def fluid_wrench_reverse(b, l, link_f, s_R, s_com, cvel, force_bar, torque_bar, 
 
 @func
 def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force,
-                          ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc,
-                          s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_vel, g_R, g_com, g_cdof, g_cdof_dot, g_cvel, g_mass,
-                          g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m, g_crb_mc, g_crb_io):
+                          ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_ref, s_cdof, s_cdof_dot, s_cvel,
+                          s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_vel, g_R, g_com, g_lpos, g_cdof, g_cdof_dot,
+                          g_cvel, g_mass, g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m, g_crb_mc,
+                          g_crb_io):
     """Adjoint of bias_and_mass (h: the implicit step it ran with).
 
-    Reads the forward's state: s_R, s_com, s_cdof, s_cdof_dot, s_cvel of the stage (s_R and s_com are rewritten by
-    the substep's last forward_kinematics: the caller restores them), s_cacc (per link) and s_cfrc, s_crb_* (subtree
-    sums) as bias_and_mass left them. Reads dL/dc from g_dof[b, :, GD_BIAS] and dL/dM~ from the lower entries of g_mass.
-    Accumulates into g_vel[b], g_R[b], g_com[b], g_cdof[b], g_cdof_dot[b], g_cvel[b], g_link_f[b] (mass, inertia,
+    Reads the forward's state: s_R, s_com, s_ref, s_cdof, s_cdof_dot, s_cvel of the stage (s_R, s_com and s_ref
+    are rewritten by the substep's last forward_kinematics: the caller restores them), s_cacc (per link) and s_cfrc,
+    s_crb_* (subtree sums) as bias_and_mass left them. Reads dL/dc from g_dof[b, :, GD_BIAS] and dL/dM~ from the
+    lower entries of g_mass. Accumulates into g_vel[b], g_R[b], g_com[b], g_lpos[b] (the origins s_ref the
+    quantities were shifted between), g_cdof[b], g_cdof_dot[b], g_cvel[b], g_link_f[b] (mass, inertia,
     gravity compensation, the fluid's columns), g_dof_f[b] (armature, damping) and g_ctrl[b] (kp, kv of the live PD
     laws, through the matrix's diagonal). g_cacc, g_cfrc ([B, L] 6-vectors), g_crb_m ([B, L]), g_crb_mc ([B, L]
     3-vectors) and g_crb_io ([B, L] 3x3) are its own scratch (overwritten)."""
@@ -549,8 +564,17 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
         i = d
         while i >= 0:
             g = g_mass[b, d, i]
-            g_cdof[b, i] = g_cdof[b, i] + g * force
-            force_bar += g * s_cdof[b, i]
+            li = dof_i[i, DI_LINK]
+            if li == l:
+                g_cdof[b, i] = g_cdof[b, i] + g * force
+                force_bar += g * s_cdof[b, i]
+            else:
+                shift = s_ref[b, li] - s_ref[b, l]
+                g_cdof[b, i] = g_cdof[b, i] + g * force_shift(force, shift)
+                g_force, g_shift = force_shift_reverse(force, shift, g * s_cdof[b, i])
+                force_bar += g_force
+                add_ref_adjoint(b, li, g_shift, g_lpos)
+                add_ref_adjoint(b, l, -g_shift, g_lpos)
             i = dof_i[i, DI_PARENT]
         m_bar, mc_bar, io_bar, a_bar = inertia_apply_reverse(s_crb_m[b, l], s_crb_mc[b, l], s_crb_io[b, l],
                                                              s_cdof[b, d], force_bar)
@@ -561,14 +585,21 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
         c_bar = g_dof[b, d, GD_BIAS]
         g_cdof[b, d] = g_cdof[b, d] + c_bar * s_cfrc[b, l]
         g_cfrc[b, l] = g_cfrc[b, l] + c_bar * s_cdof[b, d]
-    # the subtree sums: a link's value enters its own and every ancestor's
+    # the subtree sums: a link's value enters its own and, shifted, its parent's (whose adjoint is complete: links
+    # in order)
     for l in range(n_links):
         parent = link_i[l, LI_PARENT]
         if parent >= 0:
-            g_cfrc[b, l] = g_cfrc[b, l] + g_cfrc[b, parent]
-            g_crb_m[b, l] = g_crb_m[b, l] + g_crb_m[b, parent]
-            g_crb_mc[b, l] = g_crb_mc[b, l] + g_crb_mc[b, parent]
-            g_crb_io[b, l] = g_crb_io[b, l] + g_crb_io[b, parent]
+            d = s_ref[b, parent] - s_ref[b, l]
+            g_f, g_shift = force_shift_reverse(s_cfrc[b, l], d, g_cfrc[b, parent])
+            g_cfrc[b, l] = g_cfrc[b, l] + g_f
+            gm, gmc, gio, g_shift2 = inertia_shift_reverse(s_crb_m[b, l], s_crb_mc[b, l], d, g_crb_m[b, parent],
+                                                           g_crb_mc[b, parent], g_crb_io[b, parent])
+            g_crb_m[b, l] = g_crb_m[b, l] + gm
+            g_crb_mc[b, l] = g_crb_mc[b, l] + gmc
+            g_crb_io[b, l] = g_crb_io[b, l] + gio
+            add_ref_adjoint(b, parent, g_shift + g_shift2, g_lpos)
+            add_ref_adjoint(b, l, -(g_shift + g_shift2), g_lpos)
     # the forward pass, leaves first: link forces, inertias, bias accelerations
     for i in range(n_links):
         l = n_links - 1 - i
@@ -604,4 +635,8 @@ def bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f,
             g_cdof_dot[b, d] = g_cdof_dot[b, d] + cacc_bar * dofs_vel[f, b, d]
             g_vel[b, d] = g_vel[b, d] + cacc_bar.dot(s_cdof_dot[b, d])
         if parent >= 0:
-            g_cacc[b, parent] = g_cacc[b, parent] + cacc_bar
+            d = s_ref[b, l] - s_ref[b, parent]
+            g_pa, g_shift = motion_shift_reverse(s_cacc[b, parent], d, cacc_bar)
+            g_cacc[b, parent] = g_cacc[b, parent] + g_pa
+            add_ref_adjoint(b, l, g_shift, g_lpos)
+            add_ref_adjoint(b, parent, -g_shift, g_lpos)

@@ -6,22 +6,26 @@ and slide by q - ref: at q = ref the body is where the file placed it); a free
 joint sets the pose from qpos. Free-joint translations are world-axis dofs, ball and free rotations are
 body-axis dofs.
 
-Link poses (links_pos, links_quat) are world poses. The spatial quantities of a kinematic tree (centres of mass,
-joint anchors, motion subspaces, spatial velocities, inertias and forces of the dynamics, the contact Jacobians)
-are expressed about a reference point of the tree, its root link's origin at the configuration (s_ref per link,
-world axes), as MuJoCo and Genesis World express them about a tree's centre of mass. About the world origin, a
-body 1 km away carries an inertia of m |c|^2 ~ 1e6 m beside its own ~1e-3 m, which single precision cannot hold:
-the mass matrix loses its positive definiteness and the step goes NaN. About the root, the numbers are the
-robot's size.
+Link poses (links_pos, links_quat) are world poses. A link's spatial quantities (its centre of mass, its joints'
+anchors, the motion subspaces of its dofs, its spatial velocity, and in the dynamics its inertia, its subtree's
+composite inertia and forces) are expressed in world axes about the link's own origin at the configuration (s_ref
+per link: its world position); a quantity passing from a link to its parent or child is shifted between the two
+origins (kernels_math.motion_shift, force_shift, inertia_shift). MuJoCo and Genesis World express them all about
+one point per tree, its centre of mass. Single precision cannot hold that for a large system: about a point at
+distance r, a link carries an inertia m r^2 beside its own I, and a mass-matrix entry of size I comes out of terms
+of size m r^2 that cancel. About the world origin a body 1 km from it went NaN at its second step; about the root
+a tree whose small links sit 300 m from its base did the same. About each link's origin the numbers are the
+link's size, and the large ones (a subtree's inertia about a distant parent joint) are the physics, not
+cancellation.
 """
 
 import taichi as ti
 
 from .kernels_math import (axis_angle_quat, axis_angle_quat_reverse, func, motion_cross, motion_cross_reverse,
-                           quat_mul, quat_mul_reverse, quat_normalize, quat_normalize_reverse, quat_to_mat,
-                           quat_to_mat_reverse, spatial, v3, v3e, v4e)
+                           motion_shift, motion_shift_reverse, quat_mul, quat_mul_reverse, quat_normalize,
+                           quat_normalize_reverse, quat_to_mat, quat_to_mat_reverse, spatial, v3, v3e, v4e)
 from .layout import (JF_AXIS, JF_POS, JF_REF, JI_DOF_START, JI_Q_START, JI_TYPE, LF_COM, LF_POS, LF_QUAT, LI_DOF_START,
-                     LI_JOINT_END, LI_JOINT_START, LI_PARENT, LI_ROOT)
+                     LI_JOINT_END, LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, SLIDE
 
 
@@ -59,8 +63,8 @@ def compose_joint(b, f, j, qpos, joint_f, joint_i, xpos, xquat):
 def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com, s_janchor,
                        s_jaxis, s_ref):
     """Link poses of env b at frame f from qpos[f, b]: links_pos/links_quat[f, b], rotation matrices s_R, each
-    link's tree reference point s_ref (its root's world position), and, about it, the centres of mass s_com and the
-    joints' anchors s_janchor; the joints' world axes s_jaxis."""
+    link's reference point s_ref (its origin, world), and, relative to it, its centre of mass s_com and its joints'
+    anchors s_janchor; the joints' world axes s_jaxis."""
     for l in range(link_i.shape[0]):
         parent = link_i[l, LI_PARENT]
         xpos = v3e(link_f, b, l, LF_POS)
@@ -75,26 +79,25 @@ def forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_
             s_jaxis[b, j] = axis
             s_janchor[b, j] = anchor
         xquat = quat_normalize(xquat)
-        ref = xpos  # a root is its tree's reference; a child takes its parent's
-        if parent >= 0:
-            ref = s_ref[b, parent]
         for j in range(j0, j1):
-            s_janchor[b, j] = s_janchor[b, j] - ref
+            s_janchor[b, j] = s_janchor[b, j] - xpos
         links_pos[f, b, l] = xpos
         links_quat[f, b, l] = xquat
-        s_ref[b, l] = ref
+        s_ref[b, l] = xpos
         s_R[b, l] = quat_to_mat(xquat)
-        s_com[b, l] = (xpos - ref) + s_R[b, l] @ v3e(link_f, b, l, LF_COM)
+        s_com[b, l] = s_R[b, l] @ v3e(link_f, b, l, LF_COM)
 
 
 @func
-def dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel):
-    """Motion subspace cdof of every dof, its time derivative cdof_dot, and link spatial velocities s_cvel."""
+def dof_motions(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel):
+    """Motion subspace cdof of every dof, its time derivative cdof_dot, and link spatial velocities s_cvel, each
+    about its link's origin s_ref (a spatial velocity's time derivative taken about the world point that coincides
+    with the origin now: cdof_dot = cvel x cdof)."""
     for l in range(link_i.shape[0]):
         parent = link_i[l, LI_PARENT]
         cvel = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         if parent >= 0:
-            cvel = s_cvel[b, parent]
+            cvel = motion_shift(s_cvel[b, parent], s_ref[b, l] - s_ref[b, parent])
         rot = s_R[b, l]
         for j in range(link_i[l, LI_JOINT_START], link_i[l, LI_JOINT_END]):
             jtype = joint_i[j, JI_TYPE]
@@ -138,10 +141,9 @@ def dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_ja
 
 
 @func
-def add_ref_adjoint(b, l, g, link_i, g_lpos):
-    """Adds g, an adjoint of link l's reference point s_ref[b, l], to that of its source: its root's position."""
-    root = link_i[l, LI_ROOT]
-    g_lpos[b, root] = g_lpos[b, root] + g
+def add_ref_adjoint(b, l, g, g_lpos):
+    """Adds g, an adjoint of link l's reference point s_ref[b, l], to that of its source: the link's position."""
+    g_lpos[b, l] = g_lpos[b, l] + g
 
 
 @func
@@ -166,9 +168,9 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
     [f, b] (the parents' poses; the rotations are recomputed from links_quat, s_R is not read) and the adjoints
     g_lpos, g_lquat, g_R, g_com (per link), g_janchor, g_jaxis (per joint); accumulates into g_qpos[b],
     g_link_f[b, :, LF_POS:+3 / LF_QUAT:+4 / LF_COM:+3] and, links in reverse order, into the parent's
-    g_lpos / g_lquat / g_R (which the parent then reads). The reference point s_ref is the root's position: the
-    adjoint of the link's s_com and s_janchor it was subtracted from goes, negated, into the root's g_lpos (an
-    adjoint of s_ref from elsewhere goes there too: add_ref_adjoint), which the root, last, reads."""
+    g_lpos / g_lquat / g_R (which the parent then reads). The reference point s_ref is the link's position: the
+    adjoint of the anchors s_janchor it was subtracted from goes, negated, into the link's g_lpos, beside the
+    adjoints of s_ref from elsewhere (add_ref_adjoint: the dof motions, the dynamics, the contact Jacobians)."""
     n_links = link_i.shape[0]
     for l_rev in range(n_links):
         l = n_links - 1 - l_rev
@@ -183,11 +185,9 @@ def forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i
         gc = rot_n.transpose() @ gcom
         for c in ti.static(range(3)):
             g_link_f[b, l, LF_COM + c] = g_link_f[b, l, LF_COM + c] + gc[c]
-        g_ref = -gcom
+        gp = g_lpos[b, l]
         for j in range(j0, j1):
-            g_ref -= g_janchor[b, j]
-        add_ref_adjoint(b, l, g_ref, link_i, g_lpos)  # (a root's own: read on the next line)
-        gp = g_lpos[b, l] + gcom
+            gp -= g_janchor[b, j]
         gq = quat_normalize_reverse(xquat, g_lquat[b, l]
                                     + quat_to_mat_reverse(xquat_n, g_R[b, l] + gcom.outer_product(com)))
         for j_rev in range(j1 - j0):
@@ -265,12 +265,13 @@ def _motion_axis_reverse(anchor, axis, g):
 
 
 @func
-def dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_vel, g_R,
-                        g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel):
-    """Reverse of dof_motions(b, f, ...). Reads dofs_vel[f, b], the forward's s_R, s_janchor, s_jaxis, s_cdof, s_cvel
-    (the running link velocities are recomputed from s_cvel of the parent and s_cdof), and the adjoints g_cdof,
-    g_cdof_dot, g_cvel; accumulates into g_vel[b], g_R[b] (ball and free rotation axes: the columns of s_R),
-    g_janchor[b], g_jaxis[b], and, links in reverse order, into the parent's g_cvel (which the parent then reads)."""
+def dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cvel, g_vel, g_R,
+                        g_janchor, g_jaxis, g_lpos, g_cdof, g_cdof_dot, g_cvel):
+    """Reverse of dof_motions(b, f, ...). Reads dofs_vel[f, b], the forward's s_R, s_janchor, s_jaxis, s_ref,
+    s_cdof, s_cvel (the running link velocities are recomputed from s_cvel of the parent and s_cdof), and the
+    adjoints g_cdof, g_cdof_dot, g_cvel; accumulates into g_vel[b], g_R[b] (ball and free rotation axes: the
+    columns of s_R), g_janchor[b], g_jaxis[b], g_lpos[b] (the origins the parent's velocity was shifted between)
+    and, links in reverse order, into the parent's g_cvel (which the parent then reads)."""
     n_links = link_i.shape[0]
     for l_rev in range(n_links):
         l = n_links - 1 - l_rev
@@ -287,7 +288,7 @@ def dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis
             anchor = s_janchor[b, j]
             cvel = ti.Vector([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
             if parent >= 0:
-                cvel = s_cvel[b, parent]
+                cvel = motion_shift(s_cvel[b, parent], s_ref[b, l] - s_ref[b, parent])
             for d in range(link_i[l, LI_DOF_START], d0):
                 cvel += s_cdof[b, d] * dofs_vel[f, b, d]
             g_anchor = ti.Vector([0.0, 0.0, 0.0])
@@ -328,4 +329,7 @@ def dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis
             g_janchor[b, j] = g_janchor[b, j] + g_anchor
         g_R[b, l] = g_R[b, l] + g_rot
         if parent >= 0:
-            g_cvel[b, parent] = g_cvel[b, parent] + gcv
+            g_pv, g_shift = motion_shift_reverse(s_cvel[b, parent], s_ref[b, l] - s_ref[b, parent], gcv)
+            g_cvel[b, parent] = g_cvel[b, parent] + g_pv
+            add_ref_adjoint(b, l, g_shift, g_lpos)
+            add_ref_adjoint(b, parent, -g_shift, g_lpos)

@@ -1,8 +1,8 @@
 """Small Taichi functions shared by the kernels: quaternions (w, x, y, z), rotations and spatial algebra.
 
-Spatial vectors are 6-vectors (angular, linear) expressed in world axes at a reference point O (a kinematic tree's,
+Spatial vectors are 6-vectors (angular, linear) expressed in world axes at a reference point O (a link's origin,
 kernels_kinematics): a motion (omega, v_O) where v_O is the velocity of the body point at O; a force (torque about
-O, force).
+O, force). motion_shift, force_shift and inertia_shift move them to another point.
 """
 
 import taichi as ti
@@ -118,6 +118,32 @@ def inertia_apply(m, mc, inertia_o, a):
 
 
 @ti.func
+def motion_shift(a, d):
+    """The spatial motion a = (w, v) about a point P, about P + d: (w, v + w x d)."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    v = ti.Vector([a[3], a[4], a[5]])
+    return spatial(w, v + w.cross(d))
+
+
+@ti.func
+def force_shift(f, d):
+    """The spatial force f = (n, fl) about a point P, about P + d: (n - d x fl, fl)."""
+    n = ti.Vector([f[0], f[1], f[2]])
+    fl = ti.Vector([f[3], f[4], f[5]])
+    return spatial(n - d.cross(fl), fl)
+
+
+@ti.func
+def inertia_shift(m, mc, inertia_o, d):
+    """A spatial inertia (mass m, first moment mc = m (c - P), rotational inertia about P) about P + d: (m,
+    mc - m d, inertia_o - 2 (mc . d) E + mc d^T + d mc^T + m (|d|^2 E - d d^T)), E the identity."""
+    eye = ti.Matrix.identity(float, 3)
+    io = (inertia_o - 2.0 * mc.dot(d) * eye + mc.outer_product(d) + d.outer_product(mc)
+          + m * (d.dot(d) * eye - d.outer_product(d)))
+    return m, mc - m * d, io
+
+
+@ti.func
 def tangent_basis(n):
     """Two unit tangents completing the unit normal n to a right-handed frame (deterministic)."""
     t1 = ti.Vector([0.0, 0.0, 0.0])
@@ -174,6 +200,35 @@ def axis_angle_quat_reverse(axis, angle, g):
     s = ti.sin(0.5 * angle)
     c = ti.cos(0.5 * angle)
     return -0.5 * s * g[0] + 0.5 * c * (axis[0] * g[1] + axis[1] * g[2] + axis[2] * g[3])
+
+
+@ti.func
+def motion_shift_reverse(a, d, g):
+    """Adjoints (of a, of d) of motion_shift(a, d) for its adjoint g."""
+    w = ti.Vector([a[0], a[1], a[2]])
+    gv = ti.Vector([g[3], g[4], g[5]])
+    return spatial(ti.Vector([g[0], g[1], g[2]]) + d.cross(gv), gv), gv.cross(w)
+
+
+@ti.func
+def force_shift_reverse(f, d, g):
+    """Adjoints (of f, of d) of force_shift(f, d) for its adjoint g."""
+    fl = ti.Vector([f[3], f[4], f[5]])
+    gn = ti.Vector([g[0], g[1], g[2]])
+    return spatial(gn, ti.Vector([g[3], g[4], g[5]]) + d.cross(gn)), gn.cross(fl)
+
+
+@ti.func
+def inertia_shift_reverse(m, mc, d, m_bar, mc_bar, io_bar):
+    """Adjoints (of m, of mc, of inertia_o, of d) of inertia_shift(m, mc, inertia_o, d) for the adjoints (m_bar,
+    mc_bar, io_bar) of its three outputs."""
+    tr = io_bar.trace()
+    sym = io_bar + io_bar.transpose()
+    mc_new = mc - m * d
+    g_m = m_bar - mc_bar.dot(d) + tr * d.dot(d) - d.dot(io_bar @ d)
+    g_mc = mc_bar - 2.0 * tr * d + sym @ d
+    g_d = -m * mc_bar + sym @ mc_new - 2.0 * tr * mc_new
+    return g_m, g_mc, io_bar, g_d
 
 
 @ti.func

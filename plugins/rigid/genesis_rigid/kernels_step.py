@@ -27,7 +27,7 @@ from .kernels_integrate import advance_q, advance_q_reverse
 from .kernels_kinematics import (add_ref_adjoint, dof_motions, dof_motions_reverse, forward_kinematics,
                                  forward_kinematics_reverse)
 from .kernels_math import V3, V4, func, quat_mul, quat_mul_reverse, quat_to_mat, spatial, v3, v4
-from .layout import (DI_PARENT, GD_ACC, GD_EXT, GD_FREE_VEL, GD_PSEUDO, GD_VEL, GF_POS, GF_QUAT, GI_LINK,
+from .layout import (DI_LINK, DI_PARENT, GD_ACC, GD_EXT, GD_FREE_VEL, GD_PSEUDO, GD_VEL, GF_POS, GF_QUAT, GI_LINK,
                      LI_LAST_DOF, PF_DT, PP_RK4, SD_ACC, SD_EXT, SD_FREE_VEL, SD_PSEUDO, SD_RK4_ACC, SD_RK4_VEL,
                      SD_VEL)
 
@@ -182,12 +182,12 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
                 for l in range(links_pos.shape[2]):
                     s_lpos[0, b, l] = links_pos[f, b, l]
                     s_lquat[0, b, l] = links_quat[f, b, l]
-            dof_motions(b, 0, s_vs, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+            dof_motions(b, 0, s_vs, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
             if k == 0:
-                external_forces(b, f, h, links_ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof)
+                external_forces(b, f, h, links_ext_impulse, link_i, dof_i, s_com, s_ref, s_cdof, s_dof)
             bias_and_mass(b, 0, s_qs, s_vs, params_f, link_f, link_i, dof_f, dof_i, dofs_ctrl_mode, dofs_ctrl_force, dofs_ctrl_pos,
-                          dofs_ctrl_vel, dofs_kp, dofs_kv, hi, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io,
-                          s_mass, s_dof)
+                          dofs_ctrl_vel, dofs_kp, dofs_kv, hi, s_R, s_com, s_ref, s_cdof, s_cdof_dot, s_cvel, s_cacc,
+                          s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass, s_dof)
             smooth_acceleration(b, 0, hi, s_qs, s_vs, params_i, dof_f, dof_i, ten_f, ten_i, dofs_ctrl_mode, dofs_ctrl_force,
                                 dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, s_mass, s_dof)
             if k < 4 and rk4:
@@ -228,16 +228,16 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
 
 
 @func
-def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, s_dof):
+def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_ref, s_cdof, s_dof):
     """s_dof[b, :, SD_EXT] = J^T (impulses of frame f / h): each link's (linear, angular-about-its-com) impulse becomes
-    the spatial force (torque about the tree's reference point, force) and acts on every dof that moves the link."""
+    the spatial force (torque about the origin of the dof's link, force) and acts on every dof that moves the link."""
     for l in range(ext_impulse.shape[2]):
         lin = ti.Vector([ext_impulse[f, b, l, 0], ext_impulse[f, b, l, 1], ext_impulse[f, b, l, 2]])
         ang = ti.Vector([ext_impulse[f, b, l, 3], ext_impulse[f, b, l, 4], ext_impulse[f, b, l, 5]])
         if lin.norm() + ang.norm() > 0:
-            torque = ang + s_com[b, l].cross(lin)
             d = link_i[l, LI_LAST_DOF]
             while d >= 0:
+                torque = ang + ((s_ref[b, l] - s_ref[b, dof_i[d, DI_LINK]]) + s_com[b, l]).cross(lin)
                 cd = s_cdof[b, d]
                 s_dof[b, d, SD_EXT] = s_dof[b, d, SD_EXT] + (cd[0] * torque[0] + cd[1] * torque[1] + cd[2] * torque[2]
                                                    + cd[3] * lin[0] + cd[4] * lin[1] + cd[5] * lin[2]) / h
@@ -268,7 +268,7 @@ def collider_geometry(fn: ti.i32,
         b = t // spread
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis, s_ref)
-        dof_motions(b, fn, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        dof_motions(b, fn, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
         for l in range(link_i.shape[0]):
             cvel = s_cvel[b, l]
             omega = ti.Vector([cvel[0], cvel[1], cvel[2]])
@@ -369,7 +369,7 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32,
         zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis)
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis, s_ref)
-        dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        dof_motions(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
         solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
                                   contact_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W,
                                   s_row_f, s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_q1,
@@ -392,13 +392,14 @@ def substep_reverse_dynamics(f: ti.i32,
                              params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2),
                              dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
                              # scratch
-                             s_R: nd(ndim=2), s_com: nd(ndim=2), s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2),
-                             s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2),
-                             s_crb_mc: nd(ndim=2), s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
+                             s_R: nd(ndim=2), s_com: nd(ndim=2), s_ref: nd(ndim=2), s_cdof: nd(ndim=2),
+                             s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2),
+                             s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2), s_crb_io: nd(ndim=2), s_mass: nd(ndim=3),
+                             s_dof: nd(ndim=3),
                              # adjoints (per substep)
                              g_q1: nd(ndim=2), g_v: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2),
-                             g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_mass: nd(ndim=3),
-                             g_dof: nd(ndim=3), g_link_f: nd(ndim=3), g_dof_f: nd(ndim=3), g_ctrl: nd(ndim=3),
+                             g_lpos: nd(ndim=2), g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2),
+                             g_mass: nd(ndim=3), g_dof: nd(ndim=3), g_link_f: nd(ndim=3), g_dof_f: nd(ndim=3), g_ctrl: nd(ndim=3),
                              g_cacc: nd(ndim=2), g_cfrc: nd(ndim=2), g_crb_m: nd(ndim=2), g_crb_mc: nd(ndim=2),
                              g_crb_io: nd(ndim=2),
                              # gradients (the state's and the collider view's .grad)
@@ -422,12 +423,13 @@ def substep_reverse_dynamics(f: ti.i32,
         smooth_acceleration_reverse(b, f, h, qpos, dofs_vel, params_i, dof_f, dof_i, ten_f, ten_i, dofs_ctrl_mode,
                                     dofs_ctrl_force, dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, s_crb_m, s_crb_mc,
                                     s_crb_io, s_cdof, s_mass, s_dof, g_q1, g_v, g_dof, g_mass, g_dof_f, g_ctrl)
-        external_forces_reverse(b, f, h, links_ext_impulse, link_i, dof_i, s_com, s_cdof, g_dof, g_com, g_cdof, G_links_ext_impulse)
+        external_forces_reverse(b, f, h, links_ext_impulse, link_i, dof_i, s_com, s_ref, s_cdof, g_dof, g_com, g_lpos,
+                                g_cdof, G_links_ext_impulse)
         bias_and_mass_reverse(b, f, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, dofs_ctrl_mode, dofs_ctrl_force,
-                              dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc,
-                              s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_v, g_R, g_com, g_cdof, g_cdof_dot,
-                              g_cvel, g_mass, g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m, g_crb_mc,
-                              g_crb_io)
+                              dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, h, s_R, s_com, s_ref, s_cdof, s_cdof_dot,
+                              s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_v, g_R, g_com, g_lpos, g_cdof,
+                              g_cdof_dot, g_cvel, g_mass, g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m,
+                              g_crb_mc, g_crb_io)
 
 
 @ti.kernel
@@ -440,7 +442,7 @@ def substep_reverse_kinematics(f: ti.i32,
                                pair_i: nd(ndim=2), geom_i: nd(ndim=2), geom_f: nd(ndim=2),
                                # scratch
                                s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_R: nd(ndim=2), s_janchor: nd(ndim=2),
-                               s_jaxis: nd(ndim=2), s_cdof: nd(ndim=2), s_cvel: nd(ndim=2),
+                               s_jaxis: nd(ndim=2), s_ref: nd(ndim=2), s_cdof: nd(ndim=2), s_cvel: nd(ndim=2),
                                # adjoints (per substep)
                                g_con: nd(ndim=3), g_q1: nd(ndim=2), g_v: nd(ndim=2), g_lpos: nd(ndim=2),
                                g_lquat: nd(ndim=2), g_R: nd(ndim=2), g_com: nd(ndim=2), g_janchor: nd(ndim=2),
@@ -459,18 +461,18 @@ def substep_reverse_kinematics(f: ti.i32,
         b = t // spread
         contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
         state_reverse(b, f, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
-                      s_jaxis, s_cdof, s_cvel, g_q1, g_v, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
-                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_dofs_vel)
+                      s_jaxis, s_ref, s_cdof, s_cvel, g_q1, g_v, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis,
+                      g_cdof, g_cdof_dot, g_cvel, g_link_f, G_qpos, G_dofs_vel)
 
 
 @func
 def state_reverse(b, f, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
-                  s_jaxis, s_cdof, s_cvel, g_q, g_v, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
+                  s_jaxis, s_ref, s_cdof, s_cvel, g_q, g_v, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
                   g_cdof_dot, g_cvel, g_link_f, G_qpos, G_vel):
     """The dof motions and the kinematics of frame f backwards, then the adjoints of qpos[f] and dofs_vel[f] (g_q,
     g_v) added to the state's gradients of frame f."""
-    dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_v, g_R, g_janchor,
-                        g_jaxis, g_cdof, g_cdof_dot, g_cvel)
+    dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cvel, g_v, g_R,
+                        g_janchor, g_jaxis, g_lpos, g_cdof, g_cdof_dot, g_cvel)
     forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_q, g_lpos,
                                g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
     for i in range(qpos.shape[2]):
@@ -492,26 +494,32 @@ def zero_link_adjoints(b, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis):
 
 
 @func
-def external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_cdof, g_dof, g_com, g_cdof, G_ext):
+def external_forces_reverse(b, f, h, ext_impulse, link_i, dof_i, s_com, s_ref, s_cdof, g_dof, g_com, g_lpos, g_cdof,
+                            G_ext):
     """The reverse of external_forces: from the adjoint of the generalized force g_dof[b, :, GD_EXT], the adjoints of the
-    impulses (G_ext[f, b, l, :], accumulated), of the centres of mass and of the motion subspaces."""
+    impulses (G_ext[f, b, l, :], accumulated), of the centres of mass, of the links' origins and of the motion
+    subspaces."""
     for l in range(ext_impulse.shape[2]):
         lin = ti.Vector([ext_impulse[f, b, l, 0], ext_impulse[f, b, l, 1], ext_impulse[f, b, l, 2]])
         ang = ti.Vector([ext_impulse[f, b, l, 3], ext_impulse[f, b, l, 4], ext_impulse[f, b, l, 5]])
-        torque = ang + s_com[b, l].cross(lin)
         g_torque = ti.Vector([0.0, 0.0, 0.0])
         g_lin = ti.Vector([0.0, 0.0, 0.0])
         d = link_i[l, LI_LAST_DOF]
         while d >= 0:
             g = g_dof[b, d, GD_EXT] / h
             cd = s_cdof[b, d]
-            g_torque += g * ti.Vector([cd[0], cd[1], cd[2]])
-            g_lin += g * ti.Vector([cd[3], cd[4], cd[5]])
+            ld = dof_i[d, DI_LINK]
+            arm = (s_ref[b, l] - s_ref[b, ld]) + s_com[b, l]
+            torque = ang + arm.cross(lin)
+            g_tq = g * ti.Vector([cd[0], cd[1], cd[2]])
+            g_torque += g_tq
+            g_lin += g * ti.Vector([cd[3], cd[4], cd[5]]) + g_tq.cross(arm)
+            g_arm = lin.cross(g_tq)
+            g_com[b, l] = g_com[b, l] + g_arm
+            add_ref_adjoint(b, l, g_arm, g_lpos)
+            add_ref_adjoint(b, ld, -g_arm, g_lpos)
             g_cdof[b, d] = g_cdof[b, d] + g * ti.Vector([torque[0], torque[1], torque[2], lin[0], lin[1], lin[2]])
             d = dof_i[d, DI_PARENT]
-        # torque = ang + com x lin
-        g_lin += g_torque.cross(s_com[b, l])
-        g_com[b, l] = g_com[b, l] + lin.cross(g_torque)
         for c in ti.static(range(3)):
             G_ext[f, b, l, c] = G_ext[f, b, l, c] + g_lin[c]
             G_ext[f, b, l, 3 + c] = G_ext[f, b, l, 3 + c] + g_torque[c]
@@ -557,7 +565,7 @@ def collider_geometry_reverse(fn: ti.i32,
             g_q2[b, i] = 0.0
         forward_kinematics(b, fn, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis, s_ref)
-        dof_motions(b, fn, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        dof_motions(b, fn, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
         for g in range(ti.min(G_geom_pos.shape[1], geom_i.shape[0])):
             l = geom_i[g, GI_LINK]
             if l < 0:
@@ -577,12 +585,12 @@ def collider_geometry_reverse(fn: ti.i32,
             g_cvel[b, l] = g_cvel[b, l] + spatial(gomega, glin)
             gbc = ti.Vector([G_body_com[b, l, 0], G_body_com[b, l, 1], G_body_com[b, l, 2]])
             g_com[b, l] = g_com[b, l] + (gbc + glin.cross(omega))
-            add_ref_adjoint(b, l, gbc, link_i, g_lpos)
+            add_ref_adjoint(b, l, gbc, g_lpos)
             g_lquat[b, l] = g_lquat[b, l] + ti.Vector([G_body_quat[b, l, 0], G_body_quat[b, l, 1], G_body_quat[b, l, 2],
                                                        G_body_quat[b, l, 3]])
         state_reverse(b, fn, qpos, dofs_vel, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_janchor,
-                      s_jaxis, s_cdof, s_cvel, g_q2, g_vu, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_cdof,
-                      g_cdof_dot, g_cvel, g_link_f, G_qpos, G_dofs_vel)
+                      s_jaxis, s_ref, s_cdof, s_cvel, g_q2, g_vu, g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis,
+                      g_cdof, g_cdof_dot, g_cvel, g_link_f, G_qpos, G_dofs_vel)
 
 
 # each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)

@@ -7,12 +7,10 @@ lists short). Each constant names the first column of a quantity in the array of
 # sizes and the rotation from the link frame to the inertia's principal axes, from the model's inertia)
 LF_POS, LF_QUAT, LF_MASS, LF_COM, LF_INERTIA, LF_GRAVCOMP = 0, 3, 7, 8, 11, 20
 LF_FLUID_DENSITY, LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_FLUID_BOX, LF_FLUID_IQUAT, LF_N = 21, 22, 23, 26, 29, 33
-# link_i [L, 10]: parent link (-1: the world), its joints and dofs (ranges), the last dof moving it (-1: none), the
-# dofs of its kinematic tree (a range; empty for a tree without dofs; all dofs if a tree's are not contiguous), and
-# the tree's root link (its topmost ancestor, itself for a base: the spatial quantities of the tree are about the
-# root's origin, kernels_kinematics.forward_kinematics)
-(LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_DOF_START, LI_DOF_END, LI_LAST_DOF, LI_TREE_LO, LI_TREE_HI, LI_ROOT,
- LI_N) = range(10)
+# link_i [L, 9]: parent link (-1: the world), its joints and dofs (ranges), the last dof moving it (-1: none), and the
+# dofs of its kinematic tree (a range; empty for a tree without dofs; all dofs if a tree's are not contiguous)
+(LI_PARENT, LI_JOINT_START, LI_JOINT_END, LI_DOF_START, LI_DOF_END, LI_LAST_DOF, LI_TREE_LO, LI_TREE_HI,
+ LI_N) = range(9)
 # joint_f [J, 7]: anchor and axis in the body frame, the reference position (hinge and slide joints move their body
 # by q - ref)
 JF_POS, JF_AXIS, JF_REF, JF_N = 0, 3, 6, 7

@@ -5,6 +5,7 @@ import numpy as np
 
 import genesis_core as gs
 
+from .checks import check_conditioning
 from .decompose import convex_parts
 from .mjcf import load_mjcf
 from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, ModelError
@@ -96,6 +97,7 @@ def describe(morph, material) -> RobotDesc:
                 robot.validate()  # (the scaled lengths and masses against the limits)
             except ModelError as exc:
                 raise ModelError(f"scaled by scale={morph.scale:g}: {exc}") from None
+        check_conditioning(robot, gs.precision == "64", robot.body_word)
         for body in robot.bodies:  # hulls now, so that a bad collision mesh fails at add_entity
             for g in body.geoms:
                 if g.type == MESH and (g.contype or g.conaffinity):

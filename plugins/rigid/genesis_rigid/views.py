@@ -303,8 +303,8 @@ class Views:
         axes, the code of a substep) on configurations that are not the state's, for inverse kinematics and the
         Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
         parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3], cdof
-        [N, D, 6] (each dof's motion axis about its tree's reference point: angular, then linear), ref [N, L, 3]
-        (each link's tree reference point, world) and link_f [N, L, LF_N] (the rows' link parameters the kernel
+        [N, D, 6] (each dof's motion axis about its link's origin: angular, then linear), ref [N, L, 3] (each
+        link's origin, world: the reference point of its dofs' axes) and link_f [N, L, LF_N] (the rows' link parameters the kernel
         read), torch, the solver's float dtype. The state and the solver's scratch are not touched (the probe has
         arrays of its own, per N)."""
         self._sync_link_params()

@@ -1,9 +1,10 @@
 """Rigid bodies far from the world origin, in single precision.
 
-The dynamics express a kinematic tree's spatial quantities about its root's origin (kernels_kinematics), not about
-the world origin: about the origin, a body 1 km away has an inertia of m |c|^2 ~ 1e6 m beside its own ~1e-3 m, which
-float32 cannot hold, and such a scene went NaN at its second step. Here the same systems run side by side in one
-scene, one copy at the origin and the others kilometres away (each tree its own reference point), and move alike.
+The dynamics express each link's spatial quantities about its own origin (kernels_kinematics), not about the world
+origin: about the origin, a body 1 km away has an inertia of m |c|^2 ~ 1e6 m beside its own ~1e-3 m, which float32
+cannot hold, and such a scene went NaN at its second step. Here the same systems run side by side in one scene, one
+copy at the origin and the others kilometres away, and move alike. One tree 300 m long moves in float32 as in
+float64; a joint-space inertia float32 cannot factorise (mass 300 m from a light base) is refused at load.
 """
 
 import numpy as np
@@ -11,7 +12,6 @@ import pytest
 import torch
 
 import genesis_core as gs
-from genesis_rigid.compile import link_roots
 
 # a free ball dropped on the floor, a hinged pendulum swinging from the world, and a free two-body chain (a hinge
 # between them) tumbling in the air: contacts, a fixed-base tree and a floating tree
@@ -98,9 +98,9 @@ def test_systems_kilometres_away_move_as_at_the_origin_in_float32(float32, tmp_p
     assert float(v[0][7:].abs().max()) > 0.5
 
 
-def test_spatial_quantities_are_about_each_trees_root(float32, tmp_path):
-    """The solver's per-tree reference point is the root link's position, and the centres of mass the dynamics use
-    are relative to it (small numbers) while the collider view gives them in the world."""
+def test_spatial_quantities_are_about_each_links_origin(float32, tmp_path):
+    """The solver's per-link reference point is the link's position, and the centres of mass the dynamics use are
+    relative to it (small numbers) while the collider view gives them in the world."""
     x, y = 1000.0, -2000.0
     path = tmp_path / "system.xml"
     path.write_text(SYSTEM.format(x=x, y=y, x2=x + 0.6, x3=x - 0.6))
@@ -114,9 +114,73 @@ def test_spatial_quantities_are_about_each_trees_root(float32, tmp_path):
     pos = solver.state.at("links_pos", solver.frame)[0].cpu().numpy()
     links = list(range(e.link_start, e.link_end))
     assert np.abs(com[links]).max() < 1.0
-    roots = link_roots(solver.compiled.links)
-    for l in links:
-        np.testing.assert_array_equal(ref[l], pos[roots[l]])
+    np.testing.assert_array_equal(ref[links], pos[links])
     view = solver.collider_view(solver.frame)
     np.testing.assert_allclose(view.body_com[0].cpu().numpy()[links], (ref + com)[links], rtol=0, atol=1e-3)
     assert abs(float(view.body_com[0, e.link_start, 0]) - x) < 1.0
+
+
+# a free base carrying, 300 m away on a hinge, a small link (10 g, inertia 1e-5): one kinematic tree 300 m long
+LONG_TREE = """
+<mujoco>
+  <worldbody>
+    <body name="base" pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size="0.1 0.1 0.1" density="1000"/>
+      <body name="far" pos="300 0 0">
+        <joint name="hinge" type="hinge" axis="0 1 0"/>
+        <inertial pos="0 0 -0.05" mass="0.01" diaginertia="1e-5 1e-5 1e-5"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def _spin_long_tree(path, steps=50):
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.005),
+                     rigid_options=gs.options.RigidOptions(enable_collision=False))
+    e = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build()
+    e.set_dofs_velocity(torch.tensor([0.1, 0.2, 0.0, 0.3, -0.2, 0.1, 2.0]))
+    for _ in range(steps):
+        scene.step()
+    return e.get_qpos().double().cpu().numpy(), e.get_dofs_velocity().double().cpu().numpy()
+
+
+def test_a_tree_300_m_long_moves_in_float32_as_in_float64(tmp_path):
+    """The small link 300 m from its free base, spinning and swinging under gravity for 0.25 s: float32 follows
+    float64. About the tree's root, the link's own inertia (1e-5) was what was left of terms m r^2 ~ 900 that
+    cancel, and the float32 step went NaN; about each link's origin the numbers are the link's."""
+    path = tmp_path / "long.xml"
+    path.write_text(LONG_TREE)
+    q64, v64 = _spin_long_tree(path)
+    gs.destroy()
+    gs.init(backend=gs.cpu, precision="32", seed=0, logging_level="warning")
+    try:
+        q32, v32 = _spin_long_tree(path)
+    finally:
+        gs.destroy()
+        gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
+    print("qpos", np.abs(q32 - q64).max(), "vel", np.abs(v32 - v64).max(), "hinge", q64[7], v64[6])
+    assert np.isfinite(q32).all() and np.isfinite(v32).all()
+    assert abs(v64[6] - 2.0) > 0.1  # the hinge's speed changed: the link swung under gravity and the spin
+    np.testing.assert_allclose(v32, v64, rtol=0, atol=1e-3)
+    np.testing.assert_allclose(q32[7], q64[7], rtol=0, atol=1e-4)  # the hinge angle
+
+
+def test_mass_far_from_a_light_base_is_refused_in_float32_by_name(float32, tmp_path):
+    """An 8 kg base whose arm (on a hinge at the base) has its 5 kg centre of mass 300 m away: the base's rotation
+    keeps 1e-7 of the inertia around it once the arm is free, which float32 cannot factorise (such a base stepped
+    to NaN): refused at load, naming the joint, the link and the offset. In float64 the same file loads."""
+    text = LONG_TREE.replace('<body name="far" pos="300 0 0">', '<body name="far" pos="0 0 0">').replace(
+        '<inertial pos="0 0 -0.05" mass="0.01" diaginertia="1e-5 1e-5 1e-5"/>',
+        '<inertial pos="300 0 -0.05" mass="5" diaginertia="1e-3 1e-3 1e-3"/>')
+    path = tmp_path / "heavy.xml"
+    path.write_text(text)
+    with pytest.raises(gs.ModelFileError, match=r"heavy\.xml.*'base'.*single precision.*'far' carries mass 300 m"
+                                                r".*centre of mass is 300 m from its origin.*precision='64'"):
+        gs.Scene().add_entity(gs.morphs.MJCF(file=str(path)))
+    gs.destroy()
+    gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
+    gs.Scene().add_entity(gs.morphs.MJCF(file=str(path)))

@@ -17,8 +17,9 @@ from genesis_rigid.kernels_collision import CF_DEPTH, CF_MU, CF_REST, CI_LINK_A,
 from genesis_rigid.kernels_constraint import GR_N, GV_N, RF_LAMBDA, solve_constraints, solve_constraints_reverse
 from genesis_rigid.kernels_dynamics import factor_ldl
 from genesis_rigid.kernels_integrate import advance_q, advance_q_reverse
-from genesis_rigid.layout import (DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_PARENT, DI_Q, GD_FREE_VEL, GD_N, GD_PSEUDO, GD_VEL,
-                                  LI_ROOT, PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM, SD_FREE_VEL, SD_PSEUDO, SD_VEL)
+from genesis_rigid.layout import (DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_LINK, DI_PARENT, DI_Q, GD_FREE_VEL, GD_N, GD_PSEUDO,
+                                  GD_VEL,
+                                  PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM, SD_FREE_VEL, SD_PSEUDO, SD_VEL)
 
 nd = ti.types.ndarray
 TOL = 1e-6
@@ -278,14 +279,14 @@ def check_constraints(case, errors, contacts=True, limits=False, same_counts=Tru
         case.check(grads["g_cdof"], "cdof", *case.taichi(sc["s_cdof"]), list(np.ndindex(B, D, 6)), errors)
         entries = [(b, c, k) for b in range(B) for c in range(n_con[b]) for k in range(8)]
         case.check(grads["g_con"], "con", *case.torch_view(sc["s_con_f"]), entries, errors)
-        # the trees' reference points (their roots' positions: the Jacobians' points are taken relative to them),
-        # moved tree by tree: their adjoint goes to the root's g_lpos
-        roots = m["link_i"].to_numpy()[:s.n_links, LI_ROOT]
+        # the links' origins (the reference points of their dofs' motion axes: the Jacobians' points are taken
+        # relative to them): their adjoint goes to the link's g_lpos
+        owners = sorted({int(d) for d in case.dof_i[:s.n_dofs, DI_LINK]})
         base_ref = sc["s_ref"].to_numpy()
         shifts = np.zeros((B, s.n_links, 3))
-        entries = [(b, int(r), k) for b in range(B) for r in sorted(set(roots.tolist())) for k in range(3)]
+        entries = [(b, l, k) for b in range(B) for l in owners for k in range(3)]
         case.check(grads["g_lpos"], "ref", lambda: shifts.copy(),
-                   lambda a: sc["s_ref"].from_numpy(np.ascontiguousarray(base_ref + a[:, roots])), entries, errors)
+                   lambda a: sc["s_ref"].from_numpy(np.ascontiguousarray(base_ref + a)), entries, errors)
         prev = sc["s_con_i"][:, CI_PREV].numpy()
         entries = [(b, int(prev[b, c]), k) for b in range(B) for c in range(n_con[b]) if prev[b, c] >= 0
                    for k in range(3)]

@@ -5,8 +5,8 @@ One model: a free torso carrying a branched tree of hinge, slide and ball joints
 springref), a second tree (a hinge and a slide), a fixed tendon stretched past its slack, gravity compensation on
 one link, MuJoCo's fluid on all links but two, and controls of every mode: live and saturated PD laws, clamped and
 free force commands. Two environments with different masses, inertias, centres of mass, damping, armature, gains
-and force ranges. The adjoints are checked at the stage's boundary: the kinematic scratch (s_R, s_com, s_cdof,
-s_cdof_dot, s_cvel, perturbed directly), qpos and dofs_vel as the stage reads them, the per-env link and dof
+and force ranges. The adjoints are checked at the stage's boundary: the kinematic scratch (s_R, s_com, s_ref: the
+links' origins, which the dynamics shift quantities between; s_cdof, s_cdof_dot, s_cvel, perturbed directly), qpos and dofs_vel as the stage reads them, the per-env link and dof
 parameters, the controls and the external force. Relative errors, per array and per parameter column, are required
 under 1e-5: they measure 1e-11 to 1e-6, the differences' round-off (qacc reaches 600 m/s^2 or rad/s^2).
 """
@@ -94,7 +94,7 @@ def run(stages: ti.i32, qpos: nd(ndim=3), vel: nd(ndim=3), ctrl_mode: nd(ndim=2)
         s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2),
         s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2), s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
         rows: nd(ndim=2), s_X: nd(ndim=3), g_qpos: nd(ndim=2), g_vel: nd(ndim=2), g_R: nd(ndim=2),
-        g_com: nd(ndim=2), g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_mass: nd(ndim=3),
+        g_com: nd(ndim=2), g_lpos: nd(ndim=2), g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_mass: nd(ndim=3),
         g_dof: nd(ndim=3), g_link_f: nd(ndim=3), g_dof_f: nd(ndim=3), g_ctrl: nd(ndim=3), g_cacc: nd(ndim=2),
         g_cfrc: nd(ndim=2), g_crb_m: nd(ndim=2), g_crb_mc: nd(ndim=2), g_crb_io: nd(ndim=2), g_X: nd(ndim=3)):
     h = params_f[PF_DT]
@@ -103,11 +103,11 @@ def run(stages: ti.i32, qpos: nd(ndim=3), vel: nd(ndim=3), ctrl_mode: nd(ndim=2)
         if stages & KIN:
             forward_kinematics(b, 0, qpos, s_lpos, s_lquat, link_f, link_i, joint_f, joint_i, s_R, s_com, s_janchor,
                                s_jaxis, s_ref)
-            dof_motions(b, 0, vel, s_lpos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+            dof_motions(b, 0, vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
         if stages & BIAS:
             bias_and_mass(b, 0, qpos, vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force, ctrl_pos,
-                          ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel, s_cacc, s_cfrc,
-                          s_crb_m, s_crb_mc, s_crb_io, s_mass, s_dof)
+                          ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_ref, s_cdof, s_cdof_dot, s_cvel, s_cacc,
+                          s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass, s_dof)
         if stages & SMOOTH:
             smooth_acceleration(b, 0, h, qpos, vel, params_i, dof_f, dof_i, ten_f, ten_i, ctrl_mode, ctrl_force,
                                 ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, s_mass, s_dof)
@@ -117,10 +117,10 @@ def run(stages: ti.i32, qpos: nd(ndim=3), vel: nd(ndim=3), ctrl_mode: nd(ndim=2)
                                         s_cdof, s_mass, s_dof, g_qpos, g_vel, g_dof, g_mass, g_dof_f, g_ctrl)
         if stages & BIAS_REV:
             bias_and_mass_reverse(b, 0, qpos, vel, params_f, link_f, link_i, dof_f, dof_i, ctrl_mode, ctrl_force,
-                                  ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_cdof, s_cdof_dot, s_cvel,
-                                  s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_vel, g_R, g_com, g_cdof, g_cdof_dot,
-                                  g_cvel, g_mass, g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc, g_crb_m, g_crb_mc,
-                                  g_crb_io)
+                                  ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv, h, s_R, s_com, s_ref, s_cdof, s_cdof_dot,
+                                  s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, g_vel, g_R, g_com, g_lpos,
+                                  g_cdof, g_cdof_dot, g_cvel, g_mass, g_dof, g_link_f, g_dof_f, g_ctrl, g_cacc, g_cfrc,
+                                  g_crb_m, g_crb_mc, g_crb_io)
         if stages & ROW_SOLVE:
             factor_ldl(b, n, s_mass, dof_i)
             for r in range(rows.shape[0]):
@@ -148,7 +148,7 @@ class Stage:
 
         v3, v6, m3 = (3,), (6,), (3, 3)
         self.g = dict(g_qpos=z(B, solver.n_qs), g_vel=z(B, D), g_R=z(B, L, element=m3), g_com=z(B, L, element=v3),
-                      g_cdof=z(B, D, element=v6), g_cdof_dot=z(B, D, element=v6), g_cvel=z(B, L, element=v6),
+                      g_lpos=z(B, L, element=v3), g_cdof=z(B, D, element=v6), g_cdof_dot=z(B, D, element=v6), g_cvel=z(B, L, element=v6),
                       g_mass=z(B, D, D), g_dof=z(B, D, GD_N), g_link_f=z(B, L, LF_N), g_dof_f=z(B, D, DF_N),
                       g_ctrl=z(B, D, GT_N), g_cacc=z(B, L, element=v6), g_cfrc=z(B, L, element=v6), g_crb_m=z(B, L),
                       g_crb_mc=z(B, L, element=v3), g_crb_io=z(B, L, element=m3), g_X=z(B, len(ROWS), D))
@@ -296,7 +296,8 @@ def test_smooth_acceleration_and_bias_and_mass_reverse_match_differences(tmp_pat
         s["s_dof"].from_numpy(s_dof)
 
     mode, force, pos, vel, kp, kv = stage.ctrl
-    inputs = [(k, *ti_input(s[k])) for k in ("s_R", "s_com", "s_cdof", "s_cdof_dot", "s_cvel", "s_qs", "s_vs")]
+    inputs = [(k, *ti_input(s[k])) for k in ("s_R", "s_com", "s_ref", "s_cdof", "s_cdof_dot", "s_cvel", "s_qs",
+                                             "s_vs")]
     inputs += [("link_f", *ti_input(stage.m["link_f"])), ("dof_f", *ti_input(stage.m["dof_f"])),
                ("ext", s_dof[:, :, SD_EXT].copy(), put_ext)]
     inputs += [(f"ctrl{k}", *torch_input(t)) for k, t in enumerate((force, pos, vel, kp, kv))]
@@ -311,8 +312,8 @@ def test_smooth_acceleration_and_bias_and_mass_reverse_match_differences(tmp_pat
     assert (fluid_off == 0).all() and (fd["link_f"][:, :, LF_FLUID_DENSITY][off] != 0).all()
     fd["link_f"][:, :, LF_FLUID_DENSITY:LF_FLUID_VISCOSITY + 1][off] = 0.0
     errors = {}
-    for key, name in (("s_R", "g_R"), ("s_com", "g_com"), ("s_cdof", "g_cdof"), ("s_cdof_dot", "g_cdof_dot"),
-                      ("s_cvel", "g_cvel")):
+    for key, name in (("s_R", "g_R"), ("s_com", "g_com"), ("s_ref", "g_lpos"), ("s_cdof", "g_cdof"),
+                      ("s_cdof_dot", "g_cdof_dot"), ("s_cvel", "g_cvel")):
         errors[name] = relative_error(ours[name], fd[key])
     errors["g_qpos"] = relative_error(ours["g_qpos"], fd["s_qs"][0])
     errors["g_vel"] = relative_error(ours["g_vel"], fd["s_vs"][0])
@@ -337,6 +338,7 @@ def test_smooth_acceleration_and_bias_and_mass_reverse_match_differences(tmp_pat
     for d in SATURATED:
         assert (np.abs(ours["g_dof_f"][:, d, DF_FORCE_LO:DF_FORCE_HI + 1]).max(axis=1) > 1e-3).all()
     assert np.abs(fd["link_f"][:, 3, LF_GRAVCOMP]).min() > 1e-3
+    assert np.abs(fd["s_ref"]).max() > 1e-2  # the links' origins move the loss (the shifts between them)
     assert np.abs(fd["link_f"][:, :, LF_FLUID_DENSITY:LF_N]).max() > 1e-3
 
 

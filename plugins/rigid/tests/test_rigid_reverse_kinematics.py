@@ -3,7 +3,7 @@ finite differences in float64.
 
 One kernel runs forward_kinematics and dof_motions for frame f = 1 of its own two-frame arrays (frame 0 holds
 noise that a wrong frame index would read), then, with `reverse` set, dof_motions_reverse, the reference points'
-adjoints into their roots' (add_ref_adjoint), overwrites s_R, s_com, s_janchor, s_jaxis and s_ref with noise
+adjoints into their links' positions (add_ref_adjoint), overwrites s_R, s_com, s_janchor, s_jaxis and s_ref with noise
 (forward_kinematics_reverse must not read them) and runs forward_kinematics_reverse. The loss is a random weighting
 of every output (links_pos, links_quat, s_R, s_com, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel); its
 gradients with respect to qpos, dofs_vel and the per-env link_f columns LF_POS, LF_QUAT, LF_COM are compared with
@@ -71,12 +71,12 @@ def kinematics_and_reverse(f: ti.i32, reverse: ti.i32, qpos: nd(ndim=3), dofs_ve
     for b in range(qpos.shape[1]):
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis, s_ref)
-        dof_motions(b, f, dofs_vel, links_pos, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cdof_dot, s_cvel)
+        dof_motions(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
         if reverse != 0:
-            dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_cdof, s_cvel, g_vel, g_R,
-                                g_janchor, g_jaxis, g_cdof, g_cdof_dot, g_cvel)
+            dof_motions_reverse(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cvel, g_vel,
+                                g_R, g_janchor, g_jaxis, g_lpos, g_cdof, g_cdof_dot, g_cvel)
             for l in range(s_R.shape[1]):
-                add_ref_adjoint(b, l, g_ref[b, l], link_i, g_lpos)
+                add_ref_adjoint(b, l, g_ref[b, l], g_lpos)
             for l in range(s_R.shape[1]):
                 s_R[b, l] = ti.Matrix([[7.0, -3.0, 5.0], [2.0, 11.0, -13.0], [1.0, 4.0, 9.0]])
                 s_com[b, l] = ti.Vector([17.0, -19.0, 23.0])
