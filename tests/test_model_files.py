@@ -25,7 +25,8 @@ from .test_bad_input import run_cases
                                                  ("models_meshes", "64"), ("models_urdf", "32"), ("models_mjcf", "32")])
 def test_hostile_model_files_are_refused_by_name_or_step_finite(category, precision):
     """In float32 too: the accepted models of a category, 3 m apart in one scene, reach more than 1 km from the
-    origin (the rigid dynamics, about each tree's root, hold there; about the world origin they went NaN)."""
+    origin (the rigid dynamics, about each link's origin, hold there; about the world origin they went NaN), and
+    a joint-space inertia float32 cannot factorise (mass 5e4 m from a light base) is refused by name."""
     out = run_cases(category, precision=precision, script="model_file_cases.py")
     assert int(out.strip().splitlines()[-1].split()[1]) > 20
 

@@ -315,7 +315,7 @@ def rest_mass_matrix(robot):
     where the file places its bodies (every joint at its reference), by CRBA about the first body's origin; each
     dof's parent dof (the previous one of its body, or its nearest ancestor body's last; -1: none), and its
     (body index, joint), in solver order."""
-    from .model import BALL, HINGE, JOINT_NV, SLIDE
+    from .model import HINGE, JOINT_NV, SLIDE
 
     bodies = robot.bodies
     n = len(bodies)
@@ -412,34 +412,40 @@ def check_conditioning(robot, float64, body_word="body"):
         body, joint = owner[d]
         what = f"joint {joint.name!r} of {body_word} {robot.bodies[body].name!r}"
         if singular[d]:
-            warnings.warn(f"{what} has no inertia of its own once the joints below it are free (its pivot in the "
-                          f"joint-space mass matrix is {r:.1e} of the inertia around it): it is redundant with them "
-                          "(a massless link carrying other joints); give it armature or fix it", stacklevel=3)
+            warnings.warn(f"{what}: its pivot in the joint-space mass matrix is {r:.1e} of the inertia around it: it "
+                          "has no inertia of its own once the joints below it are free (a massless link carrying "
+                          "joints that repeat its motion), or too little for the factorisation to keep; "
+                          f"{_dominant(robot, body, body_word)}; give it mass or armature, or fix it", stacklevel=3)
         else:
             raise ModelError(
                 f"{what}: in single precision its inertia cannot be resolved: its pivot in the joint-space mass matrix "
-                f"is {r:.1e} of the inertia around it (single precision keeps at least {PIVOT_FLOAT32:g}), "
-                f"{_far_mass(robot, body, body_word)}; load it under gs.init(precision='64'), or bring the mass closer")
+                f"is {r:.1e} of the inertia around it (single precision keeps at least {PIVOT_FLOAT32:g}): "
+                f"{_dominant(robot, body, body_word)}; load it under gs.init(precision='64')")
     return robot
 
 
-def _far_mass(robot, body, body_word):
-    """What carries mass far from `body` (where the file places the bodies): the body with mass at or below it
-    whose centre of mass is farthest, and the largest offset that puts it there (a body's placement from its
-    parent, or its own centre of mass from its origin)."""
+def _dominant(robot, body, body_word):
+    """What dominates the inertia around `body` (where the file places the bodies): the body at or below it with
+    the largest moment about its origin, m d^2 + its own largest principal moment, and why it is large (its mass
+    far away and the largest offset that puts it there, or its own inertia), with where a loader computed its mass
+    from."""
     bodies = robot.bodies
     pos, rot = _rest_frames(bodies)
     below = [False] * len(bodies)
-    far, dist = body, 0.0
+    best, score, dist, own = body, -1.0, 0.0, 0.0
     for i, b in enumerate(bodies):
         below[i] = i == body or (b.parent >= 0 and below[b.parent])
         if below[i] and b.mass > 0:
             d = float(np.linalg.norm(pos[i] + rot[i] @ np.asarray(b.com, dtype=np.float64) - pos[body]))
-            if d > dist:
-                far, dist = i, d
-    fb = bodies[far]
-    cause = (float(np.linalg.norm(fb.com)), f"its centre of mass is {{:.3g}} m from its origin")
-    i = far
+            moment = float(np.linalg.eigvalsh(np.asarray(b.inertia, dtype=np.float64).reshape(3, 3))[-1])
+            if float(b.mass) * d * d + moment > score:
+                best, score, dist, own = i, float(b.mass) * d * d + moment, d, moment
+    fb = bodies[best]
+    computed = f" (mass and inertia from {fb.mass_from})" if fb.mass_from else ""
+    if own >= float(fb.mass) * dist * dist:
+        return f"{body_word} {fb.name!r} has a moment of inertia of {own:.3g} kg m^2{computed}"
+    cause = (float(np.linalg.norm(fb.com)), "its centre of mass is {:.3g} m from its origin")
+    i = best
     while i != body and i >= 0:
         b = bodies[i]
         placed = f" (placed by {b.attached_by})" if b.attached_by else ""
@@ -447,4 +453,5 @@ def _far_mass(robot, body, body_word):
         if offset > cause[0]:
             cause = (offset, f"{body_word} {b.name!r}{placed} is placed {{:.3g}} m from its parent")
         i = b.parent
-    return f"as {body_word} {fb.name!r} carries mass {dist:.3g} m from it: " + cause[1].format(cause[0])
+    return (f"{body_word} {fb.name!r} carries {float(fb.mass):.3g} kg{computed} {dist:.3g} m from it ("
+            + cause[1].format(cause[0]) + ")")

@@ -422,6 +422,7 @@ class _Loader:
         g = GeomDesc(name, gtype, size, pos, quat, float(friction[0]), _int(a, "contype", 1, what),
                      _int(a, "conaffinity", 1, what), mesh, scale, vertices, ellipsoid)
         g.margin, g.gap = _num(a, "margin", 0.0, what), _num(a, "gap", 0.0, what)
+        g.asset = a.get("mesh") if gtype == MESH and a.get("type") != "ellipsoid" else None
         g._visible = _int(a, "group", 0, what) in VISIBLE_GROUPS
         if "rgba" in a:
             g.rgba = np.clip(_floats(a["rgba"], 4, what, "rgba")[:3], 0.0, 1.0)

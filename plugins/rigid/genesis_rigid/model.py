@@ -52,6 +52,7 @@ class GeomDesc:
     margin: float = 0.0  # MuJoCo's contact margin (m): a pair (the sum of its geoms') is held this far apart
     gap: float = 0.0  # and its contacts are reported from margin + gap on
     rgba: np.ndarray | None = None  # the file's colour of a visual geom (RGBA in [0, 1]); None: the entity's
+    asset: str | None = None  # the file's named mesh asset it draws (MJCF <mesh name=...>), for messages
 
     def hull(self):
         """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""
@@ -211,7 +212,7 @@ def inertia_from_geoms(geoms, density_of, where="the body"):
 
 def geoms_source(geoms):
     """How a message names the geoms a body's mass and inertia were computed from (inertia_from_geoms)."""
-    names = [repr(g.name) for g in geoms if g.name][:5]
+    names = [repr(g.name) + (f" (mesh {g.asset!r})" if g.asset else "") for g in geoms if g.name][:5]
     more = f" and {len(geoms) - len(names)} more" if len(geoms) > len(names) and names else ""
     return "the size and density of its geoms" + (f" {', '.join(names)}{more}" if names else "")
 

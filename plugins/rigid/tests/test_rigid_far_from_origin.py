@@ -178,8 +178,8 @@ def test_mass_far_from_a_light_base_is_refused_in_float32_by_name(float32, tmp_p
         '<inertial pos="300 0 -0.05" mass="5" diaginertia="1e-3 1e-3 1e-3"/>')
     path = tmp_path / "heavy.xml"
     path.write_text(text)
-    with pytest.raises(gs.ModelFileError, match=r"heavy\.xml.*'base'.*single precision.*'far' carries mass 300 m"
-                                                r".*centre of mass is 300 m from its origin.*precision='64'"):
+    with pytest.raises(gs.ModelFileError, match=r"heavy\.xml.*'base'.*single precision.*'far' carries 5 kg 300 m "
+                                                r"from it \(its centre of mass is 300 m from its origin.*precision='64'"):
         gs.Scene().add_entity(gs.morphs.MJCF(file=str(path)))
     gs.destroy()
     gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
