@@ -40,8 +40,8 @@ from genesis_core.rotations import quat_to_mat
 from genesis_core.state import to_index, to_tensor
 from genesis_core.utils.geom import inv_quat as quat_conj, quat_mul, quat_to_rotvec, rotvec_to_quat
 
-from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE, LF_INERTIA, LF_MASS,
-                     LI_JOINT_END, LI_JOINT_START, LI_PARENT)
+from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_Q, JI_DOF_START, JI_Q_START, JI_TYPE, LI_JOINT_END,
+                     LI_JOINT_START, LI_PARENT)
 from .model import BALL, FREE, HINGE, JOINT_NV, SLIDE
 
 # once few environments are left unconverged, IK runs about this many restarts side by side
@@ -318,23 +318,16 @@ def get_jacobian(entity, link, local_point=None):
 
 
 def mass_matrix(entity, qpos, envs_idx=None):
-    """The joint-space mass matrix `[B, n_dofs, n_dofs]` of the entity at qpos `[B, n_qs]`, from the links'
-    Jacobians at their centres of mass (sum of m Jv^T Jv + Jw^T I Jw) with each environment's inertial parameters
-    (the state's links_* fields) and armature on the diagonal."""
-    tree = kinematic_tree(entity)
+    """The joint-space mass matrix `[B, n_dofs, n_dofs]` of the entity at qpos `[B, n_qs]`, armature on the
+    diagonal, with each environment's link and dof parameters: the solver's CRBA on the configurations
+    (RigidSolver.probe_mass_matrix; the other entities' coordinates as the state has them, and the matrix is
+    block diagonal over kinematic trees)."""
     envs, B, _ = _envs(entity, envs_idx)
-    kin = tree.kinematics(qpos, _env_rows(entity, envs, B))  # (syncs the link parameters first)
-    link_f = kin["link_f"]
-    M = qpos.new_zeros((B, tree.n_dofs, tree.n_dofs))
-    for l in range(tree.n_links):
-        m = link_f[:, l, LF_MASS]
-        rot = kin["rot"][:, l]
-        J = tree.jacobian(kin, l, kin["com"][:, l])
-        jv, jw = J[:, :3], J[:, 3:]
-        inertia = rot @ link_f[:, l, LF_INERTIA:LF_INERTIA + 9].reshape(B, 3, 3) @ rot.transpose(-1, -2)
-        M = M + m[:, None, None] * jv.transpose(1, 2) @ jv + jw.transpose(1, 2) @ inertia @ jw
-    armature = entity.get_dofs_armature(envs_idx=envs_idx).to(M.dtype).reshape(B, tree.n_dofs)
-    return M + torch.diag_embed(armature)
+    solver = entity.solver
+    full = solver.state.at("qpos", solver.frame)[_env_rows(entity, envs, B)].clone()
+    full[:, entity.q_start:entity.q_end] = qpos
+    M = solver.probe_mass_matrix(full, _env_rows(entity, envs, B))
+    return M[:, entity.dof_start:entity.dof_end, entity.dof_start:entity.dof_end]
 
 
 def get_dofs_invweight(entity, dofs_idx_local=None, envs_idx=None):

@@ -49,6 +49,8 @@ CM_SETTLED = 4
 KEY_SPAN = 4096
 # the warm-start table of finish_contacts: open addressing over HASH_FACTOR * max_contacts rows (a power of two)
 HASH_FACTOR = 2
+# s_geom_f [B, G, GS_N] of 3-vectors: a geom's world bounding-sphere centre and, for a plane, its normal
+GS_CENTRE, GS_NORMAL, GS_N = 0, 1, 2
 
 
 @func
@@ -276,18 +278,20 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
     for i in range(bound_geoms.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
         g = bound_geoms[i]
         l = geom_i[g, GI_LINK]
-        s_geom_f[b, g, 0] = links_pos[f, b, l] + s_R[b, l] @ v3(geom_f, g, GF_BCENTRE)
+        s_geom_f[b, g, GS_CENTRE] = links_pos[f, b, l] + s_R[b, l] @ v3(geom_f, g, GF_BCENTRE)
         if geom_i[g, GI_TYPE] == PLANE:
             q = v4(geom_f, g, GF_QUAT)  # the local z axis: the third column of the rotation of q
-            s_geom_f[b, g, 1] = s_R[b, l] @ ti.Vector([2 * (q[1] * q[3] + q[0] * q[2]), 2 * (q[2] * q[3] - q[0] * q[1]),
-                                                      1 - 2 * (q[1] * q[1] + q[2] * q[2])])
+            s_geom_f[b, g, GS_NORMAL] = s_R[b, l] @ ti.Vector([2 * (q[1] * q[3] + q[0] * q[2]),
+                                                              2 * (q[2] * q[3] - q[0] * q[1]),
+                                                              1 - 2 * (q[1] * q[1] + q[2] * q[2])])
     s_near_i[b, 0] = 0
     for q in range(plane_pairs.shape[0]):
         p = plane_pairs[q]
         if p >= 0:  # (-1 pads a scene without planes)
             ga = pair_i[p, PI_GEOM_A]
             gb = pair_i[p, PI_GEOM_B]
-            if s_geom_f[b, ga, 1].dot(s_geom_f[b, gb, 0] - s_geom_f[b, ga, 0]) <= geom_rbound[gb]:
+            if s_geom_f[b, ga, GS_NORMAL].dot(s_geom_f[b, gb, GS_CENTRE] - s_geom_f[b, ga, GS_CENTRE]) <= \
+                    geom_rbound[gb]:
                 narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
     n = s_sap.shape[1]
     if n > 1:
@@ -308,26 +312,26 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
         s_sap_axis[b] = axis
         for i in range(1, n):  # insertion sort by the lower end of the interval
             g = s_sap[b, i]
-            lo = s_geom_f[b, g, 0][axis] - geom_rbound[g]
+            lo = s_geom_f[b, g, GS_CENTRE][axis] - geom_rbound[g]
             j = i - 1
             while j >= 0:  # (Taichi's `and` does not short-circuit: no index -1 in the condition)
                 gj = s_sap[b, j]
-                if s_geom_f[b, gj, 0][axis] - geom_rbound[gj] <= lo:
+                if s_geom_f[b, gj, GS_CENTRE][axis] - geom_rbound[gj] <= lo:
                     break
                 s_sap[b, j + 1] = gj
                 j -= 1
             s_sap[b, j + 1] = g
         for i in range(n):
             ga = s_sap[b, i]
-            hi = s_geom_f[b, ga, 0][axis] + geom_rbound[ga]
+            hi = s_geom_f[b, ga, GS_CENTRE][axis] + geom_rbound[ga]
             for j in range(i + 1, n):
                 gb = s_sap[b, j]
-                if s_geom_f[b, gb, 0][axis] - geom_rbound[gb] > hi:
+                if s_geom_f[b, gb, GS_CENTRE][axis] - geom_rbound[gb] > hi:
                     break
                 p = pair_lut[ga, gb]
                 if p >= 0:
-                    ca = s_geom_f[b, ga, 0]
-                    cb = s_geom_f[b, gb, 0]
+                    ca = s_geom_f[b, ga, GS_CENTRE]
+                    cb = s_geom_f[b, gb, GS_CENTRE]
                     if (cb - ca).norm_sqr() <= (geom_rbound[ga] + geom_rbound[gb]) ** 2:
                         narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
 

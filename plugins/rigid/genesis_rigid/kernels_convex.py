@@ -44,12 +44,18 @@ SEPARATION_MARGIN = 1e-5  # m: a cached separating direction settles a pair only
 BOUND_SLACK = 1e-4  # of the pair's scale: what the hull-box bound must clear beyond that (rounding is ~1e-7 of it)
 FACE_COS = 0.99  # a hull face this well aligned with the EPA normal makes a face contact
 CLIP_N = MAX_HULL_VERTICES  # points of a clipped polygon (also the candidates of a whole hull below a plane)
-# scratch rows: s_nar_f [B, NAR_ROWS, 6]: polytope vertices (Minkowski point, witness on A) at rows [0, EPA_V),
+# scratch rows: s_nar_f [B, NAR_ROWS, NF_N]: polytope vertices (Minkowski point, witness on A) at rows [0, EPA_V),
 # faces (unit normal, distance to the origin) at [EPA_V, EPA_V + EPA_F); later the two clipping buffers of CLIP_N
-# rows each at [0, 2 CLIP_N) (point, depth, and two working columns). s_nar_i [B, NAR_ROWS, 4]: faces (3 vertex
-# rows, alive) at [0, EPA_F), horizon edges (2 vertex rows, alive) at [EPA_F, EPA_F + EPA_E).
+# rows each at [0, 2 CLIP_N), then the contact candidates (point, depth, whether taken, a score: the squared
+# distance to the nearest taken one, then the angle about the normal). s_nar_i [B, NAR_ROWS, NI_N]: faces (3 vertex
+# rows, alive) at [0, EPA_F), horizon edges (from, to, alive) at [EPA_F, EPA_F + EPA_E); a candidate's feature code.
 NAR_ROWS = max(EPA_V + EPA_F, EPA_F + EPA_E, 2 * CLIP_N)
-NF_N, NI_N = 6, 4
+# s_nar_f columns: a point or a normal at [NF_XYZ, NF_XYZ + 3); a vertex's witness at [NF_WITNESS, NF_WITNESS + 3);
+# a face's distance NF_DIST; a candidate's depth NF_DEPTH, NF_TAKEN and NF_SCORE
+NF_XYZ, NF_DIST, NF_DEPTH, NF_WITNESS, NF_TAKEN, NF_SCORE, NF_N = 0, 3, 3, 3, 4, 5, 6
+# s_nar_i columns: a face's vertex rows at [NI_V, NI_V + 3) and NI_ALIVE; an edge's NI_FROM, NI_TO and
+# NI_EDGE_ALIVE; a candidate's feature code NI_CODE
+NI_V, NI_ALIVE, NI_FROM, NI_TO, NI_EDGE_ALIVE, NI_CODE, NI_N = 0, 3, 0, 1, 2, 3, 4
 
 
 @func_ref("c", "rot", "u")
@@ -104,7 +110,7 @@ def any_normal(d):
 @func
 def row3(b, i, s_nar_f):
     """The first three columns of scratch row i: a point or a normal."""
-    return ti.Vector([s_nar_f[b, i, 0], s_nar_f[b, i, 1], s_nar_f[b, i, 2]])
+    return ti.Vector([s_nar_f[b, i, NF_XYZ], s_nar_f[b, i, NF_XYZ + 1], s_nar_f[b, i, NF_XYZ + 2]])
 
 
 @func
@@ -118,17 +124,17 @@ def epa_face(b, f, i, j, k, s_nar_f, s_nar_i):
         dist = n.dot(p0)
     r = EPA_V + f
     for c in ti.static(range(3)):
-        s_nar_f[b, r, c] = n[c]
-    s_nar_f[b, r, 3] = dist
-    s_nar_i[b, f, 0], s_nar_i[b, f, 1], s_nar_i[b, f, 2], s_nar_i[b, f, 3] = i, j, k, 1
+        s_nar_f[b, r, NF_XYZ + c] = n[c]
+    s_nar_f[b, r, NF_DIST] = dist
+    s_nar_i[b, f, NI_V], s_nar_i[b, f, NI_V + 1], s_nar_i[b, f, NI_V + 2], s_nar_i[b, f, NI_ALIVE] = i, j, k, 1
 
 
 @func_ref("p")
 def epa_visible(b, f, p, s_nar_f, s_nar_i):
     """Whether p lies in front of the plane of live face f."""
     r = EPA_V + f
-    return s_nar_i[b, f, 3] == 1 and \
-        row3(b, r, s_nar_f).dot(p - row3(b, s_nar_i[b, f, 0], s_nar_f)) > 0
+    return s_nar_i[b, f, NI_ALIVE] == 1 and \
+        row3(b, r, s_nar_f).dot(p - row3(b, s_nar_i[b, f, NI_V], s_nar_f)) > 0
 
 
 @func_ref("ca", "rot_a", "cb", "rot_b")
@@ -154,8 +160,8 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
         if phase == 1:  # EPA: search along the normal of the face nearest the origin
             nearest = 1e30
             for f in range(n_f):
-                if s_nar_i[b, f, 3] == 1 and s_nar_f[b, EPA_V + f, 3] < nearest:
-                    nearest = s_nar_f[b, EPA_V + f, 3]
+                if s_nar_i[b, f, NI_ALIVE] == 1 and s_nar_f[b, EPA_V + f, NF_DIST] < nearest:
+                    nearest = s_nar_f[b, EPA_V + f, NF_DIST]
                     best = f
             d = row3(b, EPA_V + best, s_nar_f)
         p, w = minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f)
@@ -168,7 +174,7 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
                 while used & (1 << ka) != 0:
                     ka += 1
                 for c in ti.static(range(3)):
-                    s_nar_f[b, ka, c], s_nar_f[b, ka, 3 + c] = p[c], w[c]
+                    s_nar_f[b, ka, NF_XYZ + c], s_nar_f[b, ka, NF_WITNESS + c] = p[c], w[c]
                 ao = -p
                 if dim == 0:
                     kc = ka
@@ -231,40 +237,41 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
             for f in range(n_f):
                 if epa_visible(b, f, p, s_nar_f, s_nar_i):
                     for c in range(3):
-                        e0 = s_nar_i[b, f, c]
-                        e1 = s_nar_i[b, f, (c + 1) % 3]
+                        e0 = s_nar_i[b, f, NI_V + c]
+                        e1 = s_nar_i[b, f, NI_V + (c + 1) % 3]
                         shared = False
                         for e in range(EPA_F, EPA_F + n_e):
-                            if s_nar_i[b, e, 2] == 1 and s_nar_i[b, e, 0] == e1 and s_nar_i[b, e, 1] == e0:
-                                s_nar_i[b, e, 2] = 0
+                            if s_nar_i[b, e, NI_EDGE_ALIVE] == 1 and s_nar_i[b, e, NI_FROM] == e1 and \
+                                    s_nar_i[b, e, NI_TO] == e0:
+                                s_nar_i[b, e, NI_EDGE_ALIVE] = 0
                                 shared = True
                         if not shared:
                             if n_e < EPA_E:
-                                s_nar_i[b, EPA_F + n_e, 0], s_nar_i[b, EPA_F + n_e, 1] = e0, e1
-                                s_nar_i[b, EPA_F + n_e, 2] = 1
+                                s_nar_i[b, EPA_F + n_e, NI_FROM], s_nar_i[b, EPA_F + n_e, NI_TO] = e0, e1
+                                s_nar_i[b, EPA_F + n_e, NI_EDGE_ALIVE] = 1
                                 n_e += 1
                             else:
                                 fits = False
             n_new = 0
             for e in range(EPA_F, EPA_F + n_e):
-                n_new += s_nar_i[b, e, 2]
+                n_new += s_nar_i[b, e, NI_EDGE_ALIVE]
             if not fits or n_f + n_new > EPA_F:
                 phase = 2
             else:
                 for f in range(n_f):
                     if epa_visible(b, f, p, s_nar_f, s_nar_i):
-                        s_nar_i[b, f, 3] = 0
+                        s_nar_i[b, f, NI_ALIVE] = 0
                 for c in ti.static(range(3)):
-                    s_nar_f[b, n_v, c], s_nar_f[b, n_v, 3 + c] = p[c], w[c]
+                    s_nar_f[b, n_v, NF_XYZ + c], s_nar_f[b, n_v, NF_WITNESS + c] = p[c], w[c]
                 for e in range(EPA_F, EPA_F + n_e):
-                    if s_nar_i[b, e, 2] == 1:
-                        epa_face(b, n_f, s_nar_i[b, e, 0], s_nar_i[b, e, 1], n_v, s_nar_f, s_nar_i)
+                    if s_nar_i[b, e, NI_EDGE_ALIVE] == 1:
+                        epa_face(b, n_f, s_nar_i[b, e, NI_FROM], s_nar_i[b, e, NI_TO], n_v, s_nar_f, s_nar_i)
                         n_f += 1
                 n_v += 1
     u = row3(b, EPA_V + best, s_nar_f)
-    depth = s_nar_f[b, EPA_V + best, 3]
+    depth = s_nar_f[b, EPA_V + best, NF_DIST]
     # the barycentric coordinates of the origin's projection u depth on that face give the witness on A
-    i0, i1, i2 = s_nar_i[b, best, 0], s_nar_i[b, best, 1], s_nar_i[b, best, 2]
+    i0, i1, i2 = s_nar_i[b, best, NI_V], s_nar_i[b, best, NI_V + 1], s_nar_i[b, best, NI_V + 2]
     p0 = row3(b, i0, s_nar_f)
     e1 = row3(b, i1, s_nar_f) - p0
     e2 = row3(b, i2, s_nar_f) - p0
@@ -277,8 +284,8 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
         l2 = (d00 * d21 - d01 * d20) / denom
     witness = ti.Vector([0.0, 0.0, 0.0])
     for c in ti.static(range(3)):
-        witness[c] = (1.0 - l1 - l2) * s_nar_f[b, i0, 3 + c] + l1 * s_nar_f[b, i1, 3 + c] + \
-            l2 * s_nar_f[b, i2, 3 + c]
+        witness[c] = (1.0 - l1 - l2) * s_nar_f[b, i0, NF_WITNESS + c] + l1 * s_nar_f[b, i1, NF_WITNESS + c] + \
+            l2 * s_nar_f[b, i2, NF_WITNESS + c]
     if hit == 0:  # no overlap: u is the separating direction GJK proved (unit), or 0 if it ran out of iterations
         u = apart / ti.max(apart.norm(), 1e-30)
     return hit, u, depth, witness
@@ -303,7 +310,7 @@ def clip_point(b, row, x, count, s_nar_f):
     out = count
     if count < CLIP_N:
         for c in ti.static(range(3)):
-            s_nar_f[b, row + count, c] = x[c]
+            s_nar_f[b, row + count, NF_XYZ + c] = x[c]
         out = count + 1
     return out
 
@@ -384,9 +391,9 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_f, 
                     dst = CLIP_N - src
                     m_out = 0
                     for j in range(m):
-                        cur = ti.Vector([s_nar_f[b, src + j, 0], s_nar_f[b, src + j, 1], s_nar_f[b, src + j, 2]])
+                        cur = row3(b, src + j, s_nar_f)
                         jp = src + (j + m - 1) % m
-                        prev = ti.Vector([s_nar_f[b, jp, 0], s_nar_f[b, jp, 1], s_nar_f[b, jp, 2]])
+                        prev = row3(b, jp, s_nar_f)
                         dc, dp = side.dot(cur - q0), side.dot(prev - q0)
                         if (dc <= 0) != (dp <= 0):
                             m_out = clip_point(b, dst, prev + dp / (dp - dc) * (cur - prev), m_out, s_nar_f)
@@ -397,12 +404,12 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_f, 
                 # depth below the reference plane of the incident surface (core point - radius along n_ref)
                 plane = n_ref.dot(cx) + hull_f[fx, 3]
                 for j in range(m):
-                    q = ti.Vector([s_nar_f[b, src + j, 0], s_nar_f[b, src + j, 1], s_nar_f[b, src + j, 2]])
+                    q = row3(b, src + j, s_nar_f)
                     dj = plane - n_ref.dot(q) + ry
                     x = q - n_ref * (ry - 0.5 * dj)
                     for c in ti.static(range(3)):
-                        s_nar_f[b, src + j, c] = x[c]
-                    s_nar_f[b, src + j, 3] = dj
+                        s_nar_f[b, src + j, NF_XYZ + c] = x[c]
+                    s_nar_f[b, src + j, NF_DEPTH] = dj
                     if dj > 0:
                         n_cand = m
                 base = src
@@ -410,8 +417,8 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_f, 
             if n_cand == 0:  # no face contact: the EPA witnesses, midway
                 x = witness - 0.5 * depth * u
                 for c in ti.static(range(3)):
-                    s_nar_f[b, 0, c] = x[c]
-                s_nar_f[b, 0, 3] = depth
+                    s_nar_f[b, 0, NF_XYZ + c] = x[c]
+                s_nar_f[b, 0, NF_DEPTH] = depth
                 n_cand, base, normal = 1, 0, u
     return n_cand, base, normal
 
@@ -426,8 +433,8 @@ def plane_hull(b, p, n, c, rot, v0, nv, hull_f, s_nar_f):
         depth = -n.dot(x - p)
         x += 0.5 * depth * n
         for k in ti.static(range(3)):
-            s_nar_f[b, i, k] = x[k]
-        s_nar_f[b, i, 3] = depth
+            s_nar_f[b, i, NF_XYZ + k] = x[k]
+        s_nar_f[b, i, NF_DEPTH] = depth
     return nv
 
 
@@ -447,15 +454,15 @@ def box_candidate(b, row, code, p, depth, ok, s_nar_f, s_nar_i):
     """Row `row` of the box-box candidates: the point p (on the incident surface) moved midway to the reference
     surface along n_ref (p already includes it), its depth (<= 0 when not a contact) and its feature code."""
     for c in ti.static(range(3)):
-        s_nar_f[b, row, c] = p[c]
-    s_nar_f[b, row, 3] = depth if ok else -1.0
-    s_nar_i[b, row, 3] = code
+        s_nar_f[b, row, NF_XYZ + c] = p[c]
+    s_nar_f[b, row, NF_DEPTH] = depth if ok else -1.0
+    s_nar_i[b, row, NI_CODE] = code
 
 
 @func_ref("ca", "rot_a", "ha", "cb", "rot_b", "hb")
 def box_box_candidates(b, ca, rot_a, ha, cb, rot_b, hb, s_nar_f, s_nar_i):
     """Candidate contacts of two boxes (a, b: centres, rotations, half-sizes) at rows 0.. of s_nar_f, with their
-    feature codes in s_nar_i[b, row, 3]; returns (count, normal from a to b).
+    feature codes in s_nar_i[b, row, NI_CODE]; returns (count, normal from a to b).
 
     The separating axis of least overlap among the 15 that can separate boxes (the 6 face normals and the 9
     cross products of edge directions; Gottschalk 1996) gives the normal and the exact depth; an edge axis must
@@ -587,58 +594,58 @@ def emit_manifold(b, slot, key0, n_slots, base, n, normal, mu, la, lb, coded, s_
     """Up to n_slots contacts from n candidates (s_nar_f rows base.., point and depth; depth <= 0: none) into the
     pool: the deepest, then each time the candidate farthest from those taken (a spread-out subset that keeps a
     resting face's corners), written in order of angle about their centroid in the contact plane, the k-th at
-    candidate slot `slot + k`. coded: the candidates' feature codes are in s_nar_i[b, row, 3] (box-box) and key
+    candidate slot `slot + k`. coded: the candidates' feature codes are in s_nar_i[b, row, NI_CODE] (box-box) and key
     each contact (key0 + code), so a resting contact keeps its warm start whatever the order; else the k-th
     contact's key is key0 + k and its code -1."""
     first = -1
     deepest = 0.0
     for i in range(base, base + n):
-        s_nar_f[b, i, 4] = 0.0  # taken
-        s_nar_f[b, i, 5] = 1e30  # squared distance to the nearest taken candidate
-        if s_nar_f[b, i, 3] > deepest:
-            deepest = s_nar_f[b, i, 3]
+        s_nar_f[b, i, NF_TAKEN] = 0.0  # taken
+        s_nar_f[b, i, NF_SCORE] = 1e30  # squared distance to the nearest taken candidate
+        if s_nar_f[b, i, NF_DEPTH] > deepest:
+            deepest = s_nar_f[b, i, NF_DEPTH]
             first = i
     if first >= 0:
         taken = 1
         last = first
-        s_nar_f[b, first, 4] = 1.0
+        s_nar_f[b, first, NF_TAKEN] = 1.0
         for _ in range(n_slots - 1):
             pick = -1
             farthest = 1e-12  # m^2: coincident candidates are one contact
             for i in range(base, base + n):
-                if s_nar_f[b, i, 3] > 0 and s_nar_f[b, i, 4] == 0.0:
+                if s_nar_f[b, i, NF_DEPTH] > 0 and s_nar_f[b, i, NF_TAKEN] == 0.0:
                     d2 = 0.0
                     for k in ti.static(range(3)):
-                        d2 += (s_nar_f[b, i, k] - s_nar_f[b, last, k]) ** 2
-                    s_nar_f[b, i, 5] = ti.min(s_nar_f[b, i, 5], d2)
-                    if s_nar_f[b, i, 5] > farthest:
-                        farthest = s_nar_f[b, i, 5]
+                        d2 += (s_nar_f[b, i, NF_XYZ + k] - s_nar_f[b, last, NF_XYZ + k]) ** 2
+                    s_nar_f[b, i, NF_SCORE] = ti.min(s_nar_f[b, i, NF_SCORE], d2)
+                    if s_nar_f[b, i, NF_SCORE] > farthest:
+                        farthest = s_nar_f[b, i, NF_SCORE]
                         pick = i
             if pick < 0:
                 break
-            s_nar_f[b, pick, 4] = 1.0
+            s_nar_f[b, pick, NF_TAKEN] = 1.0
             taken += 1
             last = pick
         centre = ti.Vector([0.0, 0.0, 0.0])
         for i in range(base, base + n):
-            if s_nar_f[b, i, 4] == 1.0:
+            if s_nar_f[b, i, NF_TAKEN] == 1.0:
                 centre += row3(b, i, s_nar_f) / taken
         t1, t2 = tangent_basis(normal)
         for i in range(base, base + n):
-            if s_nar_f[b, i, 4] == 1.0:
+            if s_nar_f[b, i, NF_TAKEN] == 1.0:
                 r = row3(b, i, s_nar_f) - centre
-                s_nar_f[b, i, 5] = ti.atan2(r.dot(t2), r.dot(t1))
+                s_nar_f[b, i, NF_SCORE] = ti.atan2(r.dot(t2), r.dot(t1))
         for k in range(taken):
             pick = base
             lowest = 1e30
             for i in range(base, base + n):
-                if s_nar_f[b, i, 4] == 1.0 and s_nar_f[b, i, 5] < lowest:
-                    lowest = s_nar_f[b, i, 5]
+                if s_nar_f[b, i, NF_TAKEN] == 1.0 and s_nar_f[b, i, NF_SCORE] < lowest:
+                    lowest = s_nar_f[b, i, NF_SCORE]
                     pick = i
-            s_nar_f[b, pick, 4] = 0.0
-            code = s_nar_i[b, pick, 3] if coded else -1
-            i = emit(b, slot + k, key0 + (code if coded else k), row3(b, pick, s_nar_f), normal, s_nar_f[b, pick, 3],
-                     mu, la, lb, s_con_f, s_con_i)
+            s_nar_f[b, pick, NF_TAKEN] = 0.0
+            code = s_nar_i[b, pick, NI_CODE] if coded else -1
+            i = emit(b, slot + k, key0 + (code if coded else k), row3(b, pick, s_nar_f), normal,
+                     s_nar_f[b, pick, NF_DEPTH], mu, la, lb, s_con_f, s_con_i)
             if i >= 0:
                 s_con_i[b, CI_FEATURE, i] = code
 

@@ -14,26 +14,39 @@ V4 = ti.types.vector(4, float)
 V6 = ti.types.vector(6, float)
 M3 = ti.types.matrix(3, 3, float)
 
-# parameters that carry arrays: a ti.func takes them by reference (ti.template()), not by value
-ARRAY_PARAMS = {
-    "a", "x", "ldl", "qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "limit_impulse",
-    "ctrl_mode",
-    "ctrl_force", "ctrl_pos", "ctrl_vel", "ctrl_kp", "ctrl_kv", "params_f", "params_i", "link_f", "link_i",
-    "joint_f", "joint_i", "dof_f", "dof_i", "geom_f", "geom_i", "geom_rbound", "hull_f", "hull_i", "pair_i",
-    "pair_lut", "plane_pairs", "bound_geoms", "src",
-    "dst", "vel", "ext_impulse", "contact_key", "geom_mu", "ten_f", "ten_i",
-}
+def _is_array(value) -> bool:
+    """Whether a Taichi function's argument is an array (a kernel's ndarray, a field), which it must take by
+    reference."""
+    from taichi.lang.any_array import AnyArray
+    from taichi.lang.field import Field
+
+    return isinstance(value, (AnyArray, Field))
 
 
 def func(fn):
-    """ti.func whose array parameters (ARRAY_PARAMS, every s_* scratch array, and the reverse's adjoint arrays g_*
-    and state gradients G_*) are passed by reference."""
+    """ti.func whose parameters that receive an array are passed by reference (ti.template()), the others by value
+    (unless annotated: func_ref). Which receive one is read from the first call, inside the first kernel that
+    compiles it, so a function takes a new array (a new state field, a scratch array) without a list of names to
+    extend."""
+    import functools
     import inspect
 
-    for name in inspect.signature(fn).parameters:
-        if name in ARRAY_PARAMS or name.startswith(("s_", "g_", "G_")):
-            fn.__annotations__[name] = ti.template()
-    return ti.func(fn)
+    signature = inspect.signature(fn)
+    compiled = []
+
+    @functools.wraps(fn)
+    def decorated(*args, **kwargs):
+        if not compiled:
+            for name, value in signature.bind(*args, **kwargs).arguments.items():
+                if name not in fn.__annotations__ and _is_array(value):
+                    fn.__annotations__[name] = ti.template()
+            compiled.append(ti.func(fn))
+            decorated.func = compiled[0].func
+        return compiled[0](*args, **kwargs)
+
+    decorated._is_taichi_function = True
+    decorated._is_real_function = False
+    return decorated
 
 
 def func_ref(*names):

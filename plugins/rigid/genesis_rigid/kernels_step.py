@@ -227,6 +227,32 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
                 links_ext_impulse[fn, b, l, c] = 0.0
 
 
+@ti.kernel
+def mass_matrix(qpos: nd(ndim=3), dofs_vel: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
+                links_quat: nd(dtype=V4, ndim=3), dofs_ctrl_mode: nd(ndim=2), dofs_ctrl_force: nd(ndim=2),
+                dofs_ctrl_pos: nd(ndim=2), dofs_ctrl_vel: nd(ndim=2), dofs_kp: nd(ndim=2), dofs_kv: nd(ndim=2),
+                # model
+                params_f: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
+                joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2),
+                # scratch
+                s_R: nd(ndim=2), s_com: nd(ndim=2), s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_ref: nd(ndim=2),
+                s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_cacc: nd(ndim=2),
+                s_cfrc: nd(ndim=2), s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2), s_crb_io: nd(ndim=2),
+                s_mass: nd(ndim=3), s_dof: nd(ndim=3)):
+    """The joint-space mass matrix plus armature of each row at qpos[0] into s_mass: a substep's own kinematics,
+    dof motions and CRBA (bias_and_mass at a step of 0, where its implicit terms vanish; the bias it also computes
+    is not read). For the inverse weights (genesis_rigid.ik.mass_matrix)."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    for b in range(qpos.shape[1]):
+        forward_kinematics(b, 0, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
+                           s_janchor, s_jaxis, s_ref)
+        dof_motions(b, 0, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
+        bias_and_mass(b, 0, qpos, dofs_vel, params_f, link_f, link_i, dof_f, dof_i, dofs_ctrl_mode, dofs_ctrl_force,
+                      dofs_ctrl_pos, dofs_ctrl_vel, dofs_kp, dofs_kv, 0.0, s_R, s_com, s_ref, s_cdof, s_cdof_dot,
+                      s_cvel, s_cacc, s_cfrc, s_crb_m, s_crb_mc, s_crb_io, s_mass, s_dof)
+
+
 @func
 def external_forces(b, f, h, ext_impulse, link_i, dof_i, s_com, s_ref, s_cdof, s_dof):
     """s_dof[b, :, SD_EXT] = J^T (impulses of frame f / h): each link's (linear, angular-about-its-com) impulse becomes
@@ -596,6 +622,6 @@ def collider_geometry_reverse(fn: ti.i32,
 # each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
 SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry,
                                             substep_reverse_head, substep_reverse_dynamics,
-                                            substep_reverse_kinematics, collider_geometry_reverse)}
+                                            substep_reverse_kinematics, collider_geometry_reverse, mass_matrix)}
 # both copies compiled without fast math: they then give the same bits, and the solver runs either (launch_mode)
 exact_math(*SERIAL_OF, *SERIAL_OF.values())

@@ -17,7 +17,7 @@ from . import kernels_step
 from .backward import Backward
 from .compile import compile_model
 from .entity import RigidEntity
-from .kernels_collision import CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED, \
+from .kernels_collision import CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED, GS_N, \
     CM_SWEEPS, HASH_FACTOR, KEY_SPAN
 from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
@@ -220,7 +220,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
             # differentiable mode: the impulses after each sweep of the two passes, for the constraint stage's
             # reverse (kernels_constraint); a placeholder otherwise
             s_hist=z(1, 1, 1),
-            s_geom_f=z(B, max(self.n_geoms, 1), 2, element=v3),
+            s_geom_f=z(B, max(self.n_geoms, 1), GS_N, element=v3),
             s_near_i=z(B, self.n_mesh_pairs + 1, kind="i"), s_nar_f=z(B, NAR_ROWS, NF_N),
             s_nar_i=z(B, NAR_ROWS, NI_N, kind="i"), s_sep=z(B, max(self.n_gjk_pairs, 1), 3),
             s_sap=sap, s_sap_axis=sap_axis, s_hash=table,

@@ -17,7 +17,7 @@ from genesis_core.rotations import quat_to_mat
 from genesis_core.utils.geom import quat_mul
 
 from . import kernels_step
-from .layout import GF_SIZE
+from .layout import DF_N, GF_SIZE
 from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
 
 # the outputs of kernels_step.collider_geometry, ColliderView's names
@@ -304,10 +304,60 @@ class Views:
         Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
         parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3], cdof
         [N, D, 6] (each dof's motion axis about its link's origin: angular, then linear), ref [N, L, 3] (each
-        link's origin, world: the reference point of its dofs' axes) and link_f [N, L, LF_N] (the rows' link parameters the kernel
-        read), torch, the solver's float dtype. The state and the solver's scratch are not touched (the probe has
-        arrays of its own, per N)."""
+        link's origin, world: the reference point of its dofs' axes) and link_f [N, L, LF_N] (the rows' link
+        parameters the kernel read), torch, the solver's float dtype. The state and the solver's scratch are not
+        touched (the probe has arrays of its own, per N)."""
         self._sync_link_params()
+        a = self._probe_arrays(qpos, envs)
+        self._fk_key = None
+        self._bind(kernels_step.collider_geometry, self._probe_launch("kinematics"), a)(fn=0)
+        cdof = torch.as_tensor(a["s_cdof"].to_numpy(), dtype=self.float_dtype, device=self.device)
+        ref = torch.as_tensor(a["s_ref"].to_numpy(), dtype=self.float_dtype, device=self.device)
+        return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
+                    com=a["body_com"].clone(), cdof=cdof, ref=ref, link_f=a["link_f"].clone())
+
+    def probe_mass_matrix(self, qpos, envs) -> torch.Tensor:
+        """The joint-space mass matrix plus armature [N, D, D] (torch, the solver's float dtype) at qpos [N, n_qs],
+        each row with the link and dof parameters of its environment envs [N], by a substep's own CRBA
+        (kernels_step.mass_matrix). The state and the solver's scratch are not touched."""
+        self._sync_link_params()
+        self._sync_dof_params()
+        a = self._probe_arrays(qpos, envs)
+        N, D = qpos.shape[0], max(self.n_dofs, 1)
+        if "s_mass" not in a:
+            fl, dev, L = self.float_dtype, self.device, max(self.n_links, 1)
+
+            def z(*shape, element=()):
+                return self._taichi_array(shape, "f", element)
+
+            zeros = torch.zeros((N, D), dtype=fl, device=dev)  # (no controls: at a step of 0 they add nothing)
+            a.update(s_cacc=z(N, L, element=(6,)), s_cfrc=z(N, L, element=(6,)), s_crb_m=z(N, L),
+                     s_crb_mc=z(N, L, element=(3,)), s_crb_io=z(N, L, element=(3, 3)), s_mass=z(N, D, D),
+                     s_dof=z(N, D, self.scratch["s_dof"].shape[2]),
+                     dof_f=torch.zeros((N, D, DF_N), dtype=fl, device=dev),
+                     dofs_ctrl_mode=torch.zeros((N, D), dtype=torch.int32, device=dev), dofs_ctrl_force=zeros,
+                     dofs_ctrl_pos=zeros, dofs_ctrl_vel=zeros, dofs_kp=zeros, dofs_kv=zeros)
+        key = self._dof_params_seen
+        cached = self.__dict__.get("_probe_dof_f")
+        if cached is None or cached[0] != key:  # the dofs' parameters per environment, as the kernels read them
+            cached = self._probe_dof_f = (key, torch.as_tensor(self.model["dof_f"].to_numpy(), dtype=self.float_dtype,
+                                                               device=self.device))
+        with torch.no_grad():
+            a["dof_f"].copy_(cached[1][envs.to(self.device)])
+        self._bind(kernels_step.mass_matrix, self._probe_launch("mass"), a)()
+        mass = torch.as_tensor(a["s_mass"].to_numpy(), dtype=self.float_dtype, device=self.device)
+        return mass[:, :self.n_dofs, :self.n_dofs]
+
+    def _probe_launch(self, what):
+        """The probes' own Launcher per kernel (their bound arguments are the probe arrays)."""
+        launches = self.__dict__.setdefault("_probe_launches", {})
+        if what not in launches:
+            launches[what] = Launcher()
+        return launches[what]
+
+    def _probe_arrays(self, qpos, envs) -> dict:
+        """The probes' arrays for N = len(qpos) rows (made once per N), with qpos [N, n_qs] and each row's link
+        parameters (those of its environment envs [N]) copied in."""
         N, L, D = qpos.shape[0], max(self.n_links, 1), max(self.n_dofs, 1)
         probes = self.__dict__.setdefault("_probes", {})
         a = probes.get(N)
@@ -339,11 +389,4 @@ class Views:
         with torch.no_grad():
             a["qpos"][0, :, :self.n_qs].copy_(qpos)
             a["link_f"].copy_(cached[1][envs.to(self.device)])
-        if self.__dict__.get("_probe_launch") is None:  # (its own bound arguments)
-            self._probe_launch = Launcher()
-        self._fk_key = None
-        self._bind(kernels_step.collider_geometry, self._probe_launch, a)(fn=0)
-        cdof = torch.as_tensor(a["s_cdof"].to_numpy(), dtype=self.float_dtype, device=self.device)
-        ref = torch.as_tensor(a["s_ref"].to_numpy(), dtype=self.float_dtype, device=self.device)
-        return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
-                    com=a["body_com"].clone(), cdof=cdof, ref=ref, link_f=a["link_f"].clone())
+        return a
