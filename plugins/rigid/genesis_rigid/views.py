@@ -337,13 +337,8 @@ class Views:
                      dof_f=torch.zeros((N, D, DF_N), dtype=fl, device=dev),
                      dofs_ctrl_mode=torch.zeros((N, D), dtype=torch.int32, device=dev), dofs_ctrl_force=zeros,
                      dofs_ctrl_pos=zeros, dofs_ctrl_vel=zeros, dofs_kp=zeros, dofs_kv=zeros)
-        key = self._dof_params_seen
-        cached = self.__dict__.get("_probe_dof_f")
-        if cached is None or cached[0] != key:  # the dofs' parameters per environment, as the kernels read them
-            cached = self._probe_dof_f = (key, torch.as_tensor(self.model["dof_f"].to_numpy(), dtype=self.float_dtype,
-                                                               device=self.device))
         with torch.no_grad():
-            a["dof_f"].copy_(cached[1][envs.to(self.device)])
+            a["dof_f"].copy_(self._model_rows("dof_f", self._dof_params_seen)[envs.to(self.device)])
         self._bind(kernels_step.mass_matrix, self._probe_launch("mass"), a)()
         mass = torch.as_tensor(a["s_mass"].to_numpy(), dtype=self.float_dtype, device=self.device)
         return mass[:, :self.n_dofs, :self.n_dofs]
@@ -381,12 +376,16 @@ class Views:
                 body_com=torch.zeros((N, L, 3), dtype=fl, device=dev),
                 body_lin_vel=torch.zeros((N, L, 3), dtype=fl, device=dev),
                 body_ang_vel=torch.zeros((N, L, 3), dtype=fl, device=dev))
-        key = self._link_params_seen
-        cached = self.__dict__.get("_probe_link_f")
-        if cached is None or cached[0] != key:  # the links' parameters per environment, as the kernels read them
-            cached = self._probe_link_f = (key, torch.as_tensor(self.model["link_f"].to_numpy(), dtype=self.float_dtype,
-                                                                device=self.device))
         with torch.no_grad():
             a["qpos"][0, :, :self.n_qs].copy_(qpos)
-            a["link_f"].copy_(cached[1][envs.to(self.device)])
+            a["link_f"].copy_(self._model_rows("link_f", self._link_params_seen)[envs.to(self.device)])
         return a
+
+    def _model_rows(self, name, key):
+        """The model array `name` (link_f, dof_f: per environment, as the kernels read them) in torch, read from
+        the device again only when `key` (its parameters' sync version) changed."""
+        cached = self.__dict__.setdefault("_probe_model", {})
+        if cached.get(name, (None,))[0] != key:
+            cached[name] = (key, torch.as_tensor(self.model[name].to_numpy(), dtype=self.float_dtype,
+                                                 device=self.device))
+        return cached[name][1]
