@@ -5,9 +5,9 @@ M qacc = tau - c(q, qdot): with each link's spatial quantities about its own ori
 c is RNE with qacc = 0 and the base accelerating at -g (Featherstone, Rigid Body Dynamics Algorithms, 5.3); M by
 CRBA (6.2). Accelerations pass from a parent to its child, forces and composite inertias from a child to its
 parent, shifted between their origins; a mass-matrix entry between a dof and an ancestor's takes the force of the
-dof's composite inertia shifted to the ancestor's link. The factorised matrix is M + diag(armature + h (damping + kv) + h^2 kp): damping and PD gains are
-integrated implicitly, as in MuJoCo's Euler integrator, which keeps stiff position servos stable at large steps;
-joint springs are explicit, as MuJoCo's.
+dof's composite inertia shifted to the ancestor's link. The factorised matrix is M + diag(armature + h (damping +
+kv) + h^2 kp): damping and PD gains are integrated implicitly, as in MuJoCo's Euler integrator, which keeps stiff
+position servos stable at large steps; joint springs are explicit, as MuJoCo's.
 """
 
 import taichi as ti

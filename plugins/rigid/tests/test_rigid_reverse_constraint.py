@@ -17,9 +17,9 @@ from genesis_rigid.kernels_collision import CF_DEPTH, CF_MU, CF_REST, CI_LINK_A,
 from genesis_rigid.kernels_constraint import GR_N, GV_N, RF_LAMBDA, solve_constraints, solve_constraints_reverse
 from genesis_rigid.kernels_dynamics import factor_ldl
 from genesis_rigid.kernels_integrate import advance_q, advance_q_reverse
-from genesis_rigid.layout import (DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_LINK, DI_PARENT, DI_Q, GD_FREE_VEL, GD_N, GD_PSEUDO,
-                                  GD_VEL,
-                                  PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM, SD_FREE_VEL, SD_PSEUDO, SD_VEL)
+from genesis_rigid.layout import (DF_N, DF_RANGE_HI, DF_RANGE_LO, DI_LINK, DI_PARENT, DI_Q, GD_FREE_VEL, GD_N,
+                                  GD_PSEUDO, GD_VEL, PF_DT, PF_TOL, PP_ITERATIONS, RI_ITEM, SD_FREE_VEL, SD_PSEUDO,
+                                  SD_VEL)
 
 nd = ti.types.ndarray
 TOL = 1e-6

@@ -2,13 +2,14 @@
 ldl_solve_reverse) against central differences of the same forward functions, in float64.
 
 One model: a free torso carrying a branched tree of hinge, slide and ball joints (armature, damping, stiffness,
-springref), a second tree (a hinge and a slide), a fixed tendon stretched past its slack, gravity compensation on
-one link, MuJoCo's fluid on all links but two, and controls of every mode: live and saturated PD laws, clamped and
-free force commands. Two environments with different masses, inertias, centres of mass, damping, armature, gains
-and force ranges. The adjoints are checked at the stage's boundary: the kinematic scratch (s_R, s_com, s_ref: the
-links' origins, which the dynamics shift quantities between; s_cdof, s_cdof_dot, s_cvel, perturbed directly), qpos and dofs_vel as the stage reads them, the per-env link and dof
-parameters, the controls and the external force. Relative errors, per array and per parameter column, are required
-under 1e-5: they measure 1e-11 to 1e-6, the differences' round-off (qacc reaches 600 m/s^2 or rad/s^2).
+springref), a second tree (a hinge and a slide), a fixed tendon stretched past its slack, gravity compensation on one
+link, MuJoCo's fluid on all links but two, and controls of every mode: live and saturated PD laws, clamped and free
+force commands. Two environments with different masses, inertias, centres of mass, damping, armature, gains and force
+ranges. The adjoints are checked at the stage's boundary: the kinematic scratch (s_R, s_com, s_ref: the links'
+origins, which the dynamics shift quantities between; s_cdof, s_cdof_dot, s_cvel, perturbed directly), qpos and
+dofs_vel as the stage reads them, the per-env link and dof parameters, the controls and the external force. Relative
+errors, per array and per parameter column, are required under 1e-5: they measure 1e-11 to 1e-6, the differences'
+round-off (qacc reaches 600 m/s^2 or rad/s^2).
 """
 
 import numpy as np
@@ -94,7 +95,8 @@ def run(stages: ti.i32, qpos: nd(ndim=3), vel: nd(ndim=3), ctrl_mode: nd(ndim=2)
         s_cdof: nd(ndim=2), s_cdof_dot: nd(ndim=2), s_cvel: nd(ndim=2), s_cacc: nd(ndim=2), s_cfrc: nd(ndim=2),
         s_crb_m: nd(ndim=2), s_crb_mc: nd(ndim=2), s_crb_io: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
         rows: nd(ndim=2), s_X: nd(ndim=3), g_qpos: nd(ndim=2), g_vel: nd(ndim=2), g_R: nd(ndim=2),
-        g_com: nd(ndim=2), g_lpos: nd(ndim=2), g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2), g_mass: nd(ndim=3),
+        g_com: nd(ndim=2), g_lpos: nd(ndim=2), g_cdof: nd(ndim=2), g_cdof_dot: nd(ndim=2), g_cvel: nd(ndim=2),
+        g_mass: nd(ndim=3),
         g_dof: nd(ndim=3), g_link_f: nd(ndim=3), g_dof_f: nd(ndim=3), g_ctrl: nd(ndim=3), g_cacc: nd(ndim=2),
         g_cfrc: nd(ndim=2), g_crb_m: nd(ndim=2), g_crb_mc: nd(ndim=2), g_crb_io: nd(ndim=2), g_X: nd(ndim=3)):
     h = params_f[PF_DT]
