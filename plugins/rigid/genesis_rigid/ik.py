@@ -159,8 +159,8 @@ class KinematicTree:
         """The entity's kinematics at qpos [n, n_qs] (environment envs[i] for row i: its model parameters, and the
         other entities' coordinates as the state has them): dict pos, quat [n, n_links, 3 / 4], rot [n, n_links, 3,
         3], com [n, n_links, 3], cdof [n, n_dofs, 6] (each dof's motion axis: angular, then the linear velocity of the
-        body point at its link's origin), ref [n, n_links, 3] (the links' origins, world), link_f [n, n_links,
-        LF_N] (the links' parameters of each row's environment), from RigidSolver.probe_kinematics."""
+        body point at its link's origin), ref [n, n_links, 3] (the links' origins, world), from
+        RigidSolver.probe_kinematics."""
         e = self._entity()
         solver = e.solver
         full = solver.state.at("qpos", solver.frame)[envs].clone()
@@ -169,8 +169,7 @@ class KinematicTree:
         quat = k["links_quat"][:, e.link_start:e.link_end]
         return dict(pos=k["links_pos"][:, e.link_start:e.link_end], quat=quat, rot=quat_to_mat(quat),
                     com=k["com"][:, e.link_start:e.link_end], cdof=k["cdof"][:, e.dof_start:e.dof_end],
-                    ref=k["ref"][:, e.link_start:e.link_end],
-                    link_f=k["link_f"][:, e.link_start:e.link_end])
+                    ref=k["ref"][:, e.link_start:e.link_end])
 
     def jacobian(self, kin, link, point):
         """[n, 6, n_dofs]: the velocity (rows 0-2) of the world point `point` [n, 3] fixed in `link` and the link's

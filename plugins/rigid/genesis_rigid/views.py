@@ -303,10 +303,9 @@ class Views:
         axes, the code of a substep) on configurations that are not the state's, for inverse kinematics and the
         Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
         parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3], cdof
-        [N, D, 6] (each dof's motion axis about its link's origin: angular, then linear), ref [N, L, 3] (each
-        link's origin, world: the reference point of its dofs' axes) and link_f [N, L, LF_N] (the rows' link
-        parameters the kernel read), torch, the solver's float dtype. The state and the solver's scratch are not
-        touched (the probe has arrays of its own, per N)."""
+        [N, D, 6] (each dof's motion axis about its link's origin: angular, then linear) and ref [N, L, 3] (each
+        link's origin, world: the reference point of its dofs' axes), torch, the solver's float dtype. The state
+        and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
         self._sync_link_params()
         a = self._probe_arrays(qpos, envs)
         self._fk_key = None
@@ -314,7 +313,7 @@ class Views:
         cdof = torch.as_tensor(a["s_cdof"].to_numpy(), dtype=self.float_dtype, device=self.device)
         ref = torch.as_tensor(a["s_ref"].to_numpy(), dtype=self.float_dtype, device=self.device)
         return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
-                    com=a["body_com"].clone(), cdof=cdof, ref=ref, link_f=a["link_f"].clone())
+                    com=a["body_com"].clone(), cdof=cdof, ref=ref)
 
     def probe_mass_matrix(self, qpos, envs) -> torch.Tensor:
         """The joint-space mass matrix plus armature [N, D, D] (torch, the solver's float dtype) at qpos [N, n_qs],
