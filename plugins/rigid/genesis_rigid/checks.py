@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 
+from genesis_core.rotations import quat_to_mat
+
 from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, ModelError
 
 # limits of one model file (documented in docs/bad-input.md)
@@ -280,13 +282,6 @@ def _check_interval(what, name, interval, bound):
         _refuse(what, name, np.array([lo, hi]), "lower <= upper")
 
 
-def _quat_mat(q):
-    w, x, y, z = np.asarray(q, dtype=np.float64) / _norm(_values(np.asarray(q, dtype=np.float64)))
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def _cross_mats(c):
     """[N, 3, 3]: the cross-product matrices of the vectors c [N, 3]."""
     out = np.zeros(c.shape[:-1] + (3, 3))
@@ -301,7 +296,7 @@ def _rest_frames(bodies):
     pos, rot = np.zeros((n, 3)), np.zeros((n, 3, 3))
     origin = np.asarray(bodies[0].pos, dtype=np.float64) if n else np.zeros(3)
     for i, b in enumerate(bodies):
-        r = _quat_mat(b.quat)
+        r = quat_to_mat(np.asarray(b.quat, dtype=np.float64))
         if b.parent >= 0:
             pos[i] = pos[b.parent] + rot[b.parent] @ np.asarray(b.pos, dtype=np.float64)
             rot[i] = rot[b.parent] @ r
@@ -395,9 +390,10 @@ def pivot_ratios(M, parent):
 def check_conditioning(robot, float64, body_word="body"):
     """The joint-space mass matrix of a checked RobotDesc where the file places its bodies, against the precision
     the kernels run in: in single precision a dof whose pivot ratio (pivot_ratios) is under PIVOT_FLOAT32 is
-    refused, naming its joint and body and the body farthest from it (the solver's factorisation would lose the
-    pivot to rounding: a wrong acceleration, then NaN); in either precision one under PIVOT_SINGULAR loads with a
-    warning (a dof with no inertia of its own: it moves as the factorisation's clamp lets it)."""
+    refused, naming its joint and body and the body that dominates the inertia around it (_dominant; the solver's
+    factorisation would lose the pivot to rounding: a wrong acceleration, then NaN); in either precision one under
+    PIVOT_SINGULAR loads with a warning (a dof with no inertia of its own: it moves as the factorisation's clamp
+    lets it)."""
     if not any(b.joints for b in robot.bodies):
         return robot
     M, parent, owner = rest_mass_matrix(robot)
