@@ -9,10 +9,15 @@ The core holds the scene, the solver protocol, the state registry, the coupler a
 solvers come from plugin distributions found through the entry-point group ``genesis_core.plugins``.
 """
 
+import functools as _functools
+import inspect as _inspect
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from . import coupler, errors, materials, morphs, options, plugins, renderers, surfaces, utils, validators
-from ._runtime import cpu, destroy, gpu, init, runtime
+import numpy as _np
+
+from . import _runtime
+from . import constants, coupler, errors, materials, morphs, options, plugins, renderers, surfaces, utils, validators
+from ._runtime import cpu, destroy, gpu, runtime
 from .constants import constraint_solver, integrator
 from .coupler import ColliderView, Coupling
 from .errors import (
@@ -20,6 +25,7 @@ from .errors import (
     CheckpointMismatchError,
     DamagedCheckpointError,
     GenesisError,
+    GenesisException,
     InvalidCheckpointStateError,
     InvalidEnvError,
     InvalidStateError,
@@ -30,7 +36,7 @@ from .errors import (
     UnsafeCheckpointError,
 )
 from .plugins import hookimpl
-from .scene import Scene
+from .scene import UID, Scene
 from .solver import Entity, Solver, SolverBase
 from .state import FieldSpec, SimState, SolverState
 from .tensor import Tensor, arange, from_torch, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
@@ -44,12 +50,33 @@ except PackageNotFoundError:  # running from a source tree without installing
 # Genesis World's dtype names (`dtype=gs.tc_float`): set by gs.init from its precision.
 _PRECISION_DTYPES = ("tc_float", "np_float", "ti_float", "tc_int", "np_int", "ti_int")
 
+_DEFAULT_EPS = _inspect.signature(_runtime.init).parameters["eps"].default
+_init_eps = {}  # runtime generation -> the eps given to the gs.init that started it
+
+
+@_functools.wraps(_runtime.init)
+def init(*args, **kwargs):
+    _runtime.init(*args, **kwargs)
+    eps = _inspect.signature(_runtime.init).bind(*args, **kwargs).arguments.get("eps", _DEFAULT_EPS)
+    _init_eps.clear()
+    _init_eps[runtime.generation] = float(eps)
+
+
+def _eps():
+    """Genesis World's `gs.EPS`: the smallest float taken as non-zero, max(gs.init's eps, the machine epsilon of
+    the precision): 1.19e-7 in float32, 1e-15 (the default eps) in float64. None before gs.init, as there."""
+    if not runtime.initialized:
+        return None
+    return float(max(_init_eps.get(runtime.generation, _DEFAULT_EPS), _np.finfo(runtime.np_float).eps))
+
 
 def __getattr__(name):
     if name == "device":
         return runtime.device  # torch.device of the active backend
     if name == "precision":
         return runtime.precision
+    if name == "EPS":
+        return _eps()
     if name in _PRECISION_DTYPES:
         if not runtime.initialized:
             raise AttributeError(f"gs.{name} is set by gs.init(precision=...), from the precision it is given: "
@@ -69,8 +96,9 @@ def __getattr__(name):
 __all__ = [
     "CheckpointError", "CheckpointMismatchError", "DamagedCheckpointError", "InvalidCheckpointStateError",
     "InvalidEnvError", "InvalidStateError", "ModelFileError", "ColliderView", "Coupling", "Entity", "FieldSpec",
-    "GenesisError", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState", "Solver",
-    "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
-    "hookimpl", "init", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins", "renderers", "surfaces", "utils", "validators", "Tensor", "arange", "from_torch", "full", "ones",
+    "GenesisError", "GenesisException", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState",
+    "Solver", "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
+    "hookimpl", "init", "constants", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins",
+    "renderers", "surfaces", "utils", "validators", "Tensor", "UID", "arange", "from_torch", "full", "ones",
     "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
 ]

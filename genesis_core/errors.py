@@ -5,6 +5,11 @@ class GenesisError(Exception):
     """Base class of every error the engine raises on purpose."""
 
 
+# Genesis World's name of its base exception: every error class here derives from it, so that
+# `except gs.GenesisException` catches whatever the engine raises on purpose.
+GenesisException = GenesisError
+
+
 class OptionError(GenesisError, ValueError):
     """An option, morph or material was given a value outside its accepted range."""
 

@@ -63,7 +63,8 @@ class SimOptions(Options):
         return self.substeps if self.substeps_local is None else self.substeps_local
 
 
-__all__ = ["Options", "SimOptions"]
+__all__ = ["Options", "SimOptions", "BaseCouplerOptions", "LegacyCouplerOptions", "SAPCouplerOptions",
+           "IPCCouplerOptions"]
 __getattr__, __dir__ = plugin_namespace("options", globals())
 
 
@@ -244,3 +245,104 @@ class VisOptions(Options):
 
 
 RENDERING_OPTIONS = {"vis_options": VisOptions, "viewer_options": ViewerOptions}
+
+
+@attrs.define(frozen=True, kw_only=True)
+class BaseCouplerOptions(Options):
+    """Base of Genesis World's coupler options (`gs.Scene(coupler_options=...)`), which pick the coupler."""
+
+
+@attrs.define(frozen=True, kw_only=True)
+class LegacyCouplerOptions(BaseCouplerOptions):
+    """Genesis World's default coupler, the one this engine has: each pair of active solvers exchanges impulses
+    every substep through the couplings their plugins register (docs/writing-a-solver.md). Each field says
+    whether the pair it names is coupled; True, Genesis World's default for each, is what runs here, and
+    `gs.Scene` refuses False (every registered coupling of two active solvers runs)."""
+
+    rigid_mpm: bool = attrs.field(default=True, validator=v.is_bool)
+    rigid_sph: bool = attrs.field(default=True, validator=v.is_bool)
+    rigid_pbd: bool = attrs.field(default=True, validator=v.is_bool)
+    rigid_fem: bool = attrs.field(default=True, validator=v.is_bool)
+    mpm_sph: bool = attrs.field(default=True, validator=v.is_bool)
+    mpm_pbd: bool = attrs.field(default=True, validator=v.is_bool)
+    fem_mpm: bool = attrs.field(default=True, validator=v.is_bool)
+    fem_sph: bool = attrs.field(default=True, validator=v.is_bool)
+
+
+_CONTACT_TYPES = ("tet", "vert", "none")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class SAPCouplerOptions(BaseCouplerOptions):
+    """Genesis World's coupler by Drake's Semi-Analytic Primal contact solver (hydroelastic and point contacts
+    solved as one convex problem across FEM and rigid bodies). Its fields are Genesis World's, validated;
+    `gs.Scene` refuses it: that coupler is not implemented here (see COUPLER_REFUSALS)."""
+
+    n_sap_iterations: int = attrs.field(default=5, validator=v.int_at_least(1))
+    n_pcg_iterations: int = attrs.field(default=100, validator=v.int_at_least(1))
+    n_linesearch_iterations: int = attrs.field(default=10, validator=v.int_at_least(1))
+    sap_convergence_atol: float = attrs.field(default=1e-6, validator=v.positive)
+    sap_convergence_rtol: float = attrs.field(default=1e-5, validator=v.positive)
+    sap_taud: float = attrs.field(default=0.1, validator=v.positive)
+    sap_beta: float = attrs.field(default=1.0, validator=v.positive)
+    sap_sigma: float = attrs.field(default=1e-3, validator=v.positive)
+    pcg_threshold: float = attrs.field(default=1e-6, validator=v.positive)
+    linesearch_ftol: float = attrs.field(default=1e-6, validator=v.positive)
+    linesearch_max_step_size: float = attrs.field(default=1.5, validator=v.positive)
+    hydroelastic_stiffness: float = attrs.field(default=1e8, validator=v.positive)
+    point_contact_stiffness: float = attrs.field(default=1e8, validator=v.positive)
+    fem_floor_contact_type: str = attrs.field(default="tet", validator=v.one_of(*_CONTACT_TYPES))
+    enable_fem_self_tet_contact: bool = attrs.field(default=True, validator=v.is_bool)
+    rigid_floor_contact_type: str = attrs.field(default="tet", validator=v.one_of(*_CONTACT_TYPES))
+    enable_rigid_fem_contact: bool = attrs.field(default=True, validator=v.is_bool)
+    rigid_rigid_contact_type: str = attrs.field(default="tet", validator=v.one_of(*_CONTACT_TYPES))
+
+
+@attrs.define(frozen=True, kw_only=True)
+class IPCCouplerOptions(BaseCouplerOptions):
+    """Genesis World's coupler by Incremental Potential Contact (libuipc: barrier-potential contacts, affine
+    bodies). Its fields are Genesis World's (None: libuipc's default), validated; `gs.Scene` refuses it: that
+    coupler is not implemented here (see COUPLER_REFUSALS)."""
+
+    newton_max_iterations: int | None = attrs.field(default=None, validator=_optional(v.int_at_least(1)))
+    newton_min_iterations: int | None = attrs.field(default=None, validator=_optional(v.int_at_least(1)))
+    newton_tolerance: float | None = attrs.field(default=None, validator=_optional(v.positive))
+    newton_ccd_tolerance: float | None = attrs.field(default=None, validator=_optional(v.positive))
+    newton_use_adaptive_tolerance: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    newton_translation_tolerance: float | None = attrs.field(default=None, validator=_optional(v.positive))
+    newton_semi_implicit_enable: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    newton_semi_implicit_beta_tolerance: float | None = attrs.field(default=None, validator=_optional(v.positive))
+    n_linesearch_iterations: int | None = attrs.field(default=None, validator=_optional(v.int_at_least(1)))
+    linesearch_report_energy: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    linear_system_solver: str | None = attrs.field(default=None, validator=v.one_of(None, "linear_pcg", "direct"))
+    linear_system_tolerance: float | None = attrs.field(default=None, validator=_optional(v.positive))
+    contact_enable: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    contact_d_hat: float | None = attrs.field(default=None, validator=_optional(v.positive))
+    contact_friction_enable: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    contact_resistance: float = attrs.field(default=1e9, validator=v.positive)
+    contact_eps_velocity: float | None = attrs.field(default=None, validator=_optional(v.positive))
+    contact_constitution: str | None = attrs.field(default=None, validator=v.one_of(None, "ipc", "isometric"))
+    collision_detection_method: str | None = attrs.field(default=None,
+                                                         validator=v.one_of(None, "linear_bvh", "spatial_hash"))
+    cfl_enable: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    sanity_check_enable: bool | None = attrs.field(default=None, validator=_optional(v.is_bool))
+    constraint_strength_translation: float = attrs.field(default=100.0, validator=v.positive)
+    constraint_strength_rotation: float = attrs.field(default=100.0, validator=v.positive)
+    enable_rigid_ground_contact: bool = attrs.field(default=True, validator=v.is_bool)
+    enable_rigid_rigid_contact: bool = attrs.field(default=True, validator=v.is_bool)
+    two_way_coupling: bool = attrs.field(default=True, validator=v.is_bool)
+    enable_rigid_dofs_sync: bool = attrs.field(default=False, validator=v.is_bool)
+    free_base_driven_by_ipc: bool = attrs.field(default=False, validator=v.is_bool)
+
+
+# Why gs.Scene refuses each coupler but LegacyCouplerOptions, and what to use instead
+COUPLER_REFUSALS = {
+    SAPCouplerOptions: "Drake's SAP contact solver (hydroelastic and tet-based contacts between FEM and rigid "
+                       "bodies, solved as one convex problem) is not implemented here, and the couplings here "
+                       "(impulses exchanged between solvers each substep) give other contact forces; use "
+                       "gs.options.LegacyCouplerOptions() or leave coupler_options out",
+    IPCCouplerOptions: "Incremental Potential Contact (libuipc's barrier-potential contacts, which keep every "
+                       "pair of surfaces apart) is not implemented here, and the couplings here (impulses "
+                       "exchanged between solvers each substep) allow the penetration it rules out; use "
+                       "gs.options.LegacyCouplerOptions() or leave coupler_options out",
+}

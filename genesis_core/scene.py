@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import uuid
 import warnings
+from pathlib import Path
 
+import attrs
 import numpy as np
 import torch
 
@@ -14,8 +18,8 @@ from .faults import FaultMonitor
 from .grad import Tape, require_grad_support
 from .errors import InvalidCheckpointStateError, InvalidEnvError, OptionError, SceneError
 from .materials import Material
-from .morphs import Morph
-from .options import SimOptions
+from .morphs import MJCF, URDF, Box, Cylinder, Mesh, Morph, Plane, Sphere
+from .options import COUPLER_REFUSALS, BaseCouplerOptions, LegacyCouplerOptions, SimOptions
 from .plugins import registry
 from .progress import compiling
 from .plugins.manager import missing_plugin_error
@@ -28,6 +32,32 @@ VIS_MODES = ("visual", "collision", "particle", "sdf", "recon")
 DEFAULT_MATERIAL = "Rigid"
 
 
+class UID:
+    """Genesis World's `gs.UID`: an entity's unique id, 32 hex digits; `short()`, the first 7, is what
+    `scene.get_entity(uid=...)` and the default entity names use."""
+
+    def __init__(self):
+        self.uid = uuid.uuid4().hex
+
+    def short(self) -> str:
+        return self.uid[:7]
+
+    def full(self) -> str:
+        return f"{self.uid[:7]}-{self.uid[7:]}"
+
+    def match(self, other: str, short_only: bool = False) -> bool:
+        return (self.short() if short_only else self.uid) == other
+
+    def __str__(self):
+        return self.uid
+
+    def __format__(self, format_spec):
+        return f"<{self.short()}>"
+
+    def __repr__(self):
+        return f"UID('{self.full()}')"
+
+
 class Scene:
     """A scene: entities simulated by the installed solvers, batched over `n_envs` environments.
 
@@ -36,6 +66,8 @@ class Scene:
     (`scene.viewer`, genesis_core.render.viewer: its address is printed once), drawn as `vis_options`
     (gs.options.VisOptions) says, with the camera and pacing of `viewer_options` (gs.options.ViewerOptions).
     show_FPS: the steps per second, logged at most once a second (and shown in the viewer's panel).
+    coupler_options: Genesis World's choice of coupler; `gs.options.LegacyCouplerOptions()` (the default) is the
+    coupler here, with every pair coupled; SAPCouplerOptions and IPCCouplerOptions, other couplers, are refused.
     """
 
     def __init__(self, sim_options: SimOptions | None = None, show_viewer: bool = False, show_FPS: bool = False,
@@ -54,6 +86,7 @@ class Scene:
 
         from .renderers import Renderer
 
+        self.coupler_options = _check_coupler_options(solver_options.pop("coupler_options", None))
         renderer = solver_options.pop("renderer", None)  # Genesis World's choice of renderer: accepted, unused
         if renderer is not None and not isinstance(renderer, Renderer):
             raise OptionError(f"gs.Scene(renderer=...) must be a gs.renderers.* (Rasterizer, RayTracer, "
@@ -102,6 +135,7 @@ class Scene:
         self._env_layout = {}
         self._fps = None  # show_FPS: (wall time of the last report, steps since)
         self._viewer = None
+        self._destroyed = False
         if show_viewer:
             from .render.viewer import Viewer
 
@@ -144,6 +178,8 @@ class Scene:
     def __getattr__(self, name):
         # scene.rigid_solver, scene.mpm_solver, ...: the solver whose short_name matches
         if name.endswith("_solver") and not name.startswith("_"):
+            if self.__dict__.get("_destroyed"):
+                raise SceneError(f"scene.{name}: the scene was destroyed (scene.destroy()); make a new scene.")
             short = name[: -len("_solver")]
             for s in self.__dict__.get("_solvers", ()):
                 if s.short_name == short:
@@ -151,10 +187,21 @@ class Scene:
             raise missing_plugin_error(f"scene.{name}: solver", short)
         raise AttributeError(f"'Scene' object has no attribute {name!r}")
 
-    def add_entity(self, morph, material=None, **kwargs):
-        """Add an entity; `material` (default `gs.materials.Rigid()`) picks the solver that simulates it."""
+    def add_entity(self, morph, material=None, *, name: str | None = None, **kwargs):
+        """Add an entity; `material` (default `gs.materials.Rigid()`) picks the solver that simulates it.
+
+        name: the entity's name (`entity.name`, `scene.get_entity(name)`), unique in the scene; None gives
+        Genesis World's default, the morph's kind and the entity's short uid (`entity.uid`): "box_1a2b3c4",
+        "mpm_sphere_...", a robot file's name ("franka_...")."""
+        self._require_alive("add_entity")
         if self._built:
             raise SceneError("add_entity after scene.build(): add every entity first, then build.")
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise OptionError(f"add_entity: name={name!r} must be a non-empty string or None.")
+            if name in self.entity_names:
+                raise OptionError(f"add_entity: name={name!r} is already the name of another entity of this scene; "
+                                  "entity names are unique: pick another one (or leave name=None).")
         if not isinstance(morph, Morph):
             raise OptionError(f"add_entity: morph must be a gs.morphs.* object, got {type(morph).__name__}.")
         if kwargs:
@@ -179,11 +226,38 @@ class Scene:
         solver = next((s for s in self._solvers if s.name == material.solver), None)
         if solver is None:
             raise missing_plugin_error(f"{type(material).__name__} needs solver", material.solver or "?")
+        uid = UID()
+        while any(e.uid.match(uid.short(), short_only=True) for e in self._entities):
+            uid = UID()
         entity = solver.add_entity(len(self._entities), morph, material)
+        entity.uid = uid
+        entity.name = name if name is not None else f"{_morph_identifier(morph, solver.short_name)}_{uid.short()}"
         self._entities.append(entity)
         if kwargs.get("surface") is not None:
             self._surfaces[entity.idx] = kwargs["surface"]
         return entity
+
+    @property
+    def entity_names(self) -> tuple:
+        """The entities' names, in the order they were added."""
+        return tuple(e.name for e in self._entities)
+
+    def get_entity(self, name: str | None = None, *, uid: str | None = None):
+        """The entity named `name`, or whose short uid (`entity.uid.short()`, 7 hex digits) is `uid`: exactly one
+        of the two (Genesis World's signature)."""
+        self._require_alive("get_entity")
+        if (name is None) == (uid is None):
+            raise OptionError(f"get_entity: give exactly one of name and uid (got name={name!r}, uid={uid!r}).")
+        if name is not None:
+            found = [e for e in self._entities if e.name == name]
+            what = f"name={name!r}"
+        else:
+            found = [e for e in self._entities if e.uid.match(uid, short_only=True)]
+            what = f"uid={uid!r}"
+        if not found:
+            names = ", ".join(repr(n) for n in self.entity_names[:20]) + (", ..." if len(self._entities) > 20 else "")
+            raise OptionError(f"get_entity: no entity of this scene has {what}; its entities are [{names}].")
+        return found[0]
 
     def entity_surface(self, idx: int):
         """The `gs.surfaces.*` given to add_entity for entity `idx` (None if none)."""
@@ -196,6 +270,7 @@ class Scene:
         World uses them; its other camera options (model, spp, near, far, ...) are accepted without effect."""
         from .render import Camera
 
+        self._require_alive("add_camera")
         cam = Camera(self, len(self._cameras), res=res, pos=pos, lookat=lookat, up=up, fov=fov, GUI=GUI, **options)
         self._cameras.append(cam)
         return cam
@@ -207,6 +282,7 @@ class Scene:
         place the environments side by side in the viewer only (they share one world frame in the physics);
         compile_kernels is accepted and has no effect."""
         require_init("scene.build")
+        self._require_alive("scene.build()")
         unknown = sorted(set(layout) - {"env_spacing", "n_envs_per_row", "center_envs_at_origin", "compile_kernels"})
         if unknown:
             raise OptionError(f"build got unexpected keywords {unknown}; did you mean n_envs?")
@@ -252,7 +328,12 @@ class Scene:
         show_viewer=True, None otherwise."""
         return self._viewer
 
+    def _require_alive(self, what):
+        if self._destroyed:
+            raise SceneError(f"{what}: the scene was destroyed (scene.destroy()); make a new scene.")
+
     def _require_built(self, what):
+        self._require_alive(what)
         if not self._built:
             raise SceneError(f"{what} before scene.build(): build the scene first.")
         if self._generation != runtime.generation or not runtime.initialized:
@@ -264,18 +345,26 @@ class Scene:
     def _frame(self) -> int:
         return self._substep % self._n_frames
 
-    def step(self):
+    def step(self, update_visualizer: bool = True, refresh_visualizer: bool = True):
         """Advance every environment by dt: each solver's `process_input()`, then `substeps` substeps
         (`genesis_core.stepping.substep`: pre-coupling, coupling, post-coupling). The first step compiles the
         step's kernels (or loads them from the offline cache): on a terminal a status line says so while it
-        lasts more than a second (genesis_core.progress)."""
+        lasts more than a second (genesis_core.progress).
+
+        update_visualizer: whether the viewer (show_viewer=True) is sent the new poses after this step, as in
+        Genesis World (False saves that work in a loop that shows only some steps; the cameras render the
+        current state whenever asked). refresh_visualizer, Genesis World's redraw of its window, is accepted (a
+        bool) and has no effect: the browser redraws on its own."""
+        for key, value in (("update_visualizer", update_visualizer), ("refresh_visualizer", refresh_visualizer)):
+            if not isinstance(value, bool):
+                raise OptionError(f"scene.step({key}={value!r}) must be a bool.")
         if self._stepped:
-            return self._step()
+            return self._step(update_visualizer)
         with compiling():
-            self._step()
+            self._step(update_visualizer)
         self._stepped = True
 
-    def _step(self):
+    def _step(self, update_visualizer=True):
         self._require_built("scene.step()")
         active = self.active_solvers
         tape = self._tape
@@ -299,8 +388,62 @@ class Scene:
                 cam._record_step()
         if self.show_FPS:
             self._report_fps()
-        if self._viewer is not None:
+        if self._viewer is not None and update_visualizer:
             self._viewer.update()
+
+    def set_gravity(self, gravity, envs_idx=None):
+        """Genesis World's `scene.sim.set_gravity` (`scene.sim` is the scene here): the gravity (m/s^2, Z up)
+        every solver applies from the next step on, `SimOptions.gravity` from then on.
+
+        gravity: 3 finite numbers. envs_idx must be None: every solver keeps gravity as one value shared by all
+        environments (a per-environment gravity is refused; run such environments in separate scenes). Before
+        build every solver reads the new value at build. After build each active solver takes it through its
+        `set_gravity(gravity)`; a solver without one (its gravity fixed in the parameters it compiled at build)
+        is named in the error, and nothing changes: set the gravity before scene.build() instead."""
+        self._require_alive("scene.set_gravity")
+        try:
+            g = tuple(float(x) for x in torch.as_tensor(gravity, dtype=torch.float64).cpu().reshape(-1).tolist())
+        except (TypeError, ValueError, RuntimeError):
+            g = ()
+        if len(g) != 3 or not all(math.isfinite(x) for x in g):
+            raise OptionError(f"scene.set_gravity: gravity={gravity!r} must be 3 finite numbers (m/s^2).")
+        if envs_idx is not None:
+            raise OptionError("scene.set_gravity(envs_idx=...) is not accepted: gravity is one vector shared by "
+                              "every environment here (each solver reads it into one parameter); call "
+                              "set_gravity(gravity) for all, or simulate environments that need another gravity "
+                              "in a scene of their own.")
+        active = self.active_solvers if self._built else []
+        if self._built:
+            self._require_built("scene.set_gravity")
+            fixed = [s.name for s in active if not callable(getattr(s, "set_gravity", None))]
+            if fixed:
+                raise SceneError(f"scene.set_gravity after build: {', '.join(fixed)} compiled the gravity into its "
+                                 "parameters at build and takes no new one (no set_gravity method); nothing was "
+                                 "changed. Call scene.set_gravity(...) before scene.build(), or give "
+                                 "SimOptions(gravity=...).")
+        self.sim_options = attrs.evolve(self.sim_options, gravity=g)
+        for s in self._solvers:
+            s.sim_options = self.sim_options
+            if getattr(s.options, "gravity", None) is not None:  # a solver's own copy (RigidOptions(gravity=...))
+                s.options = attrs.evolve(s.options, gravity=g)
+        for s in active:
+            s.set_gravity(g)
+
+    def destroy(self):
+        """Release the scene, as Genesis World's `scene.destroy()`: the viewer stops, and the scene lets go of its
+        solvers (their models and state), cameras, recorded frames and snapshots, which are freed once nothing
+        else refers to them (entities the script keeps refer to their solver). Any later call on the scene, or
+        on one of its entities' state, raises a SceneError. Calling it again does nothing."""
+        if self._destroyed:
+            return
+        if self._viewer is not None:
+            self._viewer.stop()
+        for s in self._solvers:  # what an entity the script keeps reads through its solver refuses, naming why
+            s._state = s.frames = _Released()
+        self._destroyed = True
+        self._solvers, self._couplings, self._cameras, self._surfaces = [], [], [], {}
+        self.coupler = self._tape = self._faults = self._viewer = None
+        self._init_state = self._build_state = None
 
     def _report_fps(self):
         import time
@@ -532,3 +675,69 @@ def _check_layout(layout: dict) -> dict:
     if not isinstance(center, bool):
         raise OptionError(f"build: center_envs_at_origin={center!r} must be a bool.")
     return {"env_spacing": sp, "n_envs_per_row": per_row, "center_envs_at_origin": center}
+
+
+class _Released:
+    """Stands for the state store and frames of a destroyed scene's solvers: any use raises."""
+
+    def __getattr__(self, name):
+        raise SceneError("the scene was destroyed (scene.destroy()); make a new scene.")
+
+
+def _check_coupler_options(options):
+    """Genesis World's `gs.Scene(coupler_options=...)`: None or LegacyCouplerOptions with every pair coupled (the
+    coupler here); any other coupler is refused with the reason (options.COUPLER_REFUSALS)."""
+    if options is None:
+        return LegacyCouplerOptions()
+    if not isinstance(options, BaseCouplerOptions):
+        raise OptionError(f"gs.Scene(coupler_options=...) must be a gs.options.LegacyCouplerOptions, got "
+                          f"{type(options).__name__}.")
+    if type(options) in COUPLER_REFUSALS:
+        raise OptionError(f"gs.Scene(coupler_options=gs.options.{type(options).__name__}(...)) is not accepted: "
+                          f"{COUPLER_REFUSALS[type(options)]}.")
+    if not isinstance(options, LegacyCouplerOptions):
+        raise OptionError(f"gs.Scene(coupler_options=...): {type(options).__name__} is not a coupler of this engine; "
+                          "use gs.options.LegacyCouplerOptions().")
+    off = [k for k, on in attrs.asdict(options).items() if not on]
+    if off:
+        raise OptionError(f"gs.Scene(coupler_options=LegacyCouplerOptions({', '.join(f'{k}=False' for k in off)})) "
+                          "is not accepted: the coupler here runs every coupling registered between two active "
+                          "solvers, and none can be switched off; leave these True, or keep the entities that must "
+                          "not interact in separate scenes.")
+    return options
+
+
+# Genesis World's default entity names: the morph's kind, the solver's prefix for a particle solver
+# (each ParticleEntity subclass's _get_morph_identifier), and the fallback when the morph has no kind of its own
+_NAME_FALLBACK = {"rigid": "rigid", "fem": "entity"}
+
+
+def _morph_identifier(morph, short_name: str) -> str:
+    kind = None
+    if isinstance(morph, Box):
+        kind = "box"
+    elif isinstance(morph, Sphere):
+        kind = "sphere"
+    elif isinstance(morph, Cylinder):
+        kind = "cylinder"
+    elif isinstance(morph, Plane) and short_name == "rigid":
+        kind = "plane"
+    elif isinstance(morph, Mesh):
+        kind = Path(morph.file).stem
+    elif isinstance(morph, (URDF, MJCF)) and short_name == "rigid":
+        kind = _model_file_name(morph.file, "name" if isinstance(morph, URDF) else "model")
+    kind = kind or _NAME_FALLBACK.get(short_name, "particle")
+    return kind if short_name == "rigid" else f"{short_name}_{kind}"
+
+
+def _model_file_name(path: str, attribute: str) -> str:
+    """The model's own name in a URDF (`<robot name=...>`) or MJCF (`<mujoco model=...>`) file, else the file's
+    stem."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        for _, element in ET.iterparse(path, events=("start",)):
+            return element.get(attribute) or Path(path).stem
+    except (ET.ParseError, OSError):
+        pass
+    return Path(path).stem

@@ -260,19 +260,66 @@ def R_to_rotvec(R):
 
 @_accepts_torch_and_numpy(q0=(4,), q1=(4,), t=())
 def slerp(q0, q1, t):
-    """Spherical linear interpolation from q0 (t = 0) to q1 (t = 1) along the shorter arc; t broadcasts against
-    the quaternions' leading dimensions."""
+    """Spherical linear interpolation from q0 (t = 0) to q1 (t = 1) along the shorter arc. t has the
+    quaternions' leading dimensions [...] (or broadcasts against them), or Genesis World's [..., 1]: a trailing
+    axis of size 1 where t has as many dimensions as the quaternions. The result is [..., 4]."""
     q0, q1 = normalize(q0), normalize(q1)
     dot = (q0 * q1).sum(-1, keepdim=True)
     q1 = torch.where(dot < 0, -q1, q1)
     dot = dot.abs().clamp(max=1.0)
-    t = t.unsqueeze(-1)
+    if not (t.dim() >= 1 and t.dim() == max(q0.dim(), q1.dim()) and t.shape[-1] == 1):
+        t = t.unsqueeze(-1)
     theta = torch.acos(dot)
     near = dot > 1 - 1e3 * _eps(dot)  # sin(theta) ~ 0: the chord is the arc
     sin_theta = torch.where(near, 1.0, theta.sin())
     s0 = torch.where(near, 1 - t, ((1 - t) * theta).sin() / sin_theta)
     s1 = torch.where(near, t, (t * theta).sin() / sin_theta)
     return normalize(s0 * q0 + s1 * q1)
+
+
+@_accepts_torch_and_numpy(R=(3, 3))
+def R_to_rot6d(R):
+    """The 6D rotation representation of Zhou et al. (CVPR 2019, arXiv:1812.07035) of R [..., 3, 3]: its first two
+    rows, concatenated, [..., 6] (continuous over rotations, unlike quaternions and Euler angles)."""
+    return R[..., :2, :].flatten(-2)
+
+
+@_accepts_torch_and_numpy(d6=(6,))
+def rot6d_to_R(d6):
+    """The rotation matrix [..., 3, 3] of a 6D representation d6 [..., 6] (any two independent 3-vectors, not only
+    `R_to_rot6d`'s): Gram-Schmidt on its two halves gives the first two rows, their cross product the third
+    (Zhou et al., section B)."""
+    b1 = normalize(d6[..., :3])
+    a2 = d6[..., 3:]
+    b2 = normalize(a2 - (b1 * a2).sum(-1, keepdim=True) * b1)
+    return torch.stack([b1, b2, torch.linalg.cross(b1, b2, dim=-1)], -2)
+
+
+@_accepts_torch_and_numpy(A=())
+def polar(A, pure_rotation: bool = True, side: str = "right"):
+    """The polar decomposition of A [..., M, N] (batched over any leading dimensions): `side="right"` gives
+    (U, P) with A = U P, P [..., N, N]; `side="left"` gives A = P U, P [..., M, M]; U [..., M, N] has orthonormal
+    columns (or rows, where M < N) and P is symmetric positive semi-definite. From the SVD A = W S V^T:
+    U = W V^T, P = V S V^T (right) or W S W^T (left).
+
+    pure_rotation (square A only): U is a rotation, det U = +1, where det A < 0 too: the direction of the least
+    singular value is then reflected in P instead (P = V diag(s_1, ..., -s_n) V^T keeps A = U P and becomes
+    indefinite), the rotation closest to A with that stretch. With pure_rotation=False U may be a reflection
+    (det U = -1) and P is always positive semi-definite."""
+    if not isinstance(pure_rotation, bool):
+        raise OptionError(f"geom.polar: pure_rotation={pure_rotation!r} must be a bool.")
+    if side not in ("right", "left"):
+        raise OptionError(f"geom.polar: side={side!r} is not accepted; choose 'right' (A = U P) or 'left' (A = P U).")
+    if A.dim() < 2:
+        raise OptionError(f"geom.polar: A has shape {tuple(A.shape)}; expected a matrix [..., M, N].")
+    W, S, Vh = torch.linalg.svd(A, full_matrices=False)
+    if pure_rotation and A.shape[-1] == A.shape[-2]:
+        flip = torch.where(torch.linalg.det(W @ Vh) < 0, -1.0, 1.0).to(S.dtype)
+        sign = torch.cat([torch.ones_like(S[..., :-1]), flip.unsqueeze(-1)], -1)
+        W, S = W * sign.unsqueeze(-2), S * sign
+    U = W @ Vh
+    P = (Vh.mT * S.unsqueeze(-2)) @ Vh if side == "right" else (W * S.unsqueeze(-2)) @ W.mT
+    return U, P
 
 
 # -- transforming points and frames -------------------------------------------------------------------------------

@@ -35,12 +35,34 @@ class RigidOptions(Options):
 
     Genesis World's names, accepted where they mean something here: dt and gravity (the solver steps with the
     scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (geom pairs in contact at
-    once, as in Genesis World: the contact pool holds 5 contacts for each when max_contacts is None); constraint_solver (None, the default, or gs.constraint_solver.Newton: projected
-    Gauss-Seidel; gs.constraint_solver.CG: its velocity pass accelerated by nonsmooth nonlinear conjugate gradients,
-    which follows a converged solve more closely where rows are nearly dependent, not with requires_grad; see
+    once, as in Genesis World: the contact pool holds 5 contacts for each when max_contacts is None);
+    constraint_solver (None, the default, or gs.constraint_solver.Newton: projected Gauss-Seidel;
+    gs.constraint_solver.CG: its velocity pass accelerated by nonsmooth nonlinear conjugate gradients, which
+    follows a converged solve more closely where rows are nearly dependent, not with requires_grad; see
     docs/rigid.md, "Constraints"); batch_dofs_info, batch_links_info, batch_joints_info (the dof and link
-    parameters are per environment whatever they say: the setters take envs_idx). Genesis World's options that
-    mean nothing here (GENESIS_ONLY) raise an OptionError naming what to use instead.
+    parameters are per environment whatever they say: the setters take envs_idx); disable_constraint (True: no
+    contact, no joint limit and no equality constraint acts, as in Genesis World, where it drops every constraint
+    row: it sets enable_collision and enable_joint_limit to False, loads the files' equalities inactive and
+    refuses welds added while running); max_dynamic_constraints (an int >= 0, 8 by default as in Genesis
+    World: the equality slots kept for welds added while running, genesis_rigid.equality).
+
+    Genesis World's choices of algorithm, accepted (validated as there) with no effect, since this solver has one
+    way of doing each: box_box_detection (two boxes always meet through the dedicated box-box test: the
+    separating axis of least overlap among 15, then the face manifold or the edge pair; False, Genesis World's
+    default, asks for its general convex test instead, and True is what runs); use_gjk_collision (None or a bool:
+    convex pairs are met by analytic tests, support mapping and clipping, not by GJK or MPR); use_contact_island
+    (each environment's constraints are solved as one system); noslip_iterations (an int >= 0; 0, the default,
+    is what runs) and noslip_tolerance (> 0): Genesis World's no-slip pass removes the creep that its soft
+    constraints let through, and the friction rows here are solved as hard constraints, with no such creep;
+    enable_mujoco_compatibility (the dynamics follow MuJoCo's equations whatever it says; Genesis World uses it
+    for its own collision tolerances and default density).
+    constraint_timeconst (s, > 0; 0.01 by default) is MuJoCo's time constant of its soft constraints, how fast a
+    penetration or a violated limit is pulled back; here contacts and limits are hard constraints whose
+    violation the position pass removes, a fraction `baumgarte` per substep, so that it decays with a time
+    constant of about substep_dt / baumgarte. It is accepted with no effect; the nearest setting is
+    baumgarte = substep_dt / constraint_timeconst (at most 1).
+    Genesis World's options that mean nothing here (GENESIS_ONLY) raise an OptionError naming what to use
+    instead.
     """
 
     integrator: str = attrs.field(default="euler", converter=lambda x: _INTEGRATORS.get(x, x),
@@ -67,28 +89,36 @@ class RigidOptions(Options):
     batch_dofs_info: bool = attrs.field(default=False, validator=v.is_bool)
     batch_links_info: bool = attrs.field(default=False, validator=v.is_bool)
     batch_joints_info: bool = attrs.field(default=False, validator=v.is_bool)
+    disable_constraint: bool = attrs.field(default=False, validator=v.is_bool)
+    box_box_detection: bool = attrs.field(default=True, validator=v.is_bool)
+    use_gjk_collision: bool | None = attrs.field(default=None, validator=attrs.validators.optional(v.is_bool))
+    use_contact_island: bool = attrs.field(default=False, validator=v.is_bool)
+    noslip_iterations: int = attrs.field(default=0, validator=v.int_at_least(0))
+    noslip_tolerance: float = attrs.field(default=1e-6, validator=v.positive)
+    enable_mujoco_compatibility: bool = attrs.field(default=False, validator=v.is_bool)
+    max_dynamic_constraints: int = attrs.field(default=8, validator=v.int_at_least(0))
+    constraint_timeconst: float = attrs.field(default=0.01, validator=v.positive)
+
+    def as_dict(self) -> dict:
+        """The option values a checkpoint must match: all but the Genesis World options accepted without effect."""
+        return {k: x for k, x in super().as_dict().items() if k not in WITHOUT_EFFECT}
+
+
+# Genesis World's options accepted without effect here (see the docstring)
+WITHOUT_EFFECT = ("box_box_detection", "use_gjk_collision", "use_contact_island", "noslip_iterations",
+                  "noslip_tolerance", "enable_mujoco_compatibility", "constraint_timeconst")
 
 
 # Genesis World's RigidOptions fields without a counterpart here, and what to use instead
 GENESIS_ONLY = {
     "ls_iterations": "the constraints are solved by projected Gauss-Seidel, without a line search: set iterations",
     "ls_tolerance": "the constraints are solved by projected Gauss-Seidel, without a line search: set tolerance",
-    "noslip_iterations": "friction is solved with the contacts (a friction pyramid); there is no separate no-slip "
-                         "pass",
-    "use_contact_island": "each environment's constraints are solved as one system (the kinematic trees already "
-                          "split the rows); there is nothing to switch",
     "use_hibernation": "bodies never sleep here",
     "hibernation_thresh_vel": "bodies never sleep here",
     "hibernation_thresh_acc": "bodies never sleep here",
     "enable_multi_contact": "pairs always keep several contact points (boxes on a plane keep four)",
-    "enable_mujoco_compatibility": "the dynamics follow MuJoCo's equations whatever it says",
     "contact_resolve_time": "penetrations are undone by the position pass: set baumgarte and "
                             "max_correction_velocity",
-    "constraint_timeconst": "penetrations are undone by the position pass: set baumgarte and "
-                            "max_correction_velocity",
-    "use_gjk_collision": "the narrowphase is fixed (analytic primitives, convex hulls by support mapping and "
-                         "clipping)",
-    "max_dynamic_constraints": "the constraint rows follow the contact pool: set max_contacts",
     "sparse_solve": "the mass matrix is always factorised along the kinematic tree (sparse)",
     "IK_max_targets": "inverse kinematics takes any number of targets",
 }
@@ -96,28 +126,15 @@ GENESIS_ONLY = {
 _attrs_init = RigidOptions.__init__
 
 
-# Genesis World's RigidOptions fields that ask for what this solver always does: accepted with that value only
-ALWAYS_ON = {
-    "box_box_detection": (True, "two boxes always meet through the dedicated box-box test (the separating axis of "
-                                "least overlap among 15, then the face manifold or the edge pair)"),
-}
-
-
 def _init(self, **kwargs):
-    for name, (value, what) in ALWAYS_ON.items():
-        if name in kwargs:
-            given = kwargs.pop(name)
-            if given is not value:
-                from genesis_core.errors import OptionError
-
-                raise OptionError(f"RigidOptions({name}={given!r}) is not accepted: only {name}={value!r}, what "
-                                  f"this solver always does: {what}.")
     for name in kwargs:
         if name in GENESIS_ONLY:
             from genesis_core.errors import OptionError
 
             raise OptionError(f"RigidOptions({name}=...) is a Genesis World option with no counterpart here: "
                               f"{GENESIS_ONLY[name]}.")
+    if kwargs.get("disable_constraint") is True:  # no constraint row at all: no contact, no joint limit
+        kwargs.update(enable_collision=False, enable_joint_limit=False)
     _attrs_init(self, **kwargs)
 
 
