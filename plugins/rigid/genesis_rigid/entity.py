@@ -1,6 +1,10 @@
 """The per-entity API of the rigid solver. Every getter returns torch tensors on gs.device shaped
 `([n_envs,] ...)`; every setter takes `envs_idx` (None: all environments) and leaves the others untouched;
-`dofs_idx_local` / `qs_idx_local` / `links_idx_local` index within the entity (None: all of them)."""
+`dofs_idx_local` / `qs_idx_local` / `links_idx_local` index within the entity (None: all of them).
+
+The structure (links, joints, geoms, their indices in the solver's arrays) is known from the parsed description
+when the entity is added, as Genesis World's is: `links`, `joints`, `get_link`, `n_dofs`, ... work before
+scene.build(); what reads the state (poses, velocities, parameters per environment) needs the built scene."""
 
 from __future__ import annotations
 
@@ -8,15 +12,32 @@ import numpy as np
 import torch
 
 import genesis_core as gs
+from genesis_core.geoms import GeomKind
 from genesis_core.rotations import quat_to_mat as _quat_to_mat
 from genesis_core.state import to_index, to_tensor
 
 from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_SPRINGREF
 from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, SLIDE, SPHERE
 
+# a quaternion shorter than this is refused by the setters (it names no rotation); a longer one is normalised
+MIN_QUAT_NORM = 1e-9
+# MuJoCo's mjMINVAL: an inverse weight below it counts as zero (a link that cannot translate or cannot turn)
+_MIN_INVWEIGHT = 1e-15
+
+
+def _posed(link_pos, link_quat, pos, quat):
+    """World pose of a frame given in a link's frame: link_pos `[..., 3]`, link_quat `[..., 4]` (w, x, y, z), the
+    frame's pos `(3,)` and quat `(4,)` in the link frame."""
+    from genesis_core.utils.geom import quat_mul, transform_by_quat
+
+    p = torch.as_tensor(np.asarray(pos, dtype=np.float64), dtype=link_pos.dtype, device=link_pos.device)
+    q = torch.as_tensor(np.asarray(quat, dtype=np.float64), dtype=link_quat.dtype, device=link_quat.device)
+    return link_pos + transform_by_quat(p.expand_as(link_pos), link_quat), quat_mul(link_quat, q.expand_as(link_quat))
+
 
 class RigidLink:
-    """A link of an entity: `name`, `idx` (in the solver), `idx_local` (in the entity)."""
+    """A link of an entity: `name`, `idx` (in the solver), `idx_local` (in the entity). Its structure (parent,
+    joints, geoms, whether it is fixed) is known before scene.build(); its pose and velocity after."""
 
     def __init__(self, entity, idx_local, name):
         self.entity, self.idx_local, self.name = entity, idx_local, name
@@ -25,25 +46,85 @@ class RigidLink:
     def idx(self):
         return self.entity.link_start + self.idx_local
 
+    @property
+    def _body(self):
+        return self.entity.robot.bodies[self.idx_local]
+
     def get_pos(self, envs_idx=None):
+        """The link frame's origin, world, m, `([n_envs,] 3)` (the solver's links_pos, as the entity's
+        get_links_pos reads it)."""
         return self.entity.get_links_pos(links_idx_local=[self.idx_local], envs_idx=envs_idx)[..., 0, :]
 
     def get_quat(self, envs_idx=None):
+        """The link frame's orientation, world, (w, x, y, z), `([n_envs,] 4)`."""
         return self.entity.get_links_quat(links_idx_local=[self.idx_local], envs_idx=envs_idx)[..., 0, :]
 
     @property
     def parent_idx(self) -> int:
         """The solver-wide index of the parent link, -1 for a base."""
-        return int(self.entity.solver.compiled.links[self.idx]["parent"])
+        parent = self._body.parent
+        return self.entity.link_start + parent if parent >= 0 else -1
+
+    @property
+    def root_idx(self) -> int:
+        """The solver-wide index of the base of the link's kinematic tree (itself for a base)."""
+        bodies, i = self.entity.robot.bodies, self.idx_local
+        while bodies[i].parent >= 0:
+            i = bodies[i].parent
+        return self.entity.link_start + i
+
+    @property
+    def is_fixed(self) -> bool:
+        """True if the link cannot move in the world: neither it nor any link above it has a joint (Genesis World's
+        meaning: no joint other than a fixed one on the path to the world)."""
+        bodies, i = self.entity.robot.bodies, self.idx_local
+        while i >= 0:
+            if bodies[i].joints:
+                return False
+            i = bodies[i].parent
+        return True
+
+    @property
+    def joints(self) -> list:
+        """The RigidJoints that move this link relative to its parent, in order."""
+        return [j for j in self.entity.joints if j.link is self]
+
+    @property
+    def n_joints(self) -> int:
+        return len(self._body.joints)
+
+    @property
+    def n_dofs(self) -> int:
+        return sum(JOINT_NV[j.type] for j in self._body.joints)
+
+    @property
+    def n_qs(self) -> int:
+        return sum(JOINT_NQ[j.type] for j in self._body.joints)
+
+    @property
+    def geoms(self) -> list:
+        """The link's collision geoms (RigidGeom), in the solver's order."""
+        return [g for g in self.entity.geoms if g.link is self]
+
+    @property
+    def vgeoms(self) -> list:
+        """The link's visual geoms (RigidVisGeom)."""
+        return [g for g in self.entity.vgeoms if g.link is self]
+
+    @property
+    def n_geoms(self) -> int:
+        return len(self._body.geoms)
 
     @property
     def inertial_mass(self) -> float:
-        return float(self.entity.solver.compiled.links[self.idx]["mass"])
+        """The model's mass of the link, kg (the file's; per-environment values: entity.get_links_inertial_mass)."""
+        return float(self._body.mass)
 
     def get_mass(self) -> float:
         """The link's mass (its inertial mass plus its shift) in the first environment, kg; `entity.
         get_links_inertial_mass` reads every environment's."""
-        mass = self.entity.get_links_inertial_mass([self.idx_local]) + self.entity.get_links_mass_shift([self.idx_local])
+        own = [self.idx_local]
+        mass = self.entity.get_links_inertial_mass(own) + self.entity.get_links_mass_shift(own)
         return float(mass.reshape(-1)[0])
 
     def set_mass(self, mass):
@@ -62,8 +143,101 @@ class RigidLink:
         return f"<RigidLink {self.name!r} of entity {self.entity.idx}>"
 
 
+class _GeomBase:
+    """What collision and visual geoms share: the description they come from, their link, their pose."""
+
+    def __init__(self, link, desc, idx_local):
+        self.link, self.desc, self.idx_local = link, desc, idx_local
+
+    @property
+    def entity(self):
+        return self.link.entity
+
+    @property
+    def name(self) -> str:
+        return self.desc.name
+
+    @property
+    def type(self) -> GeomKind:
+        """The geom's shape (genesis_core.geoms.GeomKind: PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH; an MJCF
+        ellipsoid is a MESH)."""
+        return GeomKind(self.desc.type)
+
+    @property
+    def init_pos(self) -> np.ndarray:
+        """Position in the link frame, m (Genesis World's name: the pose it keeps relative to its link)."""
+        return np.asarray(self.desc.pos, dtype=np.float64).copy()
+
+    @property
+    def init_quat(self) -> np.ndarray:
+        """Orientation in the link frame, (w, x, y, z)."""
+        return np.asarray(self.desc.quat, dtype=np.float64).copy()
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.link.is_fixed
+
+    def _pose(self, envs_idx):
+        lp, lq = self.link.get_pos(envs_idx), self.link.get_quat(envs_idx)
+        return _posed(lp, lq, self.desc.pos, self.desc.quat)
+
+    def get_pos(self, envs_idx=None):
+        """The geom frame's origin, world, m, `([n_envs,] 3)`: its link's pose composed with init_pos."""
+        return self._pose(envs_idx)[0]
+
+    def get_quat(self, envs_idx=None):
+        """The geom frame's orientation, world, (w, x, y, z), `([n_envs,] 4)`."""
+        return self._pose(envs_idx)[1]
+
+
+class RigidGeom(_GeomBase):
+    """A collision geom: `idx` indexes the solver's geoms (get_contacts' geom_a / geom_b), `idx_local` the
+    entity's. Shape parameters are the file's, as `size` (sphere: radius; capsule: radius, half-length; box:
+    half-extents; cylinder: radius, half-height)."""
+
+    @property
+    def idx(self) -> int:
+        return self.entity.geom_start + self.idx_local
+
+    @property
+    def size(self) -> np.ndarray:
+        return np.asarray(self.desc.size, dtype=np.float64).copy()
+
+    @property
+    def friction(self) -> float:
+        """The geom's friction coefficient (the entity's material's, where it sets one)."""
+        mu = self.entity.material.friction
+        return float(mu if mu is not None else self.desc.friction)
+
+    @property
+    def contype(self) -> int:
+        return int(self.desc.contype)
+
+    @property
+    def conaffinity(self) -> int:
+        return int(self.desc.conaffinity)
+
+    def __repr__(self):
+        return f"<RigidGeom {self.idx} ({self.type.name}) of link {self.link.name!r}>"
+
+
+class RigidVisGeom(_GeomBase):
+    """A visual geom: what the cameras draw for a link (URDF <visual> elements, MJCF geoms of the visible groups, a
+    Mesh morph's file; a link of an entity without visuals, or drawn with vis_mode="collision", looks like its
+    collision geoms). `idx` numbers the solver's visual geoms, entity by entity, link by link."""
+
+    @property
+    def idx(self) -> int:
+        return self.entity.vgeom_start + self.idx_local
+
+    def __repr__(self):
+        return f"<RigidVisGeom {self.idx} ({self.type.name}) of link {self.link.name!r}>"
+
+
 def _named(items, name, what, kind):
     """The item of `items` (links or joints) whose name is `name`, or an OptionError listing the names."""
+    if name is None:
+        raise gs.OptionError(f"{what}: give the {kind}'s name (name=... or uid=...).")
     for item in items:
         if item.name == name:
             return item
@@ -88,13 +262,19 @@ class RigidJoint:
     TYPE_NAMES = {FREE: "FREE", BALL: "SPHERICAL", SLIDE: "PRISMATIC", HINGE: "REVOLUTE"}
 
     def __init__(self, entity, idx_local, desc, idx):
-        self.entity, self.idx_local, self.idx = entity, idx_local, idx
+        self.entity = entity
+        self._update(idx_local, desc, idx)
+
+    def _update(self, idx_local, desc, idx):
+        """(Re)read the joint's place from a layout entry `desc` (type, name, dof, q, link: solver indices)."""
+        entity = self.entity
+        self.idx_local, self.idx = idx_local, idx
         self.name = desc["name"]
         self.type = desc["type"]
         self.n_dofs, self.n_qs = JOINT_NV[self.type], JOINT_NQ[self.type]
         self.dof_start, self.q_start = desc["dof"], desc["q"]
         self.dof_end, self.q_end = self.dof_start + self.n_dofs, self.q_start + self.n_qs
-        self.link = entity.links[desc["link"] - entity.link_start]
+        self.link = entity._link_objs[desc["link"] - entity.link_start]
 
     @property
     def type_name(self) -> str:
@@ -130,22 +310,144 @@ class RigidJoint:
     def q_idx_local(self):
         return self.q_start - self.entity.q_start if self.n_qs == 1 else self.qs_idx_local
 
+    def get_anchor_pos(self, envs_idx=None):
+        """The joint's anchor, world, m, `([n_envs,] 3)`: the point fixed in the parent's frame (after the joints
+        before this one on the link) that coincides with the joint; the child turns about it (a hinge, a ball) or
+        slides from it. A free joint's anchor is its link's origin. MuJoCo's xanchor, Genesis World's
+        get_anchor_pos (which takes no envs_idx: all environments)."""
+        return self.entity._joint_frames(envs_idx)[0][..., self.idx - self.entity.joint_start, :]
+
+    def get_anchor_axis(self, envs_idx=None):
+        """The joint's axis, world, unit, `([n_envs,] 3)` (a hinge's rotation axis, a slide's direction; a ball or
+        free joint's: the frame's z axis), at the current state."""
+        return self.entity._joint_frames(envs_idx)[1][..., self.idx - self.entity.joint_start, :]
+
     def __repr__(self):
         return f"<RigidJoint {self.name!r} ({self.type_name}) of entity {self.entity.idx}>"
 
 
+def _description_sizes(robot):
+    """(links, joints, dofs, qs, geoms) a robot description adds to the solver's arrays (genesis_rigid.compile: one
+    link per body; each body's joints, their dofs and qpos, its geoms, in order)."""
+    joints = [jd for body in robot.bodies for jd in body.joints]
+    return (len(robot.bodies), len(joints), sum(JOINT_NV[j.type] for j in joints),
+            sum(JOINT_NQ[j.type] for j in joints), sum(len(body.geoms) for body in robot.bodies))
+
+
 class RigidEntity(gs.Entity):
+    _ranges = None  # once built: (link_start, link_end, dof_start, dof_end, q_start, q_end, joint_start, joint_end)
+    _link_objs = None
+    _joint_objs = None
+    _geom_objs = None
+    _vgeom_objs = None
+
     def _setup(self, link_start, link_end, dof_start, dof_end, q_start, q_end, link_names, joints=(), joint_start=0):
-        self.link_start, self.link_end = link_start, link_end
-        self.dof_start, self.dof_end = dof_start, dof_end
-        self.q_start, self.q_end = q_start, q_end
-        self.links = [RigidLink(self, i, name) for i, name in enumerate(link_names)]
-        self.joint_start, self.joint_end = joint_start, joint_start + len(joints)
-        self.joints = [RigidJoint(self, i, desc, joint_start + i) for i, desc in enumerate(joints)]
-        for link in self.links:
-            link.joints = [j for j in self.joints if j.link is link]
+        """At build: the entity's place in the compiled model (genesis_rigid.compile). The link and joint objects
+        handed out before the build stay the ones in use."""
+        self._ranges = (link_start, link_end, dof_start, dof_end, q_start, q_end, joint_start,
+                        joint_start + len(joints))
+        self._sync_objects(link_names, joints)
+
+    def _layout(self):
+        """(ranges, link names, joint entries) of the entity: the compiled model's once built, before that the
+        layout compile_model gives (entities in the order they were added, their descriptions as parsed)."""
+        if self._ranges is not None and getattr(self.solver, "compiled", None) is not None:
+            m = self.solver.compiled
+            r = self._ranges
+            return r, m.link_names[r[0]:r[1]], m.joints[r[6]:r[7]]
+        starts = np.zeros(5, dtype=np.int64)
+        for e in self.solver.entities:
+            if e is self:
+                break
+            starts += _description_sizes(e.robot)
+        l0, j0, d0, q0, _ = (int(x) for x in starts)
+        joints, dof, q = [], d0, q0
+        for bi, body in enumerate(self.robot.bodies):
+            for jd in body.joints:
+                joints.append(dict(type=jd.type, name=jd.name, dof=dof, q=q, link=l0 + bi))
+                dof, q = dof + JOINT_NV[jd.type], q + JOINT_NQ[jd.type]
+        ranges = (l0, l0 + len(self.robot.bodies), d0, dof, q0, q, j0, j0 + len(joints))
+        return ranges, [b.name for b in self.robot.bodies], joints
+
+    def _sync_objects(self, link_names, joints):
+        """Make the link and joint objects match a layout, keeping those already handed out where they fit."""
+        old = self._link_objs or []
+        self._link_objs = [old[i] if i < len(old) and old[i].name == name else RigidLink(self, i, name)
+                           for i, name in enumerate(link_names)]
+        old = {(j.idx_local, j.name): j for j in (self._joint_objs or [])}
+        j0 = self.joint_start
+        objs = []
+        for i, desc in enumerate(joints):
+            joint = old.get((i, desc["name"]))
+            if joint is None:
+                joint = RigidJoint(self, i, desc, j0 + i)
+            else:
+                joint._update(i, desc, j0 + i)
+            objs.append(joint)
+        self._joint_objs = objs
+        self._geom_objs = self._vgeom_objs = None
+
+    def _objects(self):
+        """Before the build the description may still change (a URDF morph's merged links are final at
+        add_entity, but another entity added before this one is not): refresh the objects from the layout."""
+        if self._ranges is None or self._link_objs is None:
+            _, names, joints = self._layout()
+            self._sync_objects(names, joints)
+
+    @property
+    def links(self) -> list:
+        """The entity's RigidLinks, parents before children (available before scene.build())."""
+        self._objects()
+        return self._link_objs
+
+    @property
+    def joints(self) -> list:
+        """The entity's RigidJoints in order (available before scene.build())."""
+        self._objects()
+        return self._joint_objs
+
+    @property
+    def base_link(self) -> RigidLink:
+        """The entity's first link, the base of its kinematic tree (Genesis World's name)."""
+        return self.links[0]
+
+    @property
+    def base_joint(self):
+        """The base link's first joint (its free joint for a floating base), or None for a base fixed in the world."""
+        joints = self.base_link.joints
+        return joints[0] if joints else None
+
+    @property
+    def geoms(self) -> list:
+        """The entity's collision geoms (RigidGeom), link by link, in the solver's order."""
+        self._objects()
+        if self._geom_objs is None or self._ranges is None:
+            self._geom_objs = [RigidGeom(link, g, k) for k, (link, g) in enumerate(
+                (link, g) for link, body in zip(self._link_objs, self.robot.bodies) for g in body.geoms)]
+        return self._geom_objs
+
+    def _visual_descs(self):
+        """(body index, GeomDesc) of what the cameras draw for each link (genesis_rigid.views.render_view's rule:
+        its visuals where the entity has some and is not drawn with vis_mode="collision", else its geoms)."""
+        surface = self.scene.entity_surface(self.idx) if hasattr(self.scene, "entity_surface") else None
+        options = getattr(surface, "options", None) or {}
+        bodies = self.robot.bodies
+        visual = options.get("vis_mode", "visual") != "collision" and any(b.visuals for b in bodies)
+        return [(bi, g) for bi, b in enumerate(bodies) for g in (b.visuals if visual else b.geoms)]
+
+    @property
+    def vgeoms(self) -> list:
+        """The entity's visual geoms (RigidVisGeom), link by link."""
+        self._objects()
+        if self._vgeom_objs is None or self._ranges is None:
+            self._vgeom_objs = [RigidVisGeom(self._link_objs[bi], g, k)
+                                for k, (bi, g) in enumerate(self._visual_descs())]
+        return self._vgeom_objs
+
+    @property
+    def _free_base(self) -> bool:
         base = self.robot.bodies[0]
-        self._free_base = bool(base.joints) and base.joints[0].type == 0  # FREE
+        return bool(base.joints) and base.joints[0].type == FREE
 
     def place(self, pos, quat):
         """Compose a base pose with the morph's pose."""
@@ -153,7 +455,82 @@ class RigidEntity(gs.Entity):
 
         return np.asarray(self.morph.pos) + rotate(self.morph.quat, pos), quat_mul(self.morph.quat, quat)
 
+    def attach(self, parent_entity, parent_link_name=None):
+        """Genesis World's RigidEntity.attach (weld this entity's base to a link of an entity added before it, its
+        base joints removed) is refused here: the rigid compiler lays out each entity's kinematic tree on its own,
+        and a tree that crosses entities is not compiled. Put both in one URDF or MJCF file (a fixed joint, or a
+        body without joints, welds a body to its parent) to get that structure."""
+        if getattr(self.scene, "_built", False):
+            raise gs.SceneError("attach after scene.build(): entities are attached before the build (and not at all "
+                                "in this engine; see RigidEntity.attach).")
+        raise gs.OptionError(
+            f"RigidEntity.attach(parent_entity=entity {getattr(parent_entity, 'idx', parent_entity)!r}, "
+            f"parent_link_name={parent_link_name!r}) is not supported: a kinematic tree that spans two entities is "
+            "not compiled by the rigid solver. Describe the welded robot in one URDF or MJCF file instead (a fixed "
+            "joint, or an MJCF body without joints, welds a body to its parent link).")
+
     # -- sizes and lookup -------------------------------------------------------------------------------------------
+
+    def _range(self, k):
+        return (self._ranges if self._ranges is not None else self._layout()[0])[k]
+
+    @property
+    def link_start(self) -> int:
+        """The solver-wide index of the entity's first link (known before scene.build())."""
+        return self._range(0)
+
+    @property
+    def link_end(self) -> int:
+        return self._range(1)
+
+    @property
+    def dof_start(self) -> int:
+        return self._range(2)
+
+    @property
+    def dof_end(self) -> int:
+        return self._range(3)
+
+    @property
+    def q_start(self) -> int:
+        return self._range(4)
+
+    @property
+    def q_end(self) -> int:
+        return self._range(5)
+
+    @property
+    def joint_start(self) -> int:
+        return self._range(6)
+
+    @property
+    def joint_end(self) -> int:
+        return self._range(7)
+
+    @property
+    def geom_start(self) -> int:
+        """The solver-wide index of the entity's first collision geom."""
+        return int(sum(_description_sizes(e.robot)[4] for e in self.solver.entities[:self._solver_position()]))
+
+    @property
+    def geom_end(self) -> int:
+        return self.geom_start + self.n_geoms
+
+    @property
+    def n_geoms(self) -> int:
+        return _description_sizes(self.robot)[4]
+
+    @property
+    def vgeom_start(self) -> int:
+        """The solver-wide index of the entity's first visual geom (RigidVisGeom.idx)."""
+        return sum(len(e._visual_descs()) for e in self.solver.entities[:self._solver_position()])
+
+    @property
+    def n_vgeoms(self) -> int:
+        return len(self._visual_descs())
+
+    def _solver_position(self) -> int:
+        return next(i for i, e in enumerate(self.solver.entities) if e is self)
 
     @property
     def base_link_idx(self) -> int:
@@ -177,7 +554,7 @@ class RigidEntity(gs.Entity):
         return self.joint_end - self.joint_start
 
     def get_link(self, name=None, uid=None):
-        """The link named `name` (Genesis World's `uid` is accepted as a name too)."""
+        """The link named `name` (Genesis World's `uid` is accepted as a name too); before scene.build() as well."""
         name = name if name is not None else uid
         merged = getattr(getattr(self, "robot", None), "merged", {})
         if name in merged and all(l.name != name for l in self.links):
@@ -188,7 +565,7 @@ class RigidEntity(gs.Entity):
 
     def get_joint(self, name=None, uid=None):
         """The joint named `name` (`uid` accepted as a name): its `dofs_idx_local`, `dof_idx_local`,
-        `qs_idx_local`, `dof_start`, ... index the entity's dofs and qpos."""
+        `qs_idx_local`, `dof_start`, ... index the entity's dofs and qpos; before scene.build() as well."""
         return _named(self.joints, name if name is not None else uid, "get_joint", "joint")
 
     def _local(self, idx, n, what):
@@ -361,23 +738,142 @@ class RigidEntity(gs.Entity):
 
     # -- state setters ----------------------------------------------------------------------------------------------
 
+    def _quat_slots(self):
+        """Entity-local qpos index where each quaternion starts (free joints: after xyz; ball joints), with its
+        joint."""
+        return [(j.q_start - self.q_start + (3 if j.type == FREE else 0), j) for j in self.joints
+                if j.type in (FREE, BALL)]
+
+    def _unit_quats(self, qpos, qs_local, envs_idx, what):
+        """`qpos` for the entity-local qs `qs_local` with every quaternion it gives whole (its 4 entries) scaled to
+        unit length, as Genesis World's kinematics read it: a rounded quaternion is a rotation. A quaternion of norm
+        below MIN_QUAT_NORM, or with an entry that is not finite, names no rotation: refused, naming the joint and
+        the environment. A quaternion given in part is left to the state's check (unit within QUAT_TOL)."""
+        where = {int(q): k for k, q in enumerate(qs_local)}
+        slots = [(s, j, [where[s + i] for i in range(4)]) for s, j in self._quat_slots()
+                 if all(s + i in where for i in range(4))]
+        if not slots:
+            return qpos
+        x = to_tensor(qpos, self.solver.float_dtype, gs.device, what)
+        envs = self._envs_idx(envs_idx)
+        rows = len(envs) if envs is not None else max(self.scene.n_envs, 1)
+        want = (rows, len(qs_local)) if self.scene.n_envs else (len(qs_local),)
+        try:
+            x = x.expand(want).clone()
+        except RuntimeError:
+            return qpos  # (set_rows names the expected shape)
+        for s, joint, cols in slots:
+            quat = x[..., cols]
+            norm = quat.norm(dim=-1, keepdim=True)
+            bad = ~(torch.isfinite(quat).all(-1) & (norm[..., 0] >= MIN_QUAT_NORM))
+            if bool(bad.any()):
+                k = int(bad.reshape(-1).nonzero()[0])
+                env = "" if not self.scene.n_envs else (
+                    f" in environment {int(envs[k]) if envs is not None else k}")
+                raise gs.OptionError(
+                    f"{what}: the quaternion of joint {joint.name!r} (qs_idx_local {s}..{s + 3}){env} is "
+                    f"{quat.reshape(-1, 4)[k].tolist()}: a quaternion (w, x, y, z) must be finite with norm >= "
+                    f"{MIN_QUAT_NORM:g} (it is normalised); the identity is [1, 0, 0, 0].")
+            x[..., cols] = quat / norm
+        return x
+
     def set_qpos(self, qpos, qs_idx_local=None, envs_idx=None, zero_velocity=True, skip_forward=False):
-        """(skip_forward, Genesis World's: accepted; the link poses are always brought up to date.)"""
-        qs = self.q_start + self._local(qs_idx_local, self.n_qs, "qs_idx_local").to(gs.device)
+        """Generalized positions `([n_envs,] n)` of the qs `qs_idx_local` (free joints: x, y, z, then the
+        quaternion w, x, y, z; ball joints: a quaternion; hinge and slide: the angle or offset). A quaternion given
+        whole is normalised (a rounded one is the rotation it rounds); a zero or non-finite one is refused.
+        zero_velocity (Genesis World's default True) zeroes all the entity's dof velocities. (skip_forward,
+        Genesis World's: accepted; the link poses are always brought up to date.)"""
+        qs_local = self._local(qs_idx_local, self.n_qs, "qs_idx_local")
+        qpos = self._unit_quats(qpos, qs_local.tolist(), envs_idx, "set_qpos")
+        qs = self.q_start + qs_local.to(gs.device)
         self._write("qpos", qpos, qs, envs_idx, "set_qpos")
         if zero_velocity:
             self._write("dofs_vel", 0.0, self._dofs(None), envs_idx, "set_qpos")
         self._moved(envs_idx)
 
+    def _dof_coordinates(self, dofs_local):
+        """For each entity-local dof: ("q", local qpos index) for a hinge or slide dof and a free joint's
+        translations (the dof's position is that qpos entry), or ("rot", local quaternion start, component) for a
+        ball or free joint's rotation dofs (their positions are the x-y-z Euler angles of the quaternion)."""
+        table = {}
+        for j in self.joints:
+            d0, q0 = j.dof_start - self.dof_start, j.q_start - self.q_start
+            if j.type in (HINGE, SLIDE):
+                table[d0] = ("q", q0, 0)
+            elif j.type == FREE:
+                for i in range(3):
+                    table[d0 + i] = ("q", q0 + i, 0)
+                    table[d0 + 3 + i] = ("rot", q0 + 3, i)
+            else:
+                for i in range(3):
+                    table[d0 + i] = ("rot", q0, i)
+        return [table[int(d)] for d in dofs_local]
+
     def set_dofs_position(self, position, dofs_idx_local=None, envs_idx=None, zero_velocity=True, skip_forward=False):
-        dofs, qs = self._position_dofs(dofs_idx_local, "set_dofs_position")
-        self._write("qpos", position, qs, envs_idx, "set_dofs_position")
+        """Dof positions `([n_envs,] n)`, as Genesis World's: a hinge's angle (rad), a slide's offset (m), a free
+        joint's translation dofs its base position (m, world) and its rotation dofs, like a ball joint's, intrinsic
+        x-y-z Euler angles (rad; R = Rx Ry Rz, genesis_core.utils.geom.xyz_to_quat) that become the joint's
+        quaternion; rotation dofs not given keep their current angles. zero_velocity (Genesis World's default True)
+        zeroes all the entity's dof velocities."""
+        dofs_local = self._local(dofs_idx_local, self.n_dofs, "dofs_idx_local")
+        coords = self._dof_coordinates(dofs_local.tolist())
+        dofs = (self.dof_start + dofs_local).to(gs.device)
+        if all(c[0] == "q" for c in coords):
+            qs = self.q_start + torch.as_tensor([c[1] for c in coords], dtype=torch.long, device=gs.device)
+            self._write("qpos", position, qs, envs_idx, "set_dofs_position")
+        else:
+            self._set_rotation_dofs(position, coords, envs_idx)
         if zero_velocity:
-            self._write("dofs_vel", 0.0, dofs, envs_idx, "set_dofs_position")
+            self._write("dofs_vel", 0.0, self._dofs(None), envs_idx, "set_dofs_position")
         self._moved(envs_idx)
+
+    def _set_rotation_dofs(self, position, coords, envs_idx):
+        """set_dofs_position's write when some dofs are rotation dofs: one write of the qpos entries they give (so
+        that a refused value leaves the state as it was)."""
+        from genesis_core.utils.geom import quat_to_xyz, xyz_to_quat
+
+        envs = self._envs_idx(envs_idx)
+        batched = bool(self.scene.n_envs)
+        rows = len(envs) if envs is not None else max(self.scene.n_envs, 1)
+        want = (rows, len(coords)) if batched else (len(coords),)
+        x = to_tensor(position, self.solver.float_dtype, gs.device, "set_dofs_position")
+        try:
+            x = x.expand(want)
+        except RuntimeError:
+            raise gs.OptionError(f"set_dofs_position: expected a value of shape {want}, got "
+                                 f"{tuple(x.shape)}.") from None
+        x = x if batched else x.unsqueeze(0)
+        cols, vals, groups = [], [], {}
+        for k, (kind, q, comp) in enumerate(coords):
+            if kind == "q":
+                cols.append(q)
+                vals.append(x[:, k])
+            else:
+                groups.setdefault(q, {})[comp] = k
+        for q, comps in groups.items():
+            given = x[:, list(comps.values())]
+            if not bool(torch.isfinite(given).all()):
+                raise gs.OptionError(f"set_dofs_position: the rotation dofs' angles must be finite, got "
+                                     f"{given.tolist() if given.numel() <= 12 else tuple(given.shape)}.")
+            if len(comps) < 3:
+                current = self.get_qpos(list(range(q, q + 4)), envs_idx)
+                angles = quat_to_xyz(current if batched else current.unsqueeze(0))
+            else:
+                angles = torch.zeros((rows, 3), dtype=x.dtype, device=x.device)
+            angles = torch.stack([x[:, comps[i]] if i in comps else angles[:, i] for i in range(3)], -1)
+            quat = xyz_to_quat(angles)
+            cols += [q + i for i in range(4)]
+            vals += [quat[:, i] for i in range(4)]
+        value = torch.stack(vals, -1)
+        qs = self.q_start + torch.as_tensor(cols, dtype=torch.long, device=gs.device)
+        self._write("qpos", value if batched else value[0], qs, envs_idx, "set_dofs_position")
 
     def set_dofs_velocity(self, velocity, dofs_idx_local=None, envs_idx=None, skip_forward=False):
         self._write("dofs_vel", velocity, self._dofs(dofs_idx_local), envs_idx, "set_dofs_velocity")
+
+    def zero_all_dofs_velocity(self, envs_idx=None, skip_forward=False):
+        """Set every dof velocity of the entity to zero (in the environments envs_idx)."""
+        self._write("dofs_vel", 0.0, self._dofs(None), envs_idx, "zero_all_dofs_velocity")
 
     def _require_free_base(self, what):
         if not self._free_base:
@@ -413,8 +909,34 @@ class RigidEntity(gs.Entity):
         return self._read("qpos", qs, envs_idx)
 
     def get_dofs_position(self, dofs_idx_local=None, envs_idx=None):
-        _, qs = self._position_dofs(dofs_idx_local, "get_dofs_position")
-        return self._read("qpos", qs, envs_idx)
+        """Dof positions `([n_envs,] n)` in set_dofs_position's terms: hinge angles, slide offsets, a free joint's
+        base position and, for free and ball joints' rotation dofs, the x-y-z Euler angles of their quaternion."""
+        from genesis_core.utils.geom import quat_to_xyz
+
+        dofs_local = self._local(dofs_idx_local, self.n_dofs, "dofs_idx_local")
+        coords = self._dof_coordinates(dofs_local.tolist())
+        qs = self.q_start + torch.as_tensor([c[1] for c in coords], dtype=torch.long, device=gs.device)
+        if all(c[0] == "q" for c in coords):
+            return self._read("qpos", qs, envs_idx)
+        # each qpos column read once (a read's gradient does not add up over repeated columns): the scalar ones,
+        # and each quaternion whole
+        cols = []
+        for kind, q, comp in coords:
+            for c in ([q] if kind == "q" else [q, q + 1, q + 2, q + 3]):
+                if c not in cols:
+                    cols.append(c)
+        qpos = self._read("qpos", self.q_start + torch.as_tensor(cols, device=gs.device), envs_idx)
+        euler = {}
+        out = []
+        for kind, q, comp in coords:
+            if kind == "q":
+                out.append(qpos[..., cols.index(q)])
+            else:
+                if q not in euler:
+                    k = cols.index(q)
+                    euler[q] = quat_to_xyz(qpos[..., k:k + 4])
+                out.append(euler[q][..., comp])
+        return torch.stack(out, -1)
 
     def get_dofs_velocity(self, dofs_idx_local=None, envs_idx=None):
         return self._read("dofs_vel", self._dofs(dofs_idx_local), envs_idx)
@@ -453,6 +975,81 @@ class RigidEntity(gs.Entity):
         from . import ik
 
         return ik.get_dofs_invweight(self, dofs_idx_local, envs_idx)
+
+    def get_mass_mat(self, envs_idx=None, decompose=False):
+        """The joint-space mass matrix `([n_envs,] n_dofs, n_dofs)` at the current state, armature on the diagonal,
+        with each environment's inertial parameters (kg, kg m, kg m^2 by dof kind): MuJoCo's qM, the solver's own
+        CRBA (RigidSolver.probe_mass_matrix). With decompose=True, Genesis World's factors (L, D_inv): L `([n_envs,]
+        n, n)` unit lower triangular and D_inv `([n_envs,] n)` with M = L^T diag(1 / D_inv) L (MuJoCo's L^T D L
+        order: the factorisation that keeps a tree's sparsity)."""
+        from . import ik
+
+        envs, B, batched = ik._envs(self, envs_idx)
+        if self.n_dofs == 0:
+            M = torch.zeros((B, 0, 0), dtype=self.solver.float_dtype, device=gs.device)
+        else:
+            M = ik.mass_matrix(self, ik._current_qpos(self, envs), envs_idx)
+        if not decompose:
+            return M if batched else M[0]
+        if self.n_dofs == 0:
+            D_inv = torch.zeros((B, 0), dtype=M.dtype, device=M.device)
+            return (M, D_inv) if batched else (M[0], D_inv[0])
+        # M = L^T D L, L unit lower: with P the reversal, P M P = (P L^T P) D' (P L P), an LDL^T of P M P
+        flip = torch.arange(self.n_dofs - 1, -1, -1, device=M.device)
+        C = torch.linalg.cholesky(M[:, flip][:, :, flip])
+        diag = torch.diagonal(C, dim1=1, dim2=2)
+        lower = C / diag[:, None, :]  # P L^T P: unit lower triangular
+        L = lower.transpose(1, 2)[:, flip][:, :, flip]
+        D_inv = (1.0 / diag ** 2)[:, flip]
+        return (L, D_inv) if batched else (L[0], D_inv[0])
+
+    def get_links_invweight(self, links_idx_local=None, envs_idx=None):
+        """Genesis World's and MuJoCo's link inverse weights (body_invweight0) `([n_envs,] n, 2)`: for each link,
+        the mean of the diagonal of J M^-1 J^T over its translational rows (1/kg) and over its rotational rows (1/(kg
+        m^2)), J the Jacobian of the link's centre of mass, M the mass matrix, both at the model's initial
+        configuration with each environment's current inertial parameters and armature. Where one of the two is 0
+        and the other not, both take the other's value (MuJoCo's rule); a link no dof moves has (0, 0)."""
+        from . import ik
+
+        envs, B, batched = ik._envs(self, envs_idx)
+        links = self._local(links_idx_local, self.n_links, "links_idx_local").tolist()
+        out = torch.zeros((B, len(links), 2), dtype=self.solver.float_dtype, device=gs.device)
+        if self.n_dofs:
+            tree = ik.kinematic_tree(self)
+            q0 = torch.as_tensor(self.solver.compiled.qpos0[self.q_start:self.q_end], dtype=tree.dtype,
+                                 device=gs.device).expand(B, -1)
+            M_inv = torch.linalg.inv(ik.mass_matrix(self, q0, envs_idx))
+            kin = tree.kinematics(q0, ik._env_rows(self, envs, B))
+            for k, l in enumerate(links):
+                J = tree.jacobian(kin, l, kin["com"][:, l])
+                A = torch.diagonal(J @ M_inv @ J.transpose(1, 2), dim1=1, dim2=2)
+                out[:, k, 0], out[:, k, 1] = A[:, :3].mean(-1), A[:, 3:].mean(-1)
+            trans, rot = out[..., 0].clone(), out[..., 1].clone()
+            out[..., 0] = torch.where((trans < _MIN_INVWEIGHT) & (rot > _MIN_INVWEIGHT), rot, trans)
+            out[..., 1] = torch.where((rot < _MIN_INVWEIGHT) & (trans > _MIN_INVWEIGHT), trans, rot)
+        return out if batched else out[0]
+
+    def get_links_acc(self, links_idx_local=None, envs_idx=None):
+        """Linear accelerations of the links' frame origins, world, m/s^2, `([n_envs,] n, 3)`: the classical
+        acceleration (the spatial one plus omega x v) that the last substep's dof accelerations give at the current
+        configuration and velocities, gravity not included (RigidSolver.get_links_acc)."""
+        return self.solver.get_links_acc(self._links(links_idx_local), envs_idx)
+
+    def get_links_acc_ang(self, links_idx_local=None, envs_idx=None):
+        """Angular accelerations of the links, world, rad/s^2, `([n_envs,] n, 3)` (RigidSolver.get_links_acc_ang)."""
+        return self.solver.get_links_acc_ang(self._links(links_idx_local), envs_idx)
+
+    def _joint_frames(self, envs_idx):
+        """(anchors, axes) of the entity's joints at the current state, world, `([n_envs,] n_joints, 3)` each: the
+        solver's kinematics kernel run on the state's qpos (RigidSolver.probe_kinematics)."""
+        from . import ik
+
+        envs, B, batched = ik._envs(self, envs_idx)
+        rows = ik._env_rows(self, envs, B)
+        k = self.solver.probe_kinematics(self.solver.state.at("qpos", self.solver.frame)[rows].clone(), rows)
+        anchor = k["janchor"][:, self.joint_start:self.joint_end]
+        axis = k["jaxis"][:, self.joint_start:self.joint_end]
+        return (anchor, axis) if batched else (anchor[0], axis[0])
 
     def inverse_kinematics(self, link, pos=None, quat=None, *args, **kwargs):
         """qpos `([n_envs,] n_qs)` that puts `link` at `pos` / `quat`, by batched damped least squares within the

@@ -17,7 +17,7 @@ from genesis_core.rotations import quat_to_mat
 from genesis_core.utils.geom import quat_mul
 
 from . import kernels_step
-from .layout import DF_N, GF_SIZE
+from .layout import DF_N, DI_LINK, GF_SIZE, LI_DOF_END, LI_DOF_START, LI_PARENT
 from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
 
 # the outputs of kernels_step.collider_geometry, ColliderView's names
@@ -298,22 +298,47 @@ class Views:
         n = self.n_links
         return out[2][:, :n].clone(), out[3][:, :n].clone(), out[4][:, :n].clone()
 
-    def probe_kinematics(self, qpos, envs) -> dict:
+    def get_links_acc(self, links_idx=None, envs_idx=None):
+        """Linear accelerations of the links' frame origins `([n_envs,] n, 3)`, world, m/s^2 (the solver's link
+        indices, as Genesis World's solver): see `links_acceleration`."""
+        return self._links_acc(links_idx, envs_idx)[0]
+
+    def get_links_acc_ang(self, links_idx=None, envs_idx=None):
+        """Angular accelerations of the links `([n_envs,] n, 3)`, world, rad/s^2: see `links_acceleration`."""
+        return self._links_acc(links_idx, envs_idx)[1]
+
+    def _links_acc(self, links_idx, envs_idx):
+        self.scene._require_built("get_links_acc")
+        envs = self.scene._sanitize_envs_idx(envs_idx)
+        links, _ = self._solver_links(links_idx, None)
+        lin, ang = links_acceleration(self, envs)
+        lin, ang = lin[:, links], ang[:, links]
+        return (lin, ang) if self.scene.n_envs else (lin[0], ang[0])
+
+    def probe_kinematics(self, qpos, envs, dofs_vel=None) -> dict:
         """The solver's kinematics kernel (kernels_step.collider_geometry: forward kinematics and the dofs' motion
         axes, the code of a substep) on configurations that are not the state's, for inverse kinematics and the
         Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
-        parameters each row takes). Returns links_pos [N, L, 3], links_quat [N, L, 4], com [N, L, 3], cdof
-        [N, D, 6] (each dof's motion axis about its link's origin: angular, then linear) and ref [N, L, 3] (each
-        link's origin, world: the reference point of its dofs' axes), torch, the solver's float dtype. The state
-        and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
+        parameters each row takes), dofs_vel [N, n_dofs] (None: at rest). Returns links_pos [N, L, 3], links_quat
+        [N, L, 4], com [N, L, 3], cdof [N, D, 6] (each dof's motion axis about its link's origin: angular, then
+        linear), cdof_dot [N, D, 6] (its time derivative at dofs_vel), cvel [N, L, 6] (each link's spatial velocity
+        about its origin), ref [N, L, 3] (each link's origin, world: the reference point of these spatial
+        vectors), janchor and jaxis [N, J, 3] (each joint's anchor and axis, world), torch, the solver's float
+        dtype. The state and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
         self._sync_link_params()
-        a = self._probe_arrays(qpos, envs)
+        a = self._probe_arrays(qpos, envs, dofs_vel)
         self._fk_key = None
         self._bind(kernels_step.collider_geometry, self._probe_launch("kinematics"), a)(fn=0)
-        cdof = torch.as_tensor(a["s_cdof"].to_numpy(), dtype=self.float_dtype, device=self.device)
-        ref = torch.as_tensor(a["s_ref"].to_numpy(), dtype=self.float_dtype, device=self.device)
+
+        def read(name):
+            return torch.as_tensor(a[name].to_numpy(), dtype=self.float_dtype, device=self.device)
+
+        ref = read("s_ref")
+        joint_link = torch.as_tensor([j["link"] for j in self.compiled.joints], dtype=torch.long, device=self.device)
+        janchor = read("s_janchor")[:, :self.n_joints] + ref[:, joint_link]  # (the kernel keeps it link-relative)
         return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
-                    com=a["body_com"].clone(), cdof=cdof, ref=ref)
+                    com=a["body_com"].clone(), cdof=read("s_cdof"), cdof_dot=read("s_cdof_dot"), cvel=read("s_cvel"),
+                    ref=ref, janchor=janchor, jaxis=read("s_jaxis")[:, :self.n_joints])
 
     def probe_mass_matrix(self, qpos, envs) -> torch.Tensor:
         """The joint-space mass matrix plus armature [N, D, D] (torch, the solver's float dtype) at qpos [N, n_qs],
@@ -349,9 +374,10 @@ class Views:
             launches[what] = Launcher()
         return launches[what]
 
-    def _probe_arrays(self, qpos, envs) -> dict:
-        """The probes' arrays for N = len(qpos) rows (made once per N), with qpos [N, n_qs] and each row's link
-        parameters (those of its environment envs [N]) copied in."""
+    def _probe_arrays(self, qpos, envs, dofs_vel=None) -> dict:
+        """The probes' arrays for N = len(qpos) rows (made once per N), with qpos [N, n_qs], the velocities
+        dofs_vel [N, n_dofs] (None: zero) and each row's link parameters (those of its environment envs [N]) copied
+        in."""
         N, L, D = qpos.shape[0], max(self.n_links, 1), max(self.n_dofs, 1)
         probes = self.__dict__.setdefault("_probes", {})
         a = probes.get(N)
@@ -377,6 +403,10 @@ class Views:
                 body_ang_vel=torch.zeros((N, L, 3), dtype=fl, device=dev))
         with torch.no_grad():
             a["qpos"][0, :, :self.n_qs].copy_(qpos)
+            if dofs_vel is None:
+                a["dofs_vel"].zero_()
+            else:
+                a["dofs_vel"][0, :, :self.n_dofs].copy_(dofs_vel)
             a["link_f"].copy_(self._model_rows("link_f", self._link_params_seen)[envs.to(self.device)])
         return a
 
@@ -388,3 +418,60 @@ class Views:
             cached[name] = (key, torch.as_tensor(self.model[name].to_numpy(), dtype=self.float_dtype,
                                                  device=self.device))
         return cached[name][1]
+
+
+def _tree_tables(solver):
+    """(chain [L, D]: 1 where dof d moves link l; root [L]: the base link of each link's tree; dof_link [D]: each
+    dof's link), made once per compiled model."""
+    cached = solver.__dict__.get("_acc_tables")
+    if cached is None or cached[0] is not solver.compiled:
+        link_i, dof_i = solver.compiled.arrays["link_i"], solver.compiled.arrays["dof_i"]
+        L, D = solver.n_links, solver.n_dofs
+        parent = [int(link_i[l, LI_PARENT]) for l in range(L)]
+        root, chain = [], np.zeros((L, D))
+        for l in range(L):  # parents come first
+            root.append(l if parent[l] < 0 else root[parent[l]])
+            if parent[l] >= 0:
+                chain[l] = chain[parent[l]]
+            chain[l, int(link_i[l, LI_DOF_START]):int(link_i[l, LI_DOF_END])] = 1.0
+        cached = solver._acc_tables = (solver.compiled, torch.as_tensor(chain, dtype=solver.float_dtype,
+                                                                          device=solver.device),
+                                       torch.as_tensor(root, dtype=torch.long, device=solver.device),
+                                       torch.as_tensor(dof_i[:D, DI_LINK].astype(np.int64), device=solver.device))
+    return cached[1:]
+
+
+def links_acceleration(solver, envs=None):
+    """(linear, angular) accelerations of every link's frame origin [B, L, 3] each, world (m/s^2, rad/s^2), of the
+    environments `envs` (None: all), as Genesis World's get_links_acc / get_links_acc_ang: the state's dof
+    accelerations (those of the last substep, dofs_acc) at its configuration and velocities, gravity not included.
+
+    A link's spatial acceleration is sum over the dofs d that move it of cdof_d qacc_d + cdof_dot_d qvel_d
+    (Featherstone's a = S qdd + S' qd; MuJoCo's cacc without its gravity term), cdof and cdof_dot from the solver's
+    kinematics kernel (RigidSolver.probe_kinematics). Each term is shifted from its dof's link origin to the base of
+    the tree (a motion vector: v_B = v_A + w x (B - A)), summed, then shifted to the link's origin, so that only
+    lengths within a tree enter. The classical linear acceleration of the origin adds w x v (its velocity)."""
+    st, f = solver.state, solver.frame
+    rows = torch.arange(solver.batch, device=solver.device) if envs is None else envs.to(solver.device)
+    B, L = len(rows), solver.n_links
+    fl = solver.float_dtype
+    if not solver.n_dofs:
+        zeros = torch.zeros((B, L, 3), dtype=fl, device=solver.device)
+        return zeros, zeros.clone()
+    with torch.no_grad():
+        qpos = st.at("qpos", f).detach()[rows]
+        vel = st.at("dofs_vel", f).detach()[rows]
+        acc = st.at("dofs_acc", f).detach()[rows]
+        k = solver.probe_kinematics(qpos, rows, dofs_vel=vel)
+        chain, root, dof_link = _tree_tables(solver)
+        D = solver.n_dofs
+        ref = k["ref"][:, :L]
+        term = k["cdof"][:, :D] * acc[..., None] + k["cdof_dot"][:, :D] * vel[..., None]  # [B, D, 6]
+        w = term[..., :3]
+        v = term[..., 3:] + torch.cross(w, ref[:, root[dof_link]] - ref[:, dof_link], dim=-1)
+        # summed per link over the dofs of its chain, about the base of its tree
+        ang = torch.einsum("ld,bdk->blk", chain, w)
+        lin = torch.einsum("ld,bdk->blk", chain, v) + torch.cross(ang, ref - ref[:, root], dim=-1)
+        cvel = k["cvel"][:, :L]
+        omega, v_origin = cvel[..., :3], cvel[..., 3:]
+        return lin + torch.cross(omega, v_origin, dim=-1), ang
