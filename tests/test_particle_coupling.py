@@ -64,7 +64,7 @@ def test_a_pellet_and_a_free_box_exchange_momentum_as_two_bodies(restitution, pe
     scene.build()
     assert [type(c).__name__ for c in scene.coupler.couplings] == ["ParticleColliderCoupling"]
     assert pellet.n_particles == 1
-    m, M = pellet.get_mass(), 0.8
+    m, M = float(pellet.get_mass()), 0.8
     assert m == pytest.approx(0.2, rel=1e-12)
     pellet.set_velocity([v0, 0, 0])
     p0, e0 = m * v0, 0.5 * m * v0 ** 2
@@ -143,7 +143,7 @@ def test_a_pellet_bounces_off_a_free_rigid_mesh_as_off_a_body_of_its_mass(tmp_pa
     scene.build()
     view = scene.rigid_solver.collider_view(scene.rigid_solver.frame)
     assert view.geom_type.tolist() == [GEOM_MESH] and int(view.geom_hull[0, 1]) >= 8
-    m, M = pellet.get_mass(), 1.0 / float(view.body_inv_mass[0])
+    m, M = float(pellet.get_mass()), 1.0 / float(view.body_inv_mass[0])
     assert M == pytest.approx(500.0 * 4 / 3 * a ** 3, rel=1e-6)
     direction = torch.as_tensor(-normal)
     pellet.set_velocity(v0 * direction)

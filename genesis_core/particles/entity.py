@@ -61,9 +61,14 @@ class ParticleEntity(Entity):
         """1 where a particle is simulated, 0 where it is frozen (int32)."""
         return self._read("active", envs_idx, particles_idx_local, "get_particles_active")
 
-    def get_mass(self) -> float:
-        """The entity's total mass, kg (every particle, active or not)."""
-        return float(self.solver.p_mass[self._range].sum())
+    def get_mass(self, envs_idx=None) -> torch.Tensor:
+        """The entity's total mass, kg (every particle, active or not), one per environment as Genesis World's
+        particle entities give it: `([n_envs,])`, or `(len(envs_idx),)` for the environments `envs_idx`."""
+        envs = self._envs_idx(envs_idx)
+        total = self.solver.p_mass[self._range].sum()
+        if not self.scene.n_envs:
+            return total.clone()
+        return total.expand(self.scene.n_envs if envs is None else len(envs)).clone()
 
     def _com_weights(self, active):
         """Per-particle weights of the centre of mass: the masses of the active particles, or of every particle

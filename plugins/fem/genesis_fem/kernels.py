@@ -339,11 +339,20 @@ def gather_ad(v_start: nd(ndim=1), ef: nd(dtype=V3, ndim=2), out: nd(dtype=V3, n
 
 
 @ti.func
+def floor_under(z, prm: ti.template()):
+    """The lowest height a vertex at height z may reach in this substep: the floor (no restitution, no friction),
+    or z itself for a vertex that lies below it. As Genesis World's floor, which only takes away a vertex's
+    downward velocity, it stops whatever is below it from descending without lifting it (a body may start below
+    the floor)."""
+    return ti.min(prm[P_FLOOR], z)
+
+
+@ti.func
 def vertex_update(f, fn, b, i, fe, prm: ti.template(), pos: ti.template(), vel: ti.template(), active: ti.template(),
                   mass: ti.template(), force: ti.template(), cons: ti.template(), cons_target: ti.template(),
                   cons_k: ti.template()):
     """Symplectic Euler for vertex i of environment b under the elastic force fe: v' = (v + dt f / m)
-    exp(-damping dt) + dt g, x' = x + dt v'; then the floor (no restitution, no friction) and the hard constraints
+    exp(-damping dt) + dt g, x' = x + dt v'; then the floor (`floor_height`) and the hard constraints
     (x' = target, v' = 0)."""
     x0 = pos[f, b, i]
     v0 = vel[f, b, i]
@@ -354,8 +363,9 @@ def vertex_update(f, fn, b, i, fe, prm: ti.template(), pos: ti.template(), vel: 
     fs = fe + force[b, i] - k * (x0 - cons_target[b, i]) - 2.0 * ti.sqrt(k * m) * v0
     v1 = (v0 + dt * fs / m) * ti.exp(-dt * prm[P_DAMP]) + dt * g
     x1 = x0 + dt * v1
-    on_floor = prm[P_FLOOR_ON] > 0.0 and x1[2] < prm[P_FLOOR]
-    x2 = ti.Vector([x1[0], x1[1], ti.select(on_floor, prm[P_FLOOR], x1[2])])
+    lowest = floor_under(x0[2], prm)
+    on_floor = prm[P_FLOOR_ON] > 0.0 and x1[2] < lowest
+    x2 = ti.Vector([x1[0], x1[1], ti.select(on_floor, lowest, x1[2])])
     v2 = ti.Vector([v1[0], v1[1], ti.select(on_floor, ti.max(v1[2], 0.0), v1[2])])
     hard = cons[b, i] == HARD
     x3 = ti.select(hard, cons_target[b, i], x2)
@@ -757,8 +767,9 @@ def implicit_finish(f: ti.i32, fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, nd
         else:
             x = pos[fn, b, i]
             v = (x - pos[f, b, i]) / prm[P_DT]
-            if prm[P_FLOOR_ON] > 0.0 and x[2] < prm[P_FLOOR]:
-                x[2] = prm[P_FLOOR]
+            lowest = floor_under(pos[f, b, i][2], prm)
+            if prm[P_FLOOR_ON] > 0.0 and x[2] < lowest:
+                x[2] = lowest
                 v[2] = ti.max(v[2], 0.0)
             if cons[b, i] == HARD:
                 v = ti.Vector([0.0, 0.0, 0.0])

@@ -11,7 +11,7 @@ class FEMOptions(ParticleOptions):
 
     damping: explicit solver: velocities decay by exp(-damping * dt) each substep (1/s), gravity excluded.
     floor_height: a frictionless floor at this height (m) that the vertices cannot pass (None: SimOptions'
-    floor_height).
+    floor_height); a body may start below it (as in Genesis World), and whatever lies below it does not descend.
     use_implicit_solver: backward Euler (Newton's method with a preconditioned conjugate-gradient solve and a
     backtracking line search) instead of symplectic Euler.
     n_newton_iterations, n_pcg_iterations, n_linesearch_iterations: the caps of the three loops (0 line-search
@@ -20,7 +20,8 @@ class FEMOptions(ParticleOptions):
     residual) fell below this fraction of its first value. linesearch_c (Armijo's sufficient decrease), linesearch_tau (the step's shrink
     factor). damping_alpha (1/s), damping_beta (s): implicit solver: Rayleigh damping, forces -alpha M v and
     -beta K v. enable_vertex_constraints: accepted for Genesis scripts; vertex constraints always work here.
-    lower_bound, upper_bound: the domain (m) that every vertex lies in (its walls stop a body that reaches them).
+    lower_bound, upper_bound: the domain (m) that every vertex lies in, below the floor too (its walls stop a body
+    that reaches them; Genesis World's FEM has no bounds).
     """
 
     lower_bound: tuple = attrs.field(default=(-100.0, -100.0, -100.0), converter=v.to_float_tuple, validator=v.vec(3))

@@ -85,11 +85,6 @@ class FEMSolver(ParticleSolver):
 
     # -- entities --------------------------------------------------------------------------------------------------
 
-    def inside_bounds(self):
-        lo = self.lower.copy()
-        lo[2] = max(lo[2], self.floor)
-        return lo, self.upper
-
     def sample_entity(self, idx, morph, material):
         from genesis_core.meshing import surface_faces, tetrahedralize
 

@@ -17,8 +17,11 @@ POSE_ARRAYS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_ve
 
 
 class ColliderMPMCoupling:
-    """Grid nodes inside a geom take the geom's surface velocity in the normal direction (with Coulomb friction
-    tangentially); the momentum they lose goes to the geom's body, which applies it in its next substep.
+    """Grid nodes within half a cell of a geom (kernels_coupling.CONTACT_BAND) stop moving into it relative to
+    its surface (with Coulomb friction tangentially), each by the body's share 1 / (1 + sum m w) over the nodes
+    moving into the body (a first pass sums m w); the momentum they lose goes to the geom's body, which applies it
+    in its next substep. Plain and differentiable mode run the same node contact (kernels_coupling.node_contact_mass,
+    node_contact).
 
     In differentiable mode the nodes' velocities go from the MPM solver's grid into arrays of this coupling
     (grid-to-particle then reads the last of them), and `couple_grad` carries the gradient back to the grid and
@@ -35,6 +38,8 @@ class ColliderMPMCoupling:
         self.n_slabs = max(1, min(mpm.n_partitions, mpm.grid_v.shape[1]))
         self.requires_grad = bool(sim_options.requires_grad)
         self._slabs = None
+        self._shares = None  # (m w sums per slab [K, B, L], the bodies' shares [B, L], in differentiable mode one
+        # copy of the shares per slab [K, B, L])
         self._outs = []  # differentiable mode: the grid velocity after each launch
         self._out_grads = []  # their adjoints, flat, each with a launcher of kernels_grad.clear
         self._copies = {}  # differentiable mode: the view's pose arrays, one copy per slab
@@ -54,6 +59,22 @@ class ColliderMPMCoupling:
                 self._slabs.grad = torch.zeros_like(self._slabs)
         return self._slabs
 
+    def _share_rows(self, n_bodies):
+        """(m w sums per slab, the bodies' shares, their per-slab copies), for max(n_bodies, 1) bodies."""
+        L = max(n_bodies, 1)
+        if self._shares is None or self._shares[1].shape[1] != L:
+            mpm = self.mpm
+            shape = (self.n_slabs, mpm.batch, L)
+            rows = torch.zeros(shape, dtype=mpm.float_dtype, device=mpm.device)
+            share = torch.ones((mpm.batch, L), dtype=mpm.float_dtype, device=mpm.device)
+            copies = torch.ones(shape, dtype=mpm.float_dtype, device=mpm.device)
+            if self.requires_grad:
+                for x in (rows, copies):
+                    x.requires_grad_(True)
+                    x.grad = torch.zeros_like(x)
+            self._shares = (rows, share, copies)
+        return self._shares
+
     def couple(self, f):
         view = self.collider.collider_view(f)
         check_view(view, self.mpm.batch, self.who, f"coupling {self.who} with MPMSolver")
@@ -63,10 +84,18 @@ class ColliderMPMCoupling:
         n_bodies = view.body_impulse.shape[1]
         slabs = self._slab_rows(n_bodies)
         inv_mass, inv_inertia, geom_hull, hull_planes = self._view_extras(view)
+        rows, share, _ = self._share_rows(n_bodies)
+        mpm = self.mpm
+        kernels_coupling.grid_contact_mass(
+            mpm.params_f, mpm.grid_v, mpm.grid_m, view.geom_type, view.geom_size, view.geom_body, geom_hull,
+            hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel, view.body_ang_vel, inv_mass,
+            inv_inertia, rows)
+        with torch.no_grad():
+            torch.reciprocal(sum_parts(rows, share) + 1.0, out=share)
         kernels_coupling.grid_vs_colliders(
-            self.mpm.params_f, self.mpm.grid_v, self.mpm.grid_m, view.geom_type, view.geom_size, view.geom_friction,
+            mpm.params_f, mpm.grid_v, mpm.grid_m, view.geom_type, view.geom_size, view.geom_friction,
             view.geom_body, geom_hull, hull_planes, view.geom_pos, view.geom_quat, view.body_com, view.body_lin_vel,
-            view.body_ang_vel, inv_mass, inv_inertia, slabs)
+            view.body_ang_vel, inv_mass, inv_inertia, share, slabs)
         sum_parts(slabs[:, :, :n_bodies], view.body_impulse, add=True)
 
     # -- differentiable mode ---------------------------------------------------------------------------------------
@@ -108,10 +137,18 @@ class ColliderMPMCoupling:
                 c.copy_(src.unsqueeze(0).expand_as(c))
                 copies.append(c)
         inputs = [mpm.g2p_grid_v] + self._outs[:n_launches - 1]
+        rows, share, share_copies = self._share_rows(n_bodies)
+        with torch.no_grad():
+            rows.zero_()
+        kernels_coupling.grid_contact_mass_ad(mpm.params_f, inputs[0], mpm.grid_m, view.geom_type, view.geom_size,
+                                              view.geom_body, *copies, *inertia, rows)
+        with torch.no_grad():
+            torch.reciprocal(sum_parts(rows, share) + 1.0, out=share)
+            share_copies.copy_(share.unsqueeze(0).expand_as(share_copies))
         for c in range(n_launches):
             kernels_coupling.grid_vs_colliders_ad(
                 c * kernels_coupling.GEOM_CHUNK, mpm.params_f, inputs[c], mpm.grid_m, view.geom_type,
-                view.geom_size, view.geom_friction, view.geom_body, *copies, *inertia, self._outs[c], slabs)
+                view.geom_size, view.geom_friction, view.geom_body, *copies, share_copies, self._outs[c], slabs)
         with torch.no_grad():
             sum_parts(slabs[:, :, :n_bodies], view.body_impulse, add=True)
         mpm.g2p_grid_v = self._outs[n_launches - 1]
@@ -134,10 +171,18 @@ class ColliderMPMCoupling:
                 slabs.grad[:, :, :n_bodies] = g_impulse.unsqueeze(0)
             for c in copies:
                 c.grad.zero_()
+            rows, share, share_copies = self._shares
+            share_copies.grad.zero_()
             for c in reversed(range(n_launches)):
                 kernels_coupling.grid_vs_colliders_ad.grad(
                     c * kernels_coupling.GEOM_CHUNK, mpm.params_f, inputs[c], mpm.grid_m, view.geom_type,
-                    view.geom_size, view.geom_friction, view.geom_body, *copies, *inertia, self._outs[c], slabs)
+                    view.geom_size, view.geom_friction, view.geom_body, *copies, share_copies, self._outs[c], slabs)
+            # share = 1 / (1 + sum of the slabs' m w): its adjoint, summed over the slabs' copies in order, goes to
+            # every slab's sum as -share^2 times it
+            g_share = sum_parts(share_copies.grad, torch.empty_like(share))
+            rows.grad.copy_((-share * share * g_share).unsqueeze(0).expand_as(rows))
+            kernels_coupling.grid_contact_mass_ad.grad(mpm.params_f, inputs[0], mpm.grid_m, view.geom_type,
+                                                       view.geom_size, view.geom_body, *copies, *inertia, rows)
             for name, c in zip(POSE_ARRAYS, copies):
                 target = getattr(view, name)
                 if target.grad is not None:
