@@ -84,6 +84,7 @@ class Backward:
         ext = self._ext_copy if self._step_wrench() is not None else st.links_ext_impulse
         arrays = self._reverse_arrays()
         self._run(kernels_step.substep_reverse_head, arrays, f=f, fn=fn)
+        self._run(kernels_step.substep_reverse_constraints, arrays, f=f, fn=fn)
         self._run(kernels_step.substep_reverse_dynamics, arrays, f=f, links_ext_impulse=ext)
         self._run(kernels_step.substep_reverse_kinematics, arrays, f=f)
         self._parameter_gradients(f)
@@ -92,7 +93,7 @@ class Backward:
     CONTROL_GRADIENTS = (("dofs_ctrl_force", GT_FORCE), ("dofs_ctrl_pos", GT_POS), ("dofs_ctrl_vel", GT_VEL),
                          ("dofs_kp", GT_KP), ("dofs_kv", GT_KV))
     GRAD_FIELDS = ("qpos", "dofs_vel", "dofs_acc", "links_pos", "links_quat", "contact_impulse", "limit_impulse",
-                   "links_ext_impulse")
+                   "equality_impulse", "links_ext_impulse")
 
     def _reverse_arrays(self) -> dict:
         """What the reverse kernels take beyond kernel_arrays(): the adjoints (g_*, and the sweeps' history s_hist in

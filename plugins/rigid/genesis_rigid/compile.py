@@ -93,6 +93,7 @@ class RigidModel:
     dofs: list
     geoms: list
     tendons: list
+    equalities: list  # dicts: name, kind, obj (two indices), anchor, anchor2, relpose, torquescale, polycoef, ref, active
     link_names: list
     entity_ranges: list
     qpos0: np.ndarray
@@ -145,7 +146,8 @@ def compile_model(entities, options, sim_options, float64: bool, name: str = "Ri
     scene's sim options; float64: the precision the kernels run in (it sets the default solver tolerance)."""
     c = _Compiler(entities, options, sim_options, float64, name)
     return RigidModel(
-        links=c._links, joints=c._joints, dofs=c._dofs, geoms=c._geoms, tendons=c._tendons, link_names=c._link_names,
+        links=c._links, joints=c._joints, dofs=c._dofs, geoms=c._geoms, tendons=c._tendons, equalities=c._equalities,
+        link_names=c._link_names,
         entity_ranges=c.entity_ranges, qpos0=c._qpos0, kp0=c._kp0, kv0=c._kv0, arrays=c.arrays, n_links=c.n_links,
         n_joints=c.n_joints, n_dofs=c.n_dofs, n_qs=c.n_qs, n_geoms=c.n_geoms, n_pairs=c.n_pairs, n_slots=c.n_slots,
         n_mesh_pairs=c.n_mesh_pairs, n_gjk_pairs=c.n_gjk_pairs, n_limited=c.n_limited, max_contacts=c.max_contacts,
@@ -178,12 +180,13 @@ class _Compiler:
                                  "SimOptions(requires_grad=True): the backward differentiates plain Gauss-Seidel "
                                  "sweeps, not the conjugate-gradient steps; leave constraint_solver at its default.")
         links, joints, dofs, geoms, tendons = [], [], [], [], []
+        self._equalities = []
         qpos0, kp0, kv0 = [], [], []
-        link_names = []
+        link_names = self._link_names_so_far = []
         n_q = 0
         for e in self.entities:
             robot = e.robot
-            link0, dof0, q0, joint0 = len(links), len(dofs), n_q, len(joints)
+            link0, dof0, q0, joint0, tendon0 = len(links), len(dofs), n_q, len(joints), len(tendons)
             body_to_link = {}
             joint_names = {}
             for bi, body in enumerate(robot.bodies):
@@ -244,6 +247,7 @@ class _Compiler:
                     spring = (length, length)
                 tendons.append(dict(name=td.name, entries=entries, stiffness=td.stiffness, damping=td.damping,
                                     spring=spring, range=td.range))
+            self._entity_equalities(e, robot, body_to_link, joint_names, joints, tendons, tendon0)
             self.entity_ranges.append((link0, len(links), dof0, len(dofs), q0, n_q, joint0, len(joints)))
         self._links, self._joints, self._dofs, self._geoms = links, joints, dofs, geoms
         self._tendons = tendons
@@ -251,6 +255,51 @@ class _Compiler:
         self._kp0, self._kv0 = np.array(kp0), np.array(kv0)
         self._link_names = link_names
         self._compile_arrays()
+
+    def _entity_equalities(self, e, robot, body_to_link, joint_names, joints, tendons, tendon0):
+        """The entity's equality constraints (model.EqualityDesc) with their objects as the solver's indices: links
+        (connect, weld; -1 the world), the dofs of hinge/slide joints, tendons. What depends on the bodies' poses
+        where the file places them (a connect's point on obj2, a weld's point on obj1 and rotation) is computed by
+        the solver from its own kinematics at qpos0 (RigidSolver._equality_rest_data); the reference positions and
+        lengths are set here, after qpos0."""
+        links_of = {self._link_names_so_far[li]: li for li in body_to_link.values()}
+        tendon_of = {td["name"]: tendon0 + k for k, td in enumerate(tendons[tendon0:])}
+        for eq in robot.equalities:
+            what = f"entity {e.idx} ({robot.name}): equality {eq.name!r}"
+            if eq.kind in ("connect", "weld"):
+                o1, o2 = links_of[eq.obj1], (-1 if eq.obj2 is None else links_of[eq.obj2])
+                if o1 == o2:
+                    raise gs.ModelFileError(f"{what} relates {robot.body_word} {eq.obj1!r} to itself: expected two "
+                                            f"{robot.body_word}s.")
+            elif eq.kind == "joint":
+                o1 = joints[joint_names[eq.obj1]]["dof"]
+                o2 = -1 if eq.obj2 is None else joints[joint_names[eq.obj2]]["dof"]
+            else:
+                o1, o2 = tendon_of[eq.obj1], (-1 if eq.obj2 is None else tendon_of[eq.obj2])
+            self._equalities.append(dict(name=eq.name, kind=eq.kind, obj=(o1, o2), anchor=np.asarray(eq.anchor),
+                                         anchor2=eq.anchor2, relpose=eq.relpose, torquescale=float(eq.torquescale),
+                                         polycoef=np.asarray(eq.polycoef, dtype=np.float64), active=eq.active,
+                                         entity=e.idx, what=what))
+
+    def _equality_refs(self, trees):
+        """Each equality's reference positions (lengths) at qpos0, and the two-tree check of a tendon equality
+        (its row spans the trees of both tendons' dofs: at most two)."""
+        for eq in self._equalities:
+            o1, o2 = eq["obj"]
+            refs = [0.0, 0.0]
+            if eq["kind"] == "joint":
+                refs = [self._qpos0[self._dofs[o]["q"]] if o >= 0 else 0.0 for o in (o1, o2)]
+            elif eq["kind"] == "tendon":
+                tree_set = set()
+                for k, o in enumerate((o1, o2)):
+                    if o >= 0:
+                        entries = self._tendons[o]["entries"]
+                        refs[k] = sum(c * self._qpos0[self._dofs[d]["q"]] for d, c in entries)
+                        tree_set |= {tuple(trees[self._dofs[d]["link"]]) for d, _ in entries}
+                if len(tree_set) > 2:
+                    raise gs.ModelFileError(f"{eq['what']}: its tendons run over joints of {len(tree_set)} kinematic "
+                                            "trees; a tendon equality can couple at most two.")
+            eq["ref"] = refs
 
     def _joint_qpos0(self, jd, body, entity, body_index):
         if jd.type == FREE:
@@ -318,6 +367,7 @@ class _Compiler:
             parent = d - 1 if d > start else (last_dof[links[link]["parent"]] if links[link]["parent"] >= 0 else -1)
             dof_i[d] = (parent, link, int(df["range"] is not None), df["q"])
         ten_f, ten_i = self._tendon_arrays(trees)
+        self._equality_refs(trees)
         pairs = self._collision_pairs(last_dof)
         colliding = {g for pair in pairs for g in pair}
         geom_f = np.zeros((max(G, 1), GF_N))

@@ -23,12 +23,14 @@ from .kernels_collision import (CF_DEPTH, CF_MU, CF_NORMAL, CF_POS, CF_REST, CI_
                                 CM_SWEEPS)
 from .kernels_dynamics import entry, ldl_solve, ldl_solve_reverse, tendon_length
 from .kernels_kinematics import add_ref_adjoint
-from .kernels_math import func, tangent_basis
-from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, GC_DEPTH, GC_MU, GC_NORMAL,
+from .kernels_math import func, quat_to_mat, tangent_basis
+from .layout import (DF_RANGE_HI, DF_RANGE_LO, DI_LIMITED, DI_LINK, DI_PARENT, DI_Q, ED_ANCHOR1, ED_ANCHOR2, ED_POLY,
+                     ED_REF, ED_RELQUAT, ED_TORQUESCALE, EQ_CONNECT, EQ_JOINT, EQ_NONE, EQ_ROWS, EQ_TENDON, EQ_WELD,
+                     GC_DEPTH, GC_MU, GC_NORMAL,
                      GC_POS, GD_FREE_VEL, GD_PSEUDO, GD_VEL, LI_LAST_DOF, LI_TREE_HI, LI_TREE_LO, PF_BAUMGARTE,
                      PF_MAX_CORRECTION, PF_REG, PF_SLOP, PF_TOL, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS,
                      PP_TENDONS, RI_CONTACT, RI_HI, RI_HI2, RI_ITEM, RI_KIND, RI_LO, RI_LO2, RI_NORMAL, ROW_FRICTION,
-                     ROW_LIMIT, ROW_NORMAL, SD_PSEUDO, SD_SWEEP, SD_VEL, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
+                     ROW_EQUALITY, ROW_LIMIT, ROW_NORMAL, SD_PSEUDO, SD_SWEEP, SD_VEL, TF_LIMITED, TF_RANGE_HI, TF_RANGE_LO,
                      TI_COUNT, TI_START)
 
 # closing speeds below this (m/s) do not bounce, whatever the restitution: resting contacts stay at rest
@@ -104,8 +106,8 @@ def add_row_response(b, r, s_row_i, s_W, s_dof, impulse, col):
 def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, s_row_f, s_J, s_W, s_dof,
            s_hist):
     """Projected Gauss-Seidel on the rows' impulses (column lambda_col of s_row_f) toward J v >= target
-    (target_col) for v = s_dof[b, :, col]: normal and limit rows lambda >= 0, friction rows inside the friction
-    pyramid of their normal row's impulse (none in the position pass: mu is read from RF_MU only for the velocity
+    (target_col) for v = s_dof[b, :, col]: normal and limit rows lambda >= 0, equality rows J v = target (any
+    lambda), friction rows inside the friction pyramid of their normal row's impulse (none in the position pass: mu is read from RF_MU only for the velocity
     pass). With RigidOptions(constraint_solver=gs.constraint_solver.CG) (params_i[PP_CG]) the velocity pass is
     accelerated by nonsmooth nonlinear conjugate gradients (Silcowitz, Niebe and Erleben 2010): after a sweep that
     changed the impulses by r, they also move by beta p, p the previous direction and beta the ratio of this
@@ -156,6 +158,8 @@ def sweeps(b, n_rows, col, target_col, lambda_col, params_f, params_i, s_row_i, 
                 if kind == ROW_FRICTION:
                     bound = s_row_f[b, r, RF_MU] * s_row_f[b, s_row_i[b, r, RI_NORMAL], RF_LAMBDA]
                     new = ti.min(ti.max(lam - jv * s_row_f[b, r, RF_DINV], -bound), bound)
+                elif kind == ROW_EQUALITY:  # bilateral
+                    new = lam + (s_row_f[b, r, target_col] - jv) * s_row_f[b, r, RF_DINV]
                 else:
                     new = ti.max(lam + (s_row_f[b, r, target_col] - jv) * s_row_f[b, r, RF_DINV], 0.0)
                 delta = new - lam
@@ -251,11 +255,241 @@ def tendon_limit_row(b, f, r, t, h, qpos, params_f, link_i, dof_i, ten_f, ten_i,
 
 
 @func
+def add_angular_jacobian(b, r, l, direction, shift, link_i, dof_i, s_cdof, s_J):
+    """Row r of the Jacobian += d(direction . angular velocity of link l)/d(qvel), columns as add_point_jacobian."""
+    d = link_i[l, LI_LAST_DOF]
+    while d >= 0:
+        cd = s_cdof[b, d]
+        s_J[b, r, d + shift] = s_J[b, r, d + shift] + direction[0] * cd[0] + direction[1] * cd[1] + direction[2] * cd[2]
+        d = dof_i[d, DI_PARENT]
+
+
+@func
+def eq_vec(eq_data, b, e, col):
+    """Columns col..col+2 of slot e's eq_data as a vector."""
+    return ti.Vector([eq_data[b, e, col], eq_data[b, e, col + 1], eq_data[b, e, col + 2]])
+
+
+@func
+def equality_row(b, f, r, e, k, violation, params_f, h, equality_impulse, s_row_i, s_row_f):
+    """The bookkeeping of row k of equality slot e, made as row r with its Jacobian set: a bilateral row toward
+    J v = 0, the position pass's target undoing `violation` (the constraint's value, which J moves), and its warm
+    start, equality_impulse[f, b, e, k]."""
+    s_row_i[b, r, RI_KIND] = ROW_EQUALITY
+    s_row_i[b, r, RI_CONTACT] = -1
+    s_row_i[b, r, RI_NORMAL] = r
+    s_row_i[b, r, RI_ITEM] = e * EQ_ROWS + k
+    correction = ti.min(params_f[PF_BAUMGARTE] * ti.abs(violation) / h, params_f[PF_MAX_CORRECTION])
+    s_row_f[b, r, RF_TARGET] = 0.0
+    s_row_f[b, r, RF_PTARGET] = -correction if violation > 0.0 else correction
+    if violation == 0.0:
+        s_row_f[b, r, RF_PTARGET] = 0.0
+    s_row_f[b, r, RF_PLAMBDA] = 0.0
+    s_row_f[b, r, RF_LAMBDA] = equality_impulse[f, b, e, k]
+    s_row_f[b, r, RF_MU] = 0.0
+
+
+@func
+def scalar_equality_row(b, r, o1, o2, kind, qpos, f, eq_data, e, params_i, link_i, dof_i, ten_f, ten_i, s_J, s_row_i):
+    """Set row r's Jacobian for a joint (o1, o2: dofs) or tendon (o1, o2: tendons) equality of slot e, y - y0 =
+    sum_k a_k (x - x0)^k (y of o1, x of o2; none: x - x0 = 0), and return its value (y - y0) - poly(x - x0). The
+    row's dofs are the trees of o1's and of o2's (a tendon's first dof, and its first dof outside that tree)."""
+    x = 0.0
+    y = 0.0
+    if kind == EQ_JOINT:
+        y = qpos[f, b, dof_i[o1, DI_Q]]
+        if o2 >= 0:
+            x = qpos[f, b, dof_i[o2, DI_Q]]
+    else:
+        for k in range(ten_i[o1, TI_START], ten_i[o1, TI_START] + ten_i[o1, TI_COUNT]):
+            y += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
+        if o2 >= 0:
+            for k in range(ten_i[o2, TI_START], ten_i[o2, TI_START] + ten_i[o2, TI_COUNT]):
+                x += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
+    dx = 0.0
+    if o2 >= 0:
+        dx = x - eq_data[b, e, ED_REF + 1]
+    value = y - eq_data[b, e, ED_REF]
+    slope = 0.0  # d poly / dx
+    power = 1.0
+    for i in ti.static(range(5)):
+        value -= eq_data[b, e, ED_POLY + i] * power
+        if ti.static(i < 4):
+            slope += (i + 1) * eq_data[b, e, ED_POLY + i + 1] * power
+        power *= dx
+    # the trees: of o1's (first) dof, then of the first dof of the row outside it
+    d1 = o1
+    if kind == EQ_TENDON:
+        d1 = ten_i[ten_i[o1, TI_START], 0]
+    lo = link_i[dof_i[d1, DI_LINK], LI_TREE_LO]
+    hi = link_i[dof_i[d1, DI_LINK], LI_TREE_HI]
+    lo2 = 0
+    hi2 = 0
+    for side in range(2):
+        o = o1
+        if side == 1:
+            o = o2
+        if o >= 0:
+            n_entries = 1
+            if kind == EQ_TENDON:
+                n_entries = ten_i[o, TI_COUNT]
+            for k in range(n_entries):
+                d = o
+                if kind == EQ_TENDON:
+                    d = ten_i[ten_i[o, TI_START] + k, 0]
+                if (d < lo or d >= hi) and hi2 == 0:
+                    lo2 = link_i[dof_i[d, DI_LINK], LI_TREE_LO]
+                    hi2 = link_i[dof_i[d, DI_LINK], LI_TREE_HI]
+    set_row_dofs(b, r, lo, hi, lo2, hi2, s_row_i)
+    for c in range(hi - lo + s_row_i[b, r, RI_HI2] - s_row_i[b, r, RI_LO2]):
+        s_J[b, r, c] = 0.0
+    for side in range(2):
+        o = o1
+        if side == 1:
+            o = o2
+        if o >= 0:
+            scale = 1.0
+            if side == 1:
+                scale = -slope
+            n_entries = 1
+            if kind == EQ_TENDON:
+                n_entries = ten_i[o, TI_COUNT]
+            for k in range(n_entries):
+                d = o
+                coef = 1.0
+                if kind == EQ_TENDON:
+                    d = ten_i[ten_i[o, TI_START] + k, 0]
+                    coef = ten_f[ten_i[o, TI_START] + k, 0]
+                shift = seg_shift(b, r, 0, s_row_i)
+                if d < lo or d >= hi:
+                    shift = seg_shift(b, r, 1, s_row_i)
+                s_J[b, r, d + shift] = s_J[b, r, d + shift] + scale * coef
+    return value
+
+
+@func
+def equality_slot_rows(b, e, room, params_i, link_i, dof_i, eq_type, eq_obj, eq_data, eq_active):
+    """The rows slot e of environment b makes when `room` rows are left (0 if it makes none): 3 for a connect, 6
+    for a weld (3 with torquescale 0), 1 for a joint or tendon equality; none for a free or inactive slot, one
+    whose objects are out of the model's ranges (the state's validation refuses them), one whose links have no
+    dofs, or one whose rows do not fit (the row budget holds every slot's)."""
+    kind = eq_type[b, e]
+    o1 = eq_obj[b, e, 0]
+    o2 = eq_obj[b, e, 1]
+    n_eq = 0
+    if kind != EQ_NONE and eq_active[b, e] != 0:
+        if kind == EQ_CONNECT or kind == EQ_WELD:
+            n_links = link_i.shape[0]
+            if o1 >= 0 and o1 < n_links and o2 >= -1 and o2 < n_links:
+                moves = link_i[o1, LI_TREE_HI] > link_i[o1, LI_TREE_LO]
+                if o2 >= 0:
+                    if link_i[o2, LI_TREE_HI] > link_i[o2, LI_TREE_LO]:
+                        moves = True
+                if moves:
+                    n_eq = 3
+                    if kind == EQ_WELD and eq_data[b, e, ED_TORQUESCALE] != 0.0:
+                        n_eq = 6
+        elif kind == EQ_JOINT:
+            n_dofs = dof_i.shape[0]
+            if o1 >= 0 and o1 < n_dofs and o2 >= -1 and o2 < n_dofs:
+                if dof_i[o1, DI_Q] >= 0:
+                    n_eq = 1
+                    if o2 >= 0:
+                        if dof_i[o2, DI_Q] < 0:
+                            n_eq = 0
+        elif kind == EQ_TENDON:
+            if o1 >= 0 and o1 < params_i[PP_TENDONS] and o2 >= -1 and o2 < params_i[PP_TENDONS]:
+                n_eq = 1
+    if n_eq > room:
+        n_eq = 0
+    return n_eq
+
+
+@func
+def weld_geometry(b, e, o1, o2, eq_data, s_ref, s_R):
+    """A connect's or weld's points p1 (on o1) and p2 (on o2, or the world's), world, and E = R1 Rrel R2^T (R2 the
+    identity for the world), whose rotation vector is a weld's rotational violation."""
+    p1 = s_ref[b, o1] + s_R[b, o1] @ eq_vec(eq_data, b, e, ED_ANCHOR1)
+    p2 = eq_vec(eq_data, b, e, ED_ANCHOR2)
+    R2 = ti.Matrix.identity(float, 3)
+    if o2 >= 0:
+        p2 = s_ref[b, o2] + s_R[b, o2] @ p2
+        R2 = s_R[b, o2]
+    rel = quat_to_mat(ti.Vector([eq_data[b, e, ED_RELQUAT], eq_data[b, e, ED_RELQUAT + 1],
+                                 eq_data[b, e, ED_RELQUAT + 2], eq_data[b, e, ED_RELQUAT + 3]]))
+    E = s_R[b, o1] @ rel @ R2.transpose()
+    return p1, p2, rel, R2, E
+
+
+@ti.func
+def unit_axis(k):
+    c = k % 3
+    return ti.Vector([ti.select(c == 0, 1.0, 0.0), ti.select(c == 1, 1.0, 0.0), ti.select(c == 2, 1.0, 0.0)])
+
+
+@func
+def equality_rows(b, f, h, n_rows, qpos, params_f, params_i, link_i, dof_i, ten_f, ten_i, eq_type, eq_obj, eq_data,
+                  eq_active, equality_impulse, s_cdof, s_ref, s_R, s_J, s_row_f, s_row_i):
+    """The rows of the active equality constraints of environment b from row n_rows on (kernels' layout:
+    layout.ED_*), each warm-started from equality_impulse[f]; returns the new row count. connect: three rows,
+    e_k . (velocity of the point on obj1 - of the point on obj2) = 0 at the points ED_ANCHOR1 / ED_ANCHOR2 (world
+    axes e_k), value (p1 - p2)_k. weld: those, and unless torquescale is 0 three rows e_k . (omega1 - omega2) = 0,
+    value the k-th component of the rotation vector (sin(angle) axis, world axes) of R1 Rrel R2^T. joint and tendon:
+    scalar_equality_row. A slot whose objects are out of the model's ranges (the state's validation refuses them)
+    makes no row, as does one whose rows would not fit (the row budget holds every slot's)."""
+    max_rows = s_J.shape[1]
+    for e in range(eq_type.shape[1]):
+        kind = eq_type[b, e]
+        o1 = eq_obj[b, e, 0]
+        o2 = eq_obj[b, e, 1]
+        n_eq = equality_slot_rows(b, e, max_rows - n_rows, params_i, link_i, dof_i, eq_type, eq_obj, eq_data,
+                                  eq_active)
+        if n_eq > 0 and (kind == EQ_CONNECT or kind == EQ_WELD):
+            p1, p2, rel, R2, E = weld_geometry(b, e, o1, o2, eq_data, s_ref, s_R)
+            rot = 0.5 * ti.Vector([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
+            lo2 = 0
+            hi2 = 0
+            if o2 >= 0:
+                lo2 = link_i[o2, LI_TREE_LO]
+                hi2 = link_i[o2, LI_TREE_HI]
+            for k in range(n_eq):
+                r = n_rows + k
+                set_row_dofs(b, r, link_i[o1, LI_TREE_LO], link_i[o1, LI_TREE_HI], lo2, hi2, s_row_i)
+                for c in range(s_row_i[b, r, RI_HI] - s_row_i[b, r, RI_LO] + s_row_i[b, r, RI_HI2]
+                               - s_row_i[b, r, RI_LO2]):
+                    s_J[b, r, c] = 0.0
+                shift1 = seg_shift(b, r, 0, s_row_i)
+                shift2 = shift1
+                if s_row_i[b, r, RI_HI2] > s_row_i[b, r, RI_LO2]:
+                    shift2 = seg_shift(b, r, 1, s_row_i)
+                axis = unit_axis(k)
+                value = 0.0
+                if k < 3:
+                    add_point_jacobian(b, r, o1, axis, p1, shift1, link_i, dof_i, s_cdof, s_ref, s_J)
+                    if o2 >= 0:
+                        add_point_jacobian(b, r, o2, -axis, p2, shift2, link_i, dof_i, s_cdof, s_ref, s_J)
+                    value = axis.dot(p1 - p2)
+                else:
+                    add_angular_jacobian(b, r, o1, axis, shift1, link_i, dof_i, s_cdof, s_J)
+                    if o2 >= 0:
+                        add_angular_jacobian(b, r, o2, -axis, shift2, link_i, dof_i, s_cdof, s_J)
+                    value = axis.dot(rot)
+                equality_row(b, f, r, e, k, value, params_f, h, equality_impulse, s_row_i, s_row_f)
+        elif n_eq > 0:
+            value = scalar_equality_row(b, n_rows, o1, o2, kind, qpos, f, eq_data, e, params_i, link_i, dof_i, ten_f,
+                                        ten_i, s_J, s_row_i)
+            equality_row(b, f, n_rows, e, 0, value, params_f, h, equality_impulse, s_row_i, s_row_f)
+        n_rows += n_eq
+    return n_rows
+
+
+@func
 def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                      limit_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
-                      s_hist):
-    """Build the rows, warm start from contact_impulse[f] and limit_impulse[f], run PGS, store the impulses in
-    contact_impulse[fn] and limit_impulse[fn]; the final velocity is left in s_dof[b, :, SD_VEL]."""
+                      limit_impulse, eq_type, eq_obj, eq_data, eq_active, equality_impulse, s_cdof, s_ref, s_R,
+                      s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist):
+    """Build the rows, warm start from contact_impulse[f], limit_impulse[f] and equality_impulse[f], run PGS, store
+    the impulses in contact_impulse[fn], limit_impulse[fn] and equality_impulse[fn]; the final velocity is left in
+    s_dof[b, :, SD_VEL]."""
     n = dof_i.shape[0]
     max_rows = s_J.shape[1]
     beta = params_f[PF_BAUMGARTE]
@@ -334,6 +568,8 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                         warm_limit_row(b, f, n_rows, item, limit_impulse, s_row_i, s_row_f)
                     n_rows += made
                 item += 1
+    n_rows = equality_rows(b, f, h, n_rows, qpos, params_f, params_i, link_i, dof_i, ten_f, ten_i, eq_type, eq_obj,
+                           eq_data, eq_active, equality_impulse, s_cdof, s_ref, s_R, s_J, s_row_f, s_row_i)
     # W = M~^-1 J^T, the inverse effective masses, and the warm start v = v_free + W lambda
     for r in range(n_rows):
         for seg in ti.static(range(2)):
@@ -357,10 +593,13 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
         s_dof[b, d, SD_PSEUDO] = 0.0
     correct = 0
     for r in range(n_rows):
-        if s_row_f[b, r, RF_PTARGET] > 0.0:
+        if s_row_f[b, r, RF_PTARGET] != 0.0:  # (negative only for an equality)
             s = s_row_i[b, r, RI_CONTACT]
-            if s < 0:  # a limit
+            if s_row_i[b, r, RI_KIND] == ROW_LIMIT:
                 correct = 1
+            elif s_row_i[b, r, RI_KIND] == ROW_EQUALITY:  # violated by more than the slop (m or rad)
+                if ti.abs(s_row_f[b, r, RF_PTARGET]) > beta * slop / h:
+                    correct = 1
             elif s_con_f[b, s, CF_DEPTH] - slop > SLOP_DEADBAND * slop:  # (the depth: max_correction caps the target)
                 correct = 1
     if correct != 0:
@@ -372,12 +611,18 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
                 contact_impulse[fn, b, s, k] = 0.0
     for j in range(limit_impulse.shape[2]):
         limit_impulse[fn, b, j] = 0.0
+    for e in range(equality_impulse.shape[2]):
+        for k in ti.static(range(EQ_ROWS)):
+            equality_impulse[fn, b, e, k] = 0.0
     for r in range(n_rows):
         s = s_row_i[b, r, RI_CONTACT]
         if s >= 0:
             contact_impulse[fn, b, s, r - s_row_i[b, r, RI_NORMAL]] = s_row_f[b, r, RF_LAMBDA]
         elif s_row_i[b, r, RI_KIND] == ROW_LIMIT:
             limit_impulse[fn, b, s_row_i[b, r, RI_ITEM]] = s_row_f[b, r, RF_LAMBDA]
+        elif s_row_i[b, r, RI_KIND] == ROW_EQUALITY:
+            item = s_row_i[b, r, RI_ITEM]
+            equality_impulse[fn, b, item // EQ_ROWS, item % EQ_ROWS] = s_row_f[b, r, RF_LAMBDA]
 
 
 # -- reverse (adjoint) functions of the differentiable substep ----------------------------------------------------
@@ -471,6 +716,9 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                 nr = s_row_i[b, r, RI_NORMAL]
                 used_now = new > 0.0
                 used_before = i == 0 or old > 0.0
+                if kind == ROW_EQUALITY:  # bilateral: no projection
+                    used_now = True
+                    used_before = True
                 if kind == ROW_FRICTION:
                     used_now = s_hist[b, base + i + 1, nr] > 0.0
                     used_before = i == 0 or s_hist[b, base + i, nr] > 0.0
@@ -506,7 +754,8 @@ def sweeps_reverse(b, n_rows, count, base, vcol, gcol, target_col, glam_col, gta
                         g_row[b, r, GR_MU] = g_row[b, r, GR_MU] + side * lam_n * g_new
                     else:
                         ubar = g_new
-                elif used_now:  # a normal or limit row that pushes (new > 0): its projection passes the adjoint on
+                elif used_now:  # an equality row, or a normal or limit row that pushes (new > 0): its projection
+                    # passes the adjoint on
                     ubar = g_new
                 if ubar != 0.0:
                     glam += ubar
@@ -564,8 +813,10 @@ def tangent_basis_reverse(n, g_t1, g_t2):
 
 
 @func
-def count_rows(b, f, qpos, params_i, dof_f, dof_i, ten_f, ten_i, s_con_i, max_rows):
-    """The rows solve_constraints made: 3 per contact, then the violated limits (its tests, replayed)."""
+def count_rows(b, f, qpos, params_i, link_i, dof_f, dof_i, ten_f, ten_i, eq_type, eq_obj, eq_data, eq_active,
+               s_con_i, max_rows):
+    """The rows solve_constraints made: 3 per contact, then the violated limits (its tests, replayed), then the
+    equality slots' (equality_slot_rows); returns (all rows, rows before the equalities')."""
     n_rows = 0
     if params_i[PP_COLLISION] != 0:
         n_rows = 3 * s_con_i[b, CI_META, 0]
@@ -580,7 +831,11 @@ def count_rows(b, f, qpos, params_i, dof_f, dof_i, ten_f, ten_i, s_con_i, max_ro
                 length = tendon_length(b, f, t, qpos, dof_i, ten_f, ten_i)
                 if length < ten_f[t, TF_RANGE_LO] or length > ten_f[t, TF_RANGE_HI]:
                     n_rows += 1
-    return n_rows
+    first = n_rows
+    for e in range(eq_type.shape[1]):
+        n_rows += equality_slot_rows(b, e, max_rows - n_rows, params_i, link_i, dof_i, eq_type, eq_obj, eq_data,
+                                     eq_active)
+    return n_rows, first
 
 
 @ti.func
@@ -594,9 +849,10 @@ def correction_slope(x, beta, h, max_correction):
 
 @func
 def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
-                              contact_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f,
-                              s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f,
-                              g_row, g_J, g_W, g_v, g_lpos, G_limit):
+                              contact_impulse, eq_type, eq_obj, eq_data, eq_active, s_cdof, s_ref, s_R, s_mass,
+                              s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist, g_dof, g_mass, g_cdof,
+                              g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f, g_row, g_J, g_W, g_v, g_lpos, g_R,
+                              G_limit, G_equality):
     """Adjoint of solve_constraints (Euler, plain Gauss-Seidel) from what its forward left: the rows (s_J, s_W,
     s_row_f, s_row_i), the factorised M~ (s_mass), the final velocity and pseudo-velocity (s_dof[b, :, SD_VEL],
     s_dof[b, :, SD_PSEUDO]), the sweeps' impulses (s_hist) and counts (s_con_i[b, CI_META, CM_SWEEPS + 0/1]), the
@@ -606,8 +862,10 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
     g_imp_out[b, s, k] (contact_impulse[fn, b, s, k]'s). Accumulates into g_dof[b, :, GD_FREE_VEL] (v_free), g_mass
     (the lower entries of M~, symmetric counterpart folded in), g_cdof, g_con[b, s] (the GC_* columns),
     g_imp_in[b, prev, k] (the warm start contact_impulse[f, b, prev, k]), g_qpos[b] and g_dof_f[b, d, DF_RANGE_LO /
-    DF_RANGE_HI] (the limits' violations; a fixed tendon's limit row through its length); the limit rows' impulses
-    (limit_impulse) through the state's gradient G_limit: read at frame fn, accumulated at frame f (the warm start).
+    DF_RANGE_HI] (the limits' violations; a fixed tendon's limit row through its length), g_lpos and g_R (the
+    equality rows' points and rotations: equality_rows_reverse); the limit and equality rows' impulses
+    (limit_impulse, equality_impulse) through the state's gradients G_limit, G_equality: read at frame fn,
+    accumulated at frame f (the warm start). The equality slots' parameters (eq_data) are constants.
     Restitution, the regularisation, Baumgarte's factor, the slop and the largest correction are constants. Scratch:
     g_row [B, rows, >= GR_N], g_J and g_W ([B, rows, row width], as s_J / s_W), g_v [B, D, >= GV_N]; the function
     zeroes what it uses."""
@@ -616,7 +874,8 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
     n_contacts = 0
     if params_i[PP_COLLISION] != 0:
         n_contacts = s_con_i[b, CI_META, 0]
-    n_rows = count_rows(b, f, qpos, params_i, dof_f, dof_i, ten_f, ten_i, s_con_i, max_rows)
+    n_rows, first_eq = count_rows(b, f, qpos, params_i, link_i, dof_f, dof_i, ten_f, ten_i, eq_type, eq_obj,
+                                  eq_data, eq_active, s_con_i, max_rows)
     for r in range(n_rows):
         for c in ti.static(range(GR_N)):
             g_row[b, r, c] = 0.0
@@ -625,8 +884,12 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
             g_W[b, r, c] = 0.0
     for r in range(3 * n_contacts):
         g_row[b, r, GR_LAM] = g_imp_out[b, r // 3, r % 3]
-    for r in range(3 * n_contacts, n_rows):  # the limit rows: their impulses written to limit_impulse[fn]
-        g_row[b, r, GR_LAM] = G_limit[fn, b, s_row_i[b, r, RI_ITEM]]
+    for r in range(3 * n_contacts, n_rows):  # the limit and equality rows: their impulses written at frame fn
+        item = s_row_i[b, r, RI_ITEM]
+        if r < first_eq:
+            g_row[b, r, GR_LAM] = G_limit[fn, b, item]
+        else:
+            g_row[b, r, GR_LAM] = G_equality[fn, b, item // EQ_ROWS, item % EQ_ROWS]
     for d in range(n):
         g_v[b, d, GV_VEL] = g_dof[b, d, GD_VEL]
         g_v[b, d, GV_PSEUDO] = g_dof[b, d, GD_PSEUDO]
@@ -646,8 +909,13 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
         g_row[b, r, GR_LAM] = g_row[b, r, GR_LAM] + row_dot(b, r, s_row_i, s_W, g_v, GV_VEL, False)
     for d in range(n):
         g_dof[b, d, GD_FREE_VEL] = g_dof[b, d, GD_FREE_VEL] + g_v[b, d, GV_VEL]
-    for r in range(3 * n_contacts, n_rows):  # the limit rows' warm starts, limit_impulse[f]
-        G_limit[f, b, s_row_i[b, r, RI_ITEM]] = G_limit[f, b, s_row_i[b, r, RI_ITEM]] + g_row[b, r, GR_LAM]
+    for r in range(3 * n_contacts, n_rows):  # the limit and equality rows' warm starts, at frame f
+        item = s_row_i[b, r, RI_ITEM]
+        if r < first_eq:
+            G_limit[f, b, item] = G_limit[f, b, item] + g_row[b, r, GR_LAM]
+        else:
+            G_equality[f, b, item // EQ_ROWS, item % EQ_ROWS] = (G_equality[f, b, item // EQ_ROWS, item % EQ_ROWS]
+                                                                 + g_row[b, r, GR_LAM])
     for s in range(n_contacts):
         prev = s_con_i[b, CI_PREV, s]
         if prev >= 0:
@@ -758,3 +1026,147 @@ def solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof
                         qi = dof_i[ten_i[k, 0], DI_Q]
                         g_qpos[b, qi] = g_qpos[b, qi] + ten_f[k, 0] * g_length
                     r += 1
+    equality_rows_reverse(b, f, h, first_eq, n_rows, qpos, params_f, params_i, link_i, dof_i, ten_f, ten_i, eq_type,
+                          eq_obj, eq_data, eq_active, s_cdof, s_ref, s_R, s_J, s_row_f, s_row_i, g_row, g_J, g_cdof,
+                          g_qpos, g_lpos, g_R)
+
+
+@func
+def angular_jacobian_reverse(b, r, l, direction, shift, link_i, dof_i, g_J, g_cdof):
+    """Adjoint of add_angular_jacobian for row r's adjoint g_J[b, r] into g_cdof (the direction is a constant)."""
+    d = link_i[l, LI_LAST_DOF]
+    while d >= 0:
+        gj = g_J[b, r, d + shift]
+        g_cdof[b, d] = g_cdof[b, d] + gj * ti.Vector([direction[0], direction[1], direction[2], 0.0, 0.0, 0.0])
+        d = dof_i[d, DI_PARENT]
+
+
+@func
+def equality_rows_reverse(b, f, h, first, n_rows, qpos, params_f, params_i, link_i, dof_i, ten_f, ten_i, eq_type,
+                          eq_obj, eq_data, eq_active, s_cdof, s_ref, s_R, s_J, s_row_f, s_row_i, g_row, g_J, g_cdof,
+                          g_qpos, g_lpos, g_R):
+    """Adjoint of equality_rows (rows first..n_rows-1) for the adjoints of their Jacobians (g_J) and of their
+    position-pass targets (g_row[:, :, GR_PTARGET], through the violation: -min(beta |v| / h, max_correction)
+    sign(v)): into g_cdof (the rows' motion subspaces), g_lpos and g_R (a connect's or weld's points and a weld's
+    rotations, at the links' origins and rotations) and g_qpos (a joint or tendon relation's positions). The
+    target's slope in v is -correction_slope(|v|) on either side."""
+    beta = params_f[PF_BAUMGARTE]
+    max_correction = params_f[PF_MAX_CORRECTION]
+    r = first
+    for e in range(eq_type.shape[1]):
+        kind = eq_type[b, e]
+        o1 = eq_obj[b, e, 0]
+        o2 = eq_obj[b, e, 1]
+        n_eq = equality_slot_rows(b, e, n_rows - r, params_i, link_i, dof_i, eq_type, eq_obj, eq_data, eq_active)
+        if n_eq > 0 and (kind == EQ_CONNECT or kind == EQ_WELD):
+            p1, p2, rel, R2, E = weld_geometry(b, e, o1, o2, eq_data, s_ref, s_R)
+            rot = 0.5 * ti.Vector([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
+            g_p1 = ti.Vector([0.0, 0.0, 0.0])
+            g_p2 = ti.Vector([0.0, 0.0, 0.0])
+            g_rot = ti.Vector([0.0, 0.0, 0.0])
+            for k in range(n_eq):
+                row = r + k
+                shift1 = seg_shift(b, row, 0, s_row_i)
+                shift2 = shift1
+                if s_row_i[b, row, RI_HI2] > s_row_i[b, row, RI_LO2]:
+                    shift2 = seg_shift(b, row, 1, s_row_i)
+                axis = unit_axis(k)
+                if k < 3:
+                    value = axis.dot(p1 - p2)
+                    g_value = -correction_slope(ti.abs(value), beta, h, max_correction) * g_row[b, row, GR_PTARGET]
+                    _, gp = point_jacobian_reverse(b, row, o1, axis, p1, shift1, link_i, dof_i, s_cdof, s_ref, g_J,
+                                                   g_cdof, g_lpos)
+                    g_p1 += gp + g_value * axis
+                    g_p2 -= g_value * axis
+                    if o2 >= 0:
+                        _, gq = point_jacobian_reverse(b, row, o2, -axis, p2, shift2, link_i, dof_i, s_cdof, s_ref,
+                                                       g_J, g_cdof, g_lpos)
+                        g_p2 += gq
+                else:
+                    value = axis.dot(rot)
+                    g_value = -correction_slope(ti.abs(value), beta, h, max_correction) * g_row[b, row, GR_PTARGET]
+                    g_rot += g_value * axis
+                    angular_jacobian_reverse(b, row, o1, axis, shift1, link_i, dof_i, g_J, g_cdof)
+                    if o2 >= 0:
+                        angular_jacobian_reverse(b, row, o2, -axis, shift2, link_i, dof_i, g_J, g_cdof)
+            # p1 = s_ref[o1] + R1 a1, p2 = s_ref[o2] + R2 a2; rot = vee(E - E^T) / 2 with E = R1 Rrel R2^T
+            add_ref_adjoint(b, o1, g_p1, g_lpos)
+            g_R[b, o1] = g_R[b, o1] + g_p1.outer_product(eq_vec(eq_data, b, e, ED_ANCHOR1))
+            g_E = 0.5 * ti.Matrix([[0.0, -g_rot[2], g_rot[1]], [g_rot[2], 0.0, -g_rot[0]],
+                                   [-g_rot[1], g_rot[0], 0.0]])
+            g_R[b, o1] = g_R[b, o1] + g_E @ R2 @ rel.transpose()
+            if o2 >= 0:
+                add_ref_adjoint(b, o2, g_p2, g_lpos)
+                g_R[b, o2] = (g_R[b, o2] + g_p2.outer_product(eq_vec(eq_data, b, e, ED_ANCHOR2))
+                              + g_E.transpose() @ s_R[b, o1] @ rel)
+        elif n_eq > 0:
+            scalar_equality_row_reverse(b, r, o1, o2, kind, qpos, f, h, eq_data, e, params_f, ten_f, ten_i, dof_i,
+                                        s_row_i, g_row, g_J, g_qpos)
+        r += n_eq
+
+
+@func
+def scalar_equality_row_reverse(b, r, o1, o2, kind, qpos, f, h, eq_data, e, params_f, ten_f, ten_i, dof_i, s_row_i,
+                                g_row, g_J, g_qpos):
+    """Adjoint of scalar_equality_row (row r) for its Jacobian's adjoint g_J[b, r] (through o2's entries, -slope
+    coef) and its position-pass target's (through its value) into g_qpos."""
+    x = 0.0
+    y = 0.0
+    if kind == EQ_JOINT:
+        y = qpos[f, b, dof_i[o1, DI_Q]]
+        if o2 >= 0:
+            x = qpos[f, b, dof_i[o2, DI_Q]]
+    else:
+        for k in range(ten_i[o1, TI_START], ten_i[o1, TI_START] + ten_i[o1, TI_COUNT]):
+            y += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
+        if o2 >= 0:
+            for k in range(ten_i[o2, TI_START], ten_i[o2, TI_START] + ten_i[o2, TI_COUNT]):
+                x += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
+    dx = 0.0
+    if o2 >= 0:
+        dx = x - eq_data[b, e, ED_REF + 1]
+    value = y - eq_data[b, e, ED_REF]
+    slope = 0.0
+    curvature = 0.0  # d slope / dx
+    power = 1.0
+    for i in ti.static(range(5)):
+        value -= eq_data[b, e, ED_POLY + i] * power
+        if ti.static(i < 4):
+            slope += (i + 1) * eq_data[b, e, ED_POLY + i + 1] * power
+        if ti.static(i < 3):
+            curvature += (i + 2) * (i + 1) * eq_data[b, e, ED_POLY + i + 2] * power
+        power *= dx
+    g_value = (-correction_slope(ti.abs(value), params_f[PF_BAUMGARTE], h, params_f[PF_MAX_CORRECTION])
+               * g_row[b, r, GR_PTARGET])
+    g_y = g_value
+    g_dx = -g_value * slope
+    if o2 >= 0:  # o2's Jacobian entries: -slope coef
+        lo = s_row_i[b, r, RI_LO]
+        hi = s_row_i[b, r, RI_HI]
+        n_entries = 1
+        if kind == EQ_TENDON:
+            n_entries = ten_i[o2, TI_COUNT]
+        g_slope = 0.0
+        for k in range(n_entries):
+            d = o2
+            coef = 1.0
+            if kind == EQ_TENDON:
+                d = ten_i[ten_i[o2, TI_START] + k, 0]
+                coef = ten_f[ten_i[o2, TI_START] + k, 0]
+            shift = seg_shift(b, r, 0, s_row_i)
+            if d < lo or d >= hi:
+                shift = seg_shift(b, r, 1, s_row_i)
+            g_slope -= g_J[b, r, d + shift] * coef
+        g_dx += g_slope * curvature
+    if kind == EQ_JOINT:
+        g_qpos[b, dof_i[o1, DI_Q]] = g_qpos[b, dof_i[o1, DI_Q]] + g_y
+        if o2 >= 0:
+            g_qpos[b, dof_i[o2, DI_Q]] = g_qpos[b, dof_i[o2, DI_Q]] + g_dx
+    else:
+        for k in range(ten_i[o1, TI_START], ten_i[o1, TI_START] + ten_i[o1, TI_COUNT]):
+            qi = dof_i[ten_i[k, 0], DI_Q]
+            g_qpos[b, qi] = g_qpos[b, qi] + ten_f[k, 0] * g_y
+        if o2 >= 0:
+            for k in range(ten_i[o2, TI_START], ten_i[o2, TI_START] + ten_i[o2, TI_COUNT]):
+                qi = dof_i[ten_i[k, 0], DI_Q]
+                g_qpos[b, qi] = g_qpos[b, qi] + ten_f[k, 0] * g_dx

@@ -135,8 +135,9 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
             # state (all frames)
             qpos: nd(ndim=3), dofs_vel: nd(ndim=3), dofs_acc: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3),
             links_quat: nd(dtype=V4, ndim=3), contact_impulse: nd(ndim=4), limit_impulse: nd(ndim=3),
-            dofs_ctrl_mode: nd(ndim=2), dofs_ctrl_force: nd(ndim=2), dofs_ctrl_pos: nd(ndim=2),
-            dofs_ctrl_vel: nd(ndim=2), dofs_kp: nd(ndim=2), dofs_kv: nd(ndim=2),
+            equality_impulse: nd(ndim=4), dofs_ctrl_mode: nd(ndim=2), dofs_ctrl_force: nd(ndim=2),
+            dofs_ctrl_pos: nd(ndim=2), dofs_ctrl_vel: nd(ndim=2), dofs_kp: nd(ndim=2), dofs_kv: nd(ndim=2),
+            eq_type: nd(ndim=2), eq_obj: nd(ndim=3), eq_data: nd(ndim=3), eq_active: nd(ndim=2),
             # model
             params_f: nd(ndim=1), params_i: nd(ndim=1), link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2),
             joint_i: nd(ndim=2), dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
@@ -210,8 +211,8 @@ def substep(f: ti.i32, fn: ti.i32, fresh: ti.i32,
             s_dof[b, d, SD_VEL] = dofs_vel[f, b, d] + h * acc  # the unconstrained velocity
             s_dof[b, d, SD_FREE_VEL] = s_dof[b, d, SD_VEL]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                          limit_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
-                          s_hist)
+                          limit_impulse, eq_type, eq_obj, eq_data, eq_active, equality_impulse, s_cdof, s_ref, s_R,
+                          s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
         for d in range(n_v):
             v = s_dof[b, d, SD_VEL]
             dofs_acc[fn, b, d] = (v - dofs_vel[f, b, d]) / h
@@ -396,10 +397,46 @@ def substep_reverse_head(f: ti.i32, fn: ti.i32,
         forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
                            s_janchor, s_jaxis, s_ref)
         dof_motions(b, f, dofs_vel, link_i, joint_i, s_R, s_janchor, s_jaxis, s_ref, s_cdof, s_cdof_dot, s_cvel)
+
+
+@ti.kernel
+def substep_reverse_constraints(f: ti.i32, fn: ti.i32,
+                                # state (all frames)
+                                qpos: nd(ndim=3), contact_impulse: nd(ndim=4), eq_type: nd(ndim=2),
+                                eq_obj: nd(ndim=3), eq_data: nd(ndim=3), eq_active: nd(ndim=2),
+                                # model
+                                params_f: nd(ndim=1), params_i: nd(ndim=1), link_i: nd(ndim=2), dof_f: nd(ndim=3),
+                                dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
+                                # scratch
+                                s_R: nd(ndim=2), s_ref: nd(ndim=2), s_cdof: nd(ndim=2), s_mass: nd(ndim=3),
+                                s_dof: nd(ndim=3), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_J: nd(ndim=3),
+                                s_W: nd(ndim=3), s_row_f: nd(ndim=3), s_row_i: nd(ndim=3), s_hist: nd(ndim=3),
+                                # adjoints (per substep)
+                                g_q1: nd(ndim=2), g_v: nd(ndim=2), g_lpos: nd(ndim=2), g_R: nd(ndim=2),
+                                g_cdof: nd(ndim=2), g_mass: nd(ndim=3), g_dof: nd(ndim=3), g_con: nd(ndim=3),
+                                g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3), g_dof_f: nd(ndim=3), g_row: nd(ndim=3),
+                                g_J: nd(ndim=3), g_W: nd(ndim=3), g_vs: nd(ndim=3),
+                                # gradients (the state's)
+                                G_contact_impulse: nd(ndim=4), G_limit_impulse: nd(ndim=3),
+                                G_equality_impulse: nd(ndim=4)):
+    """The constraint stage's reverse at frame f's poses (after substep_reverse_head, which leaves frame f's
+    kinematics and dof motions in the scratch): the adjoints of the velocity and pseudo-velocity into those of the
+    unconstrained velocity, the mass matrix, the rows' geometry and the warm starts; leaves the adjoint of the
+    smooth acceleration in g_dof[:, :, GD_ACC]. (A kernel of its own: Taichi takes at most 64 arguments a kernel.)"""
+    h = params_f[PF_DT]
+    n_v = g_v.shape[1]
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    spread = env_spread(qpos.shape[1], SERIAL)
+    for t in range(qpos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
         solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
-                                  contact_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W,
-                                  s_row_f, s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_q1,
-                                  g_dof_f, g_row, g_J, g_W, g_vs, g_lpos, G_limit_impulse)
+                                  contact_impulse, eq_type, eq_obj, eq_data, eq_active, s_cdof, s_ref, s_R, s_mass,
+                                  s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist, g_dof, g_mass, g_cdof,
+                                  g_con, g_imp_in, g_imp_out, g_q1, g_dof_f, g_row, g_J, g_W, g_vs, g_lpos, g_R,
+                                  G_limit_impulse, G_equality_impulse)
         for s in range(g_imp_in.shape[1]):
             for k in ti.static(range(3)):
                 G_contact_impulse[f, b, s, k] = G_contact_impulse[f, b, s, k] + g_imp_in[b, s, k]
@@ -621,7 +658,7 @@ def collider_geometry_reverse(fn: ti.i32,
 
 # each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
 SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry,
-                                            substep_reverse_head, substep_reverse_dynamics,
+                                            substep_reverse_head, substep_reverse_constraints, substep_reverse_dynamics,
                                             substep_reverse_kinematics, collider_geometry_reverse, mass_matrix)}
 # both copies compiled without fast math: they then give the same bits, and the solver runs either (launch_mode)
 exact_math(*SERIAL_OF, *SERIAL_OF.values())

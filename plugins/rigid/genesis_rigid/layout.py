@@ -49,13 +49,23 @@ PP_ITERATIONS, PP_MAX_CONTACTS, PP_COLLISION, PP_LIMITS, PP_RK4, PP_TENDONS, PP_
 TF_STIFFNESS, TF_DAMPING, TF_SPRING_LO, TF_SPRING_HI, TF_RANGE_LO, TF_RANGE_HI, TF_LIMITED, TF_N = range(8)
 TI_START, TI_COUNT, TI_N = 0, 1, 2
 
+# equality constraints: the kinds of the state's eq_type (EQ_NONE: a free slot), and the columns of eq_data
+# [B, E, ED_N]: the constrained point on obj1 and on obj2 (each in its link's frame; obj2 = -1: the world's), the
+# rotation of obj2's frame in obj1's that a weld holds (w, x, y, z), torquescale (0: a weld holds the point only),
+# the polynomial a0..a4 of a joint or tendon equality and the reference positions (lengths) of obj1 and obj2.
+# eq_obj [B, E, 2]: links (connect, weld), dofs of hinge/slide joints (joint) or tendons (tendon); obj2 = -1: none
+EQ_NONE, EQ_CONNECT, EQ_WELD, EQ_JOINT, EQ_TENDON = range(5)
+ED_ANCHOR1, ED_ANCHOR2, ED_RELQUAT, ED_TORQUESCALE, ED_POLY, ED_REF, ED_N = 0, 3, 6, 10, 11, 16, 18
+EQ_ROWS = 6  # at most a weld's: entries of the state's equality_impulse per slot
+
 # control modes of dofs_ctrl_mode
 CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY = 0, 1, 2
 # constraint row kinds
-ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT = 0, 1, 2, 3  # (a tendon's limit row is a ROW_LIMIT)
-# s_row_i columns: kind, contact pool entry (-1 for limits), the row of the normal a friction row is bounded by, the
-# row's dofs as two ranges (the trees of the two links; the second is empty when they share one), and a limit row's
-# entry of limit_impulse (the limited dofs in order, then the limited tendons)
+ROW_NONE, ROW_NORMAL, ROW_FRICTION, ROW_LIMIT, ROW_EQUALITY = 0, 1, 2, 3, 4  # (a tendon's limit row is a ROW_LIMIT)
+# s_row_i columns: kind, contact pool entry (-1 for limits and equalities), the row of the normal a friction row is
+# bounded by, the row's dofs as two ranges (the trees of the two links; the second is empty when they share one), and
+# a limit row's entry of limit_impulse (the limited dofs in order, then the limited tendons) or an equality row's of
+# equality_impulse (slot * EQ_ROWS + row)
 RI_KIND, RI_CONTACT, RI_NORMAL, RI_LO, RI_HI, RI_LO2, RI_HI2, RI_ITEM, RI_N = range(9)
 
 # s_dof columns (the substep's per-dof scratch [B, D, SD_N]): the bias forces c; the smooth acceleration

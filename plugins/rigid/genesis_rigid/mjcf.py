@@ -3,7 +3,7 @@
 files, with `scale`; `margin` and `gap`), inertials (diag/full) or inertia from geoms and density (meshes by their
 convex hull), the compiler's `settotalmass`, `boundmass` and `boundinertia`, ranges, damping, armature, stiffness,
 fixed tendons (stiffness, damping, springlength, range), motor/position/velocity/general actuators on joints and on
-fixed tendons, contype/conaffinity, `group` (a geom of group 0, 1 or 2 is what its body looks like to the cameras, a mesh by the
+fixed tendons, equality constraints (connect, weld, joint, tendon; sites as their ends), contype/conaffinity, `group` (a geom of group 0, 1 or 2 is what its body looks like to the cameras, a mesh by the
 file's triangles, with its `rgba` or its material's colour), and the `<option>` entries density, viscosity and wind (MuJoCo's inertia-box
 fluid model). The step, gravity and solver come from the scene's options, not from `<option>`.
 
@@ -26,9 +26,9 @@ import numpy as np
 
 from .checks import MAX_BODIES, MIN_SIZE, number, numbers
 from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
-                    FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc, geoms_source,
+                    EqualityDesc, FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc, geoms_source,
                     inertia_from_geoms)
-from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_normalize
+from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_mul, quat_normalize
 
 GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH,
               "ellipsoid": MESH}
@@ -123,6 +123,15 @@ def _load_tree(path, chain=(), budget=None):
                 subs = list(_load_tree(inc_path, chain, budget))
             except OSError as exc:
                 raise MJCFError(f"{path}: cannot read the included file {inc_path!r} ({exc})") from None
+            # MuJoCo's rule: a relative file an included file names (a mesh, a texture) is relative to that file's
+            # folder (then to the compiler's meshdir, if any); inlined here, it gets that folder as its prefix
+            folder = os.path.dirname(child.get("file"))
+            if folder:
+                for sub in subs:
+                    for el in sub.iter():
+                        name = el.get("file")
+                        if name and not os.path.isabs(name):
+                            el.set("file", os.path.join(folder, name))
             elem.remove(child)
             for j, sub in enumerate(subs):
                 elem.insert(i + j, sub)
@@ -166,8 +175,9 @@ class _Loader:
         self.root = _load_tree(self.path)
         if self.root.tag != "mujoco":
             raise MJCFError(f"{path}: the root element is <{self.root.tag}>, not <mujoco>")
-        comp = self.root.find("compiler")
-        comp = comp.attrib if comp is not None else {}
+        comp = {}  # every <compiler> element's attributes, in file order (an included file may bring one)
+        for c in self.root.findall("compiler"):
+            comp.update(c.attrib)
         if comp.get("angle", "degree") not in ("degree", "radian"):
             raise MJCFError(f"<compiler angle={comp['angle']!r}> is not accepted: expected 'degree' or 'radian'")
         self.degrees = comp.get("angle", "degree") == "degree"
@@ -205,6 +215,7 @@ class _Loader:
                     self.materials[m.get("name")] = np.clip(rgba[:3], 0.0, 1.0)
         self.bodies = []
         self.joint_types = {}  # joint name -> type code
+        self.sites = {}  # site name -> (body name, pos, quat in the body frame)
 
     def angle(self, x):
         return np.deg2rad(x) if self.degrees else x
@@ -265,8 +276,73 @@ class _Loader:
             for a in act:
                 if a.tag in ACTUATOR_TAGS:
                     actuators.extend(self.actuator(a, by_name))
+        equalities = [self.equality(e, i, by_name) for i, e in enumerate(
+            [e for eqs in self.root.findall("equality") for e in eqs])]
         return RobotDesc(self.root.get("model", os.path.basename(self.path)), self.bodies, actuators, tendons,
-                         self.fluid())
+                         self.fluid(), equalities=equalities)
+
+    def equality(self, elem, index, tendons):
+        """An <equality> element's EqualityDesc (MuJoCo's meanings: model.EqualityDesc). solref and solimp are read
+        and not used: the constraint stage holds an equality exactly (velocity rows, and the position pass for the
+        drift), as it does joint limits."""
+        a = self.defaults.get(elem, "main")
+        name = a.get("name", f"equality{index}")
+        what = f"<equality><{elem.tag} name={name!r}>" if "name" in a else f"<equality><{elem.tag}> #{index}"
+        if elem.tag not in ("connect", "weld", "joint", "tendon"):
+            raise MJCFError(f"{what}: <{elem.tag}> equalities are not modelled (connect, weld, joint and tendon are)")
+        active = a.get("active", "true")
+        if active not in ("true", "false"):
+            raise MJCFError(f"{what}: active = {active!r} is not accepted: expected 'true' or 'false'")
+        eq = EqualityDesc(elem.tag, name, "", active=active == "true")
+        if elem.tag in ("joint", "tendon"):
+            key, known = ("joint", self.joint_types) if elem.tag == "joint" else ("tendon", tendons)
+            eq.obj1, eq.obj2 = a.get(key + "1"), a.get(key + "2")
+            for obj in (eq.obj1, eq.obj2):
+                if obj is not None and obj not in known:
+                    raise MJCFError(f"{what}: unknown {key} {obj!r}")
+                if elem.tag == "joint" and obj is not None and known[obj] not in (HINGE, SLIDE):
+                    raise MJCFError(f"{what}: joint {obj!r} is not a hinge or a slide joint (a joint equality "
+                                    "relates two joint positions)")
+            if eq.obj1 is None:
+                raise MJCFError(f"{what}: {key}1 is required")
+            coef = _floats(a.get("polycoef", "0 1 0 0 0"), what=what, attr="polycoef")
+            if not 1 <= len(coef) <= 5:
+                raise MJCFError(f"{what}: polycoef = {a['polycoef']!r} is not accepted: expected up to 5 numbers")
+            eq.polycoef = np.zeros(5)
+            eq.polycoef[:len(coef)] = coef
+            return eq
+        bodies = {b.name for b in self.bodies}
+        if "site1" in a or "site2" in a:
+            sites = []
+            for key in ("site1", "site2"):
+                if a.get(key) not in self.sites:
+                    raise MJCFError(f"{what}: {key} = {a.get(key)!r} names no site of the file (a site-based "
+                                    "equality needs both sites)")
+                sites.append(self.sites[a[key]])
+            (eq.obj1, p1, q1), (eq.obj2, p2, q2) = sites
+            if elem.tag == "connect":
+                eq.anchor, eq.anchor2 = p1, p2
+            else:
+                eq.anchor, eq.relpose = p2, np.concatenate([p1, quat_mul(q1, q2 * np.array([1.0, -1.0, -1.0, -1.0]))])
+                eq.torquescale = _num(a, "torquescale", 1.0, what)
+            return eq
+        eq.obj1, eq.obj2 = a.get("body1"), a.get("body2")
+        if eq.obj1 is None:
+            raise MJCFError(f"{what}: body1 (or site1 and site2) is required")
+        if eq.obj1 == "world" or eq.obj1 not in bodies:
+            raise MJCFError(f"{what}: body1 = {eq.obj1!r} names no body of the file (body2 may be the world)")
+        if eq.obj2 is not None and eq.obj2 not in bodies and eq.obj2 != "world":
+            raise MJCFError(f"{what}: unknown body {eq.obj2!r}")
+        if eq.obj2 == "world":
+            eq.obj2 = None
+        eq.anchor = _floats(a.get("anchor", "0 0 0"), 3, what, "anchor")
+        if elem.tag == "weld":
+            eq.torquescale = _num(a, "torquescale", 1.0, what)
+            if "relpose" in a:
+                rel = _floats(a["relpose"], 7, what, "relpose")
+                if np.linalg.norm(rel[3:]) > 0:  # (MuJoCo: a zero quaternion means "where the file places them")
+                    eq.relpose = np.concatenate([rel[:3], quat_normalize(rel[3:])])
+        return eq
 
     def fluid(self):
         """The <option> fluid (density, viscosity, wind), or None when it exerts no force."""
@@ -332,6 +408,12 @@ class _Loader:
             elif j.tag == "joint":
                 body.joints.append(self.joint(j, cls, what))
         body.geoms = [self.geom(g, cls, what) for g in elem.findall("geom")]
+        for site in elem.findall("site"):
+            sa = self.defaults.get(site, cls)
+            if "name" in sa:
+                where = f"{what}, site {sa['name']!r}"
+                self.sites[sa["name"]] = (name, _floats(sa.get("pos", "0 0 0"), 3, where, "pos"),
+                                          self.orientation(sa, where))
         body.visuals = [g for g in body.geoms if g._visible]
         inertial = elem.find("inertial")
         if inertial is not None and self.inertiafromgeom != "true":

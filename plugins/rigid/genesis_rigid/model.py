@@ -107,6 +107,29 @@ class TendonDesc:
 
 
 @dataclass
+class EqualityDesc:
+    """An equality constraint of the file (MuJoCo's <equality>), held exactly by the constraint stage.
+
+    kind "connect": the point `anchor` of body obj1 (its frame) stays at the same point of body obj2 (None: the
+    world) that it is at where the file places the bodies. "weld": connect at `anchor` given in obj2's frame (the
+    world's for None), and the two frames keep the rotation between them there; `relpose` (pos in obj1's frame,
+    quat (w, x, y, z) of obj2's frame in obj1's) instead gives that point on obj1 and that rotation; torquescale 0
+    holds the point only. "joint": q1 - q1_0 = sum_k polycoef[k] (q2 - q2_0)^k over hinge/slide joints obj1, obj2
+    (None: q1 - q1_0 = polycoef[0]), q_0 the joints' reference positions. "tendon": the same over fixed tendons'
+    lengths."""
+    kind: str
+    name: str
+    obj1: str
+    obj2: str | None = None
+    anchor: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    relpose: np.ndarray | None = None  # (x, y, z, w, qx, qy, qz), or None: from the bodies where the file places them
+    anchor2: np.ndarray | None = None  # connect: the point of obj2 (its frame) given by a site, instead of computed
+    torquescale: float = 1.0
+    polycoef: np.ndarray = field(default_factory=lambda: np.array([0.0, 1.0, 0.0, 0.0, 0.0]))
+    active: bool = True
+
+
+@dataclass
 class FluidDesc:
     """MuJoCo's inertia-box fluid model (<option density viscosity wind>): quadratic drag and viscous
     resistance of each body's equivalent box, in a medium moving at `wind`."""
@@ -122,6 +145,7 @@ class RobotDesc:
     actuators: list = field(default_factory=list)
     tendons: list = field(default_factory=list)
     fluid: FluidDesc | None = None
+    equalities: list = field(default_factory=list)  # EqualityDesc
     merged: dict = field(default_factory=dict)  # a merged fixed link's name -> the body that holds it
 
     body_word: str = "body"  # what the file calls a body: "link" in URDF files

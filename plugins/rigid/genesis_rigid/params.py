@@ -75,7 +75,7 @@ class ParamSync:
             if bad.any():
                 return ("contact_key", *first_entry(bad, keys),
                         "-1 after a -1 (the contact pool's entries in use come first, then -1)")
-        return self._param_rule(rows)
+        return self._param_rule(rows) or self._equality_rule(rows)
 
     def _param_rule(self, rows):
         """The rules across the parameter fields, on rows {name: [R, ...]} of the fields present: each dof's force

@@ -36,7 +36,8 @@ def register_test_scenes(register):
 
 def _test_scene(n_envs, requires_grad=False):
     """A cart-pole under per-environment force control, a box tumbling onto the plane, a sphere rolling, and a
-    convex mesh falling onto the box (mesh-box, then mesh-plane contacts)."""
+    convex mesh falling onto the box (mesh-box, then mesh-plane contacts); the sphere is welded to the box at the
+    third step in the first environment (a run-time equality in the state)."""
     from . import assets
 
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad),
@@ -44,7 +45,7 @@ def _test_scene(n_envs, requires_grad=False):
     scene.add_entity(gs.morphs.Plane())
     cartpole = scene.add_entity(gs.morphs.MJCF(file=assets.path("cartpole.xml"), pos=(0, 2, 0)))
     box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
-    scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
+    sphere = scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
     scene.add_entity(gs.morphs.Mesh(file=assets.path("pebble.obj"), pos=(0.05, 0.02, 0.55), euler=(10, 40, 0)))
     scene.build(n_envs=n_envs)
 
@@ -57,6 +58,11 @@ def _test_scene(n_envs, requires_grad=False):
         if i_step == 0:
             vel = torch.arange(batch, dtype=torch.float64).reshape(batch, 1) * torch.tensor([[0.5, 0, 0, 0, 1.0, 0]])
             box.set_dofs_velocity(vel if n_envs else vel[0])
+        if i_step == 2:
+            solver = scene.rigid_solver
+            welded = solver.get_weld_constraints()["link_a"]
+            if not bool((welded >= 0).any()):  # (a replay from a state that has it already)
+                solver.add_weld_constraint(box.links[0].idx, sphere.links[0].idx, envs_idx=[0] if n_envs else None)
 
     return scene, drive
 

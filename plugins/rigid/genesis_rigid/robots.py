@@ -112,6 +112,12 @@ def describe(morph, material) -> RobotDesc:
 
 
 def _scale(robot, s):
+    for eq in robot.equalities:  # (points in body frames; a joint equality's polynomial is left as the file has it)
+        eq.anchor = eq.anchor * s
+        if eq.anchor2 is not None:
+            eq.anchor2 = eq.anchor2 * s
+        if eq.relpose is not None:
+            eq.relpose = np.concatenate([eq.relpose[:3] * s, eq.relpose[3:]])
     for body in robot.bodies:
         body.pos = body.pos * s
         body.com = body.com * s

@@ -17,12 +17,14 @@ from . import kernels_step
 from .backward import Backward
 from .compile import compile_model
 from .entity import RigidEntity
+from .equality import FIELDS as EQUALITY_FIELDS, Equalities
 from .kernels_collision import CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED, GS_N, \
     CM_SWEEPS, HASH_FACTOR, KEY_SPAN
 from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .launch_mode import LaunchMode
-from .layout import DF_N, GC_N, GD_N, GF_FRICTION, GT_N, LF_MASS, LF_N, PI_GEOM_A, PI_GEOM_B, RI_N, SD_N
+from .layout import DF_N, ED_RELQUAT, EQ_ROWS, PF_GRAVITY, GC_N, GD_N, GF_FRICTION, GT_N, LF_MASS, LF_N, PI_GEOM_A, PI_GEOM_B, RI_N, \
+    SD_N
 from .material import Rigid
 from .model import BALL, FREE
 from .options import RigidOptions
@@ -50,7 +52,7 @@ def _same_arrays(a, b) -> bool:
     return all(x is b[name] for name, x in a.items())
 
 
-class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
+class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, gs.SolverBase):
     """Articulated bodies from primitives, URDF and MJCF; contacts and joint limits by projected Gauss-Seidel."""
 
     short_name = "rigid"
@@ -117,7 +119,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         gs.FieldSpec("links_step_wrench", ("n_links", 6), frames=False,
                      doc="the applied wrenches of the step under way (or the last one), as links_applied_wrench; "
                          "each of its substeps applies wrench * dt"),
-    )
+    ) + EQUALITY_FIELDS  # (genesis_rigid.equality)
     _view = None  # the ColliderView, made at the first collider_view call
     _diff_tape = None  # differentiable mode: the frame whose substep the backward re-ran, awaiting its reverse
     _view_tape = None  # differentiable mode: the frame whose collider view the backward re-made, awaiting its reverse
@@ -150,7 +152,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         quats = [j["q"] + (3 if j["type"] == FREE else 0) for j in self.compiled.joints if j["type"] in (FREE, BALL)]
         return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_geoms": self.n_geoms,
                 "n_contacts": self.max_contacts, "n_limits": max(self.n_limited, 1),
-                "qpos_quats": quats}
+                "qpos_quats": quats, "n_eqs": self.n_eq_slots, "eq_quats": [ED_RELQUAT]}
 
     def init_state(self, f):
         st = self.state
@@ -168,6 +170,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         self._allocate_scratch()
         self._choose_launch_mode()
         self.kinematics(f)
+        self._init_equalities(f)
 
     def _taichi_array(self, shape, kind="f", element=(), values=None):
         """Zeros (or `values`) as a Taichi ndarray of `element`-shaped vectors or matrices (() scalars): through
@@ -195,7 +198,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
         self._fk_key, self._fk_tensors = None, (self.state.qpos, self.state.links_pos, self.state.links_quat)
         C = self.max_contacts
-        R = 3 * C + self.n_limited
+        R = 3 * C + self.n_limited + EQ_ROWS * self.n_eq_slots
 
         def z(*shape, element=(), kind="f"):
             return self._taichi_array(shape, kind, element)
@@ -248,7 +251,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         adjoints g_* of what a substep computes, and the impulses after each sweep of the constraint passes."""
         B, L, J, D = self.batch, max(self.n_links, 1), max(self.n_joints, 1), max(self.n_dofs, 1)
         C, Q = self.max_contacts, max(self.n_qs, 1)
-        R = 3 * C + self.n_limited
+        R = 3 * C + self.n_limited + EQ_ROWS * self.n_eq_slots
 
         def z(*shape, element=()):
             return self._taichi_array(shape, "f", element)
@@ -502,6 +505,15 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, gs.SolverBase):
         """Apply `torque` (N m) to the links during the next step, as apply_links_external_force (a torque acts
         the same about any point: ref is accepted for Genesis World's scripts)."""
         self._apply_wrench(torque, links_idx, envs_idx, ref, local, torque=True)
+
+    def set_gravity(self, gravity):
+        """The gravity (m/s^2, world; 3 numbers, checked by scene.set_gravity) the substeps apply from the next one
+        on: scene.set_gravity after build."""
+        params = self.model["params_f"]
+        values = params.to_numpy()
+        values[PF_GRAVITY:PF_GRAVITY + 3] = gravity
+        params.from_numpy(values)
+        self._static = (None, 0)  # (a world without dofs keeps no gravity, but start its count again)
 
     @property
     def links_info(self):

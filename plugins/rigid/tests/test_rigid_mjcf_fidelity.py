@@ -437,3 +437,34 @@ def test_an_ellipsoid_rests_on_every_kind_of_geom(tmp_path):
     # those on the sphere and the capsule rock (rolling on a round top dissipates nothing); the others are at rest
     for name in ("on_box", "box_on_pad"):
         assert np.abs(e.get_link(name).get_vel().numpy()).max() < 0.02, name
+
+
+@pytest.mark.parametrize("meshdir", [None, "meshes"])
+def test_meshes_of_an_included_file_resolve_from_its_folder(tmp_path, meshdir):
+    """An <include> in a subfolder names its meshes relative to its own folder (Genesis World's franka_sim does:
+    `../meshes/...` from assets/), and a compiler's meshdir comes before that folder, as MuJoCo resolves them; a
+    <compiler> of an included file merges with the main file's. Both engines load the model with the same mass."""
+    import trimesh
+
+    (tmp_path / "sub" / "parts").mkdir(parents=True)
+    (tmp_path / "meshes" / "sub" / "parts").mkdir(parents=True)
+    box = trimesh.creation.box((0.1, 0.2, 0.3))
+    for folder in ("meshes", "meshes/sub", "meshes/sub/parts", "sub/parts"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        box.export(str(tmp_path / folder / "a.stl"))
+    first = "../meshes/a.stl" if meshdir is None else "a.stl"
+    (tmp_path / "sub" / "assets.xml").write_text(
+        f'<mujocoinclude><compiler angle="radian"/><asset><mesh name="a" file="{first}"/>'
+        '<mesh name="b" file="parts/a.stl"/></asset></mujocoinclude>')
+    compiler = f'<compiler meshdir="{meshdir}"/>' if meshdir else ""
+    xml = (f'<mujoco>{compiler}<include file="sub/assets.xml"/><worldbody><body euler="0 0 0.5"><freejoint/>'
+           '<geom type="mesh" mesh="a"/><geom type="mesh" mesh="b" pos="0.5 0 0"/></body></worldbody></mujoco>')
+    path = tmp_path / "main.xml"
+    path.write_text(xml)
+    model = mujoco.MjModel.from_xml_path(str(path))
+    scene = gs.Scene()
+    e = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    scene.build()
+    assert float(e.get_mass()) == pytest.approx(float(model.body_mass[1]), rel=1e-6)
+    # angle="radian" from the included compiler: the body's 0.5 is radians (in degrees it would be 0.5 deg)
+    assert float(e.get_quat()[3]) == pytest.approx(float(np.sin(0.25)), rel=1e-6)

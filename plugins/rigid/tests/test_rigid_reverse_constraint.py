@@ -7,6 +7,8 @@ impulses written to contact_impulse[fn]). The tolerance stop is off (PF_TOL = 0)
 it replays the forward's sweep count. Relative errors are required under 1e-6.
 """
 
+import os
+
 import numpy as np
 import taichi as ti
 import torch
@@ -28,16 +30,18 @@ ITERATIONS = 15  # few enough that no sweep of these cases reaches a fixed point
 
 @ti.kernel
 def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), mass_in: nd(ndim=3), qpos: nd(ndim=3),
-                      contact_impulse: nd(ndim=4), limit_impulse: nd(ndim=3), params_f: nd(ndim=1),
-                      params_i: nd(ndim=1), link_i: nd(ndim=2),
+                      contact_impulse: nd(ndim=4), limit_impulse: nd(ndim=3), equality_impulse: nd(ndim=4),
+                      eq_type: nd(ndim=2), eq_obj: nd(ndim=3), eq_data: nd(ndim=3), eq_active: nd(ndim=2),
+                      params_f: nd(ndim=1), params_i: nd(ndim=1), link_i: nd(ndim=2),
                       dof_f: nd(ndim=3), dof_i: nd(ndim=2), ten_f: nd(ndim=2), ten_i: nd(ndim=2),
-                      s_cdof: nd(ndim=2), s_ref: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
+                      s_cdof: nd(ndim=2), s_ref: nd(ndim=2), s_R: nd(ndim=2), s_mass: nd(ndim=3), s_dof: nd(ndim=3),
                       s_con_f: nd(ndim=3),
                       s_con_i: nd(ndim=3), s_J: nd(ndim=3), s_W: nd(ndim=3), s_row_f: nd(ndim=3),
                       s_row_i: nd(ndim=3), s_hist: nd(ndim=3), g_dof: nd(ndim=3), g_mass: nd(ndim=3),
                       g_cdof: nd(ndim=2), g_con: nd(ndim=3), g_imp_in: nd(ndim=3), g_imp_out: nd(ndim=3),
                       g_qpos: nd(ndim=2), g_dof_f: nd(ndim=3), g_row: nd(ndim=3), g_J: nd(ndim=3), g_W: nd(ndim=3),
-                      g_v: nd(ndim=3), g_lpos: nd(ndim=2), G_limit: nd(ndim=3)):
+                      g_v: nd(ndim=3), g_lpos: nd(ndim=2), g_R: nd(ndim=2), G_limit: nd(ndim=3),
+                      G_equality: nd(ndim=4)):
     """solve_constraints from v_free = vfree[b] and M~ = mass_in[b] (factorised here); mode 1: then its reverse."""
     ti.loop_config(serialize=True)
     for b in range(vfree.shape[0]):
@@ -50,13 +54,14 @@ def constraint_kernel(mode: ti.i32, f: ti.i32, fn: ti.i32, vfree: nd(ndim=2), ma
         for d in range(n):
             s_dof[b, d, SD_VEL] = vfree[b, d]
         solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i, contact_impulse,
-                          limit_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i,
-                          s_hist)
+                          limit_impulse, eq_type, eq_obj, eq_data, eq_active, equality_impulse, s_cdof, s_ref, s_R,
+                          s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist)
         if mode == 1:
             solve_constraints_reverse(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_i, ten_f, ten_i,
-                                      contact_impulse, s_cdof, s_ref, s_mass, s_dof, s_con_f, s_con_i, s_J, s_W,
-                                      s_row_f, s_row_i, s_hist, g_dof, g_mass, g_cdof, g_con, g_imp_in, g_imp_out,
-                                      g_qpos, g_dof_f, g_row, g_J, g_W, g_v, g_lpos, G_limit)
+                                      contact_impulse, eq_type, eq_obj, eq_data, eq_active, s_cdof, s_ref, s_R,
+                                      s_mass, s_dof, s_con_f, s_con_i, s_J, s_W, s_row_f, s_row_i, s_hist, g_dof,
+                                      g_mass, g_cdof, g_con, g_imp_in, g_imp_out, g_qpos, g_dof_f, g_row, g_J, g_W,
+                                      g_v, g_lpos, g_R, G_limit, G_equality)
 
 
 @ti.kernel
@@ -170,37 +175,41 @@ class ConstraintCase:
                       g_con=arr((B, C, 8)), g_imp_in=arr((B, C, 3)), g_imp_out=arr((B, C, 3)),
                       g_qpos=arr((B, st.qpos.shape[2])), g_dof_f=arr((B, D, DF_N)), g_J=arr((B, R, width)),
                       g_W=arr((B, R, width)), g_row=arr((B, R, GR_N)), g_v=arr((B, D, GV_N)),
-                      g_lpos=arr((B, max(s.n_links, 1)), element=(3,)))
+                      g_lpos=arr((B, max(s.n_links, 1)), element=(3,)),
+                      g_R=arr((B, max(s.n_links, 1)), element=(3, 3)))
         self.w_v, self.w_u = rng.normal(size=(B, D)), rng.normal(size=(B, D))
         self.w_imp = rng.normal(size=(B, C, 3))
         self.G_limit = arr(tuple(st.limit_impulse.shape))
         self.w_lim = rng.normal(size=tuple(st.limit_impulse.shape[1:]))
+        self.G_equality = arr(tuple(st.equality_impulse.shape))
+        self.w_eq = rng.normal(size=tuple(st.equality_impulse.shape[1:]))
         self.counts = set()
 
     def run(self, mode=0, hist=None):
         s = self.solver
         m, sc, st = s.model, s.scratch, s.state
         constraint_kernel(mode, self.f, self.fn, self.vfree, self.mass, st.qpos, st.contact_impulse,
-                          st.limit_impulse, m["params_f"],
-                          m["params_i"], m["link_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"], sc["s_cdof"],
-                          sc["s_ref"], sc["s_mass"], sc["s_dof"], sc["s_con_f"], sc["s_con_i"], sc["s_J"], sc["s_W"],
-                          sc["s_row_f"], sc["s_row_i"], self.hist if hist is None else hist,
+                          st.limit_impulse, st.equality_impulse, st.eq_type, st.eq_obj, st.eq_data, st.eq_active,
+                          m["params_f"], m["params_i"], m["link_i"], m["dof_f"], m["dof_i"], m["ten_f"], m["ten_i"],
+                          sc["s_cdof"], sc["s_ref"], sc["s_R"], sc["s_mass"], sc["s_dof"], sc["s_con_f"],
+                          sc["s_con_i"], sc["s_J"], sc["s_W"], sc["s_row_f"], sc["s_row_i"],
+                          self.hist if hist is None else hist,
                           *(self.g[k] for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_imp_out",
-                                                "g_qpos", "g_dof_f", "g_row", "g_J", "g_W", "g_v", "g_lpos")),
-                          self.G_limit)
+                                                "g_qpos", "g_dof_f", "g_row", "g_J", "g_W", "g_v", "g_lpos", "g_R")),
+                          self.G_limit, self.G_equality)
         self.counts.add(tuple(sc["s_con_i"][:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].flatten().tolist()))
 
     def outputs(self):
         sd = self.solver.scratch["s_dof"].to_numpy()
         st = self.solver.state
         return (sd[:, :, SD_VEL], sd[:, :, SD_PSEUDO], st.contact_impulse[self.fn].numpy().copy(),
-                st.limit_impulse[self.fn].numpy().copy())
+                st.limit_impulse[self.fn].numpy().copy(), st.equality_impulse[self.fn].numpy().copy())
 
     def loss(self):
         self.run(0)
-        v, u, imp, lim = self.outputs()
+        v, u, imp, lim, eq = self.outputs()
         return float((self.w_v * v).sum() + (self.w_u * u).sum() + (self.w_imp * imp).sum()
-                     + (self.w_lim * lim).sum())
+                     + (self.w_lim * lim).sum() + (self.w_eq * eq).sum())
 
     def gradients(self):
         for a in self.g.values():
@@ -212,10 +221,14 @@ class ConstraintCase:
         g_limit = np.zeros(self.G_limit.shape)
         g_limit[self.fn] = self.w_lim
         self.G_limit.from_numpy(g_limit)
+        g_eq = np.zeros(self.G_equality.shape)
+        g_eq[self.fn] = self.w_eq
+        self.G_equality.from_numpy(g_eq)
         self.run(1)
         out = {k: self.g[k].to_numpy() for k in ("g_dof", "g_mass", "g_cdof", "g_con", "g_imp_in", "g_qpos",
-                                                 "g_dof_f", "g_lpos")}
+                                                 "g_dof_f", "g_lpos", "g_R")}
         out["G_limit"] = self.G_limit.to_numpy()[self.f]
+        out["G_equality"] = self.G_equality.to_numpy()[self.f]
         return out
 
     def differences(self, get, put, entries, eps=1e-6):
@@ -446,4 +459,66 @@ def test_advance_q_reverse(tmp_path):
         errors[name] = np.linalg.norm(g - fd) / np.linalg.norm(fd)
         assert errors[name] < TOL, f"{name}: {errors[name]:.2e}\n{g}\n{fd}"
     assert np.abs(gv[0, 4:7]).max() > 1e-3  # the zero-angle branch passes a derivative to omega
+    print(errors)
+
+
+def equality_scene(iterations=ITERATIONS):
+    """The equality models of test_rigid_equality (a four-bar's connect, a weld to a pendulum, a joint and a tendon
+    relation), moved off their constraints and given velocities differently in two environments, one step."""
+    path = os.path.join(os.path.dirname(__file__), "data", "equalities.xml")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=1),
+                     rigid_options=gs.options.RigidOptions(iterations=iterations))
+    robot = scene.add_entity(gs.morphs.MJCF(file=path))
+    scene.build(n_envs=2)
+    rng = np.random.default_rng(7)
+    q = robot.get_qpos().numpy().copy()
+    for b in range(2):
+        q[b, [0, 1, 2, 3, 11, 12, 13, 14]] += 0.05 * rng.normal(size=8)
+        q[b, 4:7] += 0.01 * rng.normal(size=3)
+    robot.set_qpos(q)
+    robot.set_dofs_velocity(0.3 * rng.normal(size=(2, robot.n_dofs)))
+    scene.step()
+    return scene
+
+
+def test_solve_constraints_reverse_equalities():
+    """Connect, weld, joint and tendon rows (test_rigid_equality's models, off their constraints): the velocity rows
+    from the motion subspaces, the position pass's targets from the links' origins and rotations (a connect's and a
+    weld's points, a weld's rotation) and from qpos (the joint and tendon relations, a quadratic among them), and
+    the warm start, equality_impulse[f]."""
+    scene = equality_scene()
+    s = scene.rigid_solver
+    f = s.frames.prev(scene._frame)
+    warm = s.state.equality_impulse[f]
+    warm.copy_(torch.as_tensor(np.random.default_rng(8).uniform(-0.02, 0.02, size=tuple(warm.shape))))
+    case = ConstraintCase(scene, seed=6)
+    case.run(0)
+    kinds = s.scratch["s_row_i"].to_numpy()[:, :, 0]
+    assert ((kinds == 4).sum(axis=1) == 3 + 6 + 1 + 1).all()
+    assert s.scratch["s_con_i"][:, CI_META, CM_SWEEPS + 1].min() > 0  # the position pass ran
+    errors = {}
+    B, D = case.mass.shape[0], case.mass.shape[1]
+    grads = case.gradients()
+    sc, st = s.scratch, s.state
+    case.check(grads["g_dof"][:, :, GD_FREE_VEL], "v_free", *case.taichi(case.vfree), list(np.ndindex(B, D)),
+               errors)
+    mass, entries = case.mass.to_numpy(), case.lower_entries()
+    steps = [1e-6 * np.sqrt(mass[b, k, k] * mass[b, i, i]) for b, k, i in entries]
+    case.check(grads["g_mass"], "mass", *case.taichi(case.mass), entries, errors, eps=steps)
+    # (the motion subspaces' entries that are not zero by the joints' axes: the four-bar is planar, so its connect's
+    # row across the plane is zero, its impulse stays 0 whatever 1 / (reg + J W), and its adjoint w.r.t. an entry
+    # that would tilt the plane is of the order of 1 / reg, which no physical input moves)
+    cdof = sc["s_cdof"].to_numpy()
+    case.check(grads["g_cdof"], "cdof", *case.taichi(sc["s_cdof"]),
+               [i for i in np.ndindex(B, D, 6) if cdof[i] != 0.0], errors)
+    base_ref, shifts = sc["s_ref"].to_numpy(), np.zeros((B, s.n_links, 3))
+    case.check(grads["g_lpos"], "ref", lambda: shifts.copy(),
+               lambda a: sc["s_ref"].from_numpy(np.ascontiguousarray(base_ref + a)),
+               list(np.ndindex(B, s.n_links, 3)), errors)
+    case.check(grads["g_R"], "R", *case.taichi(sc["s_R"]), list(np.ndindex(B, s.n_links, 3, 3)), errors)
+    q_idx = [11, 12, 13, 14]
+    case.check(grads["g_qpos"], "qpos", *case.torch_view(st.qpos[case.f]), [(b, i) for b in range(B) for i in q_idx],
+               errors)
+    case.check(grads["G_equality"], "equality_warm", *case.torch_view(st.equality_impulse[case.f]),
+               [(b, e, k) for b in range(B) for e, n in enumerate((3, 6, 1, 1)) for k in range(n)], errors, eps=1e-5)
     print(errors)
