@@ -579,7 +579,12 @@ def solve_constraints(b, f, fn, h, qpos, params_f, params_i, link_i, dof_f, dof_
             for d in range(d_lo, d_hi):
                 s_W[b, r, d + shift] = s_J[b, r, d + shift]
             ldl_solve(b, d_lo, d_hi, s_mass, dof_i, s_W, r, True, shift)
-        s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + row_dot(b, r, s_row_i, s_J, s_W, r, True))
+        # a row whose Jacobian is zero (a planar loop's connect across its plane) moves nothing: its impulse stays
+        # put (with 1 / reg, rounding in its position-pass target grew it every sweep and no sweep converged)
+        jw = row_dot(b, r, s_row_i, s_J, s_W, r, True)
+        s_row_f[b, r, RF_DINV] = 0.0
+        if jw > 0.0:
+            s_row_f[b, r, RF_DINV] = 1.0 / (params_f[PF_REG] + jw)
         add_row_response(b, r, s_row_i, s_W, s_dof, s_row_f[b, r, RF_LAMBDA], SD_VEL)
     s_con_i[b, CI_META, CM_SWEEPS] = 0
     s_con_i[b, CI_META, CM_SWEEPS + 1] = 0
