@@ -290,10 +290,10 @@ def equality_row(b, f, r, e, k, violation, params_f, h, equality_impulse, s_row_
 
 
 @func
-def scalar_equality_row(b, r, o1, o2, kind, qpos, f, eq_data, e, params_i, link_i, dof_i, ten_f, ten_i, s_J, s_row_i):
-    """Set row r's Jacobian for a joint (o1, o2: dofs) or tendon (o1, o2: tendons) equality of slot e, y - y0 =
-    sum_k a_k (x - x0)^k (y of o1, x of o2; none: x - x0 = 0), and return its value (y - y0) - poly(x - x0). The
-    row's dofs are the trees of o1's and of o2's (a tendon's first dof, and its first dof outside that tree)."""
+def scalar_equality_value(b, o1, o2, kind, qpos, f, eq_data, e, dof_i, ten_f, ten_i):
+    """A joint (o1, o2: dofs) or tendon (o1, o2: tendons) equality of slot e, y - y0 = sum_k a_k (x - x0)^k (y of o1,
+    x of o2; none: x - x0 = 0) at qpos[f]: its value (y - y0) - poly(x - x0), the slope d poly / dx and the
+    curvature d slope / dx."""
     x = 0.0
     y = 0.0
     if kind == EQ_JOINT:
@@ -310,13 +310,25 @@ def scalar_equality_row(b, r, o1, o2, kind, qpos, f, eq_data, e, params_i, link_
     if o2 >= 0:
         dx = x - eq_data[b, e, ED_REF + 1]
     value = y - eq_data[b, e, ED_REF]
-    slope = 0.0  # d poly / dx
+    slope = 0.0
+    curvature = 0.0
     power = 1.0
     for i in ti.static(range(5)):
         value -= eq_data[b, e, ED_POLY + i] * power
         if ti.static(i < 4):
             slope += (i + 1) * eq_data[b, e, ED_POLY + i + 1] * power
+        if ti.static(i < 3):
+            curvature += (i + 2) * (i + 1) * eq_data[b, e, ED_POLY + i + 2] * power
         power *= dx
+    return value, slope, curvature
+
+
+@func
+def scalar_equality_row(b, r, o1, o2, kind, qpos, f, eq_data, e, params_i, link_i, dof_i, ten_f, ten_i, s_J, s_row_i):
+    """Set row r's Jacobian for a joint or tendon equality of slot e (scalar_equality_value: 1 on y's dofs, -slope on
+    x's) and return its value. The row's dofs are the trees of o1's and of o2's (a tendon's first dof, and its first
+    dof outside that tree)."""
+    value, slope, _ = scalar_equality_value(b, o1, o2, kind, qpos, f, eq_data, e, dof_i, ten_f, ten_i)
     # the trees: of o1's (first) dof, then of the first dof of the row outside it
     d1 = o1
     if kind == EQ_TENDON:
@@ -1115,32 +1127,7 @@ def scalar_equality_row_reverse(b, r, o1, o2, kind, qpos, f, h, eq_data, e, para
                                 g_row, g_J, g_qpos):
     """Adjoint of scalar_equality_row (row r) for its Jacobian's adjoint g_J[b, r] (through o2's entries, -slope
     coef) and its position-pass target's (through its value) into g_qpos."""
-    x = 0.0
-    y = 0.0
-    if kind == EQ_JOINT:
-        y = qpos[f, b, dof_i[o1, DI_Q]]
-        if o2 >= 0:
-            x = qpos[f, b, dof_i[o2, DI_Q]]
-    else:
-        for k in range(ten_i[o1, TI_START], ten_i[o1, TI_START] + ten_i[o1, TI_COUNT]):
-            y += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
-        if o2 >= 0:
-            for k in range(ten_i[o2, TI_START], ten_i[o2, TI_START] + ten_i[o2, TI_COUNT]):
-                x += ten_f[k, 0] * qpos[f, b, dof_i[ten_i[k, 0], DI_Q]]
-    dx = 0.0
-    if o2 >= 0:
-        dx = x - eq_data[b, e, ED_REF + 1]
-    value = y - eq_data[b, e, ED_REF]
-    slope = 0.0
-    curvature = 0.0  # d slope / dx
-    power = 1.0
-    for i in ti.static(range(5)):
-        value -= eq_data[b, e, ED_POLY + i] * power
-        if ti.static(i < 4):
-            slope += (i + 1) * eq_data[b, e, ED_POLY + i + 1] * power
-        if ti.static(i < 3):
-            curvature += (i + 2) * (i + 1) * eq_data[b, e, ED_POLY + i + 2] * power
-        power *= dx
+    value, slope, curvature = scalar_equality_value(b, o1, o2, kind, qpos, f, eq_data, e, dof_i, ten_f, ten_i)
     g_value = (-correction_slope(ti.abs(value), params_f[PF_BAUMGARTE], h, params_f[PF_MAX_CORRECTION])
                * g_row[b, r, GR_PTARGET])
     g_y = g_value
