@@ -1137,6 +1137,12 @@ class RigidEntity(gs.Entity):
                 out[:, col[k]] = vals[:, k]
         return out if self.scene.n_envs else out[0]
 
+    @property
+    def n_equalities(self) -> int:
+        """The equality constraints of the entity's file (MJCF <equality>), as Genesis World's RigidEntity counts
+        them (run-time welds are the solver's: RigidSolver.get_weld_constraints)."""
+        return len(self.robot.equalities)
+
     def get_mass(self):
         """The entity's total mass in the first environment, kg (inertial masses plus shifts)."""
         m = self.get_links_inertial_mass() + self.get_links_mass_shift()

@@ -79,7 +79,7 @@ def test_equalities_change_the_motion_and_hold_their_relations():
     robot = scene.add_entity(gs.morphs.MJCF(file=XML))
     scene.build()
     solver = scene.rigid_solver
-    assert solver.n_equalities == 4
+    assert solver.n_equalities == 4 and robot.n_equalities == 4
     for _ in range(100):
         scene.step()
     q = robot.get_qpos().double().numpy()
