@@ -4,13 +4,15 @@ While a scene built with `SimOptions(requires_grad=True)` steps, the tape keeps 
 
 - the frames: substep k reads frame slot `k % n_frames` and writes the next one. The ring holds the newest
   `substeps_local + 1` frames; before a slot is written again, the frame it holds moves to host memory.
-- the frameless fields (controls, parameters) as they were during each step.
+- the frameless fields (controls, parameters) as they were during each step, and the gravity each step ran with
+  (`scene.set_gravity` may change it between steps).
 - inputs: every value a setter wrote that requires grad (and every value that did not, which cuts the gradient of
   what it overwrote), with the substep at which it was written.
 - reads: a getter's result is a gs.Tensor whose torch backward deposits its gradient here, at the substep read.
 
 `loss.backward()` on a scene-bound gs.Tensor runs the torch backward (the reads deposit), then `Tape.backward`:
-for each substep in reverse it restores the substep's start frame and runs `genesis_core.stepping.substep_grad`
+for each substep in reverse it restores the substep's start frame (and the step's gravity, where it differs from the
+solvers' current one) and runs `genesis_core.stepping.substep_grad`
 (the substep's forward again, so that every solver's scratch is as it was, then the solvers' and the coupler's
 `*_grad` methods in reverse order). The gradients that reach the recorded inputs are then handed to torch, which
 carries them to the user's leaf tensors.
@@ -78,6 +80,7 @@ class Tape:
         self.k0 = self.scene._substep
         self.host_frames = {}  # k -> {solver name: [(field names, their values flat, one tensor)]}: frames that left the ring
         self.frameless = {}  # step index -> {solver name: {field: tensor}}
+        self.gravity = {}  # step index -> SimOptions.gravity (m/s^2) when it ran (one tuple shared while unchanged)
         self._kept = {}  # solver name -> (versions of its frameless fields when kept, {field: copy})
         self._layouts = {}  # solver name -> (its store, what _layout returns)
         self.events = {}  # k -> [(store, name, envs_idx, item, value or None)], in the order they happened
@@ -131,8 +134,9 @@ class Tape:
         self.deposits.setdefault(k, []).append((store, name, envs_idx, item, grad.detach()))
 
     def begin_step(self, t: int):
-        """Before step t: keep the frameless fields it will run with."""
+        """Before step t: keep the frameless fields and the gravity it will run with."""
         self.check_live("scene.step()")
+        self.gravity[t] = self.scene.sim_options.gravity
         snap = {}
         for st in self._stores():
             # a store whose frameless fields were not written since the last step's copy shares that copy (copies are
@@ -214,6 +218,7 @@ class Tape:
         K = scene._substep
         stores = self._stores()
         active = scene.active_solvers
+        final_gravity = scene.sim_options.gravity
         final = {st.owner: {nm: t.detach().clone() for nm, t in st.tensors.items()} for st in stores}
         final_slot = K % n
         results = {}  # id(value) -> [value, grad]
@@ -244,6 +249,8 @@ class Tape:
                         break
                     self._substep_backward(k - 1, n, S, active, stores, dropped)
         finally:
+            if scene.sim_options.gravity != final_gravity:  # a step before the last set_gravity was re-run
+                scene._apply_gravity(final_gravity)
             with torch.no_grad():
                 for st in stores:
                     for nm, t in st.tensors.items():
@@ -277,6 +284,9 @@ class Tape:
                 if h is None or h[0] is not x or h[1] != t._version:
                     t.copy_(x)
                     held[nm] = (x, t._version)
+        gravity = self.gravity.get(k // S, scene.sim_options.gravity)
+        if gravity != scene.sim_options.gravity:  # set_gravity between steps: re-run with the step's own
+            scene._apply_gravity(gravity)
         self.rerun_k = k
         substep_grad(active, scene.coupler, f)  # (runs substep k's forward again first)
         for st in stores:

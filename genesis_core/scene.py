@@ -398,8 +398,12 @@ class Scene:
         gravity: 3 finite numbers. envs_idx must be None: every solver keeps gravity as one value shared by all
         environments (a per-environment gravity is refused; run such environments in separate scenes). Before
         build every solver reads the new value at build. After build each active solver takes it through its
-        `set_gravity(gravity)`; a solver without one (its gravity fixed in the parameters it compiled at build)
-        is named in the error, and nothing changes: set the gravity before scene.build() instead."""
+        `set_gravity(gravity)`, which writes it into the parameters its kernels read at run time (no kernel
+        compiles again): every first-party solver (rigid, MPM, SPH, PBD, FEM) has one, in plain and
+        differentiable mode. In differentiable mode the tape keeps the gravity each step ran with, and the
+        backward re-runs each substep with it. A solver without `set_gravity` (a third party's that fixed its
+        gravity at build) is named in the error, and nothing changes: set the gravity before scene.build()
+        instead."""
         self._require_alive("scene.set_gravity")
         try:
             g = tuple(float(x) for x in torch.as_tensor(gravity, dtype=torch.float64).cpu().reshape(-1).tolist())
@@ -421,13 +425,20 @@ class Scene:
                                  "parameters at build and takes no new one (no set_gravity method); nothing was "
                                  "changed. Call scene.set_gravity(...) before scene.build(), or give "
                                  "SimOptions(gravity=...).")
+        self._apply_gravity(g)
+
+    def _apply_gravity(self, g: tuple):
+        """Make `g` (3 floats, m/s^2, checked) the gravity of the options and, once built, of every active solver
+        through its `set_gravity` (scene.set_gravity checked that each has one). The tape's backward calls it too,
+        to re-run a step with the gravity that step ran with."""
         self.sim_options = attrs.evolve(self.sim_options, gravity=g)
         for s in self._solvers:
             s.sim_options = self.sim_options
             if getattr(s.options, "gravity", None) is not None:  # a solver's own copy (RigidOptions(gravity=...))
                 s.options = attrs.evolve(s.options, gravity=g)
-        for s in active:
-            s.set_gravity(g)
+        if self._built:
+            for s in self.active_solvers:
+                s.set_gravity(g)
 
     def destroy(self):
         """Release the scene, as Genesis World's `scene.destroy()`: the viewer stops, and the scene lets go of its

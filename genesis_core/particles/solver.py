@@ -12,7 +12,9 @@ A particle solver subclasses `ParticleSolver` and `ParticleOptions`:
         def build_particles(self):                # after the entities' particles are laid out: static arrays
             ...
 
-and writes its substep methods over `self.state.pos` ([frames, B, n_particles, 3]) and the others.
+and writes its substep methods over `self.state.pos` ([frames, B, n_particles, 3]) and the others. A solver whose
+kernels read gravity from its parameter array `params_f` also mixes in `ParamsGravity` (setting `gravity_param`),
+which gives it `set_gravity`, so that `scene.set_gravity` works after build.
 """
 
 from __future__ import annotations
@@ -44,6 +46,24 @@ class ParticleOptions(Options):
         if any(not hi > lo for lo, hi in zip(self.lower_bound, self.upper_bound)):
             raise OptionError(f"{type(self).__name__}: upper_bound {self.upper_bound} must exceed lower_bound "
                               f"{self.lower_bound} along every axis.")
+
+
+class ParamsGravity:
+    """Gravity set after build, for a solver whose substep kernels read it at run time from its parameter array
+    `params_f` (a 1-D torch tensor on the solver's device, passed to the kernels as an ndarray): gravity (m/s^2,
+    world) is `params_f[gravity_param:gravity_param + 3]`, written at build from SimOptions.gravity. Mix it in
+    before the base (`class MySolver(ParamsGravity, ParticleSolver)`) and set `gravity_param`; `scene.set_gravity`
+    after build then writes the new value there in place (the kernels' prepared launches keep pointing at the same
+    memory, and no kernel compiles again). MPM, SPH, PBD and FEM take it."""
+
+    gravity_param: int  # the index in params_f of gravity's x (y and z follow)
+
+    def set_gravity(self, gravity):
+        """The gravity (m/s^2, world; 3 finite numbers, checked by scene.set_gravity) the substeps apply from the
+        next one on, plain and differentiable alike: scene.set_gravity after build."""
+        i = self.gravity_param
+        with torch.no_grad():
+            self.params_f[i:i + 3] = torch.as_tensor(gravity, dtype=self.params_f.dtype, device=self.params_f.device)
 
 
 class ParticleSolver(SolverBase):

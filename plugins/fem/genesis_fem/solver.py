@@ -26,7 +26,7 @@ import genesis_core as gs
 from genesis_core.errors import GenesisError
 from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleView
-from genesis_core.particles.solver import ParticleSolver
+from genesis_core.particles.solver import ParamsGravity, ParticleSolver
 
 from . import kernels as K
 from .entity import FEMEntity
@@ -37,11 +37,12 @@ CHECK_EVERY = 8  # conjugate-gradient iterations between two looks at the enviro
 SERIAL_BELOW = 4000  # element-environments below which the kernels run serial (kernels.SERIAL)
 
 
-class FEMSolver(ParticleSolver):
+class FEMSolver(ParamsGravity, ParticleSolver):
     """State: the kit's pos, vel, active (per vertex); the material (E, nu per entity), muscle actuation and
     fibre directions (per element), external vertex forces, and the vertex constraints."""
 
     short_name = "fem"
+    gravity_param = K.P_GX  # set_gravity after build writes params_f there (the explicit and implicit kernels)
     order = 50
     options_class = FEMOptions
     material_class = Elastic

@@ -10,7 +10,7 @@ import torch
 import genesis_core as gs
 from genesis_core.launch import Launcher
 from genesis_core.particles.reduce import n_parts
-from genesis_core.particles.solver import ParticleSolver
+from genesis_core.particles.solver import ParamsGravity, ParticleSolver
 
 from . import kernels_g2p, kernels_grad, kernels_grid, kernels_p2g
 from .layout import PF_DT, PF_DX, PF_FLOOR, PF_FRICTION, PF_GRAVITY, PF_INV_DX, PF_N, PF_ORIGIN
@@ -32,13 +32,14 @@ class GridView:
     dx: float
 
 
-class MPMSolver(ParticleSolver):
+class MPMSolver(ParamsGravity, ParticleSolver):
     """Substep: p2g (F, plasticity, stress, scatter) -> grid (gravity, walls) -> g2p (gather, advect).
 
     In differentiable mode (SimOptions.requires_grad) the substep runs the kernels of `kernels_grad`, whose
     reverse is exact, and gradients reach the particles' state and the entities' E and nu."""
 
     short_name = "mpm"
+    gravity_param = PF_GRAVITY  # set_gravity after build writes params_f there (kernels_grid, kernels_grad)
     order = 20
     options_class = MPMOptions
     material_class = Base

@@ -24,7 +24,7 @@ from genesis_core.launch import Launcher
 from genesis_core.particles.coupling import ParticleView
 from genesis_core.particles.neighbours import NeighbourGrid
 from genesis_core.particles.pair_exchange import ExchangeView
-from genesis_core.particles.solver import ParticleSolver
+from genesis_core.particles.solver import ParamsGravity, ParticleSolver
 
 from . import kernels as K
 from . import topology as T
@@ -36,11 +36,12 @@ SERIAL_BELOW = 2048  # particle-environments below which the per-particle predic
 MAX_CONTACTS = 16  # contacts per particle kept between the collision search and its correction pass
 
 
-class PBDSolver(ParticleSolver):
+class PBDSolver(ParamsGravity, ParticleSolver):
     """State: the kit's pos, vel, active; `free` per particle (0: fixed); the attachments to rigid links; the
     compliances per entity."""
 
     short_name = "pbd"
+    gravity_param = K.P_GX  # set_gravity after build writes params_f there (kernels.predict)
     order = 40
     options_class = PBDOptions
     material_class = _Base

@@ -34,7 +34,7 @@ from genesis_core.particles.coupling import ParticleColliderCoupling, ParticleVi
 from genesis_core.particles.neighbours import NeighbourGrid
 from genesis_core.particles.pair_exchange import ExchangeView
 from genesis_core.particles.reduce import sum_parts
-from genesis_core.particles.solver import ParticleSolver
+from genesis_core.particles.solver import ParamsGravity, ParticleSolver
 
 from . import kernels as K
 from .materials import Liquid
@@ -46,10 +46,11 @@ WARM_START = 0.5  # the share of the last substep's pressure a solve starts from
 CHECK_EVERY_GPU = 8  # iterations between two looks at the convergence flags where a launch is asynchronous
 
 
-class SPHSolver(ParticleSolver):
+class SPHSolver(ParamsGravity, ParticleSolver):
     """State: the kit's pos, vel, active, and DFSPH's warm starts (zero under WCSPH)."""
 
     short_name = "sph"
+    gravity_param = K.P_GX  # set_gravity after build writes params_f there (kernels._gravity)
     order = 30
     options_class = SPHOptions
     material_class = Liquid
@@ -192,9 +193,10 @@ class SPHSolver(ParticleSolver):
                                 and np.allclose(pos[:, a], bound, atol=1e-9 * max(1.0, abs(bound)))):
                             self._prm_np[K.P_WALLS + 2 * a + side] = 0.0
                             changed = True
-        if changed:
+        if changed:  # (the walls' switches alone: the gravity there may have been set since build)
+            walls = slice(K.P_WALLS, K.P_WALLS + 6)
             with torch.no_grad():
-                self.params_f.copy_(torch.as_tensor(self._prm_np, dtype=self.float_dtype))
+                self.params_f[walls] = torch.as_tensor(self._prm_np[walls], dtype=self.float_dtype)
 
     def substep_post_coupling(self, f):
         if self.requires_grad:
