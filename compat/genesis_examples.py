@@ -288,6 +288,54 @@ def check_domain_randomization(rec):
                 f"RR_thigh inertial mass set to {thigh:.4f} kg; base z after the step {fmt(base[:, 2])}")
 
 
+def probe_heterogeneous(rec, scene):
+    if "aabb" in rec.extra:
+        return
+    obj = [e for e in scene.entities if getattr(e, "variants", None)]
+    if obj:
+        rec.extra["aabb"] = np_(obj[0].get_AABB())
+        rec.extra["mass"] = np.asarray(obj[0].get_mass(), dtype=np.float64)
+
+
+def check_heterogeneous_simulation(rec):
+    scene = only_scene(rec)
+    (obj,) = [e for e in scene.entities if getattr(e, "variants", None)]
+    # the script's four variants: boxes of 4 and 2 cm, spheres of 1.5 and 2.5 cm radius, one per environment
+    size = np.array([[0.04] * 3, [0.02] * 3, [0.03] * 3, [0.05] * 3])
+    rho = obj.material.rho
+    mass = np.array([rho * 0.04 ** 3, rho * 0.02 ** 3, rho * 4 / 3 * math.pi * 0.015 ** 3,
+                     rho * 4 / 3 * math.pi * 0.025 ** 3])
+    aabb = rec.extra.get("aabb")
+    extent = aabb[:, 1] - aabb[:, 0] if aabb is not None else np.full((4, 3), np.nan)
+    z = np_(obj.get_pos())[:, 2]
+    ok = (scene.t == 401 and list(obj.variant_of_env) == [0, 1, 2, 3] and np.allclose(extent, size, atol=1e-6)
+          and np.allclose(rec.extra.get("mass"), mass, rtol=1e-9) and np.isfinite(z).all() and (z > 0.005).all())
+    return ok, (f"{scene.t} steps; variants per environment {[int(v) for v in obj.variant_of_env]}; first-step AABB extents "
+                f"{fmt(extent.max(1))} m (expected {fmt(size.max(1))}); masses {fmt(rec.extra.get('mass'), 4)} kg "
+                f"(expected {fmt(mass, 4)}); object heights at the end {fmt(z)} m")
+
+
+def probe_merge(rec, scene):
+    ents = {morph_file(e): e for e in scene.entities}
+    arm, hand = ents.get("panda_nohand.urdf") or ents.get("panda_nohand.xml"), ents.get("hand.urdf") or \
+        ents.get("hand.xml")
+    if arm is None or hand is None:
+        return
+    gap = float(np.abs(np_(hand.base_link.get_pos()) - np_(arm.get_link("attachment").get_pos())).max())
+    rec.extra["merge_gap"] = max(rec.extra.get("merge_gap", 0.0), gap)
+    rec.extra.setdefault("flange", []).append(np_(arm.get_link("attachment").get_pos()))
+
+
+def check_merge_entities(rec):
+    scene = only_scene(rec)
+    gap = rec.extra.get("merge_gap", float("nan"))
+    path = np.array(rec.extra.get("flange", [np.zeros(3)]))
+    moved = float(np.linalg.norm(path - path[0], axis=1).max())  # (the script ends where it started)
+    ok = scene.t > 0 and gap < 1e-9 and moved > 0.05
+    return ok, (f"{scene.t} steps; the hand's base stays on the arm's flange to {gap:.1e} m while the flange moves "
+                f"up to {moved:.3f} m from its start")
+
+
 def probe_franka_q(rec, scene):
     for e in scene.entities:
         if morph_file(e) == "panda.xml":
@@ -626,6 +674,12 @@ TARGETS = [
            what="the limp arms fall under the net gravity: the half-compensated hand takes sqrt(2) times as long "
                 "(+- 0.15) as the uncompensated one to drop 0.2 m; the fully compensated hand never does, and ends "
                 "within 1 cm of its start"),
+    Target("rigid/heterogeneous_simulation", check_heterogeneous_simulation, probe=probe_heterogeneous,
+           what="one entity, four shapes: each environment holds its own variant (AABB extents and masses of the 4 "
+                "and 2 cm boxes and the 1.5 and 2.5 cm spheres, exact); the Franka's grasp and lift run 401 steps"),
+    Target("rigid/merge_entities", check_merge_entities, probe=probe_merge,
+           what="the hand attached to the arm's flange (RigidEntity.attach) stays on it (1e-9 m) while the arm "
+                "moves"),
     Target("rigid/nonconvex_mesh", check_nonconvex_mesh,
            what="the ball comes to rest inside the non-convex tank (on its floor, within its walls)"),
     Target("collision/pyramid", check_pyramid,

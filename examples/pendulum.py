@@ -14,7 +14,9 @@ def main(seconds=6.0, dt=1e-3, theta0=0.3):
     if not gs.runtime.initialized:
         gs.init(backend=gs.cpu, precision="64")
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt))
-    pendulum = scene.add_entity(gs.morphs.MJCF(file=registry().asset_path("@rigid/pendulum.xml")))
+    # the file's hinge as MuJoCo reads it: no rotor inertia (Genesis World's default_armature would add 0.1 kg m^2)
+    pendulum = scene.add_entity(gs.morphs.MJCF(file=registry().asset_path("@rigid/pendulum.xml"),
+                                               default_armature=None))
     scene.build()
     pendulum.set_dofs_position([theta0])
     angles = []

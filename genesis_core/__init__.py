@@ -17,7 +17,7 @@ import numpy as _np
 
 from . import _runtime
 from . import constants, coupler, errors, materials, morphs, options, plugins, renderers, surfaces, utils, validators
-from ._runtime import cpu, destroy, gpu, runtime
+from ._runtime import cpu, destroy, gpu, logger, runtime
 from .constants import constraint_solver, integrator
 from .coupler import ColliderView, Coupling
 from .errors import (
@@ -98,6 +98,7 @@ __all__ = [
     "InvalidEnvError", "InvalidStateError", "ModelFileError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "GenesisException", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState",
     "Solver", "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
+    "logger",
     "hookimpl", "init", "constants", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins",
     "renderers", "surfaces", "utils", "validators", "Tensor", "UID", "arange", "from_torch", "full", "ones",
     "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",

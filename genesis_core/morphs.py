@@ -117,14 +117,21 @@ class CollisionFilter:
 
 @attrs.define(frozen=True, kw_only=True)
 class Primitive(Morph, TetOptions, CollisionFilter):
+    """batch_fixed_verts and requires_jac_and_IK are accepted with no effect (see RigidMeshOptions)."""
+
     fixed: bool = attrs.field(default=False, validator=v.is_bool)
+    batch_fixed_verts: bool = attrs.field(default=True, validator=v.is_bool)
+    requires_jac_and_IK: bool = attrs.field(default=False, validator=v.is_bool)
 
 
 @attrs.define(frozen=True, kw_only=True)
 class Plane(Morph, CollisionFilter):
-    """An infinite static plane through `pos` with outward `normal`."""
+    """An infinite static plane through `pos` with outward `normal`. batch_fixed_verts and requires_jac_and_IK
+    are accepted with no effect (see RigidMeshOptions)."""
 
     normal: tuple = attrs.field(default=(0.0, 0.0, 1.0), converter=v.to_float_tuple, validator=v.vec(3))
+    batch_fixed_verts: bool = attrs.field(default=False, validator=v.is_bool)
+    requires_jac_and_IK: bool = attrs.field(default=False, validator=v.is_bool)
 
     def __attrs_post_init__(self):
         super().__attrs_post_init__()
@@ -278,25 +285,62 @@ def _plain_options(inst, attr, value):
         v._fail(inst, attr, value, "None or a dict of str to numbers, bools or str")
 
 
-@attrs.define(frozen=True, kw_only=True)
-class Mesh(FileMorph, TetOptions, CollisionFilter):
-    """A triangle mesh from an OBJ/STL file.
+def _armature(inst, attr, value):
+    if value is not None and (not v._is_real(value) or not (0 <= value < math.inf)):
+        v._fail(inst, attr, value, "None or a finite number >= 0 (kg m^2 for a hinge, kg for a slide)")
 
-    convexify: collide as convex pieces (the only collision the rigid solver has; False is refused there).
-    decompose_object_error_threshold: a closed (watertight) mesh whose convex hull exceeds its volume by more
-    than this fraction of the hull is decomposed into convex parts (CoACD, Wei et al. 2022) instead of taking its
-    hull; inf: always the hull (Genesis World's name and default). coacd_options: keyword arguments for
-    coacd.run_coacd (threshold, max_convex_hull, resolution, seed, ...). The tet options: see TetOptions.
+
+@attrs.define(frozen=True, kw_only=True, slots=False)
+class RigidMeshOptions:
+    """How the rigid solver turns a file's meshes into collision shapes (Genesis World's names and defaults).
+
+    convexify: True: each mesh collides as its convex hull, or as convex parts (CoACD, Wei et al. 2022) where the
+    hull misses its volume by more than the error threshold below. False: each mesh collides as its own,
+    non-convex, shape, which the rigid solver represents by its convex decomposition whatever the threshold
+    (Genesis World collides such meshes through a signed distance field instead; the shape is the same, to
+    CoACD's `threshold` in coacd_options, 0.05 of the mesh's size by default).
+    decompose_object_error_threshold: for a body without articulation (a Mesh, a one-body file), the largest
+    (hull volume - mesh volume) / hull volume kept as the hull; 0: always decompose; inf: never.
+    decompose_robot_error_threshold: the same for the meshes of an articulated robot (default inf: hulls).
+    A mesh that is not closed (not watertight: overlapping parts, holes) has its volume measured on a voxel grid
+    filled from its surface, so that it is decomposed, never silently taken as its hull.
+    coacd_options: keyword arguments for coacd.run_coacd (threshold, max_convex_hull, resolution, seed, ...).
+    batch_fixed_verts: accepted for Genesis World's scripts, with no effect: a fixed body is at its morph's pose
+    in every environment here (`set_pos` on a fixed base is refused either way; give the body a free joint to
+    move it per environment).
+    requires_jac_and_IK: accepted, with no effect: Jacobians and inverse kinematics are available for every
+    rigid entity.
     """
 
-    fixed: bool = attrs.field(default=False, validator=v.is_bool)
     convexify: bool = attrs.field(default=True, validator=v.is_bool)
     decompose_object_error_threshold: float = attrs.field(default=0.15, validator=_threshold)
+    decompose_robot_error_threshold: float = attrs.field(default=math.inf, validator=_threshold)
     coacd_options: dict | None = attrs.field(default=None, validator=_plain_options)
+    batch_fixed_verts: bool = attrs.field(default=False, validator=v.is_bool)
+    requires_jac_and_IK: bool = attrs.field(default=False, validator=v.is_bool)
+
+
+@attrs.define(frozen=True, kw_only=True, slots=False)
+class RobotFileOptions(RigidMeshOptions):
+    """default_armature (Genesis World's, default 0.1): the rotor inertia (kg m^2 for a hinge, kg for a slide)
+    given to every hinge, slide and ball joint's dofs whose file gives none (all of a URDF's, which has no such
+    field; an MJCF joint without `armature` on it or in its default class). None: the file's values (0 where it
+    gives none), as MuJoCo reads the file."""
+
+    default_armature: float | None = attrs.field(default=0.1, validator=_armature)
+    requires_jac_and_IK: bool = attrs.field(default=True, validator=v.is_bool)
 
 
 @attrs.define(frozen=True, kw_only=True)
-class URDF(FileMorph):
+class Mesh(FileMorph, TetOptions, CollisionFilter, RigidMeshOptions):
+    """A triangle mesh from an OBJ/STL file. The collision options: see RigidMeshOptions. The tet options: see
+    TetOptions."""
+
+    fixed: bool = attrs.field(default=False, validator=v.is_bool)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class URDF(FileMorph, RobotFileOptions):
     """A URDF robot; its base is floating unless `fixed=True`. merge_fixed_links (Genesis World's default, True):
     a link on a fixed joint becomes part of its parent (same dynamics, fewer links), except the names in
     links_to_keep."""
@@ -312,5 +356,5 @@ class URDF(FileMorph):
 
 
 @attrs.define(frozen=True, kw_only=True)
-class MJCF(FileMorph):
+class MJCF(FileMorph, RobotFileOptions):
     """An MJCF model; a body has a free base only where the file gives it a free joint."""

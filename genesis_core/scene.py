@@ -188,7 +188,9 @@ class Scene:
         raise AttributeError(f"'Scene' object has no attribute {name!r}")
 
     def add_entity(self, morph, material=None, *, name: str | None = None, **kwargs):
-        """Add an entity; `material` (default `gs.materials.Rigid()`) picks the solver that simulates it.
+        """Add an entity; `material` (default `gs.materials.Rigid()`) picks the solver that simulates it. `morph`
+        may be a list of morphs (Genesis World's heterogeneous entity: environment b simulates one of them, in
+        balanced blocks; see the rigid solver's add_heterogeneous_entity).
 
         name: the entity's name (`entity.name`, `scene.get_entity(name)`), unique in the scene; None gives
         Genesis World's default, the morph's kind and the entity's short uid (`entity.uid`): "box_1a2b3c4",
@@ -202,6 +204,13 @@ class Scene:
             if name in self.entity_names:
                 raise OptionError(f"add_entity: name={name!r} is already the name of another entity of this scene; "
                                   "entity names are unique: pick another one (or leave name=None).")
+        variants = None
+        if isinstance(morph, (list, tuple)):  # Genesis World's heterogeneous entity: one morph per environment
+            variants = tuple(morph)
+            if not variants or not all(isinstance(m, Morph) for m in variants):
+                raise OptionError("add_entity: morph=[...] (a heterogeneous entity) must be a non-empty list of "
+                                  f"gs.morphs.* objects, got {[type(m).__name__ for m in variants]}.")
+            morph = variants[0]
         if not isinstance(morph, Morph):
             raise OptionError(f"add_entity: morph must be a gs.morphs.* object, got {type(morph).__name__}.")
         if kwargs:
@@ -229,7 +238,14 @@ class Scene:
         uid = UID()
         while any(e.uid.match(uid.short(), short_only=True) for e in self._entities):
             uid = UID()
-        entity = solver.add_entity(len(self._entities), morph, material)
+        if variants is not None:
+            if not callable(getattr(solver, "add_heterogeneous_entity", None)):
+                raise OptionError(f"add_entity(morph=[...]): the {solver.name} solver simulates one morph per entity "
+                                  "(no add_heterogeneous_entity); heterogeneous entities, one morph per environment, "
+                                  "are the rigid solver's (gs.materials.Rigid).")
+            entity = solver.add_heterogeneous_entity(len(self._entities), variants, material)
+        else:
+            entity = solver.add_entity(len(self._entities), morph, material)
         entity.uid = uid
         entity.name = name if name is not None else f"{_morph_identifier(morph, solver.short_name)}_{uid.short()}"
         self._entities.append(entity)

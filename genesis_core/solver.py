@@ -220,5 +220,9 @@ class SolverBase:
         """What a checkpoint must match besides its arrays: the options and the entities."""
         return {
             "options": self.options.as_dict() if self.options is not None else None,
-            "entities": [{"morph": e.morph.as_dict(), "material": e.material.as_dict()} for e in self.entities],
+            "entities": [{"morph": e.morph.as_dict(), "material": e.material.as_dict(),
+                          **({"variants": [m.as_dict() for m in e.variants]} if getattr(e, "variants", None) else {}),
+                          **({"attached": [e._attached[0].idx, e._attached[1]]}
+                             if getattr(e, "_attached", None) else {})}
+                         for e in self.entities],
         }

@@ -193,6 +193,9 @@ class _Compiler:
                 li = len(links)
                 body_to_link[bi] = li
                 parent = -1 if body.parent < 0 else body_to_link[body.parent]
+                attached = getattr(e, "_attached", None)
+                if bi == 0 and attached is not None:  # (RigidEntity.attach: the base hangs on another's link)
+                    parent = attached[0].link_start + attached[1]
                 pos, quat = body.pos, body.quat
                 j_start, d_start = len(joints), len(dofs)
                 for jd in body.joints:

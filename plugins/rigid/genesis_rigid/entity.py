@@ -59,11 +59,21 @@ class RigidLink:
         """The link frame's orientation, world, (w, x, y, z), `([n_envs,] 4)`."""
         return self.entity.get_links_quat(links_idx_local=[self.idx_local], envs_idx=envs_idx)[..., 0, :]
 
+    def _attached_parent(self):
+        """The link this base hangs on (RigidEntity.attach), or None."""
+        attached = self.entity._attached
+        if self.idx_local != 0 or attached is None:
+            return None
+        return attached[0].links[attached[1]]
+
     @property
     def parent_idx(self) -> int:
-        """The solver-wide index of the parent link, -1 for a base."""
+        """The solver-wide index of the parent link, -1 for a base (an attached base: the link it hangs on)."""
         parent = self._body.parent
-        return self.entity.link_start + parent if parent >= 0 else -1
+        if parent < 0:
+            above = self._attached_parent()
+            return above.idx if above is not None else -1
+        return self.entity.link_start + parent
 
     @property
     def root_idx(self) -> int:
@@ -71,7 +81,8 @@ class RigidLink:
         bodies, i = self.entity.robot.bodies, self.idx_local
         while bodies[i].parent >= 0:
             i = bodies[i].parent
-        return self.entity.link_start + i
+        above = self.entity.links[i]._attached_parent()
+        return above.root_idx if above is not None else self.entity.link_start + i
 
     @property
     def is_fixed(self) -> bool:
@@ -81,6 +92,9 @@ class RigidLink:
         while i >= 0:
             if bodies[i].joints:
                 return False
+            if bodies[i].parent < 0:
+                above = self.entity.links[i]._attached_parent()
+                return above.is_fixed if above is not None else True
             i = bodies[i].parent
         return True
 
@@ -326,6 +340,84 @@ class RigidJoint:
         return f"<RigidJoint {self.name!r} ({self.type_name}) of entity {self.entity.idx}>"
 
 
+class RigidEquality:
+    """An equality constraint of an entity's file (MJCF <equality>), with Genesis World's attributes. type: its
+    gs.EQUALITY_TYPE code (connect 0, weld 1, joint 2; tendon 3, a kind Genesis World does not load); eq_obj1id,
+    eq_obj2id: the solver's indices of what it relates, links for connect and weld (-1: the world), joints for a
+    joint equality (-1: none), tendons for a tendon one; eq_data: the slot's `eq_data` row (layout.ED_*) in the
+    first environment after build, None before (the points and rotation that depend on where the file places the
+    bodies are computed at build). The slot itself is state: get_active/set_active read and switch it per
+    environment (RigidSolver's eq_active)."""
+
+    TYPE = {"connect": 0, "weld": 1, "joint": 2, "tendon": 3}
+
+    def __init__(self, entity, idx_local, desc):
+        self.entity, self.idx_local, self._desc = entity, idx_local, desc
+        self.name = desc.name
+
+    @property
+    def solver(self):
+        return self.entity.solver
+
+    @property
+    def is_built(self) -> bool:
+        return bool(getattr(self.entity.scene, "_built", False))
+
+    @property
+    def type(self) -> int:
+        return self.TYPE[self._desc.kind]
+
+    @property
+    def idx(self) -> int:
+        """The slot of the solver's equality state (model equalities first, entity by entity); after build."""
+        self.entity.scene._require_built("RigidEquality.idx")
+        before = sum(1 for eq in self.solver.compiled.equalities if eq["entity"] < self.entity.idx)
+        return before + self.idx_local
+
+    def _obj(self, k):
+        o = int(self.solver.compiled.equalities[self.idx]["obj"][k])
+        if self._desc.kind == "joint" and o >= 0:  # (the slot holds the joint's dof; Genesis World names the joint)
+            return next(j.idx for j in self.entity.joints if j.dof_start == o)
+        return o
+
+    @property
+    def eq_obj1id(self) -> int:
+        return self._obj(0)
+
+    @property
+    def eq_obj2id(self) -> int:
+        return self._obj(1)
+
+    @property
+    def eq_data(self):
+        if not self.is_built:
+            return None
+        return self.solver.state.at("eq_data", self.solver.frame)[0, self.idx].clone()
+
+    def get_active(self, envs_idx=None):
+        """Whether the constraint acts, `([n_envs,])` bool (RigidSolver's eq_active)."""
+        self.entity.scene._require_built("RigidEquality.get_active")
+        solver = self.solver
+        rows = solver._envs_rows(envs_idx, "RigidEquality.get_active")
+        on = solver.state.at("eq_active", solver.frame)[rows, self.idx] != 0
+        return on if self.entity.scene.n_envs else on[0]
+
+    def set_active(self, active, envs_idx=None):
+        """Switch the constraint on or off in the environments envs_idx (None: all) from the next step on, its
+        warm start cleared there; the other environments are untouched."""
+        self.entity.scene._require_built("RigidEquality.set_active")
+        if not isinstance(active, (bool, np.bool_)):
+            raise gs.OptionError(f"RigidEquality.set_active: active={active!r} must be a bool.")
+        solver = self.solver
+        rows = solver._envs_rows(envs_idx, "RigidEquality.set_active")
+        with torch.no_grad():
+            solver.state.at("eq_active", solver.frame)[rows, self.idx] = int(bool(active))
+            solver.state.tensors["equality_impulse"].detach()[:, rows, self.idx] = 0.0  # (every frame)
+
+    def __repr__(self):
+        return f"<RigidEquality {self.name!r} ({self._desc.kind}) of entity {self.entity.idx}>"
+
+
 def _description_sizes(robot):
     """(links, joints, dofs, qs, geoms) a robot description adds to the solver's arrays (genesis_rigid.compile: one
     link per body; each body's joints, their dofs and qpos, its geoms, in order)."""
@@ -336,6 +428,7 @@ def _description_sizes(robot):
 
 class RigidEntity(gs.Entity):
     _ranges = None  # once built: (link_start, link_end, dof_start, dof_end, q_start, q_end, joint_start, joint_end)
+    _attached = None  # (parent entity, its link's local index) once `attach` hung this entity's base on that link
     _link_objs = None
     _joint_objs = None
     _geom_objs = None
@@ -456,18 +549,35 @@ class RigidEntity(gs.Entity):
         return np.asarray(self.morph.pos) + rotate(self.morph.quat, pos), quat_mul(self.morph.quat, quat)
 
     def attach(self, parent_entity, parent_link_name=None):
-        """Genesis World's RigidEntity.attach (weld this entity's base to a link of an entity added before it, its
-        base joints removed) is refused here: the rigid compiler lays out each entity's kinematic tree on its own,
-        and a tree that crosses entities is not compiled. Put both in one URDF or MJCF file (a fixed joint, or a
-        body without joints, welds a body to its parent) to get that structure."""
+        """Genesis World's RigidEntity.attach: hang this entity's base link on the link `parent_link_name` of
+        `parent_entity` (None: its last link), rigidly, before scene.build(). The base's own joints (a free base's
+        free joint) are removed; the base then sits at this entity's morph pose (pos, quat/euler) in the parent
+        link's frame, and the two entities move as one kinematic tree (a gripper on an arm's flange, a tool in a
+        finger). Contacts between the base and the parent link are filtered as a parent and child's are. The
+        parent must be a rigid entity of the same scene added before this one; an entity is attached once."""
+        what = "RigidEntity.attach"
         if getattr(self.scene, "_built", False):
-            raise gs.SceneError("attach after scene.build(): entities are attached before the build (and not at all "
-                                "in this engine; see RigidEntity.attach).")
-        raise gs.OptionError(
-            f"RigidEntity.attach(parent_entity=entity {getattr(parent_entity, 'idx', parent_entity)!r}, "
-            f"parent_link_name={parent_link_name!r}) is not supported: a kinematic tree that spans two entities is "
-            "not compiled by the rigid solver. Describe the welded robot in one URDF or MJCF file instead (a fixed "
-            "joint, or an MJCF body without joints, welds a body to its parent link).")
+            raise gs.SceneError(f"{what} after scene.build(): attach entities before the build.")
+        if self._attached is not None:
+            raise gs.OptionError(f"{what}: entity {self.idx} is already attached to entity "
+                                 f"{self._attached[0].idx}; an entity is attached once.")
+        if not isinstance(parent_entity, RigidEntity) or parent_entity.solver is not self.solver:
+            raise gs.OptionError(f"{what}: parent_entity={parent_entity!r} is not a rigid entity of this scene.")
+        if parent_entity is self:
+            raise gs.OptionError(f"{what}: an entity cannot be attached to itself.")
+        if parent_entity.idx > self.idx:
+            raise gs.OptionError(f"{what}: the parent (entity {parent_entity.idx}) must be added to the scene before "
+                                 f"the attached entity (entity {self.idx}): attach the later one to the earlier.")
+        if parent_link_name is None:
+            parent_link = parent_entity.links[-1]
+        elif isinstance(parent_link_name, str):
+            parent_link = parent_entity.get_link(parent_link_name)
+        else:
+            raise gs.OptionError(f"{what}: parent_link_name={parent_link_name!r} must be a link name (str) or None.")
+        base = self.robot.bodies[0]
+        base.joints = []  # (its free joint, or whatever joints the file gave the base: the link is welded now)
+        self._attached = (parent_entity, parent_link.idx_local)
+        self._link_objs = self._joint_objs = self._geom_objs = self._vgeom_objs = None
 
     # -- sizes and lookup -------------------------------------------------------------------------------------------
 
@@ -1143,10 +1253,26 @@ class RigidEntity(gs.Entity):
         them (run-time welds are the solver's: RigidSolver.get_weld_constraints)."""
         return len(self.robot.equalities)
 
+    @property
+    def equalities(self) -> list:
+        """The RigidEquality of each of the file's equality constraints, in the file's order (available before
+        scene.build(); their slots and data after)."""
+        if getattr(self, "_equality_objs", None) is None:
+            self._equality_objs = [RigidEquality(self, i, eq) for i, eq in enumerate(self.robot.equalities)]
+        return self._equality_objs
+
+    @property
+    def equality_start(self) -> int:
+        """The entity's first slot in the solver's equality state (after build)."""
+        return self.equalities[0].idx if self.robot.equalities else 0
+
     def get_mass(self):
-        """The entity's total mass in the first environment, kg (inertial masses plus shifts)."""
-        m = self.get_links_inertial_mass() + self.get_links_mass_shift()
-        return float(m.reshape(-1, self.n_links)[0].sum())
+        """The entity's total mass in the first environment, kg (inertial masses plus shifts); a heterogeneous
+        entity's (add_entity(morph=[...])), as Genesis World's: a NumPy array `(n_envs,)`, each environment's."""
+        m = (self.get_links_inertial_mass() + self.get_links_mass_shift()).reshape(-1, self.n_links)
+        if getattr(self, "variants", None):
+            return m.sum(-1).double().cpu().numpy()
+        return float(m[0].sum())
 
     def set_mass(self, mass):
         """Scale every link's inertial mass so that the entity's total is `mass` (kg, > 0) in every environment."""
@@ -1196,8 +1322,15 @@ class RigidEntity(gs.Entity):
             li = int(k["link"]) - self.link_start
             world = pos[:, li, None, :] + torch.einsum("bij,nj->bni", rot[:, li],
                                                        torch.as_tensor(local, dtype=pos.dtype, device=pos.device))
-            lo = torch.minimum(lo, world.min(1).values - pad)
-            hi = torch.maximum(hi, world.max(1).values + pad)
+            g_lo, g_hi = world.min(1).values - pad, world.max(1).values + pad
+            if desc.variant >= 0:  # a heterogeneous entity's variant: only in its environments
+                rows = self._envs_idx(envs_idx)
+                which = self.variant_of_env if rows is None else self.variant_of_env[rows.cpu().numpy()]
+                here = torch.as_tensor(which == desc.variant, device=pos.device)[:, None]
+                g_lo = torch.where(here, g_lo, torch.full_like(g_lo, float("inf")))
+                g_hi = torch.where(here, g_hi, torch.full_like(g_hi, -float("inf")))
+            lo = torch.minimum(lo, g_lo)
+            hi = torch.maximum(hi, g_hi)
         out = torch.stack([lo, hi], 1)
         return out if self.scene.n_envs else out[0]
 

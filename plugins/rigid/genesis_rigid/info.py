@@ -57,16 +57,16 @@ def _layout(x, batched):
 def links_info(solver) -> InfoView:
     st, batched = solver.state, bool(solver.options.batch_links_info)
     L = solver.n_links
-    base = solver.compiled.arrays["link_f"][:L]
+    base = solver._link_f_env[:, :L]  # (per environment: a heterogeneous entity's variant's)
 
     def com():
-        com0 = torch.as_tensor(base[:, LF_COM:LF_COM + 3], dtype=solver.float_dtype, device=solver.device)
-        return _layout(com0.expand((solver.batch, L, 3)), batched)  # (the model's; links_com_shift is apart)
+        com0 = torch.as_tensor(base[..., LF_COM:LF_COM + 3], dtype=solver.float_dtype, device=solver.device)
+        return _layout(com0, batched)  # (the model's; links_com_shift is apart)
 
     def inertia():
-        i0 = torch.as_tensor(base[:, LF_INERTIA:LF_INERTIA + 9].reshape(L, 3, 3), dtype=solver.float_dtype,
+        i0 = torch.as_tensor(base[..., LF_INERTIA:LF_INERTIA + 9].reshape(-1, L, 3, 3), dtype=solver.float_dtype,
                              device=solver.device)
-        return _layout(i0.expand((solver.batch, L, 3, 3)), batched)
+        return _layout(i0, batched)
 
     return InfoView("links_info", {
         "inertial_mass": lambda: _layout(st.at("links_inertial_mass", solver.frame), batched),

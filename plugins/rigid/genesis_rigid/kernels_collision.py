@@ -266,14 +266,15 @@ def geom_pose(b, f, g, l, links_pos, s_R, geom_f):
 
 
 @func
-def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs, bound_geoms,
-                    s_sap, s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i):
+def detect_contacts(b, f, links_pos, s_R, geom_f, geom_mu, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs,
+                    bound_geoms, s_sap, s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i):
     """Empties the contact pool; the broadphase; the contacts of the near pairs of primitives. The near pairs
     with a mesh are listed for kernels_convex.detect_mesh_contacts: their count in s_near_i[b, 0], the pairs in
     s_near_i[b, 1..]. s_geom_f[b, g] holds geom g's world bounding-sphere centre and, for a plane, its normal.
     s_sap[b, :] is the sweep order of the geoms without a plane and s_sap_axis[b] its axis (any permutation and
     axis are a valid start). bound_geoms: the geoms of the candidate pairs, the only ones whose s_geom_f is read
-    (a model's visual geoms, 58 of the panda's 82, collide with nothing)."""
+    (a model's visual geoms, 58 of the panda's 82, collide with nothing). A geom whose friction in environment b
+    (geom_mu) is negative is absent there (a heterogeneous entity's other variants): its pairs are skipped."""
     clear_contacts(b, s_con_i)
     for i in range(bound_geoms.shape[0]):  # world centres of the bounding spheres (a plane: a point), plane normals
         g = bound_geoms[i]
@@ -291,7 +292,7 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
             ga = pair_i[p, PI_GEOM_A]
             gb = pair_i[p, PI_GEOM_B]
             if s_geom_f[b, ga, GS_NORMAL].dot(s_geom_f[b, gb, GS_CENTRE] - s_geom_f[b, ga, GS_CENTRE]) <= \
-                    geom_rbound[gb]:
+                    geom_rbound[gb] and geom_mu[b, gb] >= 0:
                 narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
     n = s_sap.shape[1]
     if n > 1:
@@ -332,7 +333,8 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, p
                 if p >= 0:
                     ca = s_geom_f[b, ga, GS_CENTRE]
                     cb = s_geom_f[b, gb, GS_CENTRE]
-                    if (cb - ca).norm_sqr() <= (geom_rbound[ga] + geom_rbound[gb]) ** 2:
+                    if (cb - ca).norm_sqr() <= (geom_rbound[ga] + geom_rbound[gb]) ** 2 and \
+                            geom_mu[b, ga] >= 0 and geom_mu[b, gb] >= 0:
                         narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i)
 
 

@@ -99,7 +99,7 @@ def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32,
         if fresh == 0:
             for l in range(links_pos.shape[2]):
                 s_R[b, l] = quat_to_mat(links_quat[f, b, l])
-        detect_contacts(b, f, links_pos, s_R, geom_f, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs,
+        detect_contacts(b, f, links_pos, s_R, geom_f, geom_mu, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs,
                         bound_geoms, s_sap, s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i)
         if finish != 0:
             finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)

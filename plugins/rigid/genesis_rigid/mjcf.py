@@ -462,7 +462,7 @@ class _Loader:
             ref = springref = 0.0
         return JointDesc(name, jtype, _floats(a.get("pos", "0 0 0"), 3, what, "pos"), axis / np.linalg.norm(axis),
                          rng, _num(a, "damping", 0.0, what), _num(a, "armature", 0.0, what),
-                         _num(a, "stiffness", 0.0, what), springref, ref)
+                         _num(a, "stiffness", 0.0, what), springref, ref, armature_given="armature" in a)
 
     def geom(self, elem, cls, where):
         a = self.defaults.get(elem, cls)

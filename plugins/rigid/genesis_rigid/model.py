@@ -33,6 +33,7 @@ class JointDesc:
     stiffness: float = 0.0  # passive spring toward springref
     springref: float = 0.0
     ref: float = 0.0  # hinge/slide: the position at which the body is as the file places it (MuJoCo's joint ref)
+    armature_given: bool = False  # the file gives the armature (an MJCF joint or its default class): kept as is
 
 
 @dataclass
@@ -53,6 +54,7 @@ class GeomDesc:
     gap: float = 0.0  # and its contacts are reported from margin + gap on
     rgba: np.ndarray | None = None  # the file's colour of a visual geom (RGBA in [0, 1]); None: the entity's
     asset: str | None = None  # the file's named mesh asset it draws (MJCF <mesh name=...>), for messages
+    variant: int = -1  # a heterogeneous entity's variant it belongs to (genesis_rigid.variants); -1: every one
 
     def hull(self):
         """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""

@@ -92,7 +92,7 @@ class ParamSync:
         mass0 = rows.get("links_inertial_mass")
         if mass0 is not None and mass0.numel():
             mass = mass0.double()
-            m_model = torch.as_tensor(self.compiled.arrays["link_f"][:self.n_links, LF_MASS], device=mass.device)
+            m_model = torch.as_tensor(self._link_f_env[:, :self.n_links, LF_MASS].max(0), device=mass.device)
             moving = torch.as_tensor([self.compiled.last_dof[l] >= 0 for l in range(self.n_links)], device=mass.device)
             bad = (mass < 0) | ((mass <= 0) & moving & (m_model > 0))
             if bad.any():
@@ -118,7 +118,7 @@ class ParamSync:
         if found is not None:
             raise gs.InvalidStateError(st.entry_message("step", *found))
         mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors)
-        L, base = self.n_links, self.compiled.arrays["link_f"]
+        L, base = self.n_links, self._link_f_env
         if L:
             mass = np.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
             low = mass0 + shift < MIN_MASS_FRACTION * mass0
@@ -130,17 +130,26 @@ class ParamSync:
                     f"dynamics use {MIN_MASS_FRACTION:g} of the inertial mass for them (a mass <= 0 has no motion; "
                     "Genesis World would integrate it as given). get_links_mass_shift reads the shift as set; said once "
                     "per scene.", stacklevel=2)
-            m_model = base[:L, LF_MASS]
-            arr = np.array(np.broadcast_to(base, (self.batch,) + base.shape))
+            m_model = base[:, :L, LF_MASS]  # (per environment: a heterogeneous entity's variant's)
+            arr = np.array(base)
             scale = np.where(m_model > 0, mass / np.where(m_model > 0, m_model, 1.0), 1.0)
             arr[:, :L, LF_MASS] = mass
-            arr[:, :L, LF_COM:LF_COM + 3] = base[None, :L, LF_COM:LF_COM + 3] + com_shift
-            arr[:, :L, LF_INERTIA:LF_INERTIA + 9] = base[None, :L, LF_INERTIA:LF_INERTIA + 9] * scale[..., None]
+            arr[:, :L, LF_COM:LF_COM + 3] = base[:, :L, LF_COM:LF_COM + 3] + com_shift
+            arr[:, :L, LF_INERTIA:LF_INERTIA + 9] = base[:, :L, LF_INERTIA:LF_INERTIA + 9] * scale[..., None]
             self.model["link_f"].from_numpy(arr.astype(self._np_float))
         if self.n_geoms:
-            mu = self.compiled.arrays["geom_f"][None, :self.n_geoms, GF_FRICTION] * ratio
-            self.model["geom_mu"].from_numpy(np.ascontiguousarray(mu, dtype=self._np_float))
+            self.model["geom_mu"].from_numpy(self._geom_mu(ratio))
         self._link_params_seen = key
+
+    def _geom_mu(self, ratio):
+        """The geoms' friction per environment [B, G] as the kernels read it: the model's times the state's ratio;
+        -1 where a geom is absent (another variant's, genesis_rigid.variants)."""
+        geom_f = self.compiled.arrays["geom_f"]
+        mu = np.zeros((self.batch, geom_f.shape[0]))
+        mu[:, :self.n_geoms] = geom_f[None, :self.n_geoms, GF_FRICTION] * ratio
+        if self._geom_active is not None:
+            mu[~self._geom_active] = -1.0
+        return np.ascontiguousarray(mu, dtype=self._np_float)
 
     @property
     def _np_float(self):

@@ -1,6 +1,8 @@
 """From a morph to a RobotDesc: primitives and meshes become one body (free unless fixed), robot files go through
 the loaders."""
 
+import dataclasses
+
 import numpy as np
 
 import genesis_core as gs
@@ -40,11 +42,9 @@ def _mesh(morph, material):
     """A Mesh morph: one body whose collision shape is the convex hull of the file's vertices, or, for a closed
     mesh further than decompose_object_error_threshold from convex, its convex parts (genesis_rigid.decompose);
     mass and inertia from those shapes."""
-    if not morph.convexify:
-        raise gs.OptionError(f"Mesh(file={morph.file!r}, convexify=False) is not supported: the rigid solver collides "
-                             "meshes as convex pieces (a non-convex mesh is decomposed into convex parts).")
     scale = np.full(3, morph.scale)
-    parts = convex_parts(morph.file, scale, morph.decompose_object_error_threshold, morph.coacd_options)
+    threshold = morph.decompose_object_error_threshold if morph.convexify else 0.0
+    parts = convex_parts(morph.file, scale, threshold, morph.coacd_options)
     if parts is None:
         geoms = [GeomDesc("mesh", MESH, np.zeros(3), mesh_file=morph.file, mesh_scale=scale)]
     else:
@@ -58,6 +58,48 @@ def _mesh(morph, material):
     if not morph.fixed:
         body.joints.append(JointDesc("root", FREE))
     return RobotDesc("mesh", [body])
+
+
+def _convexify(robot, morph):
+    """A robot file's collision meshes as the morph's convexify options ask (genesis_core.morphs.RigidMeshOptions):
+    each mesh geom whose concavity exceeds the threshold (the robot one for an articulated model, the object one
+    otherwise; 0 with convexify=False) becomes its convex parts, at the mesh's pose, with its friction, filter and
+    margins; the body is still drawn as the file's meshes."""
+    articulated = any(j.type != FREE for body in robot.bodies for j in body.joints)
+    if not morph.convexify:
+        threshold = 0.0
+    else:
+        threshold = morph.decompose_robot_error_threshold if articulated else morph.decompose_object_error_threshold
+    if not np.isfinite(threshold):
+        return
+    for body in robot.bodies:
+        geoms = []
+        for g in body.geoms:
+            parts = None
+            if g.type == MESH and g.mesh_file is not None and g.ellipsoid is None and (g.contype or g.conaffinity):
+                try:
+                    parts = convex_parts(g.mesh_file, g.mesh_scale, threshold, morph.coacd_options)
+                except ModelError as exc:
+                    raise type(exc)(f"{robot.body_word} {body.name!r}, geom {g.name!r}: {exc}") from None
+            if not parts:
+                geoms.append(g)
+                continue
+            if not body.visuals:  # (drawn as the file's meshes, not as the parts)
+                body.visuals = list(body.geoms)
+            geoms += [dataclasses.replace(g, name=f"{g.name}_part{i}", mesh_file=None, mesh_scale=np.ones(3),
+                                          vertices=p) for i, p in enumerate(parts)]
+        body.geoms = geoms
+
+
+def _default_armature(robot, morph):
+    """Genesis World's default_armature: the rotor inertia of every hinge, slide and ball joint's dofs whose
+    file gives none (genesis_core.morphs.RobotFileOptions)."""
+    if morph.default_armature is None:
+        return
+    for body in robot.bodies:
+        for j in body.joints:
+            if j.type != FREE and not j.armature_given:
+                j.armature = float(morph.default_armature)
 
 
 def _filter(robot, morph):
@@ -97,6 +139,8 @@ def describe(morph, material) -> RobotDesc:
                 robot.validate()  # (the scaled lengths and masses against the limits)
             except ModelError as exc:
                 raise ModelError(f"scaled by scale={morph.scale:g}: {exc}") from None
+        _default_armature(robot, morph)
+        _convexify(robot, morph)
         check_conditioning(robot, gs.precision == "64", robot.body_word)
         for body in robot.bodies:  # hulls now, so that a bad collision mesh fails at add_entity
             for g in body.geoms:

@@ -18,6 +18,7 @@ from .backward import Backward
 from .compile import compile_model
 from .entity import RigidEntity
 from .equality import FIELDS as EQUALITY_FIELDS, Equalities
+from .variants import Variants
 from .kernels_collision import CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED, GS_N, \
     CM_SWEEPS, HASH_FACTOR, KEY_SPAN
 from .kernels_constraint import RF_N
@@ -52,7 +53,7 @@ def _same_arrays(a, b) -> bool:
     return all(x is b[name] for name, x in a.items())
 
 
-class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, gs.SolverBase):
+class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, gs.SolverBase):
     """Articulated bodies from primitives, URDF and MJCF; contacts and joint limits by projected Gauss-Seidel."""
 
     short_name = "rigid"
@@ -157,14 +158,15 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, gs.SolverB
     def init_state(self, f):
         st = self.state
         st.rules = self._state_rules  # reset(state) and checkpoints meet the rules across entries and fields
-        st.at("qpos", f)[:] = torch.as_tensor(self.compiled.qpos0, dtype=self.float_dtype)
+        self._variant_tables()  # (per environment: a heterogeneous entity's variant, genesis_rigid.variants)
+        st.at("qpos", f)[:] = torch.as_tensor(self._qpos0_env, dtype=self.float_dtype)
         st.at("dofs_kp", f)[:] = torch.as_tensor(self.compiled.kp0, dtype=self.float_dtype)
         st.at("dofs_kv", f)[:] = torch.as_tensor(self.compiled.kv0, dtype=self.float_dtype)
         st.at("contact_key", f)[:] = -1
         dof_f = self.compiled.arrays["dof_f"]
         for name, col in self.DOF_PARAMS:
             st.at(name, f)[:] = torch.as_tensor(dof_f[:self.n_dofs, col], dtype=self.float_dtype)
-        st.at("links_inertial_mass", f)[:] = torch.as_tensor(self.compiled.arrays["link_f"][:self.n_links, LF_MASS],
+        st.at("links_inertial_mass", f)[:] = torch.as_tensor(self._link_f_env[:, :self.n_links, LF_MASS],
                                                              dtype=self.float_dtype)
         st.at("geoms_friction_ratio", f)[:] = 1.0
         self._allocate_scratch()
@@ -237,11 +239,9 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, gs.SolverB
                                                  values=np.broadcast_to(base, (B,) + base.shape))
         self._dof_params_seen = self._dof_params_values = None
         # the links' inertial columns and the geoms' friction per environment (_sync_link_params)
-        link_f = self.compiled.arrays["link_f"]
-        self.model["link_f"] = self._taichi_array((B,) + link_f.shape, "f",
-                                                  values=np.broadcast_to(link_f, (B,) + link_f.shape))
-        mu = self.compiled.arrays["geom_f"][:, GF_FRICTION]
-        self.model["geom_mu"] = self._taichi_array((B, len(mu)), "f", values=np.broadcast_to(mu, (B, len(mu))))
+        self.model["link_f"] = self._taichi_array(self._link_f_env.shape, "f", values=self._link_f_env)
+        self.model["geom_mu"] = self._taichi_array((B, self.compiled.arrays["geom_f"].shape[0]), "f",
+                                                   values=self._geom_mu(np.ones(1)))
         self._link_params_seen = self._link_params_values = None
         self._bindings, self._step_cache = {}, None
         self.adjoint = self._allocate_adjoints() if self.sim_options.requires_grad else None

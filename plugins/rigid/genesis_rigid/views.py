@@ -17,6 +17,7 @@ from genesis_core.rotations import quat_to_mat
 from genesis_core.utils.geom import quat_mul
 
 from . import kernels_step
+from .variants import FAR
 from .layout import DF_N, DI_LINK, GF_SIZE, LI_DOF_END, LI_DOF_START, LI_PARENT
 from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
 
@@ -136,6 +137,9 @@ class Views:
             with torch.no_grad():
                 v.body_quat[:, :self.n_links].copy_(st.at("links_quat", fn))
         self._run(kernels_step.collider_geometry, {name: getattr(v, name) for name in VIEW_OUTPUTS}, fn=fn)
+        if self._geom_active is not None:  # another variant's geoms: far from everything (genesis_rigid.variants)
+            with torch.no_grad():
+                v.geom_pos[torch.as_tensor(~self._geom_active, device=v.geom_pos.device)] = FAR
         if self._recording():
             self._view_tape = fn
         return v
@@ -182,6 +186,7 @@ class Views:
         if rm["prims"]:  # visual primitives that are not geoms (URDF <visual> boxes, spheres, ...)
             items = rm["prims"]
             pos, quat = posed(items)
+            pos[torch.as_tensor(np.stack([it[7] for it in items], 1), device=dev)] = FAR
             geom_pos = torch.cat([geom_pos, pos.to(geom_pos.dtype)], dim=1)
             geom_quat = torch.cat([geom_quat, quat.to(geom_quat.dtype)], dim=1)
             geom_type = torch.cat([geom_type, torch.as_tensor([it[3] for it in items], dtype=geom_type.dtype,
@@ -199,6 +204,7 @@ class Views:
             geom_link=rm["geom_link"], geom_id=rm["geom_id"])
         if rm["meshes"]:
             view.mesh_pos, view.mesh_quat = posed(rm["meshes"])
+            view.mesh_pos[torch.as_tensor(np.stack([it[3] for it in rm["meshes"]], 1), device=dev)] = FAR
             view.mesh_verts, view.mesh_faces, view.mesh_range = rm["mesh_arrays"]
             view.mesh_entity, view.mesh_color = rm["mesh_entity"], rm["mesh_color"]
             view.mesh_link, view.mesh_id = rm["mesh_link"], rm["mesh_id"]
@@ -212,6 +218,11 @@ class Views:
 
         scene = self.scene
         geoms, geom_colors, geom_entity, prims, meshes, mesh_colors = [], [], [], [], [], []
+
+        def absent(e, g):  # [B] bool: the environments where g is another variant's (genesis_rigid.variants)
+            which = getattr(e, "variant_of_env", None)
+            return np.zeros(self.batch, dtype=bool) if which is None or g.variant < 0 else which != g.variant
+
         verts, faces, ranges = [], [], []
         n_verts = n_faces = 0
         for e in self.entities:
@@ -233,13 +244,14 @@ class Views:
                     for bi, body in enumerate(e.robot.bodies):
                         for g in body.visuals:
                             if g.type == MESH and g.mesh_file is not None:
-                                e_meshes.append(((e.link_start + bi, g.pos, g.quat),
+                                e_meshes.append(((e.link_start + bi, g.pos, g.quat, absent(e, g)),
                                                  _visual_mesh(g.mesh_file, g.mesh_scale), color_of(g)))
                             elif id(g) in index:  # a geom (an MJCF plane, ellipsoid, ...): its own arrays
                                 drawn.append((index[id(g)], color_of(g)))
                             elif g.type in GEOM_OF_TYPE:
                                 e_prims.append((e.link_start + bi, g.pos, g.quat, GEOM_OF_TYPE[g.type],
-                                                np.asarray(g.size, dtype=np.float64), color_of(g), e.idx))
+                                                np.asarray(g.size, dtype=np.float64), color_of(g), e.idx,
+                                                absent(e, g)))
                 except Exception as exc:  # an unreadable visual mesh: this entity is drawn by its collision geoms
                     warnings.warn(f"entity {e.idx} ({e.robot.name}): a visual mesh could not be read ({exc}); the "
                                   "cameras draw its collision geometry.", stacklevel=2)

@@ -22,13 +22,13 @@ def build(morphs, n_envs=0, dt=1e-3, gravity=(0, 0, -9.81)):
 
 
 def pendulum(n_envs=0, **kw):
-    scene, (p,) = build([gs.morphs.MJCF(file=assets.path("pendulum.xml"))], n_envs=n_envs, **kw)
+    scene, (p,) = build([gs.morphs.MJCF(default_armature=None, file=assets.path("pendulum.xml"))], n_envs=n_envs, **kw)
     return scene, p
 
 
 def test_joints_name_their_dofs_and_qpos():
     scene, (box, arm) = build([gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.1, 0.1)),
-                               gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(1, 0, 0))])
+                               gs.morphs.URDF(default_armature=None, file=assets.path("arm.urdf"), fixed=True, pos=(1, 0, 0))])
     assert box.n_joints == 1 and box.joints[0].type_name == "FREE"
     free = box.joints[0]
     assert (free.n_dofs, free.n_qs, free.dofs_idx_local, free.qs_idx_local) == (6, 7, list(range(6)), list(range(7)))
@@ -161,7 +161,7 @@ def test_stiffness_and_damping_are_the_joint_spring():
 def test_link_velocities_match_finite_differences():
     """get_links_vel (the link frame's origin, and its centre of mass) and get_links_ang of a swinging arm equal
     the finite differences of the link poses over a 1e-5 s step (to 1e-4 of the speed)."""
-    scene, (arm,) = build([gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True)], dt=1e-5)
+    scene, (arm,) = build([gs.morphs.URDF(default_armature=None, file=assets.path("arm.urdf"), fixed=True)], dt=1e-5)
     arm.set_dofs_position([0.3, 0.8, -0.5])
     arm.set_dofs_velocity([1.0, -2.0, 1.5])
     v, w = arm.get_links_vel(), arm.get_links_ang()
@@ -221,7 +221,7 @@ def test_a_force_at_the_link_origin_also_turns_the_link():
     the origin and at the centre of mass moves the arm differently; scene.rigid_solver takes global link indices."""
     out = []
     for ref in ("link_origin", "link_com"):
-        scene, (arm,) = build([gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True)], gravity=(0, 0, 0))
+        scene, (arm,) = build([gs.morphs.URDF(default_armature=None, file=assets.path("arm.urdf"), fixed=True)], gravity=(0, 0, 0))
         link = arm.get_link("forearm")
         assert torch.equal(scene.sim.rigid_solver.get_links_pos([link.idx]), arm.get_links_pos([link.idx_local]))
         scene.rigid_solver.apply_links_external_force([[5.0, 0.0, 0.0]], links_idx=[link.idx], ref=ref)
@@ -238,7 +238,7 @@ def test_gravity_compensation_holds_the_share_of_the_weight():
                             material=gs.materials.Rigid(gravity_compensation=0.5))
     full = scene.add_entity(gs.morphs.Box(pos=(1, 0, 1), size=(0.1, 0.1, 0.1)),
                             material=gs.materials.Rigid(gravity_compensation=1.0))
-    arm = scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(3, 0, 0)),
+    arm = scene.add_entity(gs.morphs.URDF(default_armature=None, file=assets.path("arm.urdf"), fixed=True, pos=(3, 0, 0)),
                            material=gs.materials.Rigid(gravity_compensation=1.0))
     scene.build()
     arm.set_dofs_position([0.3, 0.8, -0.5])
@@ -434,7 +434,7 @@ def test_links_info_and_dofs_info_read_the_parameters_in_genesis_layout(batched)
     parameters, [n] (the first environment) or [n, n_envs] with batch_*_info; read-only copies."""
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3),
                      rigid_options=gs.options.RigidOptions(batch_links_info=batched, batch_dofs_info=batched))
-    arm = scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
+    arm = scene.add_entity(gs.morphs.URDF(default_armature=None, file=assets.path("arm.urdf"), fixed=True))
     scene.build(n_envs=2)
     arm.set_links_inertial_mass([[5.0]], links_idx_local=[1], envs_idx=[1])
     arm.set_dofs_damping([[0.3, 0.4, 0.5]], envs_idx=[1])
@@ -481,7 +481,7 @@ def test_a_position_setter_on_some_environments_leaves_the_others_bitwise():
     33 of 40 steps of this scene differed)."""
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.02, substeps=4))
     scene.add_entity(gs.morphs.Plane())
-    robot = scene.add_entity(gs.morphs.MJCF(file=assets.path("quadruped.xml")))
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=assets.path("quadruped.xml")))
     scene.build(n_envs=2)
     gen = torch.Generator().manual_seed(0)
     dofs = list(range(6, robot.n_dofs))

@@ -31,7 +31,7 @@ class Entity:  # what the compiler reads of an entity: its description, material
 
 morphs = [gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.2, 0.3))]
 if len(sys.argv) > 1:
-    morphs.append(gs.morphs.MJCF(file=sys.argv[1]))
+    morphs.append(gs.morphs.MJCF(default_armature=None, file=sys.argv[1]))
 m = compile_model([Entity(i, x) for i, x in enumerate(morphs)], RigidOptions(), gs.options.SimOptions(),
                   float64=True)
 assert impl.get_runtime().prog is None, "the compiler started a Taichi runtime"

@@ -33,7 +33,7 @@ def _differences(dt):
     model.opt.timestep = dt
     model.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt))
-    robot = scene.add_entity(gs.morphs.MJCF(file=XML))
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=XML))
     scene.build()
     solver = scene.rigid_solver
     data_eq = solver.state.at("eq_data", 0)[0].double().numpy()
@@ -76,7 +76,7 @@ def test_equalities_change_the_motion_and_hold_their_relations():
     curvature leaves a drift of about a2 (v dt)^2 a step, which the position pass undoes by a fifth a step: 5e-4
     measured at 10 rad/s) and the linear L1 = -0.4 L2 (L1 = q6, L2 = 0.5 q7) to 1e-5."""
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3))
-    robot = scene.add_entity(gs.morphs.MJCF(file=XML))
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=XML))
     scene.build()
     solver = scene.rigid_solver
     assert solver.n_equalities == 4 and robot.n_equalities == 4
@@ -191,7 +191,7 @@ def test_bad_equalities_are_refused_by_name(tmp_path, element, message):
     path.write_text(text)
     scene = gs.Scene()
     with pytest.raises(gs.ModelFileError, match=message):
-        scene.add_entity(gs.morphs.MJCF(file=str(path)))
+        scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
 
 
 def test_gradients_through_every_kind_of_equality_match_differences():
@@ -204,7 +204,7 @@ def test_gradients_through_every_kind_of_equality_match_differences():
     def build(requires_grad):
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=5e-3, requires_grad=requires_grad),
                          rigid_options=gs.options.RigidOptions(iterations=30))
-        robot = scene.add_entity(gs.morphs.MJCF(file=XML))
+        robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=XML))
         scene.build()
         return scene, robot
 
@@ -234,9 +234,39 @@ def test_disable_constraint_switches_the_equalities_off():
     """RigidOptions(disable_constraint=True), Genesis World's switch for every constraint row: the file's
     equalities load inactive and a run-time weld is refused."""
     scene = gs.Scene(rigid_options=gs.options.RigidOptions(disable_constraint=True))
-    robot = scene.add_entity(gs.morphs.MJCF(file=XML))
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=XML))
     scene.build()
     solver = scene.rigid_solver
     assert solver.n_equalities == 4 and not bool(solver.state.at("eq_active", 0).any())
     with pytest.raises(gs.OptionError, match="disable_constraint"):
         solver.add_weld_constraint(robot.get_link("box").idx, robot.get_link("arm").idx)
+
+
+def test_equality_objects_name_the_files_constraints_and_switch_per_environment():
+    """RigidEntity.equalities: Genesis World's RigidEquality attributes (type codes, the objects as solver
+    indices: links, joints, tendons), before and after build; set_active switches one constraint in the
+    environments named and no other."""
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1), pos=(3, 0, 1)))  # (so that solver indices are offset)
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=XML))
+    eqs = robot.equalities
+    assert [e.type for e in eqs] == [0, 1, 2, 3] and len(eqs) == robot.n_equalities == 4
+    assert not eqs[0].is_built and eqs[0].eq_data is None
+    scene.build(n_envs=3)
+    connect, weld, joint, tendon = eqs
+    assert (connect.eq_obj1id, connect.eq_obj2id) == (robot.get_link("coupler").idx, robot.get_link("rocker").idx)
+    assert (weld.eq_obj1id, weld.eq_obj2id) == (robot.get_link("box").idx, robot.get_link("arm").idx)
+    assert (joint.eq_obj1id, joint.eq_obj2id) == (robot.get_joint("j5").idx, robot.get_joint("j4").idx)
+    assert [e.idx for e in eqs] == [0, 1, 2, 3] and robot.equality_start == 0
+    assert torch.allclose(joint.eq_data[11:16].double(), torch.tensor([0, 1.5, 0.5, 0, 0], dtype=torch.float64))
+    assert weld.get_active().tolist() == [True, True, True]
+    weld.set_active(False, envs_idx=[1])
+    assert weld.get_active().tolist() == [True, False, True] and connect.get_active().tolist() == [True] * 3
+    with pytest.raises(gs.OptionError, match="bool"):
+        weld.set_active(1)
+    for _ in range(20):
+        scene.step()
+    box, arm = robot.get_link("box"), robot.get_link("arm")
+    gap = (box.get_pos() - arm.get_pos()).norm(dim=-1)
+    # the weld holds the box's offset from the arm where it is active; released, the box falls away
+    assert abs(float(gap[0] - gap[2])) < 1e-9 and float(gap[1]) > float(gap[0]) + 1e-3, gap

@@ -63,7 +63,7 @@ def test_systems_kilometres_away_move_as_at_the_origin_in_float32(float32, tmp_p
     for i, (x, y) in enumerate(OFFSETS):
         path = tmp_path / f"system{i}.xml"
         path.write_text(SYSTEM.format(x=x, y=y, x2=x + 0.6, x3=x - 0.6))
-        systems.append(scene.add_entity(gs.morphs.MJCF(file=str(path))))
+        systems.append(scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path))))
     scene.build()
     spin = torch.tensor([0.3, -0.2, 1.0, 2.0, -1.0, 3.0, 4.0])  # the tumbler's dofs: free (lin, ang), then its hinge
     for e in systems:
@@ -105,7 +105,7 @@ def test_spatial_quantities_are_about_each_links_origin(float32, tmp_path):
     path = tmp_path / "system.xml"
     path.write_text(SYSTEM.format(x=x, y=y, x2=x + 0.6, x3=x - 0.6))
     scene = gs.Scene()
-    e = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    e = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     scene.build()
     solver = scene.rigid_solver
     scene.step()
@@ -140,7 +140,7 @@ LONG_TREE = """
 def _spin_long_tree(path, steps=50):
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.005),
                      rigid_options=gs.options.RigidOptions(enable_collision=False))
-    e = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    e = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     scene.build()
     e.set_dofs_velocity(torch.tensor([0.1, 0.2, 0.0, 0.3, -0.2, 0.1, 2.0]))
     for _ in range(steps):
@@ -180,7 +180,7 @@ def test_mass_far_from_a_light_base_is_refused_in_float32_by_name(float32, tmp_p
     path.write_text(text)
     with pytest.raises(gs.ModelFileError, match=r"heavy\.xml.*'base'.*single precision.*'far' carries 5 kg 300 m "
                                                 r"from it \(its centre of mass is 300 m from its origin.*precision='64'"):
-        gs.Scene().add_entity(gs.morphs.MJCF(file=str(path)))
+        gs.Scene().add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     gs.destroy()
     gs.init(backend=gs.cpu, precision="64", seed=0, logging_level="warning")
-    gs.Scene().add_entity(gs.morphs.MJCF(file=str(path)))
+    gs.Scene().add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))

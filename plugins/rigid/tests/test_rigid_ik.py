@@ -369,3 +369,25 @@ def test_ik_arguments():
     start = torch.tensor([0.1, 0.2, 0.3], dtype=F64)
     qpos = ik.inverse_kinematics(arm, forearm, pos=target[0], init_qpos=start, dofs_idx_local=[1, 2], max_samples=2)
     assert qpos[0] == start[0] and not torch.equal(qpos[1:], start[1:])
+
+
+def test_ik_reaches_the_tolerance_it_is_asked_for(panda):
+    """pos_tol=1e-9 m and rot_tol=1e-9 rad on the hand's pose and a finger's position, float64, 16 reachable
+    targets: every environment ends within them, and the returned errors say so (the errors of the configuration
+    returned: their norms, recomputed by forward kinematics here)."""
+    scene, entity = panda
+    hand, finger = entity.get_link("hand"), entity.get_link("left_finger")
+    links = [hand.idx_local, finger.idx_local]
+    envs = list(range(16))
+    pos, quat = ik.forward_kinematics(entity, random_qpos(entity, N_TARGETS, 77), links_idx_local=links)
+    before = state_copy(scene)
+    qpos, err = ik.inverse_kinematics_multilink(entity, [hand, finger], poss=[pos[envs, 0], pos[envs, 1]],
+                                                quats=[quat[envs, 0], None], pos_tol=1e-9, rot_tol=1e-9,
+                                                max_solver_iters=100, return_error=True, envs_idx=envs)
+    p, r = ik.forward_kinematics(entity, qpos, links_idx_local=links, envs_idx=envs)
+    pos_err = (p - pos[envs]).norm(dim=-1)
+    assert pos_err.max() <= 1e-9 and rot_angle(r[:, 0], quat[envs, 0]).max() <= 1e-9, (pos_err.max(),)
+    assert err[..., :3].norm(dim=-1).max() <= 1e-9 and err[:, 0, 3:].norm(dim=-1).max() <= 1e-9
+    assert torch.allclose(err[..., :3].norm(dim=-1), pos_err, atol=1e-12)
+    assert in_limits(entity, qpos)
+    assert_state_unchanged(scene, before)

@@ -39,7 +39,7 @@ def our_run(tmp_path, xml, qpos0=None, qvel0=None, control=None, collision=False
     path.write_text(xml)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT),
                      rigid_options=gs.options.RigidOptions(enable_collision=collision))
-    robot = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     scene.build()
     if qpos0 is not None:
         robot.set_qpos(qpos0)
@@ -89,7 +89,7 @@ def test_joint_ref_matches_mujoco(tmp_path):
     # at qpos0 the link is where the file puts it (before any step)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT))
     (tmp_path / "ref.xml").write_text(xml)
-    entity = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "ref.xml")))
+    entity = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(tmp_path / "ref.xml")))
     scene.build()
     assert np.allclose(entity.get_qpos().numpy(), [np.deg2rad(25), 0.1])
     slider = entity.get_link("slider")
@@ -165,7 +165,7 @@ def test_ellipsoid_rests_on_the_plane_at_its_semi_axis(tmp_path):
     </worldbody></mujoco>"""
     (tmp_path / "drop.xml").write_text(xml)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3))
-    entity = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "drop.xml")))
+    entity = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(tmp_path / "drop.xml")))
     scene.build()
     for _ in range(1000):
         scene.step()
@@ -220,7 +220,7 @@ def test_fixed_tendon_limit_holds_the_length_in_range(tmp_path):
     for name in ("lim", "free"):
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3),
                          rigid_options=gs.options.RigidOptions(enable_collision=False))
-        e = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / f"{name}.xml")))
+        e = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(tmp_path / f"{name}.xml")))
         scene.build(n_envs=2)
         e.set_qpos(np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0]]))
         out = []
@@ -260,7 +260,7 @@ def test_tendon_actuator_drives_each_joint_of_its_tendon(tmp_path):
     path = tmp_path / "hand.xml"
     path.write_text(PANDA_LIKE)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, gravity=(0, 0, 0)))
-    hand = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    hand = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     scene.build()
     assert np.allclose(hand.get_dofs_kp().numpy(), [100, 100])
     assert np.allclose(hand.get_dofs_kv().numpy(), [10, 10])
@@ -340,7 +340,7 @@ def test_dofs_invweight_matches_mujoco(tmp_path):
     path.write_text(INVWEIGHT)
     model = mujoco.MjModel.from_xml_path(str(path))
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT))
-    robot = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     scene.build(n_envs=2)
     inv = robot.get_dofs_invweight()
     assert inv.shape == (2, robot.n_dofs)
@@ -378,7 +378,7 @@ def _rest_heights(engine, xml, tmp_path):
         return data.qpos.reshape(4, 7)[:, 2].copy()
     (tmp_path / "margin.xml").write_text(xml)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3))
-    e = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "margin.xml")))
+    e = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(tmp_path / "margin.xml")))
     scene.build()
     for _ in range(1500):
         scene.step()
@@ -404,7 +404,7 @@ def test_a_margin_on_a_hull_pair_is_refused(tmp_path):
       <body pos="0 0 1"><freejoint/><geom type="ellipsoid" size="0.1 0.2 0.3" margin="0.01"/></body>
     </worldbody></mujoco>""")
     scene = gs.Scene()
-    scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "hull.xml")))
+    scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(tmp_path / "hull.xml")))
     with pytest.raises(gs.OptionError, match="margin"):
         scene.build()
 
@@ -425,7 +425,7 @@ def test_an_ellipsoid_rests_on_every_kind_of_geom(tmp_path):
     </worldbody></mujoco>"""
     (tmp_path / "kinds.xml").write_text(xml)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3))
-    e = scene.add_entity(gs.morphs.MJCF(file=str(tmp_path / "kinds.xml")))
+    e = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(tmp_path / "kinds.xml")))
     scene.build()
     for _ in range(750):
         scene.step()
@@ -463,7 +463,7 @@ def test_meshes_of_an_included_file_resolve_from_its_folder(tmp_path, meshdir):
     path.write_text(xml)
     model = mujoco.MjModel.from_xml_path(str(path))
     scene = gs.Scene()
-    e = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    e = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     scene.build()
     assert float(e.get_mass()) == pytest.approx(float(model.body_mass[1]), rel=1e-6)
     # angle="radian" from the included compiler: the body's 0.5 is radians (in degrees it would be 0.5 deg)

@@ -33,9 +33,9 @@ def test_shared_models_load_and_step(shared_assets, path, kind, n_dofs, n_qs):
 
 def test_own_models_load():
     for name, dofs in [("pendulum.xml", 1), ("double_pendulum.xml", 2), ("cartpole.xml", 2)]:
-        _, (robot,) = build([gs.morphs.MJCF(file=assets.path(name))])
+        _, (robot,) = build([gs.morphs.MJCF(default_armature=None, file=assets.path(name))])
         assert robot.n_dofs == dofs
-    _, (arm,) = build([gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True)])
+    _, (arm,) = build([gs.morphs.URDF(default_armature=None, file=assets.path("arm.urdf"), fixed=True)])
     assert arm.n_dofs == 3 and [l.name for l in arm.links] == ["base", "shoulder", "upper_arm", "forearm"]
     assert arm.get_link("forearm").idx == arm.link_start + 3
 
@@ -45,19 +45,19 @@ def test_bad_model_files_raise_option_error(tmp_path):
     bad.write_text("<mujoco><worldbody><body><joint type='warp'/></body></worldbody></mujoco>")
     scene = gs.Scene()
     with pytest.raises(gs.OptionError, match="unknown type 'warp'"):
-        scene.add_entity(gs.morphs.MJCF(file=str(bad)))
+        scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(bad)))
     bad.write_text("<robot><link name='a'/><link name='b'/></robot>")
     with pytest.raises(gs.OptionError, match="one root link"):
-        scene.add_entity(gs.morphs.URDF(file=str(bad)))
+        scene.add_entity(gs.morphs.URDF(default_armature=None, file=str(bad)))
     bad.write_text("<mujoco><worldbody>")
     with pytest.raises(gs.OptionError, match="not well-formed"):
-        scene.add_entity(gs.morphs.MJCF(file=str(bad)))
+        scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(bad)))
 
 
 def test_panda_holds_a_target_pose_under_position_control(shared_assets):
     """With the MJCF actuators' gains (kp 2000-4500, kv 200-450) the arm holds a pose against gravity within
     1e-2 rad (the steady-state error is the gravity torque over kp)."""
-    scene, (panda, _) = build([gs.morphs.MJCF(file=f"{shared_assets}/mjcf/franka_emika_panda/panda.xml"),
+    scene, (panda, _) = build([gs.morphs.MJCF(default_armature=None, file=f"{shared_assets}/mjcf/franka_emika_panda/panda.xml"),
                                gs.morphs.Plane()])
     target = torch.tensor([0.3, -0.5, 0.2, -2.0, 0.1, 1.8, 0.5, 0.02, 0.02], dtype=torch.float64)
     assert panda.get_dofs_kp()[:7].tolist() == [4500, 4500, 3500, 3500, 2000, 2000, 2000]
@@ -73,7 +73,7 @@ def test_panda_holds_a_target_pose_under_position_control(shared_assets):
 def test_ant_dropped_on_the_plane_comes_to_rest_standing(shared_assets):
     """The ant starts with its ankles outside their limits and its legs flat: the limits lift it (gently:
     corrections are capped) and it settles upright on its four feet, torso clear of the floor."""
-    scene, (ant,) = build([gs.morphs.MJCF(file=f"{shared_assets}/mjcf/ant.xml", pos=(0, 0, 0.3))])
+    scene, (ant,) = build([gs.morphs.MJCF(default_armature=None, file=f"{shared_assets}/mjcf/ant.xml", pos=(0, 0, 0.3))])
     floor_z = float(ant.get_link("world").get_pos()[2])
     highest = 0.0
     for _ in range(300):
@@ -89,7 +89,7 @@ def test_ant_dropped_on_the_plane_comes_to_rest_standing(shared_assets):
 
 
 def test_humanoid_falls_and_lands_on_the_floor(shared_assets):
-    scene, (hum,) = build([gs.morphs.MJCF(file=f"{shared_assets}/mjcf/humanoid.xml")], dt=5e-3)
+    scene, (hum,) = build([gs.morphs.MJCF(default_armature=None, file=f"{shared_assets}/mjcf/humanoid.xml")], dt=5e-3)
     for _ in range(400):
         scene.step()
     z = hum.get_links_pos()[:-1, 2]
@@ -101,7 +101,7 @@ def test_cartpole_force_control_and_envs_idx():
     """Force on the cart of environment 1 only. From rest with the pole upright, M qacc = (F, 0) with
     M = [[m_c + m_p, m_p l], [m_p l, I_p + m_p l^2]] gives the cart F (I_p + m_p l^2) / det M; environments 0 and
     2 stay bitwise as they were."""
-    scene, (cp,) = build([gs.morphs.MJCF(file=assets.path("cartpole.xml"))], n_envs=3, dt=1e-3)
+    scene, (cp,) = build([gs.morphs.MJCF(default_armature=None, file=assets.path("cartpole.xml"))], n_envs=3, dt=1e-3)
     cp.control_dofs_force([[2.2]], dofs_idx_local=[0], envs_idx=[1])
     scene.step()
     vel = cp.get_dofs_velocity()
@@ -114,7 +114,7 @@ def test_cartpole_force_control_and_envs_idx():
 
 def test_setters_and_controls_touch_only_envs_idx():
     scene, (_, box, arm) = build([gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.1, 0.1)),
-                                  gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(1, 0, 0))], n_envs=4)
+                                  gs.morphs.URDF(default_armature=None, file=assets.path("arm.urdf"), fixed=True, pos=(1, 0, 0))], n_envs=4)
     for _ in range(3):
         scene.step()
     before = {k: v.clone() for k, v in scene.rigid_solver.state.tensors.items()}
@@ -138,7 +138,7 @@ def test_setters_and_controls_touch_only_envs_idx():
 
 
 def test_entity_api_errors():
-    scene, (box, pend) = build([gs.morphs.Box(pos=(0, 0, 1)), gs.morphs.MJCF(file=assets.path("pendulum.xml"))],
+    scene, (box, pend) = build([gs.morphs.Box(pos=(0, 0, 1)), gs.morphs.MJCF(default_armature=None, file=assets.path("pendulum.xml"))],
                                n_envs=2)
     with pytest.raises(gs.OptionError, match="ball or free joints"):
         box.control_dofs_position([0.0], dofs_idx_local=[0])
@@ -174,7 +174,7 @@ def test_each_link_knows_the_dofs_of_its_kinematic_tree():
     from genesis_rigid.compile import tree_dof_ranges
 
     scene, (_, box, arm) = build([gs.morphs.Plane(), gs.morphs.Box(pos=(0, 0, 0.5), size=(0.1, 0.1, 0.1)),
-                                  gs.morphs.MJCF(file=assets.path("double_pendulum.xml"))])
+                                  gs.morphs.MJCF(default_armature=None, file=assets.path("double_pendulum.xml"))])
     solver = scene.rigid_solver
     link_i = solver.model["link_i"].to_numpy()[:solver.n_links]
     ranges = {tuple(r) for r in link_i[:, LI_TREE_LO:LI_TREE_HI + 1]}
@@ -242,7 +242,7 @@ def test_urdf_fixed_links_merge_as_genesis_with_the_same_dynamics(tmp_path):
 
     def run(**kw):
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=2e-3, gravity=(0.0, 0.0, -9.81)))
-        robot = scene.add_entity(gs.morphs.URDF(file=str(path), **kw))
+        robot = scene.add_entity(gs.morphs.URDF(default_armature=None, file=str(path), **kw))
         scene.build()
         robot.set_dofs_velocity([0.3, -0.2, 0.1, 1.0, -2.0, 0.5, 3.0])
         for _ in range(250):
@@ -264,4 +264,4 @@ def test_urdf_fixed_links_merge_as_genesis_with_the_same_dynamics(tmp_path):
     with pytest.raises(gs.OptionError, match="merged into 'arm'.*links_to_keep"):
         merged.get_link("tip")
     with pytest.raises(gs.OptionError, match="links_to_keep names no link"):
-        gs.Scene().add_entity(gs.morphs.URDF(file=str(path), links_to_keep=["nope"]))
+        gs.Scene().add_entity(gs.morphs.URDF(default_armature=None, file=str(path), links_to_keep=["nope"]))

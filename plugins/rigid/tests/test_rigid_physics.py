@@ -29,7 +29,7 @@ def make(dt=1e-2, substeps=1, n_envs=0, entities=(), **rigid):
 def test_small_angle_pendulum_period():
     """T = 2 pi sqrt(L/g) for a point bob on a 1 m massless rod; 0.05 rad amplitude (the finite-amplitude
     correction is theta^2/16 = 1.6e-4), dt = 1 ms: within 0.5%."""
-    scene, (pend,) = make(dt=1e-3, entities=[(gs.morphs.MJCF(file=assets.path("pendulum.xml")), None)])
+    scene, (pend,) = make(dt=1e-3, entities=[(gs.morphs.MJCF(default_armature=None, file=assets.path("pendulum.xml")), None)])
     pend.set_dofs_position([0.05])
     angles = []
     for _ in range(4100):
@@ -81,7 +81,7 @@ def test_double_pendulum_energy_drift(integrator, bound):
     """Frictionless double pendulum released from 90 degrees, 10 s at dt = 1 ms: with RK4 the energy stays within
     1e-6 of its scale (measured 2e-9: fourth order); semi-implicit Euler, first order and not symplectic in
     generalized coordinates with a configuration-dependent mass matrix, drifts by O(h) (measured 2.7%)."""
-    scene, (dp,) = make(dt=1e-3, entities=[(gs.morphs.MJCF(file=assets.path("double_pendulum.xml")), None)],
+    scene, (dp,) = make(dt=1e-3, entities=[(gs.morphs.MJCF(default_armature=None, file=assets.path("double_pendulum.xml")), None)],
                         integrator=integrator)
     dp.set_dofs_position([math.pi / 2, 0.3])
     m, l, ic = 1.0, 1.0, 1.0 / 12
@@ -127,7 +127,7 @@ def mujoco_rollout(path, qpos0, dt, n, disable=0, integrator="euler", qvel0=None
 
 
 def our_rollout(path, qpos0, dt, n, qvel0=None, equality=True, **rigid):
-    scene, (robot,) = make(dt=dt, entities=[(gs.morphs.MJCF(file=path), None)], **rigid)
+    scene, (robot,) = make(dt=dt, entities=[(gs.morphs.MJCF(default_armature=None, file=path), None)], **rigid)
     if not equality:  # the file's equality constraints off (MuJoCo's mjDSBL_EQUALITY)
         scene.rigid_solver.state.at("eq_active", 0)[:] = 0
     robot.set_qpos(qpos0)
@@ -376,7 +376,7 @@ def test_a_resting_arm_keeps_its_limits_impulses(tmp_path):
     def rest(cold):
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2), rigid_options=gs.options.RigidOptions(
             enable_collision=False, tolerance=1e-9))
-        arm = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+        arm = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
         scene.build()
         s = scene.rigid_solver
         sweeps = []

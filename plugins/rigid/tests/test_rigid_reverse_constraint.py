@@ -129,7 +129,7 @@ def arm_scene(tmp_path, iterations=ITERATIONS):
     path.write_text(ARM)
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=1),
                      rigid_options=gs.options.RigidOptions(iterations=iterations, enable_collision=False))
-    arm = scene.add_entity(gs.morphs.MJCF(file=str(path)))
+    arm = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=str(path)))
     scene.build(n_envs=2)
     q = arm.get_qpos().numpy().copy()
     q[0, :4] = [0.53, -0.43, 0.2, 0.11]  # j1, j2 (past 0.5, -0.4), j5, j3 (past 0.1)
@@ -468,7 +468,7 @@ def equality_scene(iterations=ITERATIONS):
     path = os.path.join(os.path.dirname(__file__), "data", "equalities.xml")
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=1),
                      rigid_options=gs.options.RigidOptions(iterations=iterations))
-    robot = scene.add_entity(gs.morphs.MJCF(file=path))
+    robot = scene.add_entity(gs.morphs.MJCF(default_armature=None, file=path))
     scene.build(n_envs=2)
     rng = np.random.default_rng(7)
     q = robot.get_qpos().numpy().copy()
