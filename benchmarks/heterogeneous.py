@@ -1,0 +1,82 @@
+"""Heterogeneous entities' speed: one entity with four shapes (boxes of 4 and 2 cm, spheres of 1.5 and 2.5 cm
+radius, Genesis World's heterogeneous_simulation example), one per block of environments, dropped onto a plane and
+settling there, at several n_envs. Prints env-steps per second. With GENESIS_WORLD_PYTHON set
+(GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv)), the same command runs the same script in Genesis World 1.4.5
+and prints its figures and the ratio beside ours; without it, it says the anchor was skipped.
+
+    python benchmarks/heterogeneous.py [--steps 200] [--envs 4 64 512]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+from common import measuring
+
+# the same script in both engines (the API is the same): ENGINE picks the import
+CHILD = r"""
+import importlib, os, sys, time
+gs = importlib.import_module(os.environ["ENGINE"])
+n_envs, steps = int(sys.argv[1]), int(sys.argv[2])
+gs.init(backend=gs.cpu, precision="32", logging_level="error")
+scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01), show_viewer=False)
+scene.add_entity(gs.morphs.Plane())
+scene.add_entity(morph=[
+    gs.morphs.Box(size=(0.04, 0.04, 0.04), pos=(0.0, 0.0, 0.1)),
+    gs.morphs.Box(size=(0.02, 0.02, 0.02), pos=(0.0, 0.0, 0.1)),
+    gs.morphs.Sphere(radius=0.015, pos=(0.0, 0.0, 0.1)),
+    gs.morphs.Sphere(radius=0.025, pos=(0.0, 0.0, 0.1)),
+])
+scene.build(n_envs=n_envs)
+for _ in range(31):  # past the compilation and ours' launch-mode trial
+    scene.step()
+t0 = time.perf_counter()
+for _ in range(steps):
+    scene.step()
+dt = time.perf_counter() - t0
+print(f"result env_steps_per_s={steps * n_envs / dt:.1f}")
+"""
+
+
+def one(python, engine, n_envs, steps, timeout=1800):
+    """env-steps/s of `engine` (genesis_core or genesis) run by `python`, or None if it failed."""
+    env = dict(os.environ, ENGINE=engine)
+    with measuring(f"heterogeneous shapes, {engine} at n_envs {n_envs}"):
+        res = subprocess.run([python, "-c", CHILD, str(n_envs), str(steps)], capture_output=True, text=True,
+                             env=env, timeout=timeout)
+    line = [x for x in res.stdout.splitlines() if x.startswith("result ")]
+    if res.returncode != 0 or not line:
+        print(f"({engine} failed at n_envs {n_envs}: {res.stderr.strip()[-300:]})")
+        return None
+    return float(line[-1].split("=")[1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--envs", type=int, nargs="+", default=[4, 64, 512])
+    args = parser.parse_args()
+    if any(n < 1 for n in args.envs):
+        parser.error("--envs: a heterogeneous entity needs environments (n_envs >= 1)")
+    anchor = os.environ.get("GENESIS_WORLD_PYTHON")
+    rows = []
+    for n in args.envs:
+        ours = one(sys.executable, "genesis_core", n, args.steps)
+        theirs = one(anchor, "genesis", n, args.steps) if anchor else None
+        rows.append((n, ours, theirs))
+    print("\n| n_envs | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
+    print("|---|---|---|---|")
+    for n, ours, theirs in rows:
+        ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
+        mine = f"{ours:.0f}" if ours else "failed"
+        other = f"{theirs:.0f}" if theirs else ("failed" if anchor else "skipped")
+        print(f"| {n} | {mine} | {other} | {ratio} |")
+    if not anchor:
+        print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
+    if any(ours is None for _, ours, _ in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
