@@ -33,7 +33,7 @@ TIMEOUT = float(os.environ.get("GENESIS_EXAMPLES_TIMEOUT", runner.DEFAULT_TIMEOU
 KNOWN_FAILING = {
     "tutorials/IK_motion_planning_grasp": "motion planning: RigidEntity.plan_path (and Scene.draw_debug_path, "
                                           "Scene.clear_debug_object) are not implemented",
-    "coupling/sand_wheel": "particle emitters: URDF(convexify=...) and Scene.add_emitter are not implemented",
+    "coupling/sand_wheel": "particle emitters: Scene.add_emitter is not implemented",
     "differentiable_push": "differentiable tools: gs.materials.Tool is not implemented",
 }
 
