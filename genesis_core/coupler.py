@@ -17,7 +17,7 @@ import torch
 from .geoms import GeomKind
 
 # geom_type codes of ColliderView (genesis_core.geoms.GeomKind)
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX, GEOM_CYLINDER, GEOM_MESH = (int(k) for k in GeomKind)
+GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX, GEOM_CYLINDER, GEOM_MESH, GEOM_ELLIPSOID = (int(k) for k in GeomKind)
 
 # register(ANY_COLLIDER, "MySolver", cls): the coupling runs between MySolver and every active solver that exposes
 # collider_view (Collider), each its own instance, in the order of scene.solvers
@@ -30,8 +30,9 @@ class ColliderView:
 
     geom_type: int32 [G], a GEOM_* code. geom_size: [G, 3], metres: sphere (r, -, -); capsule (r, half-length
     of the segment, -) along local Z; box (half-extents); cylinder (r, half-height, -) along local Z;
-    plane: unused (the plane is local z = 0, normal +Z). geom_friction: [G], Coulomb coefficient.
-    geom_body: int32 [G], the body that carries the geom, -1 for static geoms.
+    ellipsoid (the semi-axes along local X, Y, Z); plane: unused (the plane is local z = 0, normal +Z).
+    geom_friction: [G], Coulomb coefficient. geom_body: int32 [G], the body that carries the geom, -1 for static
+    geoms.
     geom_pos: [B, G, 3] world position; geom_quat: [B, G, 4] world orientation (w, x, y, z).
     body_com: [B, L, 3] world centre of mass; body_lin_vel / body_ang_vel: [B, L, 3] (m/s, rad/s, world).
     body_impulse: [B, L, 6], an accumulator: a coupling adds (linear impulse N s, angular impulse about

@@ -11,6 +11,7 @@ class GeomKind(enum.IntEnum):
     BOX = 3  # size (half-extents)
     CYLINDER = 4  # size (radius, half-height, -), along local Z
     MESH = 5  # a convex mesh (a decomposed mesh is several), its hull in ColliderView's hull arrays
+    ELLIPSOID = 6  # size (the semi-axes along local X, Y, Z)
 
 
-PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH = (int(k) for k in GeomKind)
+PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH, ELLIPSOID = (int(k) for k in GeomKind)

@@ -4,10 +4,12 @@ handed back to the collider. Written once for every particle solver; MPM calls i
 solver on its particles (through `ParticleColliderCoupling`).
 
 Signed distance (negative inside) and outward unit normal, in world axes, of a point x to a geom:
-plane (local z = 0), sphere, capsule and cylinder (along local Z), box, and convex mesh (the largest of its hull
-planes' distances: exact inside and on the faces; outside it is a lower bound, exact in front of a face and up
-to ~30% short near an edge or a vertex, so a point tested against a positive radius touches a little early
-there). A decomposed mesh is several convex geoms.
+plane (local z = 0), sphere, capsule and cylinder (along local Z), box, ellipsoid (semi-axes r along local X, Y,
+Z: with k0 = |p / r| and k1 = |p / r^2| in its frame, d = k0 (k0 - 1) / k1, the level k0 - 1 over the length of
+its gradient: zero on the surface, exact to first order across it, and the normal p / r^2 normalised, the surface's
+own normal on it), and convex mesh (the largest of its hull planes' distances: exact inside and on the faces;
+outside it is a lower bound, exact in front of a face and up to ~30% short near an edge or a vertex, so a point
+tested against a positive radius touches a little early there). A decomposed mesh is several convex geoms.
 
 Response: a point of mass m whose velocity relative to the geom's surface points into it (v_n < 0) gets the
 normal impulse that leaves it at -restitution v_n relative to the surface, and a tangential one of at most
@@ -22,7 +24,7 @@ second.
 
 import taichi as ti
 
-from ..geoms import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
+from ..geoms import BOX, CAPSULE, CYLINDER, ELLIPSOID, MESH, PLANE, SPHERE
 from ..ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
@@ -104,6 +106,17 @@ def signed_distance(gtype, size, centre, rot, hull0, n_hull, hull_planes: ti.tem
             pick = ti.Vector([ti.cast(axis == 0, float), ti.cast(axis == 1, float), ti.cast(axis == 2, float)])
             d = (q * pick).sum()
             n_local = pick * ti.select(p >= 0, 1.0, -1.0)
+    elif gtype == ELLIPSOID:
+        r = ti.Vector([size[0], size[1], size[2]])
+        q1 = p / r
+        q2 = q1 / r
+        k1_2 = q2.norm_sqr()
+        d = -ti.min(r[0], ti.min(r[1], r[2]))  # (the centre)
+        if k1_2 > 1e-24:
+            k0 = ti.sqrt(q1.norm_sqr())
+            k1 = ti.sqrt(k1_2)
+            d = k0 * (k0 - 1.0) / k1
+            n_local = q2 / k1
     elif ti.static(MESHES):
         if gtype == MESH and n_hull > 0:
             best = -1e30

@@ -41,7 +41,7 @@ Layouts (B environments, G primitives, P hull planes, N particles, H x W pixels)
 import taichi as ti
 
 # primitive kinds (the ColliderView geom codes are mapped to these by the renderer)
-PRIM_PLANE, PRIM_SPHERE, PRIM_CAPSULE, PRIM_BOX, PRIM_CYLINDER, PRIM_CONVEX, PRIM_MESH = 0, 1, 2, 3, 4, 5, 6
+PRIM_PLANE, PRIM_SPHERE, PRIM_CAPSULE, PRIM_BOX, PRIM_CYLINDER, PRIM_CONVEX, PRIM_MESH, PRIM_ELLIPSOID = range(8)
 INF = 1e30
 # a shadow ray starts this far (m) along the normal off the surface it leaves, so that it does not hit it again
 SHADOW_OFFSET = 1e-4
@@ -122,7 +122,7 @@ def _ray_box_span(o, d, lo, hi):
 @ti.func
 def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.template()):
     """(t, local normal) of the nearest hit of the ray o + t d (local frame, d unit) on a primitive (not a triangle
-    mesh: _trace walks those)."""
+    mesh: _trace walks those). Every primitive is exact (an ellipsoid too: its surface, not a tessellation)."""
     t = INF
     n = ti.Vector([0.0, 0.0, 1.0])
     if kind == PRIM_PLANE:
@@ -191,6 +191,30 @@ def _intersect_local(kind, size, o, d, hull_first, hull_n, hull_planes: ti.templ
                     if p.x * p.x + p.y * p.y <= r * r:
                         t = tc
                         n = ti.Vector([0.0, 0.0, 1.0 if k == 0 else -1.0])
+    elif kind == PRIM_ELLIPSOID:
+        # the unit sphere in the frame scaled by the semi-axes: |(o + t d) / r| = 1, a t^2 + 2 b t + c = 0, its
+        # roots in the form that keeps their digits (q / a and c / q)
+        r = ti.max(ti.Vector([size[0], size[1], size[2]]), 1e-12)
+        os = o / r
+        ds = d / r
+        a = ds.dot(ds)
+        b = os.dot(ds)
+        c = os.dot(os) - 1.0
+        disc = b * b - a * c
+        if disc >= 0.0:
+            q = -(b + (ti.sqrt(disc) if b >= 0.0 else -ti.sqrt(disc)))
+            t0 = q / a
+            t1 = t0
+            if q != 0.0:
+                t1 = c / q
+            t_near = ti.min(t0, t1)
+            t_far = ti.max(t0, t1)
+            if t_near > 0.0:
+                t = t_near
+            elif t_far > 0.0:
+                t = t_far
+        if t < INF:
+            n = ((o + t * d) / (r * r)).normalized()
     elif kind == PRIM_CONVEX:
         # clip the ray against every half-space n . p <= offset (Cyrus-Beck)
         t_in = -INF

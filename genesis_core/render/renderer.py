@@ -42,6 +42,8 @@ def _bound_radius(kind: int, size: np.ndarray, planes: np.ndarray) -> float:
         return float(np.hypot(size[0], size[1]))
     if kind == K.PRIM_BOX:
         return float(np.linalg.norm(size))
+    if kind == K.PRIM_ELLIPSOID:
+        return float(np.max(size[:3]))
     # a convex piece: the farthest of its vertices (unbounded if it has none)
     return -1.0 if planes is None else convex_bound(planes)
 

@@ -5,7 +5,7 @@ A solver is drawn through one of three ways, the first it offers:
 1. `solver.render_view(f) -> RenderView`: the solver says exactly what it looks like (a third-party solver
    implements this and is drawn without the renderer knowing it).
 2. `solver.collider_view(f)` (`genesis_core.coupler.ColliderView`): its collision geoms become primitives
-   (sphere, capsule, box, cylinder, plane, and each convex piece of a mesh as its half-spaces).
+   (sphere, capsule, box, cylinder, ellipsoid, plane, and each convex piece of a mesh as its half-spaces).
 3. Particles: a solver built on the core's particle kit (`genesis_core.particles.ParticleSolver`) is drawn from
    its `pos` / `active` state at the current frame with radius particle_size / 2; any other solver with
    `particle_view(f)` (`ParticleView`) from that view.
@@ -19,14 +19,15 @@ import attrs
 import numpy as np
 import torch
 
-from ..coupler import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_MESH, GEOM_PLANE, GEOM_SPHERE
+from ..coupler import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_ELLIPSOID, GEOM_MESH, GEOM_PLANE, GEOM_SPHERE
 from ..errors import OptionError, SceneError
 from ..morphs import Plane
 from . import kernels as K
 
 # ColliderView geom codes -> the kernel's primitive kinds
 PRIM_OF_GEOM = {GEOM_PLANE: K.PRIM_PLANE, GEOM_SPHERE: K.PRIM_SPHERE, GEOM_CAPSULE: K.PRIM_CAPSULE,
-                GEOM_BOX: K.PRIM_BOX, GEOM_CYLINDER: K.PRIM_CYLINDER, GEOM_MESH: K.PRIM_CONVEX}
+                GEOM_BOX: K.PRIM_BOX, GEOM_CYLINDER: K.PRIM_CYLINDER, GEOM_MESH: K.PRIM_CONVEX,
+                GEOM_ELLIPSOID: K.PRIM_ELLIPSOID}
 
 # the colour of an entity whose surface names none: entity id modulo this palette (linear RGB in [0, 1])
 PALETTE = np.array([

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._runtime import logger
 from ..launch import torch_one_thread
-from ..coupler import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_MESH, GEOM_PLANE, GEOM_SPHERE
+from ..coupler import GEOM_BOX, GEOM_CAPSULE, GEOM_CYLINDER, GEOM_ELLIPSOID, GEOM_MESH, GEOM_PLANE, GEOM_SPHERE
 from ..errors import OptionError, SceneError
 from .view import RenderView, entity_color, solver_render_views
 
@@ -109,6 +109,10 @@ def primitive_mesh(kind: int, size, planes=None):
     r, h = float(size[0]), float(size[1])
     if kind == GEOM_SPHERE:
         m = trimesh.creation.icosphere(subdivisions=2, radius=r)
+    elif kind == GEOM_ELLIPSOID:  # (for display: the unit icosphere scaled by the semi-axes)
+        m = trimesh.creation.icosphere(subdivisions=3, radius=1.0)
+        return ((np.asarray(m.vertices, dtype=np.float64) * np.asarray(size[:3], dtype=np.float64)).astype(np.float32),
+                np.asarray(m.faces, dtype=np.int32))
     elif kind == GEOM_CAPSULE:
         m = trimesh.creation.capsule(height=2.0 * h, radius=r, count=[16, 16])
     elif kind == GEOM_CYLINDER:

@@ -17,7 +17,7 @@ import numpy as np
 
 from genesis_core.rotations import quat_to_mat
 
-from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, ModelError
+from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, MESH, PLANE, SPHERE, ModelError
 
 # limits of one model file (documented in docs/bad-input.md)
 MAX_BODIES = 10_000  # links or bodies
@@ -39,10 +39,11 @@ INERTIA_RTOL = 1e-6  # the principal moments may break A + B >= C by this fracti
 PIVOT_SINGULAR = 1e-12
 PIVOT_FLOAT32 = 1e-6
 
-GEOM_WORDS = {PLANE: "plane", SPHERE: "sphere", CAPSULE: "capsule", CYLINDER: "cylinder", BOX: "box", MESH: "mesh"}
+GEOM_WORDS = {PLANE: "plane", SPHERE: "sphere", CAPSULE: "capsule", CYLINDER: "cylinder", BOX: "box", MESH: "mesh",
+              ELLIPSOID: "ellipsoid"}
 # what a GeomDesc's size holds, per type (half of what a URDF box or a Genesis Box morph gives)
 SIZE_WORDS = {SPHERE: "size (radius, -, -)", CAPSULE: "size (radius, half-length, -)", BOX: "size (half-extents)",
-              CYLINDER: "size (radius, half-height, -)"}
+              CYLINDER: "size (radius, half-height, -)", ELLIPSOID: "size (semi-axes)"}
 
 
 def numbers(text, what, attr):
@@ -120,7 +121,7 @@ def check_geom(g, where):
         _refuse(what, "quat", g.quat, "a non-zero quaternion")
     size_word = SIZE_WORDS.get(g.type, "size")
     size = _finite(what, size_word, g.size, MAX_LENGTH)
-    need = {SPHERE: 1, CAPSULE: 1, CYLINDER: 2, BOX: 3}.get(g.type, 0)
+    need = {SPHERE: 1, CAPSULE: 1, CYLINDER: 2, BOX: 3, ELLIPSOID: 3}.get(g.type, 0)
     if need and min(size[:need]) < MIN_SIZE:
         _refuse(what, size_word, g.size, f"{GEOM_WORDS[g.type]} dimensions of at least {MIN_SIZE:g} m (> 0)")
     if g.type == CAPSULE and size[1] < 0:

@@ -28,7 +28,8 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      PF_TOL, PI_N, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4,
                      PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS,
                      TI_COUNT, TI_N, TI_START)
-from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE, SPHERE
+from .model import (BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE,
+                    SPHERE)
 from .neutral import neutral_overlaps
 
 # contacts per geom pair when the pool is sized by RigidOptions.max_collision_pairs (Genesis World's budget for a
@@ -42,9 +43,13 @@ PAIR_SLOTS = {
     (BOX, BOX): 4, (CYLINDER, BOX): 3, (CYLINDER, CYLINDER): 1,
     # a mesh keeps a spread-out subset of its candidate points: 4 hold a face flat
     (PLANE, MESH): 4, (SPHERE, MESH): 1, (CAPSULE, MESH): 2, (CYLINDER, MESH): 2, (BOX, MESH): 4, (MESH, MESH): 4,
+    # an ellipsoid is strictly convex: one point touches (the support point under a plane, a face clipped against
+    # its support point, or the EPA witnesses)
+    (PLANE, ELLIPSOID): 1, (SPHERE, ELLIPSOID): 1, (CAPSULE, ELLIPSOID): 1, (CYLINDER, ELLIPSOID): 1,
+    (BOX, ELLIPSOID): 1, (ELLIPSOID, ELLIPSOID): 1, (ELLIPSOID, MESH): 1,
 }
 BIG_FORCE = 1e30
-_RANK = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, MESH: 5}
+_RANK = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, ELLIPSOID: 5, MESH: 6}
 
 
 def link_roots(links):
@@ -56,8 +61,15 @@ def link_roots(links):
 
 
 def _pair_order(ta, tb):
-    """True if (ta, tb) is the order the narrowphase expects: planes first, then boxes, meshes last."""
+    """True if (ta, tb) is the order the narrowphase expects: planes first, then boxes, ellipsoids, meshes last."""
     return _RANK[ta] <= _RANK[tb]
+
+
+def convex_pair(ta, tb) -> bool:
+    """Whether a pair of geom types (ordered as the candidate pairs are) goes through the convex-hull narrowphase
+    (collide_meshes), as kernels_collision.narrow_pair routes it: a mesh, an ellipsoid with anything but a plane (a
+    plane's contact with it is its support point, found with the primitives), or two boxes."""
+    return tb == MESH or (tb == ELLIPSOID and ta != PLANE) or ta == tb == BOX
 
 
 def tree_dof_ranges(links, n_dofs):
@@ -136,9 +148,8 @@ class RigidModel:
 
     def hull_pair(self, ga, gb) -> bool:
         """Whether the pair (ordered as the candidate pairs are) goes through the convex-hull narrowphase
-        (collide_meshes): a mesh (or ellipsoid), or two boxes."""
-        ta, tb = self.geoms[ga]["type"], self.geoms[gb]["type"]
-        return tb == MESH or ta == tb == BOX
+        (collide_meshes): a mesh, an ellipsoid with anything but a plane, or two boxes."""
+        return convex_pair(self.geoms[ga]["type"], self.geoms[gb]["type"])
 
 
 def compile_model(entities, options, sim_options, float64: bool, name: str = "RigidSolver") -> RigidModel:
@@ -389,7 +400,7 @@ class _Compiler:
             geom_i[g, GI_TYPE], geom_i[g, GI_LINK] = gm["type"], gm["link"]
             s = np.asarray(gm["size"])
             rbound[g] = {SPHERE: s[0], CAPSULE: s[0] + s[1], BOX: np.linalg.norm(s),
-                         CYLINDER: np.hypot(s[0], s[1])}.get(gm["type"], 0.0)
+                         CYLINDER: np.hypot(s[0], s[1]), ELLIPSOID: s.max()}.get(gm["type"], 0.0)
             hull = gm["desc"].hull() if g in colliding and gm["type"] in (BOX, MESH) else None
             if hull is not None:
                 # the bounding sphere about the centre of the hull's box (tighter than about the geom origin)
@@ -414,8 +425,8 @@ class _Compiler:
                                  geom_f[gb, GF_GAP]) > 0:
                 names = [geoms[g]["desc"].name or f"geom {g}" for g in (ga, gb)]
                 raise gs.OptionError(f"{self.name}: {names[0]!r} and {names[1]!r} collide through the convex-hull "
-                                     "narrowphase (a mesh, an ellipsoid, or two boxes), which has no contact margin; "
-                                     "set their margin and gap to 0.")
+                                     "narrowphase (a mesh, an ellipsoid with anything but a plane, or two boxes), "
+                                     "which has no contact margin; set their margin and gap to 0.")
         if self.sim_options.requires_grad and (geom_f[:, GF_MARGIN].any() or geom_f[:, GF_GAP].any()):
             raise gs.OptionError(f"{self.name}: contact margins and gaps are not available with "
                                  "SimOptions(requires_grad=True); set the geoms' margin and gap to 0.")
@@ -459,7 +470,8 @@ class _Compiler:
                                  "contact keys can name; narrow them with collision filters (contype/conaffinity) or "
                                  "RigidOptions(enable_self_collision=False).")
         self.collision = bool(self.options.enable_collision and pairs)
-        # pairs the mesh kernel handles: with a mesh, or two boxes
+        # pairs the mesh kernel handles: with a mesh, an ellipsoid (but on a plane), or two boxes (the rows of
+        # s_near_i: narrow_pair lists exactly these)
         self.n_mesh_pairs = sum(self._hull_pair(ga, gb) for ga, gb in pairs)
         self.n_gjk_pairs = n_sep
         opts, sim = self.options, self.sim_options
@@ -497,9 +509,8 @@ class _Compiler:
 
     def _hull_pair(self, ga, gb):
         """Whether the pair (ordered as _collision_pairs orders it) goes through the convex-hull narrowphase
-        (collide_meshes): a mesh (or ellipsoid), or two boxes."""
-        ta, tb = self._geoms[ga]["type"], self._geoms[gb]["type"]
-        return tb == MESH or ta == tb == BOX
+        (collide_meshes): a mesh, an ellipsoid with anything but a plane, or two boxes."""
+        return convex_pair(self._geoms[ga]["type"], self._geoms[gb]["type"])
 
     def _tendon_arrays(self, trees):
         """ten_f, ten_i (layout): the fixed tendons' parameters and joint entries. A tendon's limit row holds the

@@ -17,7 +17,7 @@ from genesis_core.rotations import quat_to_mat as _quat_to_mat
 from genesis_core.state import to_index, to_tensor
 
 from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_SPRINGREF
-from .model import BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, SLIDE, SPHERE
+from .model import BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, SLIDE, SPHERE
 
 # a quaternion shorter than this is refused by the setters (it names no rotation); a longer one is normalised
 MIN_QUAT_NORM = 1e-9
@@ -173,8 +173,7 @@ class _GeomBase:
 
     @property
     def type(self) -> GeomKind:
-        """The geom's shape (genesis_core.geoms.GeomKind: PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH; an MJCF
-        ellipsoid is a MESH)."""
+        """The geom's shape (genesis_core.geoms.GeomKind: PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH, ELLIPSOID)."""
         return GeomKind(self.desc.type)
 
     @property
@@ -207,7 +206,7 @@ class _GeomBase:
 class RigidGeom(_GeomBase):
     """A collision geom: `idx` indexes the solver's geoms (get_contacts' geom_a / geom_b), `idx_local` the
     entity's. Shape parameters are the file's, as `size` (sphere: radius; capsule: radius, half-length; box:
-    half-extents; cylinder: radius, half-height)."""
+    half-extents; cylinder: radius, half-height; ellipsoid: semi-axes)."""
 
     @property
     def idx(self) -> int:
@@ -1285,7 +1284,9 @@ class RigidEntity(gs.Entity):
 
     def get_AABB(self, envs_idx=None):
         """The entity's axis-aligned bounding box, `([n_envs,] 2, 3)` (min, max corner), world, m, over its geoms
-        at the current state (planes left out; meshes by their hull's vertices, cylinders by their box)."""
+        at the current state (planes left out; meshes by their hull's vertices, cylinders by their box; an
+        ellipsoid's exact: along world axis i it reaches sqrt(sum_j (R_ij r_j)^2) from its centre, R its world
+        rotation, r its semi-axes)."""
 
         links = self._links(None)
         geoms, _ = self._geoms_of(links)
@@ -1315,6 +1316,19 @@ class RigidEntity(gs.Entity):
                 if hull is None:
                     continue
                 pts, pad = np.asarray(hull.vertices, dtype=np.float64), 0.0
+            elif k["type"] == ELLIPSOID:
+                li = int(k["link"]) - self.link_start
+                r_geom = torch.as_tensor(_quat_to_mat(np.asarray(k["quat"], dtype=np.float64)), dtype=pos.dtype,
+                                         device=pos.device)
+                centre = pos[:, li] + torch.einsum("bij,j->bi", rot[:, li],
+                                                   torch.as_tensor(np.asarray(k["pos"], dtype=np.float64),
+                                                                   dtype=pos.dtype, device=pos.device))
+                axes = (rot[:, li] @ r_geom) * torch.as_tensor(np.asarray(k["size"][:3], dtype=np.float64),
+                                                               dtype=pos.dtype, device=pos.device)
+                half = axes.square().sum(-1).sqrt()  # [B, 3]: row i of R diag(r), its length
+                lo = torch.minimum(lo, centre - half)
+                hi = torch.maximum(hi, centre + half)
+                continue
             else:  # planes: unbounded
                 continue
             local = np.asarray(k["pos"], dtype=np.float64) + pts @ _quat_to_mat(np.asarray(k["quat"],

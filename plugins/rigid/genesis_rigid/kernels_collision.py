@@ -10,10 +10,11 @@ the unit normal n pointing from geom a to geom b (b is pushed along +n), the pen
 coefficient and the restitution (the larger of the two geoms', as in MuJoCo for friction). Memory, the declared
 state and the constraint stage scale with max_contacts, not with the candidate pairs.
 
-Pairs: plane with sphere / capsule (2 end spheres) / box (8 corners) / cylinder (8 rim points); sphere-sphere,
-sphere-capsule, capsule-capsule (closest points of the segments), sphere-box, capsule-box (3 spheres along the
-segment); box-box in kernels_convex (the separating axis of least overlap among 15, then the face manifold or the
-edge-edge point).
+Pairs: plane with sphere / capsule (2 end spheres) / box (8 corners) / cylinder (8 rim points) / ellipsoid (its
+support point along -n, exact: ellipsoid_support); sphere-sphere, sphere-capsule, capsule-capsule (closest points
+of the segments), sphere-box, capsule-box (3 spheres along the segment); box-box in kernels_convex (the separating
+axis of least overlap among 15, then the face manifold or the edge-edge point), and an ellipsoid with anything but
+a plane there too (GJK / EPA on its support function).
 Cylinders meet anything but a plane as capsules of the same radius and half-length.
 
 Broadphase: the candidate pairs are fixed at build (collision filters). Each substep, per environment, the pairs
@@ -27,10 +28,10 @@ deterministic.
 
 import taichi as ti
 
-from .kernels_math import func, quat_to_mat, v3, v4
+from .kernels_math import func, func_ref, quat_to_mat, v3, v4
 from .layout import (GC_DEPTH, GC_NORMAL, GC_POS, GF_BCENTRE, GF_FRICTION, GF_GAP, GF_MARGIN, GF_POS, GF_QUAT,
                      GF_RESTITUTION, GF_SIZE, GI_LINK, GI_TYPE, PI_GEOM_A, PI_GEOM_B, PI_SLOT)
-from .model import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE
+from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, MESH, PLANE, SPHERE
 
 # contact record columns of s_con_f [B, max_contacts, CF_N]: point (3), normal (3), depth, friction, restitution
 CF_POS, CF_NORMAL, CF_DEPTH, CF_MU, CF_REST, CF_N = 0, 3, 6, 7, 8, 9
@@ -246,6 +247,14 @@ def sphere_box(b, slot, key, c, r, cb, rot_b, hb, mu, la, lb, reach, shift, s_co
             emit(b, slot, key, 0.5 * (surface + deepest), -out, r - dist + shift, mu, la, lb, s_con_f, s_con_i)
 
 
+@func_ref("c", "rot", "r", "u")
+def ellipsoid_support(c, rot, r, u):
+    """The farthest point in unit direction u of the ellipsoid of centre c, rotation rot and semi-axes r, exact:
+    c + R diag(r^2) u' / |diag(r) u'|, u' = R^T u the direction in its frame."""
+    w = r * (rot.transpose() @ u)
+    return c + rot @ (r * w) / ti.max(w.norm(), 1e-30)
+
+
 @func
 def box_support_radius(rot, h, n):
     return h[0] * ti.abs(n.dot(ti.Vector([rot[0, 0], rot[1, 0], rot[2, 0]]))) + \
@@ -340,8 +349,9 @@ def detect_contacts(b, f, links_pos, s_R, geom_f, geom_mu, geom_i, geom_rbound, 
 
 @func
 def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_i, s_near_i):
-    """The narrowphase of candidate pair p, whose bounding volumes overlap: contacts of primitives into the pool; a pair with a mesh, or of two boxes, is listed in s_near_i for the mesh kernel (it has the scratch
-    their candidates need)."""
+    """The narrowphase of candidate pair p, whose bounding volumes overlap: contacts of primitives into the pool; a
+    pair with a mesh, an ellipsoid with anything but a plane, or two boxes is listed in s_near_i for the mesh kernel
+    (it has the scratch their candidates need; compile.convex_pair counts the same pairs)."""
     ga = pair_i[p, PI_GEOM_A]
     gb = pair_i[p, PI_GEOM_B]
     ta = geom_i[ga, GI_TYPE]
@@ -350,7 +360,7 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
     lb = geom_i[gb, GI_LINK]
     slot = pair_i[p, PI_SLOT]
     key0 = p * KEY_SPAN
-    if tb == MESH or (ta == BOX and tb == BOX):
+    if tb == MESH or (ta == BOX and tb == BOX) or (tb == ELLIPSOID and ta != PLANE):
         n_near = s_near_i[b, 0] + 1
         s_near_i[b, 0] = n_near
         s_near_i[b, n_near] = p
@@ -390,6 +400,10 @@ def narrow_pair(b, f, p, links_pos, s_R, geom_f, geom_i, pair_i, s_con_f, s_con_
                     rim = ti.select(j == 0, u, ti.select(j == 1, w, ti.select(j == 2, -u, -w)))
                     plane_point(b, slot + k, key0 + k, ca, za, centre + sb[0] * rim, 0.0, mu, la, lb, reach, shift,
                                 s_con_f, s_con_i)
+            elif tb == ELLIPSOID:  # its deepest point toward the plane
+                down = -za
+                plane_point(b, slot, key0, ca, za, ellipsoid_support(cb, rot_b, sb, down), 0.0, mu, la, lb, reach,
+                            shift, s_con_f, s_con_i)
         else:
             # spheres, capsules and cylinders as segments with a radius (a sphere: a point)
             ha = 0.0 if ta == SPHERE or ta == BOX else sa[1]
@@ -416,8 +430,9 @@ FRAME_GENERIC, FRAME_FACE_A, FRAME_FACE_B, FRAME_CORES, FRAME_EDGES, FRAME_PROJE
 # how a core point (or a face's opposite point) moves: fixed in its link's frame; along a line fixed in its frame,
 # to the closest point of the other side's (a capsule's segment, a box's edge); a capsule's segment point closest to
 # a box's centre; an edge of the incident box where it crosses a side plane of the reference box; a cylinder's rim
-# point, which turns with the plane's normal about the cylinder's axis
-POINT_FIXED, POINT_LINE, POINT_TO_CENTRE, POINT_CROSSING, POINT_RIM = range(5)
+# point, which turns with the plane's normal about the cylinder's axis; an ellipsoid's support point along the
+# face's normal, which slides over its surface as either turns
+POINT_FIXED, POINT_LINE, POINT_TO_CENTRE, POINT_CROSSING, POINT_RIM, POINT_SUPPORT = range(6)
 
 
 @ti.func
@@ -505,16 +520,17 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
     each contact is a frame carried by the links the way the narrowphase's geometry moves, with witness points
     wa = p + d n / 2 and wb = p - d n / 2 (r: the radius of a sphere or capsule, 0 for other geoms):
     - a face of F (a plane; a box's face under a vertex, a ball or an incident edge) against a point c of V (a
-      vertex, a ball's centre, a capsule's segment point, an edge crossing a side plane): n and a point q on the
-      face are fixed in F's frame, d = sigma n . (q - c) + r, p = c + sigma (d / 2 - r) n (sigma = +1 if V is geom
-      b, -1 if it is a);
+      vertex, a ball's centre, a capsule's segment point, an edge crossing a side plane, an ellipsoid's support
+      point along -sigma n): n and a point q on the face are fixed in F's frame, d = sigma n . (q - c) + r,
+      p = c + sigma (d / 2 - r) n (sigma = +1 if V is geom b, -1 if it is a);
     - two cores c_a, c_b (balls, or a ball against a box's edge or corner): n = (c_b - c_a) / L,
       d = ra + rb - L, p = c_a + (ra - d / 2) n;
     - two box edges: c_a, c_b their lines' closest points, n = +-(e_a x e_b) / |e_a x e_b|, d = n . (c_a - c_b),
       p = (c_a + c_b) / 2;
     - a reference box's corner k (fixed) and the incident face (m, q fixed): x = k + lambda n on that face,
       d = -+lambda, p = k + lambda n / 2;
-    - otherwise (meshes, cylinders against other than a plane) wa, n fixed in a's frame and wb in b's.
+    - otherwise (meshes, ellipsoids and cylinders against other than a plane) wa, n fixed in a's frame and wb in
+      b's.
     A point c that slides moves to the closest point of a line fixed in its link (a capsule's segment, a box's
     edge) to what it was closest to. Each is the narrowphase's value at the forward's poses. Reads g_con[b, s, 0:7]
     (column 7, the friction coefficient, is no function of the poses) and accumulates into g_lpos[b, l] and
@@ -556,6 +572,8 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
                 zb = s_R[b, lb] @ axis_b
                 if (za - zb * zb.dot(za)).norm() >= 1e-9:  # (an upright cylinder's rim points are fixed in it)
                     mode_b = POINT_RIM
+            elif tb == ELLIPSOID:
+                mode_b = POINT_SUPPORT
         elif swept_a and swept_b:
             kind = FRAME_CORES
             mode_a, axis_a = swept_point(b, f, la, ga, ta, wa - ra * n, links_pos, s_R, geom_f)
@@ -649,6 +667,26 @@ def contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f,
                 add_axis_adjoint(b, lv, axis_v, g_zb, g_R)
                 rim = u if j == 0 else (zb.cross(u) if j == 1 else (-u if j == 2 else -zb.cross(u)))
                 add_point_adjoint(b, lv, f, c - geom_f[gb, GF_SIZE] * rim, g_c, links_pos, s_R, g_lpos, g_R)
+            elif mode == POINT_SUPPORT:
+                # c = x_l + R_l (g + R_g s(u)), s(u) = D^2 u / |D u| the support point of the ellipsoid (semi-axes
+                # D) in the direction u = R_V^T m of its frame, m = -sigma n (toward F), R_V = R_l R_g (link,
+                # geom). At u held it moves with the link (add_point_adjoint); u's change slides it by R_V J du,
+                # J = D (I - w w^T) D / |D u| (w = D u / |D u|; J symmetric): u's adjoint J R_V^T g_c goes on to m
+                # (so to n) and to R_l
+                gv = gb if kind == FRAME_FACE_A else ga
+                if lv >= 0:
+                    r_g = quat_to_mat(v4(geom_f, gv, GF_QUAT))
+                    r_v = s_R[b, lv] @ r_g
+                    semi = v3(geom_f, gv, GF_SIZE)
+                    m = -sigma * n
+                    w = semi * (r_v.transpose() @ m)
+                    length = ti.max(w.norm(), 1e-30)
+                    w = w / length
+                    h = semi * (r_v.transpose() @ g_c)
+                    g_u = semi * (h - w * w.dot(h)) / length
+                    g_nt -= sigma * (r_v @ g_u)
+                    g_R[b, lv] = g_R[b, lv] + m.outer_product(r_g @ g_u)
+                add_point_adjoint(b, lv, f, c, g_c, links_pos, s_R, g_lpos, g_R)
             elif mode == POINT_CROSSING:  # on V's edge line (fixed in V) where it crosses F's side plane
                 u = s_R[b, lv] @ axis_v
                 m = s_R[b, lf] @ axis_f

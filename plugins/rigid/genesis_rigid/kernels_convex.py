@@ -1,8 +1,10 @@
-"""Convex narrowphase for pairs with a mesh, for one environment b: GJK, EPA and face clipping.
+"""Convex narrowphase for pairs with a mesh or an ellipsoid, for one environment b: GJK, EPA and face clipping.
 
 A convex shape is a core plus a radius: a hull (a mesh's convex hull or a box, vertices in hull_f), a point (a
-sphere) or a segment along the local z axis (a capsule; a cylinder is taken as a capsule of its radius and
-half-length). Its support point in a unit direction u is the core's farthest point plus radius * u.
+sphere), a segment along the local z axis (a capsule; a cylinder is taken as a capsule of its radius and
+half-length) or an ellipsoid (its semi-axes e, no radius). Its support point in a unit direction u is the core's
+farthest point plus radius * u; an ellipsoid's is exact, R diag(e^2) u' / |diag(e) u'| with u' = R^T u
+(kernels_collision.ellipsoid_support).
 
 1. GJK (Gilbert, Johnson and Keerthi 1988) in its boolean form (the simplex cases of Muratori's "Implementing
    GJK") decides whether the origin lies in the Minkowski difference A - B, i.e. whether the shapes overlap.
@@ -11,10 +13,11 @@ half-length). Its support point in a unit direction u is the core's farthest poi
    (from A to B: B must move along +u to separate) and depth, and its barycentric coordinates the witness points.
 3. Contact manifold (as in Box2D / Bullet's polyhedral clipping): if a face of either hull is within FACE_COS of u
    (the better aligned becomes the reference face), the other shape's incident feature (its face best aligned with
-   u toward the reference, a capsule's segment or a sphere's centre) is clipped against the side planes of the
-   reference face (Sutherland-Hodgman), and every clipped point below the reference plane is a candidate contact
-   with the reference normal. Otherwise (edge-edge, a curved surface, or nothing left after clipping) the single
-   contact is midway between the EPA witness points.
+   u toward the reference, a capsule's segment, a sphere's centre or an ellipsoid's support point toward the
+   reference face) is clipped against the side planes of the reference face (Sutherland-Hodgman), and every
+   clipped point below the reference plane is a candidate contact with the reference normal. Otherwise
+   (edge-edge, a curved surface, or nothing left after clipping) the single contact is midway between the EPA
+   witness points.
 
 Candidates (point, depth) are left in the scratch s_nar_f for the caller to reduce to the pair's contacts. Every
 loop is bounded (GJK_ITERS, EPA_V, EPA_F, EPA_E, CLIP_N), and storage is checked before it is written: a shape
@@ -25,17 +28,21 @@ import taichi as ti
 
 from .hull import MAX_HULL_VERTICES
 from .kernels_collision import (CI_FEATURE, CI_META, CM_SETTLED, KEY_SPAN, box_support_radius, closest_between_segments,
-                                emit, geom_pose)
+                                ellipsoid_support, emit, geom_pose)
 from .kernels_math import func, func_ref, tangent_basis, v3
 from .layout import (GF_FRICTION, GF_HULL_BOX, GF_SIZE, GI_FACE, GI_LINK, GI_N_FACES, GI_N_VERTS, GI_TYPE, GI_VERT,
                      PI_GEOM_A, PI_GEOM_B, PI_N_SLOTS, PI_SEP, PI_SLOT)
-from .model import BOX, CAPSULE, CYLINDER, PLANE, SPHERE
+from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, PLANE, SPHERE
 
 # box-box: an edge-edge axis closer than this (cosine, about 2.6 degrees) to a face normal of either box is left to
 # that face
 EDGE_AXIS_COS = 0.999
 
 GJK_ITERS = 32
+# GJK's iterations for a pair with an ellipsoid: on a curved surface it closes in on an overlap only gradually (with
+# 32, a sphere 1e-6 m into an ellipsoid went unseen in 29 of 200 random poses; with 128, in none; 1e-9 m deep, in
+# 1)
+GJK_ITERS_CURVED = 128
 EPA_V = 32  # polytope vertices: the 4 of the GJK tetrahedron, then one per expansion
 EPA_F = 128  # polytope faces, discarded ones included
 EPA_E = 32  # horizon edges of one expansion
@@ -43,6 +50,10 @@ EPA_TOL = 1e-6  # m: EPA stops once the support in the nearest face's normal is 
 SEPARATION_MARGIN = 1e-5  # m: a cached separating direction settles a pair only if it clears it by this much
 BOUND_SLACK = 1e-4  # of the pair's scale: what the hull-box bound must clear beyond that (rounding is ~1e-7 of it)
 FACE_COS = 0.99  # a hull face this well aligned with the EPA normal makes a face contact
+# a pair with an ellipsoid: Newton steps on EPA's normal (refine_normal), and the angle (rad) of the finite differences
+# that give their Hessian
+REFINE_ITERS = 4
+REFINE_STEP = 1e-3
 CLIP_N = MAX_HULL_VERTICES  # points of a clipped polygon (also the candidates of a whole hull below a plane)
 # scratch rows: s_nar_f [B, NAR_ROWS, NF_N]: polytope vertices (Minkowski point, witness on A) at rows [0, EPA_V),
 # faces (unit normal, distance to the origin) at [EPA_V, EPA_V + EPA_F); later the two clipping buffers of CLIP_N
@@ -58,12 +69,16 @@ NF_XYZ, NF_DIST, NF_DEPTH, NF_WITNESS, NF_TAKEN, NF_SCORE, NF_N = 0, 3, 3, 3, 4,
 NI_V, NI_ALIVE, NI_FROM, NI_TO, NI_EDGE_ALIVE, NI_CODE, NI_N = 0, 3, 0, 1, 2, 3, 4
 
 
-@func_ref("c", "rot", "u")
-def shape_support(c, rot, radius, half, v0, nv, u, hull_f):
-    """The farthest point of a shape (centre c, rotation rot) in unit direction u: a hull's vertex (nv > 0), or
-    the end of the segment of half-length `half` along local z (a point if 0), plus radius u."""
+@func_ref("c", "rot", "semi", "u")
+def shape_support(c, rot, radius, half, semi, v0, nv, u, hull_f):
+    """The farthest point of a shape (centre c, rotation rot) in unit direction u: a hull's vertex (nv > 0), an
+    ellipsoid's surface point (semi-axes semi, semi[0] > 0; 0 for other shapes), or the end of the segment of
+    half-length `half` along local z (a point if 0), plus radius u."""
     local = rot.transpose() @ u
     p = ti.Vector([0.0, 0.0, half if local[2] >= 0 else -half])
+    if semi[0] > 0:
+        w = semi * local
+        p = semi * w / ti.max(w.norm(), 1e-30)
     if nv > 0:
         best = -1e30
         for i in range(nv):
@@ -74,12 +89,15 @@ def shape_support(c, rot, radius, half, v0, nv, u, hull_f):
     return c + rot @ p + radius * u
 
 
-@func_ref("c", "rot", "u")
-def support_bound(c, rot, radius, half, nv, g, u, geom_f):
+@func_ref("c", "rot", "semi", "u")
+def support_bound(c, rot, radius, half, semi, nv, g, u, geom_f):
     """An upper bound of shape_support(...).dot(u) for unit u from the hull's box (GF_HULL_BOX, in the geom's
-    frame: the hull lies inside it) instead of its vertices; exact for a shape without a hull."""
+    frame: the hull lies inside it) instead of its vertices; exact for a shape without a hull (an ellipsoid's:
+    |diag(semi) u'|)."""
     local = rot.transpose() @ u
     reach = half * ti.abs(local[2])
+    if semi[0] > 0:
+        reach = (semi * local).norm()
     if nv > 0:
         reach = 0.0
         for k in ti.static(range(3)):
@@ -87,13 +105,13 @@ def support_bound(c, rot, radius, half, nv, g, u, geom_f):
     return c.dot(u) + reach + radius
 
 
-@func_ref("d", "ca", "rot_a", "cb", "rot_b")
-def minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f):
+@func_ref("d", "ca", "rot_a", "ea", "cb", "rot_b", "eb")
+def minkowski_support(d, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f):
     """The support point of A - B in direction d, s_A(d) - s_B(-d), and s_A(d) (its witness on A)."""
     u = d / ti.max(d.norm(), 1e-30)
     nu = -u
-    pa = shape_support(ca, rot_a, ra, ha, va, na, u, hull_f)
-    return pa - shape_support(cb, rot_b, rb, hb, vb, nb, nu, hull_f), pa
+    pa = shape_support(ca, rot_a, ra, ha, ea, va, na, u, hull_f)
+    return pa - shape_support(cb, rot_b, rb, hb, eb, vb, nb, nu, hull_f), pa
 
 
 @ti.func
@@ -137,9 +155,10 @@ def epa_visible(b, f, p, s_nar_f, s_nar_i):
         row3(b, r, s_nar_f).dot(p - row3(b, s_nar_i[b, f, NI_V], s_nar_f)) > 0
 
 
-@func_ref("ca", "rot_a", "cb", "rot_b")
-def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f, s_nar_f, s_nar_i):
-    """GJK, then EPA from its tetrahedron, in one loop that evaluates one support point per iteration.
+@func_ref("ca", "rot_a", "ea", "cb", "rot_b", "eb")
+def penetration(b, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f, s_nar_f, s_nar_i):
+    """GJK (at most GJK_ITERS iterations, GJK_ITERS_CURVED with an ellipsoid), then EPA from its tetrahedron, in one
+    loop that evaluates one support point per iteration.
     Returns (1 if the shapes overlap, the normal u from A to B, the depth, the witness point on A); when they do not,
     u is a unit direction d along which the support of A - B stays below the origin (a proof of separation), or 0
     if GJK ran out of iterations."""
@@ -154,8 +173,9 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
     apart = ti.Vector([0.0, 0.0, 0.0])  # the direction GJK proved separating, if it did
     dim = 0
     n_v, n_f, best, nearest = 4, 4, 0, 0.0
-    for it in range(GJK_ITERS + EPA_V - 3):
-        if phase == 2 or (phase == 0 and it >= GJK_ITERS):
+    gjk_iters = GJK_ITERS_CURVED if ea[0] > 0 or eb[0] > 0 else GJK_ITERS
+    for it in range(GJK_ITERS_CURVED + EPA_V - 3):
+        if phase == 2 or (phase == 0 and it >= gjk_iters):
             break
         if phase == 1:  # EPA: search along the normal of the face nearest the origin
             nearest = 1e30
@@ -164,7 +184,7 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
                     nearest = s_nar_f[b, EPA_V + f, NF_DIST]
                     best = f
             d = row3(b, EPA_V + best, s_nar_f)
-        p, w = minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f)
+        p, w = minkowski_support(d, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f)
         if phase == 0:
             if dim > 0 and p.dot(d) < 0:
                 phase = 2  # the support does not pass the origin: d separates the shapes
@@ -291,6 +311,59 @@ def penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
     return hit, u, depth, witness
 
 
+@func_ref("u", "witness", "ca", "rot_a", "ea", "cb", "rot_b", "eb")
+def refine_normal(u, depth, witness, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f):
+    """EPA's normal u (from A to B), depth and witness on A, refined for a pair with an ellipsoid, whose curved
+    surface EPA's polytope approximates by chords (with 32 vertices, its normal was off by up to 1.6 degrees on a
+    flat ellipsoid's top). The penetration depth is the least of h(n) = s(n) . n over unit directions n, s the
+    support point of A - B, and h's gradient on the sphere is s's part across n: Newton steps on it, the Hessian by
+    finite differences of s along two tangents (REFINE_STEP; the surface's radii of curvature less h), each kept
+    only if it lowers h (a step across a kink of h, a capsule's or a hull's, is halved, then given up). After a
+    step: (n, h(n), the witness on A), the witness A's support point where A is a sphere or an ellipsoid (unique),
+    else B's plus h n; else the inputs."""
+    n = u
+    p, pa = minkowski_support(n, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f)
+    h = p.dot(n)
+    moved = 0
+    for _ in range(REFINE_ITERS):
+        t1, t2 = tangent_basis(n)
+        n1 = (n + REFINE_STEP * t1).normalized()
+        n2 = (n + REFINE_STEP * t2).normalized()
+        p1, _a1 = minkowski_support(n1, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f)
+        p2, _a2 = minkowski_support(n2, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f)
+        g1, g2 = p.dot(t1), p.dot(t2)
+        h11 = (p1 - p).dot(t1) / REFINE_STEP - h
+        h22 = (p2 - p).dot(t2) / REFINE_STEP - h
+        h12 = 0.5 * ((p1 - p).dot(t2) + (p2 - p).dot(t1)) / REFINE_STEP
+        det = h11 * h22 - h12 * h12
+        if not (h11 > 0 and det > 0):
+            break
+        d1 = -(h22 * g1 - h12 * g2) / det
+        d2 = -(h11 * g2 - h12 * g1) / det
+        step = ti.sqrt(d1 * d1 + d2 * d2)
+        if step > 0.5:  # (at most half a radian a step)
+            d1, d2 = d1 * 0.5 / step, d2 * 0.5 / step
+        taken = 0
+        for _try in range(3):
+            if taken == 0:
+                m = (n + d1 * t1 + d2 * t2).normalized()
+                q, qa = minkowski_support(m, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f)
+                if q.dot(m) < h:
+                    n, p, pa, h = m, q, qa, q.dot(m)
+                    taken = 1
+                    moved = 1
+                else:
+                    d1, d2 = 0.5 * d1, 0.5 * d2
+        if taken == 0:
+            break
+    out_n, out_depth, out_witness = u, depth, witness
+    if moved == 1:
+        out_n, out_depth = n, h
+        strict_a = ea[0] > 0 or (ra > 0 and ha == 0 and na == 0)  # (an ellipsoid or a sphere)
+        out_witness = ti.select(strict_a, pa, pa - p + h * n)
+    return out_n, out_depth, out_witness
+
+
 @func_ref("rot")
 def facing_face(f0, nf, rot, u, hull_f):
     """The face of a hull (face rows f0.., nf of them) whose outward normal is nearest u, and that cosine."""
@@ -330,6 +403,8 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_f, 
     rb = sb[0] if tb == SPHERE or tb == CAPSULE or tb == CYLINDER else 0.0
     ha = sa[1] if ta == CAPSULE or ta == CYLINDER else 0.0
     hb = sb[1] if tb == CAPSULE or tb == CYLINDER else 0.0
+    ea = ti.select(ta == ELLIPSOID, sa, ti.Vector([0.0, 0.0, 0.0]))  # an ellipsoid's semi-axes (else 0)
+    eb = ti.select(tb == ELLIPSOID, sb, ti.Vector([0.0, 0.0, 0.0]))
     va, na = geom_i[ga, GI_VERT], geom_i[ga, GI_N_VERTS]
     vb, nb = geom_i[gb, GI_VERT], geom_i[gb, GI_N_VERTS]
     n_cand, base, normal = 0, 0, ti.Vector([0.0, 0.0, 1.0])
@@ -342,41 +417,47 @@ def convex_contacts(b, p, ta, tb, ga, gb, ca, rot_a, sa, cb, rot_b, sb, geom_f, 
         # (by BOUND_SLACK of the scale, more than rounding moves either) the support query would too
         u = d / ti.max(d.norm(), 1e-30)
         nu = -u
-        bound = support_bound(ca, rot_a, ra, ha, na, ga, u, geom_f) + support_bound(cb, rot_b, rb, hb, nb, gb, nu,
-                                                                                     geom_f)
-        scale = ca.norm() + cb.norm() + ra + rb + ha + hb
+        bound = support_bound(ca, rot_a, ra, ha, ea, na, ga, u, geom_f) + support_bound(cb, rot_b, rb, hb, eb, nb, gb,
+                                                                                         nu, geom_f)
+        scale = ca.norm() + cb.norm() + ra + rb + ha + hb + ea.sum() + eb.sum()
         for k in ti.static(range(3)):
             scale += geom_f[ga, GF_HULL_BOX + 3 + k] + geom_f[gb, GF_HULL_BOX + 3 + k]
         apart = bound < -SEPARATION_MARGIN - BOUND_SLACK * scale
         if not apart:
-            sp, _ = minkowski_support(d, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f)
+            sp, _ = minkowski_support(d, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f)
             apart = sp.dot(d) < -SEPARATION_MARGIN * d.norm()
         if apart:
             s_con_i[b, CI_META, CM_SETTLED] = s_con_i[b, CI_META, CM_SETTLED] + 1
     hit, u, depth, witness = 0, ti.Vector([0.0, 0.0, 0.0]), 0.0, ti.Vector([0.0, 0.0, 0.0])
     if not apart:
-        hit, u, depth, witness = penetration(b, ca, rot_a, ra, ha, va, na, cb, rot_b, rb, hb, vb, nb, hull_f,
+        hit, u, depth, witness = penetration(b, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb, eb, vb, nb, hull_f,
                                              s_nar_f, s_nar_i)
         local = rot_a.transpose() @ u
         for c in ti.static(range(3)):
             s_sep[b, slot, c] = local[c] if hit == 0 else 0.0
     if hit == 1:
         if depth > 0 and depth < 1e29:  # (1e30: only degenerate faces were left)
+            if ea[0] > 0 or eb[0] > 0:
+                u, depth, witness = refine_normal(u, depth, witness, ca, rot_a, ra, ha, ea, va, na, cb, rot_b, rb, hb,
+                                                  eb, vb, nb, hull_f)
             normal = u
             fa, align_a = facing_face(geom_i[ga, GI_FACE], geom_i[ga, GI_N_FACES], rot_a, u, hull_f)
             fb, align_b = facing_face(geom_i[gb, GI_FACE], geom_i[gb, GI_N_FACES], rot_b, -u, hull_f)
             if align_a >= FACE_COS or align_b >= FACE_COS:
                 # reference face on x (b unless a's face is clearly better aligned), incident feature on y
-                cx, rot_x, fx, cy, rot_y, fy, ry, hy, ny = cb, rot_b, fb, ca, rot_a, fa, ra, ha, na
+                cx, rot_x, fx, cy, rot_y, fy, ry, hy, ey, ny = cb, rot_b, fb, ca, rot_a, fa, ra, ha, ea, na
                 sign = -1.0
                 if align_a > align_b + 1e-3:
-                    cx, rot_x, fx, cy, rot_y, fy, ry, hy, ny = ca, rot_a, fa, cb, rot_b, fb, rb, hb, nb
+                    cx, rot_x, fx, cy, rot_y, fy, ry, hy, ey, ny = ca, rot_a, fa, cb, rot_b, fb, rb, hb, eb, nb
                     sign = 1.0
                 n_ref = rot_x @ v3(hull_f, fx, 0)
                 m = 0
                 if ny > 0:
                     for k in range(hull_i[fy, 1]):
                         m = clip_point(b, 0, cy + rot_y @ v3(hull_f, hull_i[hull_i[fy, 0] + k, 0], 0), m, s_nar_f)
+                elif ey[0] > 0:  # an ellipsoid: its deepest point toward the reference face
+                    toward = -n_ref
+                    m = clip_point(b, 0, ellipsoid_support(cy, rot_y, ey, toward), m, s_nar_f)
                 else:
                     axis = ti.Vector([rot_y[0, 2], rot_y[1, 2], rot_y[2, 2]])
                     m = clip_point(b, 0, cy + hy * axis, m, s_nar_f)
@@ -653,9 +734,10 @@ def emit_manifold(b, slot, key0, n_slots, base, n, normal, mu, la, lb, coded, s_
 @func
 def detect_mesh_contacts(b, f, links_pos, s_R, geom_f, geom_i, hull_f, hull_i, pair_i, s_con_f, s_con_i, s_near_i,
                          s_nar_f, s_nar_i, s_sep):
-    """The contacts of the near pairs with a mesh (always geom b) or of two boxes that kernels_collision.detect_contacts
-    listed in s_near_i: two boxes by box_box_candidates, a plane against the hull's vertices, anything else by
-    convex_contacts; then emit_manifold."""
+    """The contacts of the near pairs with a mesh (always geom b), with an ellipsoid (geom b, or geom a against a
+    mesh; never a plane) or of two boxes that kernels_collision.detect_contacts listed in s_near_i: two boxes by
+    box_box_candidates, a plane against the hull's vertices, anything else by convex_contacts; then
+    emit_manifold."""
     for k in range(s_near_i[b, 0]):
         p = s_near_i[b, 1 + k]
         ga = pair_i[p, PI_GEOM_A]

@@ -10,10 +10,13 @@ fluid model). The step, gravity and solver come from the scene's options, not fr
 Follows MuJoCo's defaults: angles in degrees unless `<compiler angle="radian">`, `autolimits` on, geom density
 1000, joint type hinge with axis (0, 0, 1), geom type sphere.
 
-An ellipsoid's mass and inertia are the ellipsoid's; it collides as a 64-vertex polyhedron (ELLIPSOID_VERTICES
-directions on the unit sphere, scaled by the semi-axes and by ELLIPSOID_SCALE, which puts the vertices as far
-outside the surface as the faces' centres are inside it: about 2% of the semi-axis). A tendon actuator drives
-each joint of its tendon with the actuator's gains and force range, as Genesis World does.
+An ellipsoid is an analytic geom (genesis_core.geoms.ELLIPSOID, its semi-axes in `size`), as spheres and
+capsules are: its mass and inertia are the ellipsoid's; it collides through its exact support function
+(support(d) = R diag(r^2) d' / |diag(r) d'|, d' the direction in its frame): against a plane one contact at the
+support point under it, against anything else through the convex narrowphase (GJK / EPA, and a box's or a mesh's
+face clipped against that point); its bounding sphere and box, ray casts and particle distances are the
+ellipsoid's own. A tendon actuator drives each joint of its tendon with the actuator's gains and force range, as
+Genesis World does.
 """
 
 from __future__ import annotations
@@ -25,13 +28,13 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .checks import MAX_BODIES, MIN_SIZE, number, numbers
-from .model import (BALL, BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc, BodyDesc,
-                    EqualityDesc, FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc, geoms_source,
-                    inertia_from_geoms)
+from .model import (BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc,
+                    BodyDesc, EqualityDesc, FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc,
+                    geoms_source, inertia_from_geoms)
 from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_mul, quat_normalize
 
 GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH,
-              "ellipsoid": MESH}
+              "ellipsoid": ELLIPSOID}
 JOINT_TYPES = {"free": FREE, "ball": BALL, "slide": SLIDE, "hinge": HINGE}
 ACTUATOR_TAGS = ("motor", "position", "velocity", "general")
 # a geom of these groups is what its body looks like (MuJoCo's viewer shows groups 0 to 2 by default; the
@@ -47,21 +50,6 @@ class MJCFError(ModelError):
     pass
 
 
-def _ellipsoid_directions(n=64):
-    """n nearly uniform unit vectors (a Fibonacci lattice) and the scale that centres the polyhedron they span on
-    the sphere: vertices at 1 + e, the nearest face at 1 - e."""
-    from .hull import hull_of_points
-
-    k = np.arange(n) + 0.5
-    z = 1 - 2 * k / n
-    phi = np.pi * (1 + 5 ** 0.5) * k
-    r = np.sqrt(1 - z * z)
-    dirs = np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
-    inner = float(hull_of_points(dirs, n).face_offsets.min())
-    return dirs, 2 / (1 + inner)
-
-
-ELLIPSOID_VERTICES, ELLIPSOID_SCALE = _ellipsoid_directions()
 
 
 def _floats(s, n=None, what="", attr="value"):
@@ -487,13 +475,11 @@ class _Loader:
                 size[1:] = size[0], np.linalg.norm(p1 - p0) / 2
             else:
                 size[1] = np.linalg.norm(p1 - p0) / 2
-        mesh, scale, vertices, ellipsoid = None, np.ones(3), None, None
-        if a.get("type") == "ellipsoid":
+        mesh, scale = None, np.ones(3)
+        if gtype == ELLIPSOID:
             if np.any(size < MIN_SIZE):
                 raise MJCFError(f"{what}: size = {a.get('size')!r} is not accepted: expected three semi-axes of at "
                                 f"least {MIN_SIZE:g} m")
-            ellipsoid = size.copy()
-            vertices = ELLIPSOID_VERTICES * ELLIPSOID_SCALE * ellipsoid
         elif gtype == MESH:
             if a.get("mesh") not in self.meshes:
                 raise MJCFError(f"{what}: unknown mesh {a.get('mesh')!r}")
@@ -502,9 +488,9 @@ class _Loader:
         if not len(friction):
             raise MJCFError(f"{what}: friction = {a.get('friction')!r} is not accepted: expected 1 to 3 numbers")
         g = GeomDesc(name, gtype, size, pos, quat, float(friction[0]), _int(a, "contype", 1, what),
-                     _int(a, "conaffinity", 1, what), mesh, scale, vertices, ellipsoid)
+                     _int(a, "conaffinity", 1, what), mesh, scale)
         g.margin, g.gap = _num(a, "margin", 0.0, what), _num(a, "gap", 0.0, what)
-        g.asset = a.get("mesh") if gtype == MESH and a.get("type") != "ellipsoid" else None
+        g.asset = a.get("mesh") if gtype == MESH else None
         g._visible = _int(a, "group", 0, what) in VISIBLE_GROUPS
         if "rgba" in a:
             g.rgba = np.clip(_floats(a["rgba"], 4, what, "rgba")[:3], 0.0, 1.0)

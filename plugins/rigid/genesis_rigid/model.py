@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from genesis_core.geoms import BOX, CAPSULE, CYLINDER, MESH, PLANE, SPHERE  # noqa: F401  (geom types)
+from genesis_core.geoms import BOX, CAPSULE, CYLINDER, ELLIPSOID, MESH, PLANE, SPHERE  # noqa: F401  (geom types)
 
 
 class ModelError(ValueError):
@@ -40,7 +40,8 @@ class JointDesc:
 class GeomDesc:
     name: str
     type: int
-    size: np.ndarray  # sphere (r,-,-); capsule (r, half-length, -); box half-extents; cylinder (r, half-height, -)
+    size: np.ndarray  # sphere (r,-,-); capsule (r, half-length, -); box half-extents; cylinder (r, half-height, -);
+    # ellipsoid: its semi-axes
     pos: np.ndarray = field(default_factory=lambda: np.zeros(3))  # in the body frame
     quat: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
     friction: float = 1.0
@@ -49,7 +50,6 @@ class GeomDesc:
     mesh_file: str | None = None
     mesh_scale: np.ndarray = field(default_factory=lambda: np.ones(3))  # per-axis scale of the mesh vertices
     vertices: np.ndarray | None = None  # a convex part of a decomposed mesh (geom frame, scaled), instead of a file
-    ellipsoid: np.ndarray | None = None  # an ellipsoid's semi-axes: a MESH geom whose vertices sample its surface
     margin: float = 0.0  # MuJoCo's contact margin (m): a pair (the sum of its geoms') is held this far apart
     gap: float = 0.0  # and its contacts are reported from margin + gap on
     rgba: np.ndarray | None = None  # the file's colour of a visual geom (RGBA in [0, 1]); None: the entity's
@@ -184,8 +184,8 @@ def geom_volume_inertia(g: GeomDesc):
         a, b, c = 2 * g.size
         v = a * b * c
         return v, centre, np.diag([v * (b * b + c * c), v * (a * a + c * c), v * (a * a + b * b)]) / 12
-    if g.type == MESH and g.ellipsoid is not None:  # the ellipsoid itself, not its polyhedron
-        a, b, c = g.ellipsoid
+    if g.type == ELLIPSOID:
+        a, b, c = g.size
         v = 4 / 3 * np.pi * a * b * c
         return v, centre, np.diag([b * b + c * c, a * a + c * c, a * a + b * b]) * v / 5
     if g.type == MESH:

@@ -5,12 +5,13 @@ fifth link. Left in, such a pair pushes the links apart from the first step, fig
 drifts off its target). Genesis World drops the geom pairs of one kinematic tree that overlap at qpos0 unless
 RigidOptions(enable_neutral_collision=True); this module finds them, by geometry, at build.
 
-Each geom is a convex core swept by a ball (Shape): hulls (meshes, boxes, and cylinders as prisms of 64 sides) with
-no radius, a sphere's centre or a capsule's segment with its radius. Two such shapes overlap by the smallest overlap
-of their projections over the separating-axis candidates of their Minkowski difference (penetration_depth), exact
-for all but the cylinder's prism. A pair counts as overlapping when that depth exceeds 0.1 % of the smaller geom's
-bounding radius, so geoms that only touch stay in (Genesis World shrinks each mesh by 0.1 % before its voxel test,
-whose cells, up to 1 cm, also drop pairs that only touch)."""
+Each geom is a convex core swept by a ball (Shape): hulls (meshes, boxes, cylinders as prisms of 64 sides and
+ellipsoids as polyhedra inscribed in them) with no radius, a sphere's centre or a capsule's segment with its radius.
+Two such shapes overlap by the smallest overlap of their projections over the separating-axis candidates of their
+Minkowski difference (penetration_depth), exact for all but the cylinder's prism and the ellipsoid's polyhedron. A
+pair counts as overlapping when that depth exceeds 0.1 % of the smaller geom's bounding radius, so geoms that only
+touch stay in (Genesis World shrinks each mesh by 0.1 % before its voxel test, whose cells, up to 1 cm, also drop
+pairs that only touch)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,19 @@ import numpy as np
 from genesis_core.rotations import quat_mul, quat_to_mat, rotate
 
 from .hull import hull_of_points
-from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, SPHERE
+from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, MESH, SPHERE
 
 RELATIVE_DEPTH = 1e-3  # the depth, relative to the smaller bounding radius, above which a pair overlaps
+ELLIPSOID_POINTS = 128  # an ellipsoid's core: the hull of this many points of its surface
+
+
+def _sphere_lattice(n):
+    """n nearly uniform unit vectors (a Fibonacci lattice)."""
+    k = np.arange(n) + 0.5
+    z = 1 - 2 * k / n
+    phi = np.pi * (1 + 5 ** 0.5) * k
+    r = np.sqrt(1 - z * z)
+    return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
 
 
 def neutral_link_poses(links, joints, qpos0):
@@ -71,7 +82,9 @@ def _directions(d):
 
 def _core(desc):
     """A geom's core in its own frame, (vertices, face normals, edges as index pairs, radius); None for a plane.
-    Meshes and boxes are their hulls; a cylinder is a prism of 64 sides (its faces within 0.12 % of the radius)."""
+    Meshes and boxes are their hulls; a cylinder is a prism of 64 sides (its faces within 0.12 % of the radius); an
+    ellipsoid the hull of ELLIPSOID_POINTS points of its surface (its faces within 3 % of the semi-axes inside it,
+    so it never overlaps where the ellipsoid does not)."""
     s = np.asarray(desc.size, dtype=np.float64)
     none = np.zeros((0, 3))
     if desc.type == SPHERE:
@@ -83,6 +96,8 @@ def _core(desc):
         ring = np.stack([s[0] * np.cos(a), s[0] * np.sin(a)], axis=1)
         hull = hull_of_points(np.concatenate([np.c_[ring, np.full(64, -s[1])], np.c_[ring, np.full(64, s[1])]]),
                               max_vertices=128)
+    elif desc.type == ELLIPSOID:
+        hull = hull_of_points(_sphere_lattice(ELLIPSOID_POINTS) * s, max_vertices=ELLIPSOID_POINTS)
     elif desc.type in (MESH, BOX):
         hull = desc.hull()
     else:

@@ -76,7 +76,7 @@ def _convexify(robot, morph):
         geoms = []
         for g in body.geoms:
             parts = None
-            if g.type == MESH and g.mesh_file is not None and g.ellipsoid is None and (g.contype or g.conaffinity):
+            if g.type == MESH and g.mesh_file is not None and (g.contype or g.conaffinity):
                 try:
                     parts = convex_parts(g.mesh_file, g.mesh_scale, threshold, morph.coacd_options)
                 except ModelError as exc:
@@ -173,8 +173,6 @@ def _scale(robot, s):
             g.pos = g.pos * s
             g.size = g.size * s
             g.mesh_scale = g.mesh_scale * s
-            if g.vertices is not None:  # (an ellipsoid's polyhedron, or a convex part)
+            if g.vertices is not None:  # (a convex part)
                 g.vertices = g.vertices * s
                 g._part_hull = None
-            if g.ellipsoid is not None:
-                g.ellipsoid = g.ellipsoid * s

@@ -19,13 +19,13 @@ from genesis_core.utils.geom import quat_mul
 from . import kernels_step
 from .variants import FAR
 from .layout import DF_N, DI_LINK, GF_SIZE, LI_DOF_END, LI_DOF_START, LI_PARENT
-from .model import BOX, CAPSULE, CYLINDER, MESH, SPHERE
+from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, MESH, SPHERE
 
 # the outputs of kernels_step.collider_geometry, ColliderView's names
 VIEW_OUTPUTS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel")
 # the ColliderView geom code of each geom type (the cameras' primitives)
 GEOM_OF_TYPE = {BOX: gs.coupler.GEOM_BOX, SPHERE: gs.coupler.GEOM_SPHERE, CAPSULE: gs.coupler.GEOM_CAPSULE,
-                CYLINDER: gs.coupler.GEOM_CYLINDER}
+                CYLINDER: gs.coupler.GEOM_CYLINDER, ELLIPSOID: gs.coupler.GEOM_ELLIPSOID}
 # visual meshes by (file, scale): vertices [V, 3] (scaled, float64) and faces [F, 3], read once per process
 _VISUAL_MESHES: dict = {}
 

@@ -586,11 +586,12 @@ def test_hull_box_bound_is_never_below_the_hull_support(meshes):
         for i in range(dirs.shape[0]):
             u = ti.Vector([dirs[i, 0], dirs[i, 1], dirs[i, 2]])
             c = ti.Vector([0.3, -0.2, 1.1])
+            none = ti.Vector([0.0, 0.0, 0.0])  # (no ellipsoid)
             rot = ti.Matrix.zero(float, 3, 3)
             for r, k in ti.static(ti.ndrange(3, 3)):
                 rot[r, k] = rot_in[r, k]
-            out[i, 0] = shape_support(c, rot, 0.0, 0.0, v0, nv, u, hull_f).dot(u)
-            out[i, 1] = support_bound(c, rot, 0.0, 0.0, nv, g, u, geom_f)
+            out[i, 0] = shape_support(c, rot, 0.0, 0.0, none, v0, nv, u, hull_f).dot(u)
+            out[i, 1] = support_bound(c, rot, 0.0, 0.0, none, nv, g, u, geom_f)
 
     for g in hulls:
         supports(g, int(geom_i[g, GI_VERT]), int(geom_i[g, GI_N_VERTS]), u_arr, rot_arr, solver.model["geom_f"],
