@@ -70,6 +70,8 @@ def _spin_scene():
                                                magnetic_field=MAG)),
         delayed=scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, pos_offset=(R_OFF, 0.0, 0.0),
                                                 magnetic_field=MAG, delay=DELAY_STEPS * DT)),
+        jittered=scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, magnetic_field=MAG, delay=2 * DT, jitter=DT,
+                                                 interpolate=True)),
     )
     scene.build(n_envs=2)
     box.set_dofs_velocity([0.0, 0.0, OMEGA], dofs_idx_local=[3, 4, 5])
@@ -156,6 +158,26 @@ def test_delay_returns_the_ground_truth_of_k_steps_before(spin):
             for name in ("lin_acc", "ang_vel", "mag"):
                 assert torch.equal(getattr(got, name), getattr(want, name)), name
             assert not torch.equal(got.mag, truth[-1].mag)
+
+
+def test_jitter_reads_between_the_buffered_steps_around_delay_plus_jitter(spin):
+    """delay 2 dt, jitter dt: each step each environment reads 2 + u steps back (u uniform in [0, 1)),
+    interpolated: every component lies between the ground truths of 2 and 3 steps before, strictly inside for the
+    turning field, with another u per environment and step."""
+    scene, _, s = spin
+    truth, fractions = [], []
+    for _ in range(8):
+        scene.step()
+        truth.append(s["jittered"].read_ground_truth().mag)
+        if len(truth) > 3:
+            got, near, far = s["jittered"].read().mag, truth[-3], truth[-4]
+            lo, hi = torch.minimum(near, far), torch.maximum(near, far)
+            assert bool(((got >= lo - 1e-12) & (got <= hi + 1e-12)).all())
+            # x turns (as cos): the fraction of the way from 2 to 3 steps back is the environment's u
+            fractions.append((got[:, 0] - near[:, 0]) / (far[:, 0] - near[:, 0]))
+    fractions = torch.cat(fractions)
+    assert bool(((fractions > 0) & (fractions < 1)).all())
+    assert len(set(np.round(fractions.numpy(), 9).tolist())) == len(fractions)  # a new u per environment and step
 
 
 # -- the measurement model ---------------------------------------------------------------------------------------
@@ -317,7 +339,6 @@ def test_checkpoint_of_other_sensors_is_refused(rest, tmp_path):
     (lambda: gs.sensors.ContactForce(noise=-1.0), "noise"),
     (lambda: gs.sensors.ContactForce(random_walk=float("nan")), "random_walk"),
     (lambda: gs.sensors.IMU(delay=0.01, jitter=0.02, interpolate=True), "jitter"),
-    (lambda: gs.sensors.IMU(delay=0.02, jitter=0.01, interpolate=True), "not supported"),
     (lambda: gs.sensors.IMU(delay=0.02, jitter=0.01), "interpolate"),
     (lambda: gs.sensors.IMU(noise=0.1), "acc_"),
     (lambda: gs.sensors.IMU(acc_cross_axis_coupling=1.5), "cross_axis"),

@@ -13,7 +13,7 @@ entities' public accessors (get_links_quat, get_links_ang, get_links_acc, get_li
 get_links_net_contact_force, get_contacts), then the measurement of all channels at once:
 
     history <- [ground truth, history[:-1]]            (slot k: k steps ago)
-    delayed  = history[delay steps of the channel]
+    delayed  = history[delay steps of the channel]    (+ u * jitter steps, u ~ U[0, 1): linear interpolation)
     aligned  = M delayed                              (IMU cross-axis coupling, block-diagonal)
     drift   += random_walk * N(0, 1)
     value    = aligned + drift + bias + noise * N(0, 1)
@@ -192,6 +192,8 @@ class SensorManager(SolverBase):
             return out
 
         delay = np.zeros(C, dtype=np.int64)
+        jitter = np.zeros(C, dtype=np.float64)  # in steps
+        sensor_of = np.zeros(C, dtype=np.int64)
         bias, noise, walk, res = per_chan(0.0), per_chan(0.0), per_chan(0.0), per_chan(0.0)
         lo, hi = per_chan(0.0), per_chan(np.inf)
         measure = np.ones(C, dtype=bool)
@@ -199,6 +201,9 @@ class SensorManager(SolverBase):
         for s in self.sensors:
             ch, o = s.channels, s.options
             delay[ch] = round(o.delay / dt)
+            sensor_of[ch] = s.idx
+            if isinstance(o, (IMU, ContactForce)):
+                jitter[ch] = o.jitter / dt
             measure[ch] = not o.update_ground_truth_only
             if isinstance(o, (IMU, ContactForce)):
                 res[ch], bias[ch], noise[ch], walk[ch] = (per_channel(o, k, s.n_channels) for k in NOISY)
@@ -208,7 +213,7 @@ class SensorManager(SolverBase):
                 for k, part in enumerate(("acc", "gyro", "mag")):
                     a = s._start + 3 * k
                     align[a:a + 3, a:a + 3] = alignment_matrix(getattr(o, f"{part}_cross_axis_coupling"))
-        self._n_history = int(delay.max()) + 1 if C else 1
+        self._n_history = int((delay + np.ceil(jitter)).max()) + 1 if C else 1
 
         def t(x, dtype=fl):
             return torch.as_tensor(x, dtype=dtype, device=dev)
@@ -221,6 +226,8 @@ class SensorManager(SolverBase):
         self._measure = t(measure, torch.bool)
         self._all_measured = bool(measure.all())
         self._align_t = None if np.array_equal(align, np.eye(C)) else t(align.T)
+        self._jitter, self._sensor_of = t(jitter, torch.float64), t(sensor_of, torch.long)
+        self._has_jitter = bool((jitter > 0).any())
         self._has_noise, self._has_walk = bool((noise > 0).any()), bool((walk > 0).any())
         self._has_bias, self._has_res = bool((bias != 0).any()), bool((res > 0).any())
         self._has_clip = bool((lo > 0).any() or np.isfinite(hi).any())
@@ -363,6 +370,17 @@ class SensorManager(SolverBase):
             touch = touch[:, self._contact_perm]
         return touch.to(self.float_dtype)
 
+    def _jittered(self, history, value, u):
+        """The channels read delay + u * jitter steps back ([B, n_sensors] u in (0, 1), one per sensor), linearly
+        interpolated between the two buffered steps around it; channels without jitter keep `value`."""
+        steps = self._delay.to(torch.float64) + u[:, self._sensor_of] * self._jitter  # [B, C]
+        lo = steps.floor().long()
+        frac = (steps - lo).to(self.float_dtype)
+        hi = torch.clamp(lo + 1, max=self._n_history - 1)
+        at_lo = torch.gather(history, 1, lo[:, None, :])[:, 0]
+        at_hi = torch.gather(history, 1, hi[:, None, :])[:, 0]
+        return torch.where(self._jitter > 0, torch.lerp(at_lo, at_hi, frac), value)
+
     def update(self):
         """Measure every sensor of every environment after a step (batched; nothing read on the host)."""
         f, st = self.frame, self.state
@@ -379,11 +397,16 @@ class SensorManager(SolverBase):
                 history[:, 1:] = history[:, :-1].clone()
             history[:, 0] = gt
             value = history[:, self._delay, self._channel] if self._n_history > 1 else gt
+            draws = self._has_noise or self._has_walk or self._has_jitter
+            if draws:
+                key, counter = st.at("rng_key", f), st.at("rng_counter", f)
+            if self._has_jitter:
+                value = self._jittered(history, value, rng.uniforms(key, counter, len(self.sensors),
+                                                                    4 * self._n_channels))
             if self._align_t is not None:
                 value = value @ self._align_t
-            if self._has_noise or self._has_walk:
-                counter = st.at("rng_counter", f)
-                z = rng.normals(st.at("rng_key", f), counter, 2 * self._n_channels, self.float_dtype)
+            if draws:
+                z = rng.normals(key, counter, 2 * self._n_channels, self.float_dtype)
                 counter.copy_((counter.to(torch.int64) + 1) % (rng.COUNTER_MAX + 1))
                 if self._has_walk:
                     drift += self._walk * z[:, self._n_channels:]

@@ -46,12 +46,19 @@ def env_keys(seed: int, n: int, device) -> torch.Tensor:
     return to_int32(mix32(s ^ mix32(env * 2 + 1)))
 
 
-def normals(key: torch.Tensor, counter: torch.Tensor, n: int, dtype) -> torch.Tensor:
-    """[B, n] standard normal draws of the environments whose keys and counters are `key`, `counter` ([B] int32)."""
+def uniforms(key: torch.Tensor, counter: torch.Tensor, n: int, first_stream: int = 0) -> torch.Tensor:
+    """[B, n] float64 draws, uniform in (0, 1), of streams first_stream.. of the environments whose keys and
+    counters are `key`, `counter` ([B] int32). Distinct streams of one (key, counter) are independent draws."""
     k = key.to(torch.int64) & M32
     c = counter.to(torch.int64) & M32
-    stream = torch.arange(2 * n, dtype=torch.int64, device=key.device)
+    stream = torch.arange(first_stream, first_stream + n, dtype=torch.int64, device=key.device)
     h = mix32(k[:, None] ^ mix32(c[:, None] + mix32(stream[None, :] + 0x632BE5AB)))
-    u = (h.to(torch.float64) + 0.5) * (1.0 / 2**32)  # (0, 1)
+    return (h.to(torch.float64) + 0.5) * (1.0 / 2**32)
+
+
+def normals(key: torch.Tensor, counter: torch.Tensor, n: int, dtype, first_stream: int = 0) -> torch.Tensor:
+    """[B, n] standard normal draws (streams first_stream .. first_stream + 2 n) of the environments whose keys and
+    counters are `key`, `counter` ([B] int32)."""
+    u = uniforms(key, counter, 2 * n, first_stream)
     u1, u2 = u[:, 0::2], u[:, 1::2]
     return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)).to(dtype)

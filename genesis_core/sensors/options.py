@@ -171,8 +171,11 @@ class NoisySensorOptionsMixin(SensorOptions):
     random_walk: the standard deviation of the step added each step to the drift (>= 0): the drift is a random
         walk, its standard deviation after n steps random_walk * sqrt(n) (per step, not per sqrt(second), as
         Genesis World).
-    jitter: seconds of random extra read delay. Not supported here: a value > 0 is refused (see docs/sensors.md).
-    interpolate: with jitter, interpolate between the buffered steps (accepted; used only with jitter).
+    jitter: seconds (<= delay) of random extra read delay: each step, each environment reads the sensor
+        delay + u * jitter seconds late, u uniform in [0, 1) (as Genesis World 1.4.5), interpolated linearly
+        between the two buffered steps around that time.
+    interpolate: must be True when jitter > 0 (Genesis World's rule); without jitter the delay is a whole number
+        of steps and nothing is interpolated.
     """
 
     resolution: float | tuple = attrs.field(default=0.0, converter=_floats, validator=_per_channel(lo=0.0))
@@ -189,9 +192,6 @@ class NoisySensorOptionsMixin(SensorOptions):
         if self.jitter > self.delay:
             raise OptionError(f"{name}: jitter={self.jitter!r} must be <= delay={self.delay!r}: the jittered read "
                               "delay must stay >= 0 s.")
-        if self.jitter > 0:
-            raise OptionError(f"{name}: jitter={self.jitter!r} is not supported by this engine (a random read delay "
-                              "per step); use jitter=0.0 and a fixed delay, see docs/sensors.md.")
 
 
 @attrs.define(frozen=True, kw_only=True, slots=False)
