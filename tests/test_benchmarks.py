@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("rigid.py", ["--spheres", "8"], "collide, us"),
     ("grad.py", ["--steps", "3"], "backward / forward"),
     ("equality.py", ["--steps", "3", "--envs", "0"], "genesis-core env-steps/s"),
+    ("sensors.py", ["--steps", "3", "--envs", "0"], "genesis-core env-steps/s"),
     ("mpm.py", ["--sizes", "1000", "--envs", "1", "--seconds", "0.2"], "particle-substeps/s"),
     ("resume.py", ["--n-envs", "4", "--runs", "1"], "to the first resumed step"),
     ("validation.py", ["--steps", "5", "--envs", "0", "2"], "fault check per step, us"),

@@ -180,6 +180,24 @@ def test_jitter_reads_between_the_buffered_steps_around_delay_plus_jitter(spin):
     assert len(set(np.round(fractions.numpy(), 9).tolist())) == len(fractions)  # a new u per environment and step
 
 
+def test_scene_without_envs_reads_without_a_batch_dimension():
+    """n_envs=0: no batch dimension anywhere; envs_idx is refused as everywhere else."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT))
+    scene.add_entity(gs.morphs.Plane())
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, SIDE / 2), size=(SIDE,) * 3))
+    imu = scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, acc_noise=0.01, delay=DT))
+    force = scene.add_sensor(gs.sensors.ContactForce(entity_idx=box.idx))
+    touch = scene.add_sensor(gs.sensors.Contact(entity_idx=box.idx))
+    scene.build()
+    for _ in range(5):
+        scene.step()
+    assert imu.read().lin_acc.shape == (3,) and imu.read_ground_truth().mag.shape == (3,)
+    assert force.read().shape == (3,) and touch.read().shape == (1,) and bool(touch.read())
+    _close(force.read(), (0.0, 0.0, float(box.get_mass()) * G), 1e-6)
+    with pytest.raises(gs.SceneError, match="without environments"):
+        imu.read(envs_idx=[0])
+
+
 # -- the measurement model ---------------------------------------------------------------------------------------
 
 

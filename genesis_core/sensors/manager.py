@@ -187,25 +187,19 @@ class SensorManager(SolverBase):
         dev, fl, C = self.device, self.float_dtype, self._n_channels
         dt = self.sim_options.dt
 
-        def per_chan(fill):
-            out = np.full(C, fill, dtype=np.float64)
-            return out
-
-        delay = np.zeros(C, dtype=np.int64)
-        jitter = np.zeros(C, dtype=np.float64)  # in steps
-        sensor_of = np.zeros(C, dtype=np.int64)
-        bias, noise, walk, res = per_chan(0.0), per_chan(0.0), per_chan(0.0), per_chan(0.0)
-        lo, hi = per_chan(0.0), per_chan(np.inf)
+        # per channel: the delay (steps), jitter (steps), owning sensor, measurement-model parameters
+        delay, sensor_of = np.zeros(C, dtype=np.int64), np.zeros(C, dtype=np.int64)
+        jitter, bias, noise, walk, res, lo = (np.zeros(C) for _ in range(6))
+        hi = np.full(C, np.inf)
         measure = np.ones(C, dtype=bool)
         align = np.eye(C)
         for s in self.sensors:
             ch, o = s.channels, s.options
             delay[ch] = round(o.delay / dt)
             sensor_of[ch] = s.idx
-            if isinstance(o, (IMU, ContactForce)):
-                jitter[ch] = o.jitter / dt
             measure[ch] = not o.update_ground_truth_only
-            if isinstance(o, (IMU, ContactForce)):
+            if isinstance(o, (IMU, ContactForce)):  # the noisy sensors
+                jitter[ch] = o.jitter / dt
                 res[ch], bias[ch], noise[ch], walk[ch] = (per_channel(o, k, s.n_channels) for k in NOISY)
             if isinstance(o, ContactForce):
                 lo[ch], hi[ch] = o.min_force, o.max_force
