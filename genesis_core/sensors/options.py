@@ -190,8 +190,8 @@ class NoisySensorOptionsMixin(SensorOptions):
         if self.jitter > 0 and not self.interpolate:
             raise OptionError(f"{name}: interpolate=True is needed when jitter > 0 (got jitter={self.jitter!r}).")
         if self.jitter > self.delay:
-            raise OptionError(f"{name}: jitter={self.jitter!r} must be <= delay={self.delay!r}: the jittered read "
-                              "delay must stay >= 0 s.")
+            raise OptionError(f"{name}: jitter={self.jitter!r} must be <= delay={self.delay!r} (Genesis World's "
+                              "rule); raise delay or lower jitter.")
 
 
 @attrs.define(frozen=True, kw_only=True, slots=False)
