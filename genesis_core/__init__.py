@@ -16,7 +16,8 @@ from importlib.metadata import PackageNotFoundError, version as _version
 import numpy as _np
 
 from . import _runtime
-from . import constants, coupler, errors, materials, morphs, options, plugins, renderers, surfaces, utils, validators
+from . import (constants, coupler, errors, materials, morphs, options, plugins, renderers, sensors, surfaces, utils,
+               validators)
 from ._runtime import cpu, destroy, gpu, logger, runtime
 from .constants import constraint_solver, integrator
 from .coupler import ColliderView, Coupling
@@ -100,6 +101,6 @@ __all__ = [
     "Solver", "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
     "logger",
     "hookimpl", "init", "constants", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins",
-    "renderers", "surfaces", "utils", "validators", "Tensor", "UID", "arange", "from_torch", "full", "ones",
+    "renderers", "sensors", "surfaces", "utils", "validators", "Tensor", "UID", "arange", "from_torch", "full", "ones",
     "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
 ]

@@ -22,6 +22,7 @@ from .morphs import MJCF, URDF, Box, Cylinder, Mesh, Morph, Plane, Sphere
 from .options import COUPLER_REFUSALS, BaseCouplerOptions, LegacyCouplerOptions, SimOptions
 from .plugins import registry
 from .progress import compiling
+from .sensors.manager import SensorManager
 from .plugins.manager import missing_plugin_error
 from .state import SimState, SolverState, to_index
 from .stepping import substep
@@ -116,6 +117,9 @@ class Scene:
             cls(self, sim_options, solver_options.get(f"{cls.short_name}_options"))
             for cls in sorted(reg.solvers.values(), key=lambda c: (c.order, c.__name__))
         ]
+        # the core's own solver, after every physics solver: the sensors and their state (active with sensors)
+        self._sensor_manager = SensorManager(self, sim_options)
+        self._solvers.append(self._sensor_manager)
         self._couplings = list(reg.couplings)
         self._entities = []
         self._built = False
@@ -252,6 +256,28 @@ class Scene:
         if kwargs.get("surface") is not None:
             self._surfaces[entity.idx] = kwargs["surface"]
         return entity
+
+    def add_sensor(self, sensor_options):
+        """Add a sensor (Genesis World's `scene.add_sensor`), before build: `sensor_options` is a `gs.sensors.IMU`,
+        `gs.sensors.Contact` or `gs.sensors.ContactForce`, attached to a link of a rigid entity. Returns the sensor,
+        whose `read(envs_idx=None)` and `read_ground_truth(envs_idx=None)` give torch tensors `([n_envs,] ...)`,
+        updated once per `scene.step()` after the physics (docs/sensors.md). Its state (delay buffer, drift, noise
+        generator) is the sensor manager's, `scene.sensor_manager`, part of get_state, reset and checkpoints."""
+        self._require_alive("add_sensor")
+        if self._built:
+            raise SceneError("add_sensor after scene.build(): add every sensor first, then build.")
+        return self._sensor_manager.add_sensor(sensor_options)
+
+    @property
+    def sensors(self) -> list:
+        """The scene's sensors, in the order they were added."""
+        return list(self._sensor_manager.sensors) if not self._destroyed else []
+
+    @property
+    def sensor_manager(self):
+        """The core's solver that holds the sensors and their state (last in `scene.solvers`)."""
+        self._require_alive("scene.sensor_manager")
+        return self._sensor_manager
 
     @property
     def entity_names(self) -> tuple:
@@ -397,6 +423,8 @@ class Scene:
             substep(active, self.coupler, f)
             self._substep += 1
         self._t += 1
+        if self._sensor_manager.is_active:  # the sensors measure the state the step left
+            self._sensor_manager.update()
         if self.sim_options.on_invalid_env != "ignore":
             self._check_faults()
         for cam in self._cameras:

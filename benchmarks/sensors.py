@@ -1,0 +1,96 @@
+"""Sensors' cost: a box resting on a plane in every environment, stepped without sensors, then with an IMU (with
+noise, bias and a 2-step delay), a ContactForce and a Contact sensor on the box, each read after every step.
+Prints env-steps per second of both, and the sensors' share of the step. With GENESIS_WORLD_PYTHON set
+(GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv)), the same command runs the same script in Genesis World
+1.4.5 and prints its figures and the ratio beside ours; without it, it says the anchor was skipped.
+
+    python benchmarks/sensors.py [--steps 200] [--envs 512]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+from common import measuring
+
+# the same script in both engines (the API is the same): ENGINE picks the import
+CHILD = r"""
+import importlib, os, sys, time
+gs = importlib.import_module(os.environ["ENGINE"])
+n_envs, steps, with_sensors = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+gs.init(backend=gs.cpu, precision="32", logging_level="error", seed=0)
+scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01), show_viewer=False)
+scene.add_entity(gs.morphs.Plane())
+box = scene.add_entity(gs.morphs.Box(pos=(0.0, 0.0, 0.05), size=(0.1, 0.1, 0.1)))
+sensors = []
+if with_sensors:
+    sensors = [
+        scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, acc_noise=0.01, gyro_noise=0.01, acc_bias=0.05,
+                                        delay=0.02)),
+        scene.add_sensor(gs.sensors.ContactForce(entity_idx=box.idx)),
+        scene.add_sensor(gs.sensors.Contact(entity_idx=box.idx)),
+    ]
+scene.build(n_envs=n_envs) if n_envs else scene.build()
+for _ in range(31):  # past the compilation and the launch-mode trial
+    scene.step()
+    for s in sensors:
+        s.read()
+t0 = time.perf_counter()
+for _ in range(steps):
+    scene.step()
+    for s in sensors:
+        s.read()
+dt = time.perf_counter() - t0
+print(f"result env_steps_per_s={steps * max(n_envs, 1) / dt:.1f}")
+"""
+
+
+def one(python, engine, n_envs, steps, with_sensors, timeout=1800):
+    """env-steps/s of `engine` (genesis_core or genesis) run by `python`, or None if it failed."""
+    env = dict(os.environ, ENGINE=engine)
+    what = "with sensors" if with_sensors else "without sensors"
+    with measuring(f"box on a plane {what}, {engine} at n_envs {n_envs}"):
+        res = subprocess.run([python, "-c", CHILD, str(n_envs), str(steps), "1" if with_sensors else "0"],
+                             capture_output=True, text=True, env=env, timeout=timeout)
+    line = [x for x in res.stdout.splitlines() if x.startswith("result ")]
+    if res.returncode != 0 or not line:
+        print(f"({engine} failed at n_envs {n_envs}, {what}: {res.stderr.strip()[-300:]})")
+        return None
+    return float(line[-1].split("=")[1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--envs", type=int, nargs="+", default=[512])
+    args = parser.parse_args()
+    anchor = os.environ.get("GENESIS_WORLD_PYTHON")
+    rows = []
+    for n in args.envs:
+        for with_sensors in (False, True):
+            ours = one(sys.executable, "genesis_core", n, args.steps, with_sensors)
+            theirs = one(anchor, "genesis", n, args.steps, with_sensors) if anchor else None
+            rows.append((n, with_sensors, ours, theirs))
+    print("\n| n_envs | sensors | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
+    print("|---|---|---|---|---|")
+    for n, with_sensors, ours, theirs in rows:
+        ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
+        mine = f"{ours:.0f}" if ours else "failed"
+        other = f"{theirs:.0f}" if theirs else ("failed" if anchor else "skipped")
+        print(f"| {n} | {'IMU + ContactForce + Contact' if with_sensors else 'none'} | {mine} | {other} | {ratio} |")
+    for engine, col in (("genesis-core", 2), ("Genesis World", 3)):
+        for n in args.envs:
+            bare = [r[col] for r in rows if r[0] == n and not r[1]][0]
+            full = [r[col] for r in rows if r[0] == n and r[1]][0]
+            if bare and full:
+                print(f"{engine} at n_envs {n}: the sensors (update + reads) take {100 * (1 - full / bare):.0f}% "
+                      "of the step")
+    if not anchor:
+        print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
+    if any(ours is None for _, _, ours, _ in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
