@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import genesis_core as gs
+from genesis_core.rotations import quat_to_mat
 from genesis_rigid import assets
 
 mujoco = pytest.importorskip("mujoco", reason="MuJoCo is the reference of these tests")
@@ -165,12 +166,23 @@ def test_links_joints_and_geoms_are_known_before_build_and_stay_the_same_objects
     assert np.allclose(chain.vgeoms[1].get_pos().numpy(), d.geom_xpos[1], atol=TOL)
 
 
-def test_attach_is_refused_with_what_to_do_instead(chain_file):
+def test_an_attached_box_rides_on_the_arms_link(chain_file):
+    """attach: the box's free joint is removed and it keeps its morph pose in the forearm's frame while the arm
+    swings (the shipped arm, no robot files needed)."""
     scene = gs.Scene()
     arm = scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True))
-    box = scene.add_entity(gs.morphs.Box(size=(0.05, 0.05, 0.05)))
-    with pytest.raises(gs.OptionError, match="one URDF or MJCF file"):
-        box.attach(arm, "forearm")
+    box = scene.add_entity(gs.morphs.Box(size=(0.05, 0.05, 0.05), pos=(0.1, 0.0, 0.05), euler=(0, 0, 30)))
+    assert box.n_dofs == 6
+    box.attach(arm, "forearm")
+    assert box.n_dofs == 0 and box.base_link.parent_idx == arm.get_link("forearm").idx
+    scene.build()
+    forearm = arm.get_link("forearm")
+    for _ in range(20):
+        scene.step()
+    R = quat_to_mat(forearm.get_quat())
+    offset = R.T @ (box.get_pos() - forearm.get_pos())
+    assert torch.allclose(offset, torch.tensor([0.1, 0.0, 0.05], dtype=offset.dtype), atol=1e-12)
+    assert float(arm.get_dofs_velocity().abs().max()) > 1e-3  # (the arm swings under gravity)
 
 
 # -- dynamics quantities against MuJoCo ------------------------------------------------------------------------------
