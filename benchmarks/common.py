@@ -60,6 +60,32 @@ def measuring(what):
         _BAR.update(1)
 
 
+def engine_rate(python, engine, child, argv, what, timeout=1800):
+    """The rate a child script prints as `result env_steps_per_s=<x>`, run by `python` with ENGINE=`engine`
+    (genesis_core, or genesis for the anchor: the same script imports either), or None (and a line naming
+    `what` and why) when it failed."""
+    import os
+
+    env = dict(os.environ, ENGINE=engine)
+    with measuring(f"{what}, {engine}"):
+        res = subprocess.run([python, "-c", child, *map(str, argv)], capture_output=True, text=True, env=env,
+                             timeout=timeout)
+    line = [x for x in res.stdout.splitlines() if x.startswith("result ")]
+    if res.returncode != 0 or not line:
+        print(f"({engine} failed, {what}: {res.stderr.strip()[-300:]})")
+        return None
+    return float(line[-1].split("=")[1])
+
+
+def anchor_cells(ours, theirs, anchor):
+    """The table cells (ours, the anchor's, the ratio) of one row; the anchor's says `skipped` when no anchor
+    was given and `failed` when it ran and failed."""
+    ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
+    mine = f"{ours:.0f}" if ours else "failed"
+    other = f"{theirs:.0f}" if theirs else ("failed" if anchor else "skipped")
+    return mine, other, ratio
+
+
 def row_in_process(cmd, tag, what):
     """Run `cmd` (a row of a benchmark in a fresh process) and return the dict it printed after `tag`, or None
     (and a line naming `what` and why) when it failed."""

@@ -9,11 +9,10 @@ World 1.4.5 and prints its figures and the ratio beside ours; without it, it say
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-from common import measuring
+from common import anchor_cells, engine_rate
 
 MODEL = """<mujoco model="closed_loops">
   <default><geom contype="0" conaffinity="0"/></default>
@@ -74,19 +73,6 @@ print(f"result env_steps_per_s={steps * max(n_envs, 1) / dt:.1f}")
 """
 
 
-def one(python, engine, path, n_envs, steps, timeout=1800):
-    """env-steps/s of `engine` (genesis_core or genesis) run by `python`, or None if it failed."""
-    env = dict(os.environ, ENGINE=engine)
-    with measuring(f"closed loops, {engine} at n_envs {n_envs}"):
-        res = subprocess.run([python, "-c", CHILD, path, str(n_envs), str(steps)], capture_output=True, text=True,
-                             env=env, timeout=timeout)
-    line = [x for x in res.stdout.splitlines() if x.startswith("result ")]
-    if res.returncode != 0 or not line:
-        print(f"({engine} failed at n_envs {n_envs}: {res.stderr.strip()[-300:]})")
-        return None
-    return float(line[-1].split("=")[1])
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -99,16 +85,14 @@ def main():
             fh.write(MODEL)
         rows = []
         for n in args.envs:
-            ours = one(sys.executable, "genesis_core", path, n, args.steps)
-            theirs = one(anchor, "genesis", path, n, args.steps) if anchor else None
+            what = f"closed loops at n_envs {n}"
+            ours = engine_rate(sys.executable, "genesis_core", CHILD, [path, n, args.steps], what)
+            theirs = engine_rate(anchor, "genesis", CHILD, [path, n, args.steps], what) if anchor else None
             rows.append((n, ours, theirs))
     print("\n| n_envs | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
     print("|---|---|---|---|")
     for n, ours, theirs in rows:
-        ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
-        mine = f"{ours:.0f}" if ours else "failed"
-        other = f"{theirs:.0f}" if theirs else ("failed" if anchor else "skipped")
-        print(f"| {n} | {mine} | {other} | {ratio} |")
+        print("| {} | {} | {} | {} |".format(n, *anchor_cells(ours, theirs, anchor)))
     if not anchor:
         print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
     if any(ours is None for _, ours, _ in rows):

@@ -9,10 +9,9 @@ and prints its figures and the ratio beside ours; without it, it says the anchor
 
 import argparse
 import os
-import subprocess
 import sys
 
-from common import measuring
+from common import anchor_cells, engine_rate
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -39,19 +38,6 @@ print(f"result env_steps_per_s={steps * n_envs / dt:.1f}")
 """
 
 
-def one(python, engine, n_envs, steps, timeout=1800):
-    """env-steps/s of `engine` (genesis_core or genesis) run by `python`, or None if it failed."""
-    env = dict(os.environ, ENGINE=engine)
-    with measuring(f"heterogeneous shapes, {engine} at n_envs {n_envs}"):
-        res = subprocess.run([python, "-c", CHILD, str(n_envs), str(steps)], capture_output=True, text=True,
-                             env=env, timeout=timeout)
-    line = [x for x in res.stdout.splitlines() if x.startswith("result ")]
-    if res.returncode != 0 or not line:
-        print(f"({engine} failed at n_envs {n_envs}: {res.stderr.strip()[-300:]})")
-        return None
-    return float(line[-1].split("=")[1])
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -62,16 +48,14 @@ def main():
     anchor = os.environ.get("GENESIS_WORLD_PYTHON")
     rows = []
     for n in args.envs:
-        ours = one(sys.executable, "genesis_core", n, args.steps)
-        theirs = one(anchor, "genesis", n, args.steps) if anchor else None
+        what = f"heterogeneous shapes at n_envs {n}"
+        ours = engine_rate(sys.executable, "genesis_core", CHILD, [n, args.steps], what)
+        theirs = engine_rate(anchor, "genesis", CHILD, [n, args.steps], what) if anchor else None
         rows.append((n, ours, theirs))
     print("\n| n_envs | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
     print("|---|---|---|---|")
     for n, ours, theirs in rows:
-        ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
-        mine = f"{ours:.0f}" if ours else "failed"
-        other = f"{theirs:.0f}" if theirs else ("failed" if anchor else "skipped")
-        print(f"| {n} | {mine} | {other} | {ratio} |")
+        print("| {} | {} | {} | {} |".format(n, *anchor_cells(ours, theirs, anchor)))
     if not anchor:
         print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
     if any(ours is None for _, ours, _ in rows):

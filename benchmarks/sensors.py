@@ -9,10 +9,9 @@ Prints env-steps per second of both, and the sensors' share of the step. With GE
 
 import argparse
 import os
-import subprocess
 import sys
 
-from common import measuring
+from common import anchor_cells, engine_rate
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -46,20 +45,6 @@ print(f"result env_steps_per_s={steps * max(n_envs, 1) / dt:.1f}")
 """
 
 
-def one(python, engine, n_envs, steps, with_sensors, timeout=1800):
-    """env-steps/s of `engine` (genesis_core or genesis) run by `python`, or None if it failed."""
-    env = dict(os.environ, ENGINE=engine)
-    what = "with sensors" if with_sensors else "without sensors"
-    with measuring(f"box on a plane {what}, {engine} at n_envs {n_envs}"):
-        res = subprocess.run([python, "-c", CHILD, str(n_envs), str(steps), "1" if with_sensors else "0"],
-                             capture_output=True, text=True, env=env, timeout=timeout)
-    line = [x for x in res.stdout.splitlines() if x.startswith("result ")]
-    if res.returncode != 0 or not line:
-        print(f"({engine} failed at n_envs {n_envs}, {what}: {res.stderr.strip()[-300:]})")
-        return None
-    return float(line[-1].split("=")[1])
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -69,16 +54,16 @@ def main():
     rows = []
     for n in args.envs:
         for with_sensors in (False, True):
-            ours = one(sys.executable, "genesis_core", n, args.steps, with_sensors)
-            theirs = one(anchor, "genesis", n, args.steps, with_sensors) if anchor else None
+            what = f"box on a plane {'with' if with_sensors else 'without'} sensors at n_envs {n}"
+            argv = [n, args.steps, int(with_sensors)]
+            ours = engine_rate(sys.executable, "genesis_core", CHILD, argv, what)
+            theirs = engine_rate(anchor, "genesis", CHILD, argv, what) if anchor else None
             rows.append((n, with_sensors, ours, theirs))
     print("\n| n_envs | sensors | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
     print("|---|---|---|---|---|")
     for n, with_sensors, ours, theirs in rows:
-        ratio = f"{ours / theirs:.2f}x" if ours and theirs else "-"
-        mine = f"{ours:.0f}" if ours else "failed"
-        other = f"{theirs:.0f}" if theirs else ("failed" if anchor else "skipped")
-        print(f"| {n} | {'IMU + ContactForce + Contact' if with_sensors else 'none'} | {mine} | {other} | {ratio} |")
+        kind = "IMU + ContactForce + Contact" if with_sensors else "none"
+        print("| {} | {} | {} | {} | {} |".format(n, kind, *anchor_cells(ours, theirs, anchor)))
     for engine, col in (("genesis-core", 2), ("Genesis World", 3)):
         for n in args.envs:
             bare = [r[col] for r in rows if r[0] == n and not r[1]][0]
