@@ -60,6 +60,20 @@ def measuring(what):
         _BAR.update(1)
 
 
+# the end of a child script for engine_rate: build `scene` with n_envs environments (0: unbatched), step past the
+# compilation and genesis-core's launch-mode trial, time `steps` steps, print the rate
+TIMED_STEPS = r"""
+scene.build(n_envs=n_envs) if n_envs else scene.build()
+for _ in range(31):
+    scene.step()
+t0 = time.perf_counter()
+for _ in range(steps):
+    scene.step()
+dt = time.perf_counter() - t0
+print(f"result env_steps_per_s={steps * max(n_envs, 1) / dt:.1f}")
+"""
+
+
 def engine_rate(python, engine, child, argv, what, timeout=1800):
     """The rate a child script prints as `result env_steps_per_s=<x>`, run by `python` with ENGINE=`engine`
     (genesis_core, or genesis for the anchor: the same script imports either), or None (and a line naming

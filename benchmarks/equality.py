@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 
-from common import anchor_cells, engine_rate
+from common import TIMED_STEPS, anchor_cells, engine_rate
 
 MODEL = """<mujoco model="closed_loops">
   <default><geom contype="0" conaffinity="0"/></default>
@@ -62,15 +62,7 @@ path, n_envs, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 gs.init(backend=gs.cpu, precision="32", logging_level="error")
 scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.002), show_viewer=False)
 scene.add_entity(gs.morphs.MJCF(file=path))
-scene.build(n_envs=n_envs) if n_envs else scene.build()
-for _ in range(31):  # past the compilation and ours' launch-mode trial
-    scene.step()
-t0 = time.perf_counter()
-for _ in range(steps):
-    scene.step()
-dt = time.perf_counter() - t0
-print(f"result env_steps_per_s={steps * max(n_envs, 1) / dt:.1f}")
-"""
+""" + TIMED_STEPS
 
 
 def main():

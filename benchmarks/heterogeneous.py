@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from common import anchor_cells, engine_rate
+from common import TIMED_STEPS, anchor_cells, engine_rate
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -27,15 +27,7 @@ scene.add_entity(morph=[
     gs.morphs.Sphere(radius=0.015, pos=(0.0, 0.0, 0.1)),
     gs.morphs.Sphere(radius=0.025, pos=(0.0, 0.0, 0.1)),
 ])
-scene.build(n_envs=n_envs)
-for _ in range(31):  # past the compilation and ours' launch-mode trial
-    scene.step()
-t0 = time.perf_counter()
-for _ in range(steps):
-    scene.step()
-dt = time.perf_counter() - t0
-print(f"result env_steps_per_s={steps * n_envs / dt:.1f}")
-"""
+""" + TIMED_STEPS
 
 
 def main():
