@@ -42,7 +42,9 @@ class CartPoleSwingUp(Task):
     def build(self, n_envs):
         scene = gs.Scene(sim_options=gs.options.SimOptions(dt=self.dt, substeps=self.substeps))
         path = self.model_path or _shipped_model("cartpole.xml")
-        self.cartpole = scene.add_entity(gs.morphs.MJCF(file=path))
+        # the classic cart-pole: the file's joints as MuJoCo reads them, without Genesis World's default rotor
+        # inertia (0.1 on the cart's slide and the pole's hinge would change the task's dynamics)
+        self.cartpole = scene.add_entity(gs.morphs.MJCF(file=path, default_armature=None))
         scene.build(n_envs=n_envs)
         self.n_envs = n_envs
         self.cartpole.set_dofs_position(torch.full((n_envs, 1), math.pi, dtype=gs.tc_float, device=gs.device),
