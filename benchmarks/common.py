@@ -100,6 +100,21 @@ def anchor_cells(ours, theirs, anchor):
     return mine, other, ratio
 
 
+def print_rate_table(rows, anchor):
+    """The table of (n_envs, ours, the anchor's) env-steps/s rows beside their ratio, the line saying when the
+    anchor was skipped; exits with 1 when one of ours failed."""
+    import sys
+
+    print("\n| n_envs | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
+    print("|---|---|---|---|")
+    for n, ours, theirs in rows:
+        print("| {} | {} | {} | {} |".format(n, *anchor_cells(ours, theirs, anchor)))
+    if not anchor:
+        print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
+    if any(ours is None for _, ours, _ in rows):
+        sys.exit(1)
+
+
 def row_in_process(cmd, tag, what):
     """Run `cmd` (a row of a benchmark in a fresh process) and return the dict it printed after `tag`, or None
     (and a line naming `what` and why) when it failed."""

@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 
-from common import TIMED_STEPS, anchor_cells, engine_rate
+from common import TIMED_STEPS, engine_rate, print_rate_table
 
 MODEL = """<mujoco model="closed_loops">
   <default><geom contype="0" conaffinity="0"/></default>
@@ -81,14 +81,7 @@ def main():
             ours = engine_rate(sys.executable, "genesis_core", CHILD, [path, n, args.steps], what)
             theirs = engine_rate(anchor, "genesis", CHILD, [path, n, args.steps], what) if anchor else None
             rows.append((n, ours, theirs))
-    print("\n| n_envs | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
-    print("|---|---|---|---|")
-    for n, ours, theirs in rows:
-        print("| {} | {} | {} | {} |".format(n, *anchor_cells(ours, theirs, anchor)))
-    if not anchor:
-        print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
-    if any(ours is None for _, ours, _ in rows):
-        sys.exit(1)
+    print_rate_table(rows, anchor)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from common import TIMED_STEPS, anchor_cells, engine_rate
+from common import TIMED_STEPS, engine_rate, print_rate_table
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -44,14 +44,7 @@ def main():
         ours = engine_rate(sys.executable, "genesis_core", CHILD, [n, args.steps], what)
         theirs = engine_rate(anchor, "genesis", CHILD, [n, args.steps], what) if anchor else None
         rows.append((n, ours, theirs))
-    print("\n| n_envs | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
-    print("|---|---|---|---|")
-    for n, ours, theirs in rows:
-        print("| {} | {} | {} | {} |".format(n, *anchor_cells(ours, theirs, anchor)))
-    if not anchor:
-        print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
-    if any(ours is None for _, ours, _ in rows):
-        sys.exit(1)
+    print_rate_table(rows, anchor)
 
 
 if __name__ == "__main__":
