@@ -19,10 +19,13 @@ from genesis_core.geoms import ELLIPSOID
 from genesis_core.particles.collider import signed_distance
 from genesis_core.rotations import quat_to_mat
 from genesis_core.ti_math import quat_to_mat as quat_to_mat_ti
-from genesis_rigid.kernels_collision import CF_DEPTH, CF_POS, CI_KEY, CI_META, contact_frame_reverse
-from genesis_rigid.kernels_kinematics import forward_kinematics, forward_kinematics_reverse
-from genesis_rigid.kernels_math import V3, V4
+from genesis_rigid.kernels_collision import CF_DEPTH, CF_POS, CI_KEY, CI_META
+from genesis_rigid.kernels_math import V3
 from genesis_rigid.layout import GC_N
+
+from test_rigid_contact_frames import frames_reverse  # (kinematics, contact frames' reverse, its reverse)
+
+nd = ti.types.ndarray
 
 SEMI = np.array([0.1, 0.05, 0.03])
 SLOP = 1e-6  # m: the contact slop the scenes below are held at (the default, 1e-4, is a resting penetration)
@@ -229,28 +232,6 @@ def test_spheres_boxes_capsules_and_ellipsoids_rest_on_ellipsoids(tmp_path):
         assert abs(pos[2] - z) < 2e-5, (name, pos[2], z)
         assert np.abs(pos[:2] - [k, 0.0]).max() < 1e-4, (name, pos)
     assert np.abs(e.get_dofs_velocity().numpy()).max() < 1e-2
-
-
-nd = ti.types.ndarray
-
-
-@ti.kernel
-def frames_reverse(f: ti.i32, qpos: nd(ndim=3), links_pos: nd(dtype=V3, ndim=3), links_quat: nd(dtype=V4, ndim=3),
-                   link_f: nd(ndim=3), link_i: nd(ndim=2), joint_f: nd(ndim=2), joint_i: nd(ndim=2),
-                   pair_i: nd(ndim=2), geom_i: nd(ndim=2), geom_f: nd(ndim=2), s_R: nd(ndim=2), s_com: nd(ndim=2),
-                   s_janchor: nd(ndim=2), s_jaxis: nd(ndim=2), s_ref: nd(ndim=2), s_con_f: nd(ndim=3),
-                   s_con_i: nd(ndim=3),
-                   g_con: nd(ndim=3), g_qpos: nd(ndim=2), g_lpos: nd(ndim=2), g_lquat: nd(ndim=2), g_R: nd(ndim=2),
-                   g_com: nd(ndim=2), g_janchor: nd(ndim=2), g_jaxis: nd(ndim=2), g_link_f: nd(ndim=3)):
-    """The gradient with respect to qpos of the contacts' geometry (adjoints g_con) at frame f: the kinematics,
-    the contact frames' reverse, the kinematics' reverse (as test_rigid_contact_frames.py)."""
-    ti.loop_config(serialize=True)
-    for b in range(qpos.shape[1]):
-        forward_kinematics(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, s_com,
-                           s_janchor, s_jaxis, s_ref)
-        contact_frame_reverse(b, f, links_pos, pair_i, geom_i, geom_f, s_R, s_con_f, s_con_i, g_con, g_lpos, g_R)
-        forward_kinematics_reverse(b, f, qpos, links_pos, links_quat, link_f, link_i, joint_f, joint_i, s_R, g_qpos,
-                                   g_lpos, g_lquat, g_R, g_com, g_janchor, g_jaxis, g_link_f)
 
 
 def contact_gradient(scene, q0, w):
