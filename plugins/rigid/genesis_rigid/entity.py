@@ -541,11 +541,12 @@ class RigidEntity(gs.Entity):
         base = self.robot.bodies[0]
         return bool(base.joints) and base.joints[0].type == FREE
 
-    def place(self, pos, quat):
-        """Compose a base pose with the morph's pose."""
+    def place(self, pos, quat, morph=None):
+        """Compose a base pose with the morph's pose (another morph's: a heterogeneous entity's variant)."""
         from genesis_core.rotations import quat_mul, rotate
 
-        return np.asarray(self.morph.pos) + rotate(self.morph.quat, pos), quat_mul(self.morph.quat, quat)
+        morph = self.morph if morph is None else morph
+        return np.asarray(morph.pos) + rotate(morph.quat, pos), quat_mul(morph.quat, quat)
 
     def attach(self, parent_entity, parent_link_name=None):
         """Genesis World's RigidEntity.attach: hang this entity's base link on the link `parent_link_name` of

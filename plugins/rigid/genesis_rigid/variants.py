@@ -113,24 +113,22 @@ class Variants:
             e.variant_of_env = which
             mine = entity_of == e.idx
             active[:, mine] = tags[None, mine] == which[:, None]
-            for b in range(B):
-                robot, morph = e.variant_robots[which[b]], e.variants[which[b]]
+            for v, (robot, morph) in enumerate(zip(e.variant_robots, e.variants)):
+                envs = which == v  # (each variant's rows once, then into its environments)
+                if not envs.any():
+                    continue
                 for bi, body in enumerate(robot.bodies):
                     l = e.link_start + bi
-                    row = self._link_f_env[b, l]
+                    row = link_f[l].copy()
                     row[LF_MASS] = body.mass
                     row[LF_COM:LF_COM + 3] = body.com
                     row[LF_INERTIA:LF_INERTIA + 9] = np.asarray(body.inertia).reshape(9)
                     if body.parent < 0 and not body.joints and getattr(e, "_attached", None) is None:
-                        row[LF_POS:LF_POS + 3], row[LF_QUAT:LF_QUAT + 4] = _place(morph, body.pos, body.quat)
+                        row[LF_POS:LF_POS + 3], row[LF_QUAT:LF_QUAT + 4] = e.place(body.pos, body.quat, morph)
+                    self._link_f_env[envs, l] = row
                     free = [j for j in m.joints if j["link"] == l and j["type"] == FREE]
                     if free and body.parent < 0:  # (a free base starts at its variant's morph pose)
-                        pos, quat = _place(morph, body.pos, body.quat)
-                        self._qpos0_env[b, free[0]["q"]:free[0]["q"] + 7] = [*pos, *quat]
+                        pos, quat = e.place(body.pos, body.quat, morph)
+                        self._qpos0_env[envs, free[0]["q"]:free[0]["q"] + 7] = [*pos, *quat]
         self._geom_active = active
 
-
-def _place(morph, pos, quat):
-    from genesis_core.rotations import quat_mul, rotate
-
-    return np.asarray(morph.pos) + rotate(morph.quat, pos), quat_mul(morph.quat, quat)
