@@ -1,8 +1,10 @@
 """`gs.sensors`: Genesis World's sensor options (`IMU`, `Contact`, `ContactForce`, and their bases), for
-`scene.add_sensor(options)`. The sensors themselves and their state live in genesis_core.sensors.manager (see
-docs/sensors.md)."""
+`scene.add_sensor(options)`. The sensors' state lives in genesis_core.sensors.manager, each kind in its own module registered with
+base.register (see docs/sensors.md)."""
 
-from .manager import ContactForceSensor, ContactSensor, IMUData, IMUSensor, Sensor, SensorManager
+from .base import Sensor, register
+from .kinematic import ContactForceSensor, ContactSensor, IMUData, IMUSensor
+from .manager import SensorManager
 from .options import (
     IMU,
     Contact,

@@ -1,0 +1,168 @@
+"""What every sensor kind shares: the `Sensor` base class (reading, the per-channel measurement model, the hooks a
+kind implements), the registry that maps an options class to its sensor class, and helpers to gather link
+quantities of several sensors at once.
+
+A sensor kind is a subclass of `Sensor` registered for its options class with `@register(OptionsClass)`. It says
+how many channels a sensor of it has (`channel_count`), what `scene.add_sensor` must check beyond the options'
+own validation (`check`), and how to measure the ground truth of all its sensors of a scene at once, batched over
+environments (`build_kind` once at build, `measure_kind` every step). The manager (manager.py) owns the channels'
+state and applies the measurement model (delay, jitter, noise, drift, bias, clipping, quantisation) to every
+channel of every kind alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import OptionError
+
+SENSOR_CLASSES: dict = {}  # options class -> sensor class
+
+# what a rigid entity must offer for a sensor to be attached to one of its links (Genesis World's RigidEntity names)
+RIGID_ACCESSORS = ("n_links", "link_start", "get_links_pos", "get_links_quat", "get_links_ang", "get_links_acc",
+                   "get_links_acc_ang", "get_links_net_contact_force", "get_contacts")
+
+
+def register(options_cls):
+    """Class decorator: the sensor class that `scene.add_sensor(options_cls(...))` creates."""
+
+    def deco(sensor_cls):
+        SENSOR_CLASSES[options_cls] = sensor_cls
+        sensor_cls.options_class = options_cls
+        return sensor_cls
+
+    return deco
+
+
+class Sensor:
+    """A sensor of the scene (`scene.add_sensor(options)`): `read()` gives the measurement, `read_ground_truth()`
+    the exact value of the current step, both torch tensors on gs.device shaped `([n_envs,] ...)`.
+
+    A kind's channels are a flat run of `n_channels` floats per environment in the manager's state; `_format`
+    gives them the kind's shape (a named tuple, a bool tensor, an image)."""
+
+    n_channels = 0  # a kind with a fixed count sets it; others override channel_count
+    options_class = None
+    requires_rigid_link = True  # entity_idx must name a rigid entity and link_idx_local one of its links
+
+    def __init__(self, manager, idx: int, options, entity):
+        self._manager = manager
+        self.idx = idx  # index in scene.sensors
+        self.options = options
+        self.entity = entity
+        self.link_idx_local = getattr(options, "link_idx_local", None)
+        self.n_channels = self.channel_count(options)
+        self._start = 0  # first channel (set by the manager)
+
+    # -- what a kind implements ------------------------------------------------------------------------------------
+
+    @classmethod
+    def channel_count(cls, options) -> int:
+        return cls.n_channels
+
+    @classmethod
+    def check(cls, manager, options, entity):
+        """Kind-specific checks of `scene.add_sensor` (raise OptionError naming the option); nothing by default."""
+
+    def channel_model(self) -> dict:
+        """The measurement model of this sensor's channels: a dict of per-channel arrays (length n_channels) among
+        resolution, bias, noise, random_walk, min_abs, max_abs, plus `jitter` (steps) and `align` (a list of
+        (first channel, 3x3 matrix) blocks). Absent entries: no effect. Default: exact readings."""
+        return {}
+
+    @classmethod
+    def build_kind(cls, manager, sensors: list):
+        """At build, once for all sensors of this kind in the scene: whatever `measure_kind` needs (returned)."""
+        return None
+
+    @classmethod
+    def measure_kind(cls, manager, sensors: list, ctx) -> torch.Tensor:
+        """The ground truth of every channel of `sensors` (in their order), [B, sum of their n_channels], batched
+        over environments (B = max(n_envs, 1)), without reading values on the host."""
+        raise NotImplementedError
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+
+    @property
+    def channels(self) -> slice:
+        return slice(self._start, self._start + self.n_channels)
+
+    @property
+    def is_built(self) -> bool:
+        return self._manager.scene.is_built
+
+    def read(self, envs_idx=None):
+        """The measured value (delay, noise and the rest of the measurement model applied) of the last step."""
+        return self._format(self._manager.read_channels("measured", self.channels, envs_idx))
+
+    def read_ground_truth(self, envs_idx=None):
+        """The exact value at the current step (no delay, no noise)."""
+        return self._format(self._manager.read_channels("ground_truth", self.channels, envs_idx))
+
+    def _format(self, x):
+        return x
+
+    def start_recording(self, rec_options):
+        """Record `read()` as the scene steps, with a `gs.recorders` option (Genesis World's sensor hook)."""
+        return self._manager.scene.start_recording(lambda: self.read(), rec_options)
+
+    def __repr__(self):
+        return (f"<{type(self).__name__} {self.idx}: entity {getattr(self.options, 'entity_idx', None)}, link "
+                f"{self.link_idx_local}>")
+
+
+def check_rigid_link(manager, options, entity, name: str):
+    """add_sensor's check that `options.entity_idx` and `options.link_idx_local` name a link of a rigid entity;
+    returns the entity."""
+    entities = manager.scene.entities
+    idx = options.entity_idx
+    if idx is None or idx < 0:
+        raise OptionError(f"add_sensor: {name}(entity_idx={idx!r}) is attached to no entity; give the index of a "
+                          "rigid entity (entity.idx).")
+    if idx >= len(entities):
+        raise OptionError(f"add_sensor: {name}(entity_idx={idx}) is out of range: the scene has {len(entities)} "
+                          "entities.")
+    entity = entities[idx]
+    if not all(hasattr(entity, a) for a in RIGID_ACCESSORS):
+        raise OptionError(f"add_sensor: {name}(entity_idx={idx}) is a {type(entity).__name__} of the "
+                          f"{entity.solver.name}; sensors attach to rigid entities (gs.materials.Rigid).")
+    link = getattr(options, "link_idx_local", 0)
+    if link >= entity.n_links:
+        raise OptionError(f"add_sensor: {name}(link_idx_local={link}) is out of range: entity {idx} has "
+                          f"{entity.n_links} links.")
+    return entity
+
+
+def link_groups(sensors: list, device):
+    """Per entity, the distinct links the sensors are on: ([(entity, [link_local, ...])], perm) where perm (None
+    when the identity) maps each sensor to its row among the links gathered entity after entity."""
+    by_entity = {}
+    for s in sensors:
+        links = by_entity.setdefault(s.entity.idx, (s.entity, []))[1]
+        if s.link_idx_local not in links:
+            links.append(s.link_idx_local)
+    out, start = [], {}
+    for key, (entity, links) in by_entity.items():
+        start[key] = sum(len(l) for _, l in out)
+        out.append((entity, links))
+    rows = [start[s.entity.idx] + by_entity[s.entity.idx][1].index(s.link_idx_local) for s in sensors]
+    same = rows == list(range(sum(len(l) for _, l in out)))
+    return out, None if same else torch.as_tensor(rows, dtype=torch.long, device=device)
+
+
+def gather_links(manager, groups, perm, read):
+    """`read(entity, links_local)` ([n_envs,] n, ...) per entity, batched ([B, ...]), concatenated, one row per
+    sensor."""
+    parts = [manager.batched(read(entity, links)) for entity, links in groups]
+    x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+    return x if perm is None else x[:, perm]
+
+
+def as_channels(values, n: int, what: str, name: str) -> np.ndarray:
+    """One number or n numbers as an n-vector (an OptionError naming the option otherwise)."""
+    arr = np.asarray(values, dtype=np.float64).reshape(-1)
+    if arr.size == 1:
+        return np.full(n, float(arr[0]))
+    if arr.size != n:
+        raise OptionError(f"{name}.{what}={values!r}: expected one number or {n} (one per channel of the reading).")
+    return arr

@@ -1,0 +1,150 @@
+"""The sensors of a rigid link's motion and contacts: IMU, Contact and ContactForce. Their ground truth comes from
+the rigid entities' public accessors (get_links_quat, get_links_ang, get_links_acc, get_links_acc_ang,
+get_links_net_contact_force, get_contacts), gathered for all sensors of a kind at once with batched torch ops."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..rotations import quat_to_mat, rpy_to_quat
+from .base import Sensor, gather_links, link_groups, register
+from .options import IMU, Contact, ContactForce, alignment_matrix, per_channel
+
+NOISY = ("resolution", "bias", "noise", "random_walk")
+
+
+class IMUData(NamedTuple):
+    """What an IMU reads: each `([n_envs,] 3)`, in the sensor frame."""
+
+    lin_acc: torch.Tensor  # m/s^2, proper acceleration (a - g)
+    ang_vel: torch.Tensor  # rad/s
+    mag: torch.Tensor  # the unit of IMU(magnetic_field=...)
+
+
+def _noisy_model(sensor) -> dict:
+    """The generic measurement model of a NoisySensorOptionsMixin sensor (one number or one per channel)."""
+    o, n = sensor.options, sensor.n_channels
+    model = {k: np.asarray(per_channel(o, k, n), dtype=np.float64) for k in NOISY}
+    model["jitter"] = o.jitter
+    return model
+
+
+def _rotations(options_list, dtype, device):
+    return torch.as_tensor(np.stack([quat_to_mat(rpy_to_quat(np.radians(o.euler_offset))) for o in options_list]),
+                           dtype=dtype, device=device)
+
+
+@register(IMU)
+class IMUSensor(Sensor):
+    n_channels = 9
+
+    def _format(self, x):
+        return IMUData(x[..., 0:3], x[..., 3:6], x[..., 6:9])
+
+    @classmethod
+    def check(cls, manager, options, entity):
+        for key in NOISY:
+            per_channel(options, key, cls.n_channels)
+
+    def channel_model(self) -> dict:
+        model = _noisy_model(self)
+        model["align"] = [(3 * k, alignment_matrix(getattr(self.options, f"{part}_cross_axis_coupling")))
+                          for k, part in enumerate(("acc", "gyro", "mag"))]
+        return model
+
+    @classmethod
+    def build_kind(cls, manager, sensors):
+        dev, fl = manager.device, manager.float_dtype
+        o = [s.options for s in sensors]
+        groups, perm = link_groups(sensors, dev)
+        return dict(groups=groups, perm=perm,
+                    offset_pos=torch.as_tensor([x.pos_offset for x in o], dtype=fl, device=dev),
+                    offset_rot=_rotations(o, fl, dev),
+                    mag=torch.as_tensor([x.magnetic_field for x in o], dtype=fl, device=dev),
+                    has_offset=any(any(c != 0 for c in x.pos_offset) for x in o))
+
+    @classmethod
+    def measure_kind(cls, manager, sensors, ctx):
+        """[B, n * 9]: proper acceleration, angular velocity and magnetic field in each IMU's frame."""
+        g, perm = ctx["groups"], ctx["perm"]
+        quat = gather_links(manager, g, perm, lambda e, l: e.get_links_quat(l))
+        omega = gather_links(manager, g, perm, lambda e, l: e.get_links_ang(l))
+        acc = gather_links(manager, g, perm, lambda e, l: e.get_links_acc(l))
+        rot_link = quat_to_mat(quat.to(manager.float_dtype))  # [B, n, 3, 3]: link to world
+        if ctx["has_offset"]:
+            # the sensor point's acceleration: a_o + alpha x r + omega x (omega x r), r world
+            alpha = gather_links(manager, g, perm, lambda e, l: e.get_links_acc_ang(l))
+            r = torch.einsum("bnij,nj->bni", rot_link, ctx["offset_pos"])
+            acc = acc + torch.cross(alpha, r, dim=-1) + torch.cross(omega, torch.cross(omega, r, dim=-1), dim=-1)
+        rot = rot_link @ ctx["offset_rot"]  # sensor to world
+        world = torch.stack([acc - manager.gravity(), omega, ctx["mag"].expand_as(acc)], dim=2)  # [B, n, 3, 3]
+        local = torch.einsum("bnji,bnkj->bnki", rot, world)  # R^T v for each of the 3 vectors
+        return local.reshape(local.shape[0], -1)
+
+
+@register(Contact)
+class ContactSensor(Sensor):
+    n_channels = 1
+
+    def _format(self, x):
+        return x > 0.5
+
+    @classmethod
+    def build_kind(cls, manager, sensors):
+        groups, perm = link_groups(sensors, manager.device)
+        return dict(groups=groups, perm=perm)
+
+    @classmethod
+    def measure_kind(cls, manager, sensors, ctx):
+        """[B, n]: 1.0 where a valid contact of the last substep involves the link, else 0.0."""
+        parts = []
+        for entity, links in ctx["groups"]:
+            c = entity.get_contacts()
+            link_a, link_b = manager.batched(c["link_a"]), manager.batched(c["link_b"])
+            valid = c["valid_mask"] if manager.n_envs else torch.ones_like(link_a, dtype=torch.bool)
+            target = entity.link_start + torch.as_tensor(links, device=link_a.device)  # [n]
+            hit = (link_a[:, None, :] == target[None, :, None]) | (link_b[:, None, :] == target[None, :, None])
+            parts.append((hit & valid[:, None, :]).any(dim=-1))
+        touch = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+        if ctx["perm"] is not None:
+            touch = touch[:, ctx["perm"]]
+        return touch.to(manager.float_dtype)
+
+
+@register(ContactForce)
+class ContactForceSensor(Sensor):
+    n_channels = 3
+
+    @classmethod
+    def check(cls, manager, options, entity):
+        for key in NOISY:
+            per_channel(options, key, cls.n_channels)
+
+    def channel_model(self) -> dict:
+        model = _noisy_model(self)
+        model["min_abs"] = np.asarray(self.options.min_force, dtype=np.float64)
+        model["max_abs"] = np.asarray(self.options.max_force, dtype=np.float64)
+        return model
+
+    @classmethod
+    def build_kind(cls, manager, sensors):
+        groups, perm = link_groups(sensors, manager.device)
+        return dict(groups=groups, perm=perm,
+                    offset_rot=_rotations([s.options for s in sensors], manager.float_dtype, manager.device))
+
+    @classmethod
+    def measure_kind(cls, manager, sensors, ctx):
+        """[B, n * 3]: the net contact force on each link in its sensor frame."""
+        parts = []
+        for entity, links in ctx["groups"]:
+            net = manager.batched(entity.get_links_net_contact_force())
+            parts.append(net[:, torch.as_tensor(links, device=manager.device)])
+        force = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+        if ctx["perm"] is not None:
+            force = force[:, ctx["perm"]]
+        quat = gather_links(manager, ctx["groups"], ctx["perm"], lambda e, l: e.get_links_quat(l))
+        rot = quat_to_mat(quat.to(manager.float_dtype)) @ ctx["offset_rot"]
+        return torch.einsum("bnji,bnj->bni", rot, force.to(manager.float_dtype)).reshape(force.shape[0], -1)
