@@ -37,7 +37,10 @@ def register_test_scenes(register):
 def _test_scene(n_envs, requires_grad=False):
     """A cart-pole under per-environment force control, a box tumbling onto the plane, a sphere rolling, and a
     convex mesh falling onto the box (mesh-box, then mesh-plane contacts); the sphere is welded to the box at the
-    third step in the first environment (a run-time equality in the state)."""
+    third step in the first environment (a run-time equality in the state). Without requires_grad the box carries
+    sensors whose state takes part in the shared properties: a noisy IMU with a delay, jitter and a random walk
+    (its noise generator's keys and counters, its history of ground truths, its drift), a clipped and quantised
+    contact-force sensor, and a contact flag on the sphere."""
     from . import assets
 
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad),
@@ -47,6 +50,12 @@ def _test_scene(n_envs, requires_grad=False):
     box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
     sphere = scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
     scene.add_entity(gs.morphs.Mesh(file=assets.path("pebble.obj"), pos=(0.05, 0.02, 0.55), euler=(10, 40, 0)))
+    if not requires_grad:
+        scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, pos_offset=(0.05, 0.0, 0.02), acc_noise=0.01,
+                                        gyro_random_walk=0.001, acc_bias=0.02, delay=0.02, jitter=0.01,
+                                        interpolate=True))
+        scene.add_sensor(gs.sensors.ContactForce(entity_idx=box.idx, noise=0.1, max_force=20.0, resolution=0.01))
+        scene.add_sensor(gs.sensors.Contact(entity_idx=sphere.idx))
     scene.build(n_envs=n_envs)
 
     def drive(scene, i_step):
