@@ -60,7 +60,11 @@ class IMUSensor(Sensor):
         dev, fl = manager.device, manager.float_dtype
         o = [s.options for s in sensors]
         groups, perm = link_groups(sensors, dev)
-        return dict(groups=groups, perm=perm,
+        # a rigid solver that gives angular velocity and both accelerations from one kinematics run
+        fused = all(hasattr(e.solver, "links_inertial_motion") for e, _ in groups)
+        solver_links = [(e, torch.as_tensor([e.link_start + l for l in links], dtype=torch.long, device=dev))
+                        for e, links in groups]
+        return dict(groups=groups, perm=perm, fused=fused, solver_links=solver_links,
                     offset_pos=torch.as_tensor([x.pos_offset for x in o], dtype=fl, device=dev),
                     offset_rot=_rotations(o, fl, dev),
                     mag=torch.as_tensor([x.magnetic_field for x in o], dtype=fl, device=dev),
@@ -71,12 +75,19 @@ class IMUSensor(Sensor):
         """[B, n * 9]: proper acceleration, angular velocity and magnetic field in each IMU's frame."""
         g, perm = ctx["groups"], ctx["perm"]
         quat = gather_links(manager, g, perm, lambda e, l: e.get_links_quat(l))
-        omega = gather_links(manager, g, perm, lambda e, l: e.get_links_ang(l))
-        acc = gather_links(manager, g, perm, lambda e, l: e.get_links_acc(l))
+        if ctx["fused"]:  # one run of the rigid solver's kinematics for all three
+            omega, acc, alpha = (torch.cat(x, dim=1) if len(x) > 1 else x[0] for x in zip(*(
+                e.solver.links_inertial_motion(ids) for e, ids in ctx["solver_links"])))
+            if perm is not None:
+                omega, acc, alpha = omega[:, perm], acc[:, perm], alpha[:, perm]
+        else:
+            omega = gather_links(manager, g, perm, lambda e, l: e.get_links_ang(l))
+            acc = gather_links(manager, g, perm, lambda e, l: e.get_links_acc(l))
         rot_link = quat_to_mat(quat.to(manager.float_dtype))  # [B, n, 3, 3]: link to world
         if ctx["has_offset"]:
             # the sensor point's acceleration: a_o + alpha x r + omega x (omega x r), r world
-            alpha = gather_links(manager, g, perm, lambda e, l: e.get_links_acc_ang(l))
+            if not ctx["fused"]:
+                alpha = gather_links(manager, g, perm, lambda e, l: e.get_links_acc_ang(l))
             r = torch.einsum("bnij,nj->bni", rot_link, ctx["offset_pos"])
             acc = acc + torch.cross(alpha, r, dim=-1) + torch.cross(omega, torch.cross(omega, r, dim=-1), dim=-1)
         rot = rot_link @ ctx["offset_rot"]  # sensor to world

@@ -323,11 +323,18 @@ class Views:
         self.scene._require_built("get_links_acc")
         envs = self.scene._sanitize_envs_idx(envs_idx)
         links, _ = self._solver_links(links_idx, None)
-        lin, ang = links_acceleration(self, envs)
+        lin, ang, _ = links_acceleration(self, envs)
         lin, ang = lin[:, links], ang[:, links]
         return (lin, ang) if self.scene.n_envs else (lin[0], ang[0])
 
-    def probe_kinematics(self, qpos, envs, dofs_vel=None) -> dict:
+    def links_inertial_motion(self, links_idx):
+        """(angular velocity, linear acceleration of the frame origin, angular acceleration) of the solver's links
+        `links_idx` (long tensor), each [B, n, 3] world, from one run of the kinematics kernel: what an IMU reads
+        (see links_acceleration), for every environment."""
+        lin, ang, omega = links_acceleration(self, None)
+        return omega[:, links_idx], lin[:, links_idx], ang[:, links_idx]
+
+    def probe_kinematics(self, qpos, envs, dofs_vel=None, joints=True) -> dict:
         """The solver's kinematics kernel (kernels_step.collider_geometry: forward kinematics and the dofs' motion
         axes, the code of a substep) on configurations that are not the state's, for inverse kinematics and the
         Jacobians: qpos [N, n_qs] (the solver's coordinates), envs [N] (long: the environment whose model
@@ -335,8 +342,9 @@ class Views:
         [N, L, 4], com [N, L, 3], cdof [N, D, 6] (each dof's motion axis about its link's origin: angular, then
         linear), cdof_dot [N, D, 6] (its time derivative at dofs_vel), cvel [N, L, 6] (each link's spatial velocity
         about its origin), ref [N, L, 3] (each link's origin, world: the reference point of these spatial
-        vectors), janchor and jaxis [N, J, 3] (each joint's anchor and axis, world), torch, the solver's float
-        dtype. The state and the solver's scratch are not touched (the probe has arrays of its own, per N)."""
+        vectors), janchor and jaxis [N, J, 3] (each joint's anchor and axis, world; not with joints=False), torch,
+        the solver's float dtype. The state and the solver's scratch are not touched (the probe has arrays of its
+        own, per N)."""
         self._sync_link_params()
         a = self._probe_arrays(qpos, envs, dofs_vel)
         self._fk_key = None
@@ -346,11 +354,15 @@ class Views:
             return torch.as_tensor(a[name].to_numpy(), dtype=self.float_dtype, device=self.device)
 
         ref = read("s_ref")
-        joint_link = torch.as_tensor([j["link"] for j in self.compiled.joints], dtype=torch.long, device=self.device)
-        janchor = read("s_janchor")[:, :self.n_joints] + ref[:, joint_link]  # (the kernel keeps it link-relative)
-        return dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
-                    com=a["body_com"].clone(), cdof=read("s_cdof"), cdof_dot=read("s_cdof_dot"), cvel=read("s_cvel"),
-                    ref=ref, janchor=janchor, jaxis=read("s_jaxis")[:, :self.n_joints])
+        out = dict(links_pos=a["links_pos"][0].clone(), links_quat=a["links_quat"][0].clone(),
+                   com=a["body_com"].clone(), cdof=read("s_cdof"), cdof_dot=read("s_cdof_dot"), cvel=read("s_cvel"),
+                   ref=ref)
+        if joints:
+            joint_link = torch.as_tensor([j["link"] for j in self.compiled.joints], dtype=torch.long,
+                                         device=self.device)
+            out["janchor"] = read("s_janchor")[:, :self.n_joints] + ref[:, joint_link]  # (kept link-relative)
+            out["jaxis"] = read("s_jaxis")[:, :self.n_joints]
+        return out
 
     def probe_mass_matrix(self, qpos, envs) -> torch.Tensor:
         """The joint-space mass matrix plus armature [N, D, D] (torch, the solver's float dtype) at qpos [N, n_qs],
@@ -462,19 +474,20 @@ def links_acceleration(solver, envs=None):
     (Featherstone's a = S qdd + S' qd; MuJoCo's cacc without its gravity term), cdof and cdof_dot from the solver's
     kinematics kernel (RigidSolver.probe_kinematics). Each term is shifted from its dof's link origin to the base of
     the tree (a motion vector: v_B = v_A + w x (B - A)), summed, then shifted to the link's origin, so that only
-    lengths within a tree enter. The classical linear acceleration of the origin adds w x v (its velocity)."""
+    lengths within a tree enter. The classical linear acceleration of the origin adds w x v (its velocity). The
+    third array returned is each link's angular velocity w [B, L, 3], world (rad/s)."""
     st, f = solver.state, solver.frame
     rows = torch.arange(solver.batch, device=solver.device) if envs is None else envs.to(solver.device)
     B, L = len(rows), solver.n_links
     fl = solver.float_dtype
     if not solver.n_dofs:
         zeros = torch.zeros((B, L, 3), dtype=fl, device=solver.device)
-        return zeros, zeros.clone()
+        return zeros, zeros.clone(), zeros.clone()
     with torch.no_grad():
         qpos = st.at("qpos", f).detach()[rows]
         vel = st.at("dofs_vel", f).detach()[rows]
         acc = st.at("dofs_acc", f).detach()[rows]
-        k = solver.probe_kinematics(qpos, rows, dofs_vel=vel)
+        k = solver.probe_kinematics(qpos, rows, dofs_vel=vel, joints=False)
         chain, root, dof_link = _tree_tables(solver)
         D = solver.n_dofs
         ref = k["ref"][:, :L]
@@ -486,4 +499,4 @@ def links_acceleration(solver, envs=None):
         lin = torch.einsum("ld,bdk->blk", chain, v) + torch.cross(ang, ref - ref[:, root], dim=-1)
         cvel = k["cvel"][:, :L]
         omega, v_origin = cvel[..., :3], cvel[..., 3:]
-        return lin + torch.cross(omega, v_origin, dim=-1), ang
+        return lin + torch.cross(omega, v_origin, dim=-1), ang, omega
