@@ -263,7 +263,7 @@ def test_sensor_state_is_declared_and_in_the_scene_state(rest):
     manager = scene.sensor_manager
     assert scene.solvers[-1] is manager and manager in scene.active_solvers
     sub = scene.get_state().solvers_state[scene.solvers.index(manager)]
-    assert set(sub.fields) == {"history", "measured", "drift", "rng_key", "rng_counter"}
+    assert set(sub.fields) == {"history", "measured", "drift", "aux", "rng_key", "rng_counter"}
     assert sub.rng_counter.shape == (N_ENVS,) and sub.rng_counter.dtype == torch.int32
 
 

@@ -52,13 +52,25 @@ class Sensor:
         self.entity = entity
         self.link_idx_local = getattr(options, "link_idx_local", None)
         self.n_channels = self.channel_count(options)
+        self.n_aux = self.aux_count(options)
         self._start = 0  # first channel (set by the manager)
+        self._aux_start = 0  # first entry of its own state in the manager's `aux` field (set by the manager)
 
     # -- what a kind implements ------------------------------------------------------------------------------------
 
     @classmethod
     def channel_count(cls, options) -> int:
         return cls.n_channels
+
+    @classmethod
+    def aux_count(cls, options) -> int:
+        """How many floats per environment of evolving state of its own the sensor keeps beyond its readings (a
+        temperature grid's cells, a filter's memory): its run `aux` of the manager's declared `aux` field, which
+        snapshots, resets and checkpoints carry like every state. 0 by default."""
+        return 0
+
+    def init_aux(self, aux: torch.Tensor):
+        """Fill the sensor's run of the `aux` field ([B, aux_count], zeros on entry) with its initial state."""
 
     @classmethod
     def check(cls, manager, options, entity):
@@ -86,6 +98,10 @@ class Sensor:
     @property
     def channels(self) -> slice:
         return slice(self._start, self._start + self.n_channels)
+
+    @property
+    def aux(self) -> slice:
+        return slice(self._aux_start, self._aux_start + self.n_aux)
 
     @property
     def is_built(self) -> bool:

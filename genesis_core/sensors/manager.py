@@ -2,7 +2,8 @@
 
 It sits last in `scene.solvers` and is active only when the scene has sensors, so that the state registry applies
 to the sensors unchanged: their state (the ground-truth history that the read delay needs, the last measurement,
-the random-walk drift and each environment's random-number key and counter) is declared once as `FieldSpec`s and
+the random-walk drift, each environment's random-number key and counter, and the evolving state of sensors that
+keep one, `aux`) is declared once as `FieldSpec`s and
 takes part in `scene.get_state()`, `scene.reset(state, envs_idx)`, checkpoints and their validation like any
 solver's. It simulates no entity (its substeps do nothing); the scene calls `update()` once per `scene.step()`,
 after the physics.
@@ -51,6 +52,8 @@ class SensorManager(SolverBase):
                   doc="the ground truth of every channel, slot k taken k steps ago (slot 0: the current step)"),
         FieldSpec("measured", ("n_channels",), frames=False, doc="the last measurement of every channel"),
         FieldSpec("drift", ("n_channels",), frames=False, doc="the random walk's accumulated offset per channel"),
+        FieldSpec("aux", ("n_aux",), frames=False,
+                  doc="each sensor's own evolving state beyond its readings, a run per sensor (Sensor.aux_count)"),
         FieldSpec("rng_key", (), dtype="int", frames=False, doc="the environment's noise key (from the seed)"),
         FieldSpec("rng_counter", (), dtype="int", frames=False, bounds=(0, rng.COUNTER_MAX),
                   doc="how many noise draws the environment made: its next draw is a function of key and counter"),
@@ -60,6 +63,7 @@ class SensorManager(SolverBase):
         super().__init__(scene, sim_options, options)
         self.sensors = []
         self._n_channels = 0
+        self._n_aux = 0
 
     @property
     def is_active(self) -> bool:
@@ -86,8 +90,9 @@ class SensorManager(SolverBase):
                           f"read delay will be {round(steps)} steps ({round(steps) * self.sim_options.dt} s).",
                           stacklevel=3)
         sensor = cls(self, len(self.sensors), options, entity)
-        sensor._start = self._n_channels
+        sensor._start, sensor._aux_start = self._n_channels, self._n_aux
         self._n_channels += sensor.n_channels
+        self._n_aux += sensor.n_aux
         self.sensors.append(sensor)
         return sensor
 
@@ -157,13 +162,17 @@ class SensorManager(SolverBase):
         self._gravity_key = None
 
     def state_dims(self) -> dict:
-        return {"n_history": self._n_history, "n_channels": self._n_channels}
+        return {"n_history": self._n_history, "n_channels": self._n_channels, "n_aux": max(self._n_aux, 1)}
 
     def init_state(self, f: int):
         """Zero readings, history and drift (as Genesis World: readings are zero until the first step); each
         environment's noise key from gs.init(seed=...) (a random seed when none was given) and its counter 0."""
         seed = runtime.seed if runtime.seed is not None else secrets.randbits(63)
         self.state.at("rng_key", f).copy_(rng.env_keys(seed, self.batch, self.device))
+        aux = self.state.at("aux", f)
+        for s in self.sensors:
+            if s.n_aux:
+                s.init_aux(aux[:, s.aux])
 
     def signature(self) -> dict:
         return {"sensors": [{"kind": type(s.options).__name__, "options": s.options.as_dict()} for s in self.sensors]}
