@@ -13,11 +13,17 @@ import functools as _functools
 import inspect as _inspect
 from importlib.metadata import PackageNotFoundError, version as _version
 
+import sys as _sys
+
 import numpy as _np
 
 from . import _runtime
 from . import (constants, coupler, errors, materials, morphs, options, plugins, renderers, sensors, surfaces, utils,
                validators)
+
+# Genesis World's scripts import the sensor options from `genesis.options.sensors` too
+options.sensors = sensors
+_sys.modules.setdefault(__name__ + ".options.sensors", sensors)
 from ._runtime import cpu, destroy, gpu, logger, runtime
 from .constants import constraint_solver, integrator
 from .coupler import ColliderView, Coupling

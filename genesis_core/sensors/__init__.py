@@ -1,6 +1,6 @@
-"""`gs.sensors`: Genesis World's sensor options (`IMU`, `Contact`, `ContactForce`, and their bases), for
-`scene.add_sensor(options)`. The sensors' state lives in genesis_core.sensors.manager, each kind in its own module registered with
-base.register (see docs/sensors.md)."""
+"""`gs.sensors`: Genesis World's sensor options (`IMU`, `Contact`, `ContactForce`, the camera sensors, and their
+bases), for `scene.add_sensor(options)`. The sensors' state lives in genesis_core.sensors.manager, each kind in its
+own module registered with base.register (see docs/sensors.md)."""
 
 from .base import Sensor, register
 from .kinematic import ContactForceSensor, ContactSensor, IMUData, IMUSensor
@@ -14,8 +14,22 @@ from .options import (
     SensorOptions,
 )
 from ..bases import Options
+from .camera import (
+    BaseCameraOptions,
+    BatchRendererCameraOptions,
+    BatchRendererCameraSensor,
+    CameraData,
+    RasterizerCameraOptions,
+    RasterizerCameraSensor,
+    RaytracerCameraOptions,
+    RaytracerCameraSensor,
+)
 
 __all__ = [
     "IMU", "Contact", "ContactForce", "ContactForceSensor", "ContactSensor", "IMUData", "IMUSensor",
     "NoisySensorOptionsMixin", "Options", "RigidSensorOptionsMixin", "Sensor", "SensorManager", "SensorOptions",
+]
+__all__ += [
+    "BaseCameraOptions", "BatchRendererCameraOptions", "BatchRendererCameraSensor", "CameraData",
+    "RasterizerCameraOptions", "RasterizerCameraSensor", "RaytracerCameraOptions", "RaytracerCameraSensor",
 ]

@@ -99,6 +99,7 @@ class SensorManager(SolverBase):
     # -- build -----------------------------------------------------------------------------------------------------
 
     def build_model(self):
+        self._n_channels = max(self._n_channels, 1)  # (sensors without channels only: one channel left at zero)
         dev, fl, C = self.device, self.float_dtype, self._n_channels
         dt = self.sim_options.dt
 
@@ -153,12 +154,15 @@ class SensorManager(SolverBase):
             by_kind.setdefault(type(s), []).append(s)
         self._kinds = []
         for cls, sensors in by_kind.items():
+            ctx = cls.build_kind(self, sensors)
             cols = [c for s in sensors for c in range(s.channels.start, s.channels.stop)]
+            if not cols:  # (cameras: rendered when read, nothing measured each step)
+                continue
             if cols == list(range(cols[0], cols[0] + len(cols))):
                 where = slice(cols[0], cols[0] + len(cols))  # contiguous: a view, no gather
             else:
                 where = torch.as_tensor(cols, dtype=torch.long, device=self.device)
-            self._kinds.append((cls, sensors, cls.build_kind(self, sensors), where))
+            self._kinds.append((cls, sensors, ctx, where))
         self._gravity_key = None
 
     def state_dims(self) -> dict:
