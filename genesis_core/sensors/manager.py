@@ -88,6 +88,11 @@ class Sensor:
     def _format(self, x):
         return x
 
+    def start_recording(self, rec_options):
+        """Record `read()` as the scene steps with the recorder `rec_options` (a gs.recorders.* options object):
+        `scene.start_recording(lambda: sensor.read(), rec_options)`, see there."""
+        return self._manager.scene.start_recording(lambda: self.read(), rec_options)
+
     def __repr__(self):
         return (f"<{type(self).__name__} {self.idx}: entity {self.options.entity_idx}, link "
                 f"{self.options.link_idx_local}>")
