@@ -88,7 +88,7 @@ CLASS_GROUPS = (
 # The module groups whose classes' fields are compared (label "<module> fields", names "Class.field").
 FIELD_GROUPS = (
     "gs.options", "gs.morphs", "gs.materials", "gs.materials.MPM", "gs.materials.PBD", "gs.materials.FEM",
-    "gs.materials.SPH", "gs.materials.SF", "gs.sensors",
+    "gs.materials.SPH", "gs.materials.SF", "gs.sensors", "gs.recorders",
 )
 
 

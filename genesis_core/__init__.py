@@ -18,8 +18,8 @@ import sys as _sys
 import numpy as _np
 
 from . import _runtime
-from . import (constants, coupler, errors, materials, morphs, options, plugins, renderers, sensors, surfaces, utils,
-               validators)
+from . import (constants, coupler, errors, materials, morphs, options, plugins, recorders, renderers, sensors,
+               surfaces, utils, validators)
 
 # Genesis World's scripts import the sensor options from `genesis.options.sensors` too
 options.sensors = sensors
@@ -39,6 +39,7 @@ from .errors import (
     ModelFileError,
     OptionError,
     PluginNotInstalledError,
+    RecordingError,
     SceneError,
     UnsafeCheckpointError,
 )
@@ -103,10 +104,10 @@ def __getattr__(name):
 __all__ = [
     "CheckpointError", "CheckpointMismatchError", "DamagedCheckpointError", "InvalidCheckpointStateError",
     "InvalidEnvError", "InvalidStateError", "ModelFileError", "ColliderView", "Coupling", "Entity", "FieldSpec",
-    "GenesisError", "GenesisException", "OptionError", "PluginNotInstalledError", "Scene", "SceneError", "SimState",
-    "Solver", "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu", "destroy", "errors", "gpu",
-    "logger",
+    "GenesisError", "GenesisException", "OptionError", "PluginNotInstalledError", "RecordingError", "Scene",
+    "SceneError", "SimState", "Solver", "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu",
+    "destroy", "errors", "gpu", "logger",
     "hookimpl", "init", "constants", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins",
-    "renderers", "sensors", "surfaces", "utils", "validators", "Tensor", "UID", "arange", "from_torch", "full", "ones",
-    "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
+    "recorders", "renderers", "sensors", "surfaces", "utils", "validators", "Tensor", "UID", "arange", "from_torch",
+    "full", "ones", "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
 ]

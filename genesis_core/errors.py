@@ -42,6 +42,12 @@ class SceneError(GenesisError, RuntimeError):
     """A scene method was called at the wrong point of the scene's life (before/after build, ...)."""
 
 
+class RecordingError(GenesisError, ValueError):
+    """A recorder (`scene.start_recording(data_func, gs.recorders.*)`) was handed data it cannot record: a
+    `data_func` that returned another structure, shape or type than the recorder takes, or than it returned
+    before. The message names the recorder, what it got and what it takes."""
+
+
 class InvalidEnvError(GenesisError, FloatingPointError):
     """With `SimOptions(on_invalid_env="raise")`: a step left some environments' state non-finite. `envs`
     lists them (their state is kept as it is, for inspection)."""

@@ -22,6 +22,7 @@ from .morphs import MJCF, URDF, Box, Cylinder, Mesh, Morph, Plane, Sphere
 from .options import COUPLER_REFUSALS, BaseCouplerOptions, LegacyCouplerOptions, SimOptions
 from .plugins import registry
 from .progress import compiling
+from .recorders.recorder_manager import RecorderManager
 from .sensors.manager import SensorManager
 from .plugins.manager import missing_plugin_error
 from .state import SimState, SolverState, to_index
@@ -140,6 +141,8 @@ class Scene:
         self._fps = None  # show_FPS: (wall time of the last report, steps since)
         self._viewer = None
         self._destroyed = False
+        # the recorders (scene.start_recording): I/O, no simulation state
+        self._recorder_manager = RecorderManager(sim_options.dt)
         if show_viewer:
             from .render.viewer import Viewer
 
@@ -317,6 +320,25 @@ class Scene:
         self._cameras.append(cam)
         return cam
 
+    def start_recording(self, data_func, rec_options):
+        """Record `data_func()` (a callable without arguments) as the scene steps, with the recorder that
+        `rec_options` stands for (`gs.recorders.NPZFile`, `CSVFile`, `VideoFile`, `MPLLinePlot`, `MPLImagePlot`,
+        `MPLVectorFieldPlot`, `PyQtLinePlot`); returns the recorder. Before or after build (Genesis World: before):
+        from the first step after both, the data is sampled after every step whose index `scene.t` is a multiple
+        of round(1 / (rec_options.hz dt)) (every step without hz), after the sensors measured that step, and the
+        recorder gets it with its simulation time, `scene.t * dt` s. The data is a tensor, an array, a number, a
+        dict or a named tuple of them; it is copied to host memory at each sample. `scene.stop_recording()` writes
+        the files and closes the plots. Recorders are no simulation state: they are in no get_state, reset or
+        checkpoint (docs/recorders.md)."""
+        self._require_alive("start_recording")
+        return self._recorder_manager.add_recorder(data_func, rec_options)
+
+    def stop_recording(self):
+        """Stop every recording that scene.start_recording (or sensor.start_recording) started: files are written
+        (NPZFile at this point) and closed, plots closed. With no recording started, a warning and nothing else."""
+        self._require_alive("stop_recording")
+        self._recorder_manager.stop()
+
     def build(self, n_envs: int = 0, **layout):
         """Allocate every active solver's model and state for `n_envs` environments (0: no batch dimension).
 
@@ -353,6 +375,7 @@ class Scene:
         self._init_state = self._build_state
         if self._viewer is not None:
             self._viewer.build()
+        self._recorder_manager.build()
 
     @property
     def segmentation_idx_dict(self) -> dict:
@@ -430,6 +453,8 @@ class Scene:
         for cam in self._cameras:
             if cam._recording:
                 cam._record_step()
+        if self._recorder_manager.is_recording:
+            self._recorder_manager.step(self._t)
         if self.show_FPS:
             self._report_fps()
         if self._viewer is not None and update_visualizer:
@@ -491,6 +516,11 @@ class Scene:
         on one of its entities' state, raises a SceneError. Calling it again does nothing."""
         if self._destroyed:
             return
+        if self._recorder_manager.is_recording:  # their files are written
+            try:
+                self._recorder_manager.stop()
+            except Exception as e:  # noqa: BLE001 - the scene is released all the same
+                warnings.warn(f"scene.destroy(): a recording could not be written: {e}", stacklevel=2)
         if self._viewer is not None:
             self._viewer.stop()
         for s in self._solvers:  # what an entity the script keeps reads through its solver refuses, naming why
@@ -619,6 +649,8 @@ class Scene:
                 s.set_state(f, sub, idx)
         if self._viewer is not None:
             self._viewer.refresh()
+        if self._recorder_manager.is_recording:  # save_on_reset file writers start their next file
+            self._recorder_manager.reset(None if idx is None else envs_idx)
         if self._tape is not None:
             if idx is None:  # a new forward run
                 self._tape.clear()

@@ -434,18 +434,47 @@ class Camera:
 
 
 def write_video(path, frames, fps: float):
-    """Write frames [T, H, W, 3] (uint8) with imageio, by the file's extension: a GIF (looping) or an MP4 (ffmpeg
-    from imageio-ffmpeg; H.264 in yuv420p, which players read, needs even sides: an odd one gets its last row or
-    column repeated)."""
-    import imageio.v2 as imageio
-
-    frames = np.asarray(frames)
-    if str(path).lower().endswith(".gif"):
-        imageio.mimsave(path, list(frames), duration=1000.0 / fps, loop=0)
-    else:
-        H, W = frames.shape[1:3]
-        even = np.pad(frames, ((0, 0), (0, H % 2), (0, W % 2), (0, 0)), mode="edge")
-        imageio.mimsave(path, list(even), fps=fps, macro_block_size=1)
+    """Write frames [T, H, W, 3] (uint8) with imageio, by the file's extension (see VideoWriter)."""
+    writer = VideoWriter(path, fps)
+    try:
+        for frame in np.asarray(frames):
+            writer.append(frame)
+    finally:
+        writer.close()
 
 
-__all__ = ["Camera", "write_video"]
+class VideoWriter:
+    """A video file written a frame at a time with imageio, by the file's extension: a GIF (looping; Pillow keeps
+    its frames until close) or an MP4 streamed to ffmpeg (from imageio-ffmpeg; H.264 in yuv420p, which players
+    read, needs even sides: an odd one gets its last row or column repeated). codec (an ffmpeg encoder name, default
+    libx264), bitrate (bits/s) and output_params (more ffmpeg output arguments) apply to MP4 only. Frames are
+    [H, W, 3] uint8."""
+
+    def __init__(self, path, fps: float, codec: str | None = None, bitrate: int | None = None,
+                 output_params=None):
+        import imageio.v2 as imageio
+
+        self.path = str(path)
+        self.n_frames = 0
+        self._gif = self.path.lower().endswith(".gif")
+        if self._gif:
+            self._writer = imageio.get_writer(self.path, duration=1000.0 / fps, loop=0)
+        else:
+            extra = {k: x for k, x in (("codec", codec), ("bitrate", bitrate)) if x}
+            if output_params:
+                extra["output_params"] = list(output_params)
+            self._writer = imageio.get_writer(self.path, fps=fps, macro_block_size=1, **extra)
+
+    def append(self, frame):
+        frame = np.asarray(frame)
+        if not self._gif:
+            H, W = frame.shape[:2]
+            frame = np.pad(frame, ((0, H % 2), (0, W % 2), (0, 0)), mode="edge")
+        self._writer.append_data(frame)
+        self.n_frames += 1
+
+    def close(self):
+        self._writer.close()
+
+
+__all__ = ["Camera", "VideoWriter", "write_video"]
