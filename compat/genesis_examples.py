@@ -629,6 +629,104 @@ def check_go2_env(rec):
                 f"{resets} terminations")
 
 
+
+# -- sensors -------------------------------------------------------------------------------------------------
+
+def _sensors_of(scene, kind):
+    return [s for s in scene.sensors if type(s).__name__ == kind]
+
+
+def check_camera_as_sensor(rec):
+    """Every camera sensor's image is drawn (not blank); the attached ones ride with the falling sphere (1 m above
+    its centre, and at its centre: the camera's pose is the link's times the offset); the script saved its 10
+    renders of each camera."""
+    import torch
+
+    scene = only_scene(rec)
+    cams = [s for s in scene.sensors if hasattr(s, "camera")]
+    (sphere,) = by_morph(scene, "Sphere")
+    stds = [float(c.read().rgb.float().std()) for c in cams]
+    attached = [c for c in cams if c.entity is not None]
+    p = np_(sphere.get_pos()).reshape(-1)
+    R = np_(gs_rotations().quat_to_mat(torch.as_tensor(np_(sphere.get_quat()).reshape(-1)))).reshape(3, 3)
+    # cam_attached: 1 m above the centre (pos (0, 0, 1) in the link frame); cam_offset_T: at the centre (identity)
+    offs = [float(np.abs(np_(c.camera.pos).reshape(-1) - (p + R @ np.asarray(
+        c.options.pos if c.options.offset_T is None else np.asarray(c.options.offset_T)[:3, 3]))).max())
+        for c in attached]
+    saved = sorted(os.listdir("camera_sensor_output")) if os.path.isdir("camera_sensor_output") else []
+    fell = abs(p[2] - 0.5) < 0.01  # dropped from 2 m: resting on the plane, on its 0.5 m radius
+    ok = (len(cams) == 4 and min(stds) > 3.0 and len(attached) == 2 and max(offs) < 1e-6
+          and len(saved) == 10 * len(cams) and fell)
+    return ok, (f"{scene.t} steps; {len(cams)} camera sensors, image std {min(stds):.1f}-{max(stds):.1f}; attached "
+                f"cameras within {max(offs):.1e} m of their places on the sphere (z {p[2]:.3f}); {len(saved)} PNGs saved")
+
+
+def gs_rotations():
+    from genesis_core import rotations
+
+    return rotations
+
+
+def probe_imu(rec, scene):
+    imus = _sensors_of(scene, "IMUSensor")
+    if not imus:
+        return
+    imu = imus[0]
+    link = imu.entity.links[imu.link_idx_local]
+    rec.trace.append((scene.t, np_(link.get_quat()).reshape(-1), np_(imu.read_ground_truth().ang_vel).reshape(-1),
+                      np_(imu.read().ang_vel).reshape(-1)))
+
+
+def check_imu_franka(rec):
+    """The gyroscope's ground truth is the hand's rotation rate: between consecutive steps the hand turns by
+    2 log(q_n^-1 q_n+1), which over dt is the body-frame rate of step n+1 (semi-implicit Euler) to O(dt); the
+    measured rate is the truth delayed a step, with 0.01 rad/s noise and cross-axis coupling (within 0.25 rad/s);
+    the NPZ recorder wrote one frame per step."""
+    import torch
+
+    scene = only_scene(rec)
+    rot = gs_rotations()
+    dt = scene.dt
+    errs, scale, meas = [], [], []
+    for (_, q0, _, _), (_, q1, w1, m1) in zip(rec.trace, rec.trace[1:]):
+        dq = rot.quat_mul(torch.as_tensor(q0 * np.array([1.0, -1.0, -1.0, -1.0])), torch.as_tensor(q1)).numpy()
+        dq = dq if dq[0] >= 0 else -dq
+        angle = 2 * np.arctan2(np.linalg.norm(dq[1:]), dq[0])
+        axis = dq[1:] / max(np.linalg.norm(dq[1:]), 1e-300)
+        w_fd = axis * angle / dt
+        errs.append(float(np.linalg.norm(w_fd - w1)))
+        scale.append(float(np.linalg.norm(w1)))
+        meas.append(float(np.abs(m1 - w1).max()))
+    data = np.load("imu_data.npz") if os.path.exists("imu_data.npz") else {}
+    frames = {k: np.asarray(data[k]).shape for k in getattr(data, "files", [])}
+    ok = (len(errs) >= 3 and max(scale) > 0.05 and max(e / max(s, 0.05) for e, s in zip(errs, scale)) < 0.1
+          and "lin_acc" in frames and frames["lin_acc"][0] == scene.t)
+    return ok, (f"{scene.t} steps; |gyro truth - finite-difference rate| <= {max(errs):.2e} rad/s (rates up to "
+                f"{max(scale):.3f}); measured - truth <= {max(meas):.3f} rad/s; imu_data.npz {frames}")
+
+
+def check_contact_force_go2(rec):
+    """Each foot sensor reads the net contact force on its foot in the foot's frame (the rigid solver's contact
+    forces rotated); the feet that touch the floor are pushed up; the four plots were recorded."""
+    import torch
+
+    scene = only_scene(rec)
+    (go2,) = by_file(scene, "go2.urdf")
+    rot = gs_rotations()
+    sensors = _sensors_of(scene, "ContactForceSensor")
+    net = np_(go2.get_links_net_contact_force())
+    diffs, up = [], []
+    for s in sensors:
+        R = rot.quat_to_mat(torch.as_tensor(np_(go2.links[s.link_idx_local].get_quat()).reshape(-1))).numpy()
+        want = R.T @ net[s.link_idx_local]
+        got = np_(s.read()).reshape(-1)
+        diffs.append(float(np.abs(got - want).max()))
+        up.append(float(net[s.link_idx_local][2]))
+    ok = len(sensors) == 4 and max(diffs) < 1e-6 * max(1.0, max(abs(u) for u in up)) and sum(u > 0 for u in up) >= 2
+    return ok, (f"{scene.t} steps; 4 foot sensors equal the feet's net contact force in their frames within "
+                f"{max(diffs):.1e} N; vertical forces {fmt(up, 2)} N")
+
+
 TARGETS = [
     Target("tutorials/hello_genesis", check_hello_genesis,
            what="the base of the fixed Franka stays put, its uncontrolled arm sags under gravity (the hand drops "
@@ -708,6 +806,15 @@ TARGETS = [
            what="the PBD liquid column falls (within 20 % of free fall) inside the domain"),
     Target("speed_benchmark/franka", check_speed_benchmark_franka,
            what="all 30000 environments reach the PD target within 0.05 rad"),
+    Target("sensors/camera_as_sensor", check_camera_as_sensor,
+           what="the four rasterizer camera sensors draw the scene (not blank); the sphere falls to rest on the "
+                "plane (its centre at its radius, 1 cm); the two attached to it ride with it (1 m above its centre, and at it; 1e-6 m); the script saves its 40 renders"),
+    Target("sensors/imu_franka", check_imu_franka, probe=probe_imu,
+           what="the IMU's gyroscope ground truth on the moving hand equals the hand's finite-difference rotation "
+                "rate (within 10 %); the NPZ recorder wrote one frame per step"),
+    Target("sensors/contact_force_go2", check_contact_force_go2,
+           what="each of the four foot sensors reads its foot's net contact force in the foot frame (1e-6); the "
+                "feet on the floor are pushed up"),
     Target("locomotion/go2_env", check_go2_env, driver=drive_go2_env, extra_files=("go2_train.py",),
            what="Go2Env (4 environments, go2_train's configuration) resets and steps 100 times with zero actions; "
                 "every go2 stands (base 0.2-0.45 m, upright), none terminated"),

@@ -244,7 +244,27 @@ class VisOptions(Options):
             object.__setattr__(self, "split_envs", self.env_separate_rigid)
 
 
-RENDERING_OPTIONS = {"vis_options": VisOptions, "viewer_options": ViewerOptions}
+@attrs.define(frozen=True, kw_only=True)
+class ProfilingOptions(Options):
+    """Genesis World's profiling options (`gs.Scene(profiling_options=...)`).
+
+    show_FPS: log the steps per second (as `gs.Scene(show_FPS=True)`: at most once a second, and in the viewer's
+        panel). Genesis World's default, True.
+    FPS_tracker_alpha: in [0, 1): Genesis World's smoothing of its per-step rate. Accepted and checked; the rate
+        logged here is the mean over the last second, not smoothed step by step.
+    """
+
+    show_FPS: bool = attrs.field(default=True, validator=v.is_bool)
+    FPS_tracker_alpha: float = attrs.field(default=0.95, validator=v.unit_interval)
+
+    def __attrs_post_init__(self):
+        if not self.FPS_tracker_alpha < 1.0:
+            v._fail(self, attrs.fields(ProfilingOptions).FPS_tracker_alpha, self.FPS_tracker_alpha,
+                    "a number in [0, 1)")
+
+
+RENDERING_OPTIONS = {"vis_options": VisOptions, "viewer_options": ViewerOptions,
+                     "profiling_options": ProfilingOptions}
 
 
 @attrs.define(frozen=True, kw_only=True)

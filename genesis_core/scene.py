@@ -67,7 +67,8 @@ class Scene:
     (``rigid_options=gs.options.RigidOptions(...)``). show_viewer: serve the scene to a web browser from build on
     (`scene.viewer`, genesis_core.render.viewer: its address is printed once), drawn as `vis_options`
     (gs.options.VisOptions) says, with the camera and pacing of `viewer_options` (gs.options.ViewerOptions).
-    show_FPS: the steps per second, logged at most once a second (and shown in the viewer's panel).
+    show_FPS: the steps per second, logged at most once a second (and shown in the viewer's panel); also on with
+    `profiling_options=gs.options.ProfilingOptions()` (its show_FPS, True by default as in Genesis World).
     coupler_options: Genesis World's choice of coupler; `gs.options.LegacyCouplerOptions()` (the default) is the
     coupler here, with every pair coupled; SAPCouplerOptions and IPCCouplerOptions, other couplers, are refused.
     """
@@ -103,7 +104,8 @@ class Scene:
         self.vis_options = rendering.get("vis_options") or RENDERING_OPTIONS["vis_options"]()
         self.viewer_options = rendering.get("viewer_options") or RENDERING_OPTIONS["viewer_options"]()
         self.renderer = renderer
-        self.show_FPS = show_FPS
+        self.profiling_options = rendering.get("profiling_options")
+        self.show_FPS = show_FPS or (self.profiling_options is not None and self.profiling_options.show_FPS)
         for key, value in solver_options.items():
             short = key[: -len("_options")] if key.endswith("_options") else None
             if short is None:
@@ -137,6 +139,7 @@ class Scene:
         self._invalid_envs = []
         self._surfaces = {}  # entity index -> its gs.surfaces.* (the renderer's colours)
         self._cameras = []
+        self.debug_objects = []  # scene.draw_debug_* markers (genesis_core.render.debug)
         self._env_layout = {}
         self._fps = None  # show_FPS: (wall time of the last report, steps since)
         self._viewer = None
@@ -259,6 +262,63 @@ class Scene:
         if kwargs.get("surface") is not None:
             self._surfaces[entity.idx] = kwargs["surface"]
         return entity
+
+    # -- debug drawing (Genesis World's names; genesis_core.render.debug) ----------------------------------------------
+
+    def _debug(self, kind, **params):
+        from .render import debug
+
+        self._require_built(f"draw_debug_{kind}")
+        obj = debug.make(kind, **params)
+        self.debug_objects.append(obj)
+        viewer = self._viewer
+        if viewer is not None and getattr(viewer, "server", None) is not None:
+            debug.show(viewer.server, obj)
+        return obj
+
+    def draw_debug_sphere(self, pos, radius=0.01, color=(1.0, 0.0, 0.0, 0.5)):
+        """A sphere marker at pos (world, m): drawn in the viewer when one is open; see genesis_core.render.debug."""
+        return self._debug("sphere", pos=pos, radius=radius, color=color)
+
+    def draw_debug_spheres(self, poss, radius=0.01, color=(1.0, 0.0, 0.0, 0.5)):
+        return self._debug("spheres", pos=poss, radius=radius, color=color)
+
+    def draw_debug_points(self, poss, colors=(1.0, 0.0, 0.0, 0.5)):
+        return self._debug("points", pos=poss, color=colors)
+
+    def draw_debug_box(self, bounds, color=(1.0, 0.0, 0.0, 1.0), wireframe=True, wireframe_radius=0.0015):
+        return self._debug("box", bounds=bounds, color=color, wireframe=wireframe)
+
+    def draw_debug_line(self, start, end, radius=0.002, color=(1.0, 0.0, 0.0, 0.5)):
+        return self._debug("line", start=start, end=end, radius=radius, color=color)
+
+    def draw_debug_arrow(self, pos, vec=(0, 0, 1), radius=0.01, color=(1.0, 0.0, 0.0, 0.5)):
+        return self._debug("arrow", start=pos, vec=vec, radius=radius, color=color)
+
+    def draw_debug_frame(self, T, axis_length=1.0, origin_size=0.015, axis_radius=0.01):
+        return self._debug("frame", T=T, axis_length=axis_length, origin_size=origin_size, axis_radius=axis_radius)
+
+    def draw_debug_frames(self, Ts, axis_length=1.0, origin_size=0.015, axis_radius=0.01):
+        return self._debug("frames", T=Ts, axis_length=axis_length, origin_size=origin_size, axis_radius=axis_radius)
+
+    def draw_debug_mesh(self, mesh, pos=(0.0, 0.0, 0.0), T=None):
+        return self._debug("mesh", mesh=mesh, pos=pos, T=T)
+
+    def clear_debug_object(self, obj):
+        """Remove one marker drawn by a draw_debug_* call."""
+        from .render import debug
+
+        if obj not in self.debug_objects:
+            raise SceneError(f"clear_debug_object: {obj!r} is not a debug object of this scene.")
+        debug.hide(obj)
+        self.debug_objects.remove(obj)
+
+    def clear_debug_objects(self):
+        from .render import debug
+
+        for obj in self.debug_objects:
+            debug.hide(obj)
+        self.debug_objects = []
 
     def add_sensor(self, sensor_options):
         """Add a sensor (Genesis World's `scene.add_sensor`), before build: `sensor_options` is a `gs.sensors.IMU`,
