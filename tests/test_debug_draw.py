@@ -56,3 +56,24 @@ def test_profiling_options():
     with pytest.raises(gs.OptionError, match="profiling_options"):
         gs.Scene(profiling_options=gs.options.SimOptions())
     assert gs.Scene(profiling_options=gs.options.ProfilingOptions()).show_FPS is True
+
+
+def test_keybinds_are_buttons_of_the_browser_viewer():
+    """Genesis World's keybindings: each is a button in the viewer's panel; a click runs its callback."""
+    from genesis_core.vis.keybindings import Key, KeyAction, Keybind
+
+    scene = gs.Scene(show_viewer=True, viewer_options=gs.options.ViewerOptions(port=0))
+    scene.add_entity(gs.morphs.Plane())
+    scene.build()
+    try:
+        hits = []
+        scene.viewer.register_keybinds(Keybind("up", Key.UP, KeyAction.HOLD, callback=hits.append, args=(1,)))
+        with pytest.raises(gs.OptionError, match="exists"):
+            scene.viewer.register_keybinds(Keybind("up", Key.K, KeyAction.PRESS, callback=hits.append, args=(2,)))
+        scene.viewer.register_keybinds(Keybind("up", Key.K, callback=hits.append, args=(3,)), overwrite=True)
+        scene.viewer.keybinds["up"].run()
+        assert hits == [3] and str(Key.UP) == "up" and int(Key.J) == 0x6a
+        with pytest.raises(gs.OptionError, match="callback"):
+            Keybind("bad", Key.J, callback=5)
+    finally:
+        scene.viewer.stop()

@@ -249,6 +249,31 @@ class Viewer:
                                                position=tuple(-10.0 * d / np.linalg.norm(d)),
                                                cast_shadow=vis.shadow)
 
+    def register_keybinds(self, *keybinds, overwrite: bool = False):
+        """Genesis World's keybindings (genesis_core.vis.keybindings.Keybind): each one is a button in the
+        viewer's panel, labelled with its name and key; a click runs its callback once. A name given again is
+        refused unless overwrite=True (its button then runs the new callback)."""
+        from ..vis.keybindings import Keybind
+
+        binds = self.__dict__.setdefault("_keybinds", {})
+        for kb in keybinds:
+            if not isinstance(kb, Keybind):
+                raise OptionError(f"register_keybinds: {kb!r} is not a gs.vis.keybindings.Keybind.")
+            if kb.name in binds and not overwrite:
+                raise OptionError(f"register_keybinds: a keybind named {kb.name!r} exists; pass overwrite=True.")
+        for kb in keybinds:
+            old = binds.get(kb.name)
+            binds[kb.name] = [kb, old[1] if old else None]
+            if old is None and self.server is not None:
+                button = self.server.gui.add_button(f"{kb.name} [{kb.key}]")
+                binds[kb.name][1] = button
+                button.on_click(lambda _event, name=kb.name: binds[name][0].run())
+
+    @property
+    def keybinds(self) -> dict:
+        """The registered keybinds by name."""
+        return {name: kb for name, (kb, _) in self.__dict__.get("_keybinds", {}).items()}
+
     def stop(self):
         """Close the server; idempotent."""
         if self.server is not None:
