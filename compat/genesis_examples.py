@@ -57,6 +57,7 @@ class Target:
     probe: object = None  # probe(rec, scene), called after every step of every recorded scene
     driver: object = None  # driver(ns, rec): run after the script's own code (scripts that only define things)
     extra_files: tuple = ()  # sibling files the script imports, copied (with the same rewriting) beside it
+    keep_viewer: bool = False  # leave show_viewer=True (the browser viewer serves headless): scripts that need it
     what: str = ""  # what the check verifies, in words (docs/compatibility.md)
 
 
@@ -835,8 +836,8 @@ _REWRITES = [
 ]
 
 
-def rewrite(source: str) -> str:
-    for pattern, repl in _REWRITES:
+def rewrite(source: str, keep_viewer: bool = False) -> str:
+    for pattern, repl in _REWRITES[:-1] if keep_viewer else _REWRITES:
         source = pattern.sub(repl, source)
     return source
 
@@ -1056,7 +1057,7 @@ def run_one(examples, name, timeout=DEFAULT_TIMEOUT, log_dir=None):
         script = os.path.join(work, os.path.basename(src))
         for fname in (os.path.basename(src),) + tuple(target.extra_files):
             with open(os.path.join(os.path.dirname(src), fname)) as f:
-                text = rewrite(f.read())
+                text = rewrite(f.read(), target.keep_viewer)
             with open(os.path.join(work, fname), "w") as f:
                 f.write(text)
         out_path = os.path.join(work, "result.json")

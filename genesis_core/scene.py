@@ -773,6 +773,8 @@ class Scene:
             if s.is_active:
                 # fields kept out of checkpoints restart from their build-time values
                 s.state.restore(f, values[s.name], build_state.fields)
+                if hasattr(s, "state_restored"):
+                    s.state_restored()
         if self._tape is not None:
             self._tape.clear()
         if self._viewer is not None:

@@ -245,6 +245,47 @@ def test_resolution_quantises_the_reading(rest):
     assert not torch.equal(got, truth + 0.2)
 
 
+def test_setters_change_the_model_per_environment_and_are_state(rest, tmp_path):
+    """set_bias / set_noise / set_resolution / set_random_walk write each environment's parameters (state): the
+    falling box's force sensor (ground truth 0) reads exactly the bias set in its environment; noise switched on
+    after build appears; a snapshot taken before restores the old parameters, as does a checkpoint; bad values
+    and sensors without a measurement model are refused with nothing written."""
+    scene, _, _, s = rest
+    snap = scene.get_state()
+    path = tmp_path / "before.ckpt"
+    scene.save_checkpoint(path)
+    force = s["force_fall"]
+    force.set_bias([0.5, -0.25, 2.0], envs_idx=[1])
+    force.set_bias(torch.tensor([[1.0, 1.0, 1.0], [3.0, 3.0, 3.0]]), envs_idx=[2, 3])
+    scene.step()
+    got = force.read()
+    want = torch.tensor([[0.0, 0.0, 0.0], [0.5, -0.25, 2.0], [1.0, 1.0, 1.0], [3.0, 3.0, 3.0]], dtype=got.dtype)
+    assert torch.equal(got, want)
+    force.set_noise(0.1, envs_idx=[0])
+    scene.step()
+    got = force.read()
+    assert bool((got[0] != 0).all()) and torch.equal(got[1:], want[1:])
+    force.set_resolution(1.0)
+    scene.step()
+    assert torch.equal(force.read()[1:], torch.round(want[1:]))
+    before = scene.get_state().fields_by_key()
+    for bad, match in [(lambda: force.set_noise(-1.0), "noise"), (lambda: force.set_bias([1.0, 2.0]), "set_bias"),
+                       (lambda: s["touch"].set_bias(1.0), "not a noisy sensor"),
+                       (lambda: force.set_random_walk(float("nan")), "random_walk")]:
+        with pytest.raises(gs.GenesisError, match=match):
+            bad()
+    for k, x in scene.get_state().fields_by_key().items():
+        assert torch.equal(x, before[k]), k
+    scene.reset(snap)
+    scene.step()
+    assert torch.equal(force.read(), torch.zeros_like(got))  # the parameters of the snapshot: none
+    force.set_bias(7.0)
+    scene.load_checkpoint(path)
+    scene.step()
+    assert torch.equal(force.read(), torch.zeros_like(got))
+    scene.reset(snap)
+
+
 # -- sensor state in snapshots, resets and checkpoints -----------------------------------------------------------
 
 
@@ -263,7 +304,8 @@ def test_sensor_state_is_declared_and_in_the_scene_state(rest):
     manager = scene.sensor_manager
     assert scene.solvers[-1] is manager and manager in scene.active_solvers
     sub = scene.get_state().solvers_state[scene.solvers.index(manager)]
-    assert set(sub.fields) == {"history", "measured", "drift", "aux", "rng_key", "rng_counter"}
+    assert set(sub.fields) == {"history", "measured", "drift", "aux", "rng_key", "rng_counter", "bias", "noise",
+                               "random_walk", "resolution"}
     assert sub.rng_counter.shape == (N_ENVS,) and sub.rng_counter.dtype == torch.int32
 
 

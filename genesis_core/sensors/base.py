@@ -118,6 +118,33 @@ class Sensor:
     def _format(self, x):
         return x
 
+    # -- the measurement model's parameters per environment (Genesis World's setters; noisy kinds only) ------------
+
+    noisy = False  # a kind whose channel_model gives resolution, bias, noise and random_walk
+
+    def _set_model(self, name, value, envs_idx):
+        if not self.noisy:
+            raise OptionError(f"set_{name}: a {type(self.options).__name__} sensor has no {name} (it is not a noisy "
+                              "sensor).")
+        self._manager.set_model_field(self, name, value, envs_idx)
+
+    def set_resolution(self, resolution, envs_idx=None):
+        """Each channel's quantum (>= 0; 0: none) in the environments envs_idx: one number, one per channel, or a
+        row per environment."""
+        self._set_model("resolution", resolution, envs_idx)
+
+    def set_bias(self, bias, envs_idx=None):
+        """Each channel's constant offset in the environments envs_idx (shapes as set_resolution)."""
+        self._set_model("bias", bias, envs_idx)
+
+    def set_noise(self, noise, envs_idx=None):
+        """Each channel's white-noise standard deviation (>= 0) in the environments envs_idx."""
+        self._set_model("noise", noise, envs_idx)
+
+    def set_random_walk(self, random_walk, envs_idx=None):
+        """Each channel's random-walk step deviation (>= 0) in the environments envs_idx."""
+        self._set_model("random_walk", random_walk, envs_idx)
+
     def start_recording(self, rec_options):
         """Record `read()` as the scene steps, with a `gs.recorders` option (Genesis World's sensor hook)."""
         return self._manager.scene.start_recording(lambda: self.read(), rec_options)

@@ -40,6 +40,7 @@ def _rotations(options_list, dtype, device):
 @register(IMU)
 class IMUSensor(Sensor):
     n_channels = 9
+    noisy = True
 
     def _format(self, x):
         return IMUData(x[..., 0:3], x[..., 3:6], x[..., 6:9])
@@ -128,6 +129,7 @@ class ContactSensor(Sensor):
 @register(ContactForce)
 class ContactForceSensor(Sensor):
     n_channels = 3
+    noisy = True
 
     @classmethod
     def check(cls, manager, options, entity):

@@ -42,6 +42,10 @@ from .base import SENSOR_CLASSES, Sensor, check_rigid_link
 from .kinematic import ContactForceSensor, ContactSensor, IMUData, IMUSensor  # noqa: F401  (registers the kinds)
 
 
+# the measurement model's parameters that are per-environment state (sensor.set_bias, set_noise, ...)
+MODEL_FIELDS = ("bias", "noise", "random_walk", "resolution")
+
+
 class SensorManager(SolverBase):
     """The sensors of a scene and their state (see the module's docstring). Reached as `scene.sensor_manager`."""
 
@@ -52,6 +56,14 @@ class SensorManager(SolverBase):
                   doc="the ground truth of every channel, slot k taken k steps ago (slot 0: the current step)"),
         FieldSpec("measured", ("n_channels",), frames=False, doc="the last measurement of every channel"),
         FieldSpec("drift", ("n_channels",), frames=False, doc="the random walk's accumulated offset per channel"),
+        FieldSpec("bias", ("n_channels",), frames=False,
+                  doc="each channel's constant offset (the options' bias; sensor.set_bias per environment)"),
+        FieldSpec("noise", ("n_channels",), frames=False, bounds=(0.0, None),
+                  doc="each channel's white-noise standard deviation (options' noise; sensor.set_noise)"),
+        FieldSpec("random_walk", ("n_channels",), frames=False, bounds=(0.0, None),
+                  doc="each channel's random-walk step deviation (options' random_walk; sensor.set_random_walk)"),
+        FieldSpec("resolution", ("n_channels",), frames=False, bounds=(0.0, None),
+                  doc="each channel's quantum, 0: none (options' resolution; sensor.set_resolution)"),
         FieldSpec("aux", ("n_aux",), frames=False,
                   doc="each sensor's own evolving state beyond its readings, a run per sensor (Sensor.aux_count)"),
         FieldSpec("rng_key", (), dtype="int", frames=False, doc="the environment's noise key (from the seed)"),
@@ -130,9 +142,8 @@ class SensorManager(SolverBase):
 
         self._delay = t(delay, torch.long)
         self._channel = torch.arange(C, device=dev)
-        self._bias, self._noise, self._walk = t(param["bias"]), t(param["noise"]), t(param["random_walk"])
-        self._res = t(param["resolution"])
-        self._res_safe = torch.where(self._res > 0, self._res, torch.ones_like(self._res))
+        # the options' per-channel values: each environment's starting values of the state's parameter fields
+        self._param0 = {k: t(param[k]) for k in MODEL_FIELDS}
         self._min_abs, self._max_abs = t(param["min_abs"]), t(param["max_abs"])
         self._measure = t(measure, torch.bool)
         self._all_measured = bool(measure.all())
@@ -142,8 +153,7 @@ class SensorManager(SolverBase):
         self._align_m = t(np.stack([m for _, m in blocks])) if blocks else None
         self._jitter, self._sensor_of = t(jitter, torch.float64), t(sensor_of, torch.long)
         self._has_jitter = bool((jitter > 0).any())
-        self._has_noise, self._has_walk = bool((param["noise"] > 0).any()), bool((param["random_walk"] > 0).any())
-        self._has_bias, self._has_res = bool((param["bias"] != 0).any()), bool((param["resolution"] > 0).any())
+        self._params_seen = None  # the parameter fields' flags are read from the state at the next update
         self._has_clip = bool((param["min_abs"] > 0).any() or np.isfinite(param["max_abs"]).any())
         self._build_kinds()
 
@@ -173,10 +183,44 @@ class SensorManager(SolverBase):
         environment's noise key from gs.init(seed=...) (a random seed when none was given) and its counter 0."""
         seed = runtime.seed if runtime.seed is not None else secrets.randbits(63)
         self.state.at("rng_key", f).copy_(rng.env_keys(seed, self.batch, self.device))
+        for k in MODEL_FIELDS:
+            self.state.at(k, f).copy_(self._param0[k].expand(self.batch, -1))
+        self._params_seen = None
         aux = self.state.at("aux", f)
         for s in self.sensors:
             if s.n_aux:
                 s.init_aux(aux[:, s.aux])
+
+    def set_state(self, f: int, state, envs_idx=None):
+        super().set_state(f, state, envs_idx)
+        self._params_seen = None
+
+    def state_restored(self):
+        """The scene wrote the state wholesale (load_checkpoint): read the parameter fields' flags again."""
+        self._params_seen = None
+
+    def _model_flags(self, f):
+        """Which steps of the measurement model some channel of some environment needs (bias, noise, random walk,
+        resolution), read from the state's parameter fields once after each write to them (one host read then,
+        none in the steps between)."""
+        if self._params_seen is None:
+            st = self.state
+            self._params_seen = (bool((st.at("bias", f) != 0).any()), bool((st.at("noise", f) > 0).any()),
+                                 bool((st.at("random_walk", f) > 0).any()), bool((st.at("resolution", f) > 0).any()))
+        return self._params_seen
+
+    def set_model_field(self, sensor, name: str, value, envs_idx=None):
+        """Write `value` (one number, one per channel of the sensor, or one row per environment) into the sensor's
+        channels of the parameter field `name` in the environments envs_idx (None: all); checked like every
+        write into state (refused, nothing written, where it breaks the field's bounds)."""
+        self.scene._require_built(f"set_{name}")
+        envs = self.scene._sanitize_envs_idx(envs_idx)
+        n = sensor.n_channels
+        x = torch.as_tensor(np.asarray(value.detach().cpu() if torch.is_tensor(value) else value, dtype=np.float64))
+        if x.dim() == 0 or (x.dim() == 1 and x.shape[0] == 1):
+            x = x.reshape(()).expand(n)
+        self.state.set_rows(name, self.frame, x, envs, (sensor.channels,), what=f"set_{name}")
+        self._params_seen = None
 
     def signature(self) -> dict:
         return {"sensors": [{"kind": type(s.options).__name__, "options": s.options.as_dict()} for s in self.sensors]}
@@ -234,7 +278,8 @@ class SensorManager(SolverBase):
             for cls, sensors, ctx, where in self._kinds:
                 gt[:, where] = cls.measure_kind(self, sensors, ctx).to(gt.dtype)
             value = history[:, self._delay, self._channel] if self._n_history > 1 else gt.clone()
-            draws = self._has_noise or self._has_walk or self._has_jitter
+            has_bias, has_noise, has_walk, has_res = self._model_flags(f)
+            draws = has_noise or has_walk or self._has_jitter
             if draws:
                 key, counter = st.at("rng_key", f), st.at("rng_counter", f)
             if self._has_jitter:
@@ -246,18 +291,20 @@ class SensorManager(SolverBase):
             if draws:
                 z = rng.normals(key, counter, 2 * self._n_channels, self.float_dtype)
                 counter.copy_((counter.to(torch.int64) + 1) % (rng.COUNTER_MAX + 1))
-                if self._has_walk:
-                    drift += self._walk * z[:, self._n_channels:]
+                if has_walk:
+                    drift += st.at("random_walk", f) * z[:, self._n_channels:]
                     value = value + drift
-                if self._has_noise:
-                    value = value + self._noise * z[:, :self._n_channels]
-            if self._has_bias:
-                value = value + self._bias
+                if has_noise:
+                    value = value + st.at("noise", f) * z[:, :self._n_channels]
+            if has_bias:
+                value = value + st.at("bias", f)
             if self._has_clip:
                 value = torch.maximum(torch.minimum(value, self._max_abs), -self._max_abs)
                 value = torch.where(value.abs() < self._min_abs, torch.zeros_like(value), value)
-            if self._has_res:
-                value = torch.where(self._res > 0, torch.round(value / self._res_safe) * self._res, value)
+            if has_res:
+                res = st.at("resolution", f)
+                value = torch.where(res > 0, torch.round(value / torch.where(res > 0, res, torch.ones_like(res))) * res,
+                                    value)
             if self._all_measured:
                 measured.copy_(value)
             else:
