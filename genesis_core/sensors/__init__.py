@@ -13,9 +13,14 @@ from .options import (
     RigidSensorOptionsMixin,
     SensorOptions,
 )
+from .probe_options import ElastomerDisplacement, KinematicContactProbe, KinematicTactileSensorMixin, Proximity
+from .probes import (ElastomerDisplacementSensor, KinematicContactProbeData, KinematicContactProbeSensor,
+                     ProximitySensor)
 from ..bases import Options
 
 __all__ = [
     "IMU", "Contact", "ContactForce", "ContactForceSensor", "ContactSensor", "IMUData", "IMUSensor",
     "NoisySensorOptionsMixin", "Options", "RigidSensorOptionsMixin", "Sensor", "SensorManager", "SensorOptions",
+    "ElastomerDisplacement", "ElastomerDisplacementSensor", "KinematicContactProbe", "KinematicContactProbeData",
+    "KinematicContactProbeSensor", "KinematicTactileSensorMixin", "Proximity", "ProximitySensor",
 ]
