@@ -13,6 +13,9 @@ from .options import (
     RigidSensorOptionsMixin,
     SensorOptions,
 )
+from .probe_options import ElastomerDisplacement, KinematicContactProbe, KinematicTactileSensorMixin, Proximity
+from .probes import (ElastomerDisplacementSensor, KinematicContactProbeData, KinematicContactProbeSensor,
+                     ProximitySensor)
 from ..bases import Options
 from .camera import (
     BaseCameraOptions,
@@ -28,6 +31,8 @@ from .camera import (
 __all__ = [
     "IMU", "Contact", "ContactForce", "ContactForceSensor", "ContactSensor", "IMUData", "IMUSensor",
     "NoisySensorOptionsMixin", "Options", "RigidSensorOptionsMixin", "Sensor", "SensorManager", "SensorOptions",
+    "ElastomerDisplacement", "ElastomerDisplacementSensor", "KinematicContactProbe", "KinematicContactProbeData",
+    "KinematicContactProbeSensor", "KinematicTactileSensorMixin", "Proximity", "ProximitySensor",
 ]
 __all__ += [
     "BaseCameraOptions", "BatchRendererCameraOptions", "BatchRendererCameraSensor", "CameraData",

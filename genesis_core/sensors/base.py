@@ -124,8 +124,8 @@ class Sensor:
 
     def _set_model(self, name, value, envs_idx):
         if not self.noisy:
-            raise OptionError(f"set_{name}: a {type(self.options).__name__} sensor has no {name} (it is not a noisy "
-                              "sensor).")
+            raise OptionError(f"set_{name}: a {type(self.options).__name__} sensor has no per-environment {name} "
+                              "(it is not a noisy sensor with a setter: IMU and ContactForce have them).")
         self._manager.set_model_field(self, name, value, envs_idx)
 
     def set_resolution(self, resolution, envs_idx=None):
