@@ -386,3 +386,24 @@ def test_without_genesis_world_or_environment(tmp_path, monkeypatch):
     monkeypatch.setattr(morphs, "_genesis_world_assets", lambda: None)
     assert morphs.asset_dirs() == [morphs.ASSETS]
     assert morphs.find_file("a.obj") == (None, [str(tmp_path / "a.obj"), os.path.join(morphs.ASSETS, "a.obj")])
+
+
+def test_grid_points_on_a_plane():
+    """gu.generate_grid_points_on_plane: an (ny, nx, 3) grid spanning [lo, hi] in the plane of the normal, corners
+    at lo and hi, evenly spaced; on a tilted plane every point satisfies n . p = n . lo; bad input refused."""
+    import genesis_core.utils.geom as gu
+
+    g = gu.generate_grid_points_on_plane((-0.1, -0.2, 0.05), (0.1, 0.2, 0.05), (0, 0, 1), 3, 5)
+    assert g.shape == (5, 3, 3)
+    assert np.allclose(g[0, 0], (-0.1, -0.2, 0.05)) and np.allclose(g[-1, -1], (0.1, 0.2, 0.05))
+    assert np.allclose(np.diff(g[0, :, 0]), 0.1) and np.allclose(np.diff(g[:, 0, 1]), 0.1)
+    n = np.array([1.0, 1.0, 1.0]) / np.sqrt(3)
+    lo, hi = np.array([0.5, -0.5, 0.0]), np.array([-0.5, 0.5, 0.0])  # both on n . p = 0
+    t = gu.generate_grid_points_on_plane(lo, hi, n, 4, 4)
+    assert np.allclose(t @ n, 0.0)
+    t0, t1 = gu.orthogonals(n)
+    assert np.allclose(np.cross(t0, t1), n) and abs(t0 @ t1) < 1e-12
+    with pytest.raises(gs.OptionError, match="normal"):
+        gu.generate_grid_points_on_plane(lo, hi, (0, 0, 0), 2, 2)
+    with pytest.raises(gs.OptionError, match="nx"):
+        gu.generate_grid_points_on_plane(lo, hi, n, 0, 2)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -477,3 +478,42 @@ def tc_identity_quat():
 
 def tc_zero_pos():
     return torch.zeros(3, dtype=runtime.tc_float, device=runtime.device)
+
+
+def orthogonals(a):
+    """Two unit vectors (t0, t1) orthogonal to the unit vector(s) `a` (NumPy, `(..., 3)`), with (t0, t1, a) a
+    right-handed frame: t1 is world y (or z, where a is within 60 degrees of y) made orthogonal to a, t0 = t1 x a."""
+    a = np.asarray(a, dtype=np.float64)
+    flat = a.reshape(-1, 3)
+    y = np.array([0.0, 1.0, 0.0])
+    z = np.array([0.0, 0.0, 1.0])
+    ref = np.where((np.abs(flat[:, 1]) < 0.5)[:, None], y, z)
+    t1 = ref - np.sum(ref * flat, axis=-1, keepdims=True) * flat
+    t1 /= np.linalg.norm(t1, axis=-1, keepdims=True)
+    t0 = np.cross(t1, flat)
+    return t0.reshape(a.shape), t1.reshape(a.shape)
+
+
+def generate_grid_points_on_plane(lo, hi, normal, nx: int, ny: int) -> np.ndarray:
+    """An (ny, nx, 3) grid of points spanning the box [lo, hi] on the plane through it with the given normal (the
+    plane's axes from `orthogonals(normal)`; nx points along the first, ny along the second). Genesis World's
+    helper, used to lay out tactile probes."""
+    from ..errors import OptionError
+
+    normal = np.asarray(normal, dtype=np.float64).reshape(3)
+    n = float(np.linalg.norm(normal))
+    if not np.isfinite(normal).all() or n < 1e-12:
+        raise OptionError(f"generate_grid_points_on_plane: normal={normal.tolist()} must be a finite non-zero vector.")
+    for name, k in (("nx", nx), ("ny", ny)):
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+            raise OptionError(f"generate_grid_points_on_plane: {name}={k!r} must be an int >= 1.")
+    normal = normal / n
+    t0, t1 = orthogonals(normal)
+    rot = np.stack([t0, t1, normal])
+    bounds = np.stack([np.asarray(lo, dtype=np.float64).reshape(3), np.asarray(hi, dtype=np.float64).reshape(3)], 1)
+    (lo_u, hi_u), (lo_v, hi_v), (lo_w, hi_w) = rot @ bounds
+    if abs(hi_w - lo_w) > 1e-9:
+        warnings.warn(f"generate_grid_points_on_plane: lo and hi differ by {abs(hi_w - lo_w):.3g} along the normal; "
+                      "the grid lies half way between.", stacklevel=2)
+    vv, uu = np.meshgrid(np.linspace(lo_v, hi_v, ny), np.linspace(lo_u, hi_u, nx), indexing="ij")
+    return t0 * uu[..., None] + t1 * vv[..., None] + normal * (0.5 * (lo_w + hi_w))
