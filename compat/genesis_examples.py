@@ -728,6 +728,89 @@ def check_contact_force_go2(rec):
                 f"floor, is pushed out: base z 0.200 -> {z:.3f} m")
 
 
+
+def check_proximity_shadowhand(rec):
+    """Each of the six proximity sensors (palm and fingertips, one probe at the link's origin) reads the distance
+    to the nearer of the duck and the box, within max_range: never more than the exact point-to-box distance, never
+    less than the distance to the duck's bounding box where the box is farther, exactly the box's where the box is
+    nearer than the duck's bounding box can be (float32: 1e-5 m), and its nearest point lies at that distance."""
+    import torch
+
+    scene = only_scene(rec)
+    rot = gs_rotations()
+    sensors = _sensors_of(scene, "ProximitySensor")
+    (box,) = by_morph(scene, "Box")
+    (duck,) = by_morph(scene, "Mesh")
+    half = np.asarray(box.morph.size, dtype=np.float64) / 2
+    c, R = np_(box.get_pos()).reshape(-1), rot.quat_to_mat(torch.as_tensor(np_(box.get_quat()).reshape(-1))).numpy()
+    lo, hi = (np_(x).reshape(-1) for x in duck.get_AABB())
+    rows, bad = [], []
+    for s in sensors:
+        p = np_(s.entity.links[s.link_idx_local].get_pos()).reshape(-1)
+        q = np.abs(R.T @ (p - c)) - half
+        d_box = float(np.linalg.norm(np.maximum(q, 0.0)) + min(q.max(), 0.0))
+        d_duck_min = float(np.linalg.norm(np.maximum(np.maximum(lo - p, p - hi), 0.0)))
+        got = float(np_(s.read()).reshape(-1)[0])
+        near = np_(s.nearest_points).reshape(-1)
+        cap = s.options.max_range
+        upper, lower = min(d_box, cap), min(d_duck_min, d_box, cap)
+        ok_one = lower - 1e-5 <= got <= upper + 1e-5 and (got >= cap - 1e-6 or abs(np.linalg.norm(near - p) - got) < 1e-5)
+        if d_box < d_duck_min:
+            ok_one = ok_one and abs(got - upper) < 1e-5
+        rows.append(f"{got:.4f} in [{lower:.4f}, {upper:.4f}]")
+        bad += [] if ok_one else [s.idx]
+    ok = len(sensors) == 6 and not bad
+    return ok, f"{scene.t} steps; 6 proximity sensors read (m): {'; '.join(rows)}"
+
+
+def check_kinematic_contact_sandbox(rec):
+    """The pusher cylinder starts 1 cm into the platform; the contact pushes it out within the step, onto the
+    platform (1 mm): the probe under it reads the penetration its pose gives (platform top - pusher bottom,
+    float32: 1e-5 m) and the spring force -stiffness h along the probe normal; the 24 probes it does not cover
+    read 0."""
+    scene = only_scene(rec)
+    (probe,) = _sensors_of(scene, "KinematicContactProbeSensor")
+    pusher = [e for e in by_morph(scene, "Cylinder") if abs(float(e.morph.radius) - 0.1) < 1e-9][0]
+    (platform,) = [e for e in by_morph(scene, "Box") if e.idx == probe.options.entity_idx]
+    top = float(np_(platform.get_pos()).reshape(-1)[2]) + float(platform.morph.size[2]) / 2
+    bottom = float(np_(pusher.get_pos()).reshape(-1)[2]) - float(pusher.morph.height) / 2
+    want = max(top - bottom, 0.0)
+    data = probe.read()
+    pen, force = np_(data.penetration).reshape(-1), np_(data.force).reshape(-1, 3)
+    centre = len(pen) // 2
+    others = np.delete(pen, centre)
+    stiffness = float(probe.options.stiffness)
+    resting = abs(top - bottom) < 1e-3  # started 1 cm in, pushed out by the contact within the step
+    ok = (len(pen) == 25 and resting and abs(pen[centre] - want) < 1e-5 and (others == 0).all()
+          and abs(force[centre, 2] + stiffness * pen[centre]) < 1e-3 * stiffness * max(want, 1e-4))
+    return ok, (f"{scene.t} step; pusher bottom {1e3 * (bottom - top):+.3f} mm from the platform top (started -10); "
+                f"centre probe {pen[centre] * 1e3:.4f} mm (pose gives {want * 1e3:.4f} mm), force z "
+                f"{force[centre, 2]:.3f} N; {int((others != 0).sum())} of the 24 others non-zero")
+
+
+def check_tactile_elastomer_sandbox(rec):
+    """The sphere pusher starts 1 cm above the floor, its 48 probes on its lower hemisphere: after the step it
+    falls freely (nothing touches yet) and every probe reads no displacement."""
+    scene = only_scene(rec)
+    (tactile,) = _sensors_of(scene, "ElastomerDisplacementSensor")
+    pusher = scene.entities[tactile.options.entity_idx]
+    v = np_(pusher.get_vel()).reshape(-1)
+    data = np_(tactile.read())
+    t = scene.t * scene.dt
+    ok = data.shape == (48, 3) and not data.any() and abs(v[2] + G * t) < 0.02 * G * t
+    return ok, (f"{scene.t} step; displacement field {data.shape}, all zero; pusher vz {v[2]:.4f} m/s (free fall "
+                f"{-G * t:.4f})")
+
+
+def check_tactile_elastomer_franka(rec):
+    """The two finger pads (8 x 8 probes each) read a displacement field of their shape."""
+    scene = only_scene(rec)
+    pads = _sensors_of(scene, "ElastomerDisplacementSensor")
+    shapes = [tuple(np_(p.read()).shape) for p in pads]
+    ok = len(pads) == 2 and all(sh == (8, 8, 3) for sh in shapes)
+    return ok, f"{scene.t} step; pads read {shapes}"
+
+
 TARGETS = [
     Target("tutorials/hello_genesis", check_hello_genesis,
            what="the base of the fixed Franka stays put, its uncontrolled arm sags under gravity (the hand drops "
@@ -816,6 +899,19 @@ TARGETS = [
     Target("sensors/contact_force_go2", check_contact_force_go2,
            what="each of the four foot sensors reads its foot's net contact force in the foot frame (1e-6); the "
                 "go2, started with its legs in the floor, is pushed out by its contacts"),
+    Target("sensors/proximity_shadowhand", check_proximity_shadowhand,
+           what="the six proximity sensors on the hand read the distance to the nearer of the duck and the box: "
+                "between the duck's bounding-box distance and the exact box distance, their nearest points at that "
+                "distance (1e-5 m)"),
+    Target("sensors/kinematic_contact_sandbox", check_kinematic_contact_sandbox,
+           what="the pusher, started 1 cm into the platform, rests on it after the step (1 mm); the probe under "
+                "it reads the penetration its pose gives (1e-5 m) and the spring force; the 24 others read 0"),
+    Target("sensors/tactile_elastomer_sandbox", check_tactile_elastomer_sandbox,
+           what="the falling sphere's 48 probes read no displacement before it touches anything; it falls "
+                "freely (2 %)"),
+    Target("sensors/tactile_elastomer_franka", check_tactile_elastomer_franka, keep_viewer=True,
+           what="the two finger pads read 8 x 8 displacement fields (an interactive teleop script: it needs the "
+                "viewer)"),
     Target("locomotion/go2_env", check_go2_env, driver=drive_go2_env, extra_files=("go2_train.py",),
            what="Go2Env (4 environments, go2_train's configuration) resets and steps 100 times with zero actions; "
                 "every go2 stands (base 0.2-0.45 m, upright), none terminated"),

@@ -92,9 +92,22 @@ class IMUSensor(Sensor):
             r = torch.einsum("bnij,nj->bni", rot_link, ctx["offset_pos"])
             acc = acc + torch.cross(alpha, r, dim=-1) + torch.cross(omega, torch.cross(omega, r, dim=-1), dim=-1)
         rot = rot_link @ ctx["offset_rot"]  # sensor to world
-        world = torch.stack([acc - manager.gravity(), omega, ctx["mag"].expand_as(acc)], dim=2)  # [B, n, 3, 3]
+        world = torch.stack([acc - cls._gravity(manager, sensors, ctx), omega, ctx["mag"].expand_as(acc)],
+                            dim=2)  # [B, n, 3, 3]
         local = torch.einsum("bnji,bnkj->bnki", rot, world)  # R^T v for each of the 3 vectors
         return local.reshape(local.shape[0], -1)
+
+
+    @staticmethod
+    def _gravity(manager, sensors, ctx):
+        """[n, 3]: the gravity each IMU's body falls with (its solver's own, RigidOptions.gravity, where it has
+        one; else the scene's), made again only when one changes."""
+        g = tuple(tuple(getattr(s.entity.solver, "gravity", None) or manager.scene.sim_options.gravity)
+                  for s in sensors)
+        if ctx.get("gravity_key") != g:
+            ctx["gravity_key"] = g
+            ctx["gravity"] = torch.as_tensor(g, dtype=manager.float_dtype, device=manager.device)
+        return ctx["gravity"]
 
 
 @register(Contact)

@@ -127,6 +127,7 @@ class RigidModel:
     collision: bool  # whether any pair can collide
     sap_geoms: np.ndarray  # the geoms the broadphase sweeps (never empty)
     last_dof: list  # each link's last dof, or its nearest ancestor's (-1: welded to the world)
+    gravity: tuple = (0.0, 0.0, -9.81)  # m/s^2, world: RigidOptions.gravity, else SimOptions'
 
     @property
     def dof_q(self) -> list:
@@ -162,7 +163,8 @@ def compile_model(entities, options, sim_options, float64: bool, name: str = "Ri
         entity_ranges=c.entity_ranges, qpos0=c._qpos0, kp0=c._kp0, kv0=c._kv0, arrays=c.arrays, n_links=c.n_links,
         n_joints=c.n_joints, n_dofs=c.n_dofs, n_qs=c.n_qs, n_geoms=c.n_geoms, n_pairs=c.n_pairs, n_slots=c.n_slots,
         n_mesh_pairs=c.n_mesh_pairs, n_gjk_pairs=c.n_gjk_pairs, n_limited=c.n_limited, max_contacts=c.max_contacts,
-        row_width=c._row_width, collision=c.collision, sap_geoms=c._sap_geoms, last_dof=c._last_dof)
+        row_width=c._row_width, collision=c.collision, sap_geoms=c._sap_geoms, last_dof=c._last_dof,
+        gravity=c.gravity)
 
 
 class _Compiler:
@@ -179,9 +181,6 @@ class _Compiler:
         if o.dt is not None and abs(o.dt - so.dt) > 1e-12 * so.dt:
             raise gs.OptionError(f"RigidOptions(dt={o.dt!r}) differs from SimOptions(dt={so.dt!r}): every solver steps "
                                  "with the scene; set the step with SimOptions(dt=...) (RigidOptions(dt=None)).")
-        if o.gravity is not None and tuple(o.gravity) != tuple(so.gravity):
-            raise gs.OptionError(f"RigidOptions(gravity={o.gravity!r}) differs from SimOptions(gravity={so.gravity!r}): "
-                                 "gravity is the scene's; set it with SimOptions(gravity=...).")
         if self.sim_options.requires_grad and self.options.integrator != "euler":
             raise gs.OptionError(f"RigidOptions(integrator={self.options.integrator!r}) is not available with "
                                  "SimOptions(requires_grad=True): the differentiable substep is semi-implicit Euler; "
@@ -476,7 +475,8 @@ class _Compiler:
         self.n_gjk_pairs = n_sep
         opts, sim = self.options, self.sim_options
         params_f = np.zeros(PF_N)
-        params_f[PF_GRAVITY:PF_GRAVITY + 3] = sim.gravity
+        self.gravity = tuple(opts.gravity if opts.gravity is not None else sim.gravity)  # (RigidOptions' own)
+        params_f[PF_GRAVITY:PF_GRAVITY + 3] = self.gravity
         params_f[PF_DT], params_f[PF_BAUMGARTE], params_f[PF_SLOP] = sim.substep_dt, opts.baumgarte, opts.contact_slop
         params_f[PF_REG] = opts.regularization
         params_f[PF_TOL] = opts.tolerance if opts.tolerance is not None else \

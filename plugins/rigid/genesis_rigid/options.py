@@ -33,8 +33,11 @@ class RigidOptions(Options):
     already overlap in the neutral configuration (qpos0), as a hand inside its wrist's hull, never collide (a
     warning names them); True keeps them.
 
-    Genesis World's names, accepted where they mean something here: dt and gravity (the solver steps with the
-    scene: they must equal SimOptions' dt and gravity, or be None); max_collision_pairs (geom pairs in contact at
+    gravity: the rigid bodies' own gravity (m/s^2, world), as Genesis World's; None (the default): SimOptions'.
+    `scene.set_gravity` later sets every solver's, this one's included. The IMUs on rigid links read it.
+
+    Genesis World's names, accepted where they mean something here: dt (the solver steps with the scene: it must
+    equal SimOptions' dt, or be None); max_collision_pairs (geom pairs in contact at
     once, as in Genesis World: the contact pool holds 5 contacts for each when max_contacts is None);
     constraint_solver (None, the default, or gs.constraint_solver.Newton: projected Gauss-Seidel;
     gs.constraint_solver.CG: its velocity pass accelerated by nonsmooth nonlinear conjugate gradients, which

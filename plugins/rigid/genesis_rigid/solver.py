@@ -513,7 +513,14 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         values = params.to_numpy()
         values[PF_GRAVITY:PF_GRAVITY + 3] = gravity
         params.from_numpy(values)
+        self.compiled.gravity = tuple(float(x) for x in gravity)
         self._static = (None, 0)  # (a world without dofs keeps no gravity, but start its count again)
+
+    @property
+    def gravity(self) -> tuple:
+        """The gravity (m/s^2, world) the rigid bodies fall with: RigidOptions.gravity, else SimOptions', until
+        scene.set_gravity."""
+        return self.compiled.gravity
 
     @property
     def links_info(self):
