@@ -4,6 +4,7 @@ base.register (see docs/sensors.md)."""
 
 from .base import Sensor, register
 from .kinematic import ContactForceSensor, ContactSensor, IMUData, IMUSensor
+from .temperature import TemperatureGridSensor
 from .manager import SensorManager
 from .options import (
     IMU,
@@ -12,10 +13,13 @@ from .options import (
     NoisySensorOptionsMixin,
     RigidSensorOptionsMixin,
     SensorOptions,
+    TemperatureGrid,
+    TemperatureProperties,
 )
 from ..bases import Options
 
 __all__ = [
     "IMU", "Contact", "ContactForce", "ContactForceSensor", "ContactSensor", "IMUData", "IMUSensor",
     "NoisySensorOptionsMixin", "Options", "RigidSensorOptionsMixin", "Sensor", "SensorManager", "SensorOptions",
+    "TemperatureGrid", "TemperatureGridSensor", "TemperatureProperties",
 ]
