@@ -159,6 +159,8 @@ class TemperatureGridSensor(Sensor):
     """A TemperatureGrid on a rigid link (see the module's docstring for the model). `read()` and
     `read_ground_truth()` give `([n_envs,] nx, ny, nz)`, Celsius; `link_temperatures` every link's."""
 
+    noisy = True  # its channel_model gives resolution, bias, noise and random_walk per cell (the model's setters)
+
     @classmethod
     def channel_count(cls, options) -> int:
         return options.n_cells
