@@ -4,6 +4,7 @@ own module registered with base.register (see docs/sensors.md)."""
 
 from .base import Sensor, register
 from .kinematic import ContactForceSensor, ContactSensor, IMUData, IMUSensor
+from .temperature import TemperatureGridSensor
 from .manager import SensorManager
 from .options import (
     IMU,
@@ -12,6 +13,8 @@ from .options import (
     NoisySensorOptionsMixin,
     RigidSensorOptionsMixin,
     SensorOptions,
+    TemperatureGrid,
+    TemperatureProperties,
 )
 from .probe_options import ElastomerDisplacement, KinematicContactProbe, KinematicTactileSensorMixin, Proximity
 from .probes import (ElastomerDisplacementSensor, KinematicContactProbeData, KinematicContactProbeSensor,
@@ -37,4 +40,7 @@ __all__ = [
 __all__ += [
     "BaseCameraOptions", "BatchRendererCameraOptions", "BatchRendererCameraSensor", "CameraData",
     "RasterizerCameraOptions", "RasterizerCameraSensor", "RaytracerCameraOptions", "RaytracerCameraSensor",
+]
+__all__ += [
+    "TemperatureGrid", "TemperatureGridSensor", "TemperatureProperties",
 ]

@@ -69,6 +69,12 @@ class Sensor:
         snapshots, resets and checkpoints carry like every state. 0 by default."""
         return 0
 
+    def aux_count_at_build(self) -> int:
+        """The size of the sensor's run of `aux`, asked again at build, when the whole scene is known (a kind whose
+        state depends on other entities, such as the temperatures of every link, sizes it here); the manager lays
+        the runs out from these. aux_count(options) by default."""
+        return self.n_aux
+
     def init_aux(self, aux: torch.Tensor):
         """Fill the sensor's run of the `aux` field ([B, aux_count], zeros on entry) with its initial state."""
 

@@ -114,6 +114,11 @@ class SensorManager(SolverBase):
         self._n_channels = max(self._n_channels, 1)  # (sensors without channels only: one channel left at zero)
         dev, fl, C = self.device, self.float_dtype, self._n_channels
         dt = self.sim_options.dt
+        # each sensor's run of `aux`, laid out now that the whole scene is known (Sensor.aux_count_at_build)
+        self._n_aux = 0
+        for s in self.sensors:
+            s.n_aux = s.aux_count_at_build()
+            s._aux_start, self._n_aux = self._n_aux, self._n_aux + s.n_aux
 
         # per channel: the delay (steps), jitter (steps), owning sensor, measurement-model parameters
         delay, sensor_of = np.zeros(C, dtype=np.int64), np.zeros(C, dtype=np.int64)

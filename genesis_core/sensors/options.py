@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from numbers import Real
+from types import MappingProxyType
 
 import attrs
 import numpy as np
@@ -300,3 +301,169 @@ def per_channel(options, name: str, n: int) -> tuple:
         raise OptionError(f"{type(options).__name__}.{name}={value!r}: expected one number or {n} (one per channel "
                           f"of the reading).")
     return tuple(value)
+
+
+# -- the temperature grid ------------------------------------------------------------------------------------------
+
+ABSOLUTE_ZERO_C = -273.15
+
+
+def _celsius(inst, attr, value):
+    if not _is_real(value) or not math.isfinite(value) or value < ABSOLUTE_ZERO_C:
+        _fail(inst, attr, value, f"a finite temperature in Celsius >= {ABSOLUTE_ZERO_C}")
+
+
+def _optional(check):
+    def wrapped(inst, attr, value):
+        if value is not None:
+            check(inst, attr, value)
+
+    return wrapped
+
+
+@attrs.define(frozen=True, kw_only=False, slots=False)
+class TemperatureProperties(Options):
+    """A link's thermal material, for `TemperatureGrid(properties_dict={link index: TemperatureProperties(...)})`
+    (Genesis World's fields, order and defaults; positional arguments are accepted as for its NamedTuple).
+
+    base_temperature: the link's temperature at build and after a bare reset, Celsius (>= -273.15); a link whose
+        temperature is not simulated stays at it.
+    conductivity: thermal conductivity k, W/(m K) (>= 0).
+    density: rho, kg/m^3 (> 0).
+    specific_heat: c, J/(kg K) (> 0); the heat capacity of a volume V is rho c V.
+    emissivity: in [0, 1], for the radiation to the ambient.
+    """
+
+    base_temperature: float = attrs.field(default=21.0, converter=_floats, validator=_celsius)
+    conductivity: float = attrs.field(default=50.0, converter=_floats, validator=v.non_negative)
+    density: float = attrs.field(default=1000.0, converter=_floats, validator=v.positive)
+    specific_heat: float = attrs.field(default=1.0, converter=_floats, validator=v.positive)
+    emissivity: float = attrs.field(default=0.9, converter=_floats, validator=v.unit_interval)
+
+
+def _properties_dict(inst, attr, value):
+    expect = "a dict {link index (an int >= -1; -1: every link not listed): TemperatureProperties}"
+    if not isinstance(value, MappingProxyType):
+        _fail(inst, attr, value, expect)
+    for key, props in value.items():
+        if not isinstance(key, (int, np.integer)) or isinstance(key, bool) or key < -1:
+            _fail(inst, attr, dict(value), expect + f" (key {key!r})")
+        if not isinstance(props, TemperatureProperties):
+            _fail(inst, attr, dict(value), expect + f" (the value of key {key} is a {type(props).__name__})")
+
+
+def _read_only_dict(value):
+    if isinstance(value, dict):
+        return MappingProxyType({int(k) if isinstance(k, np.integer) else k: p for k, p in value.items()})
+    return value
+
+
+def _grid_size(inst, attr, value):
+    if (not isinstance(value, tuple) or len(value) != 3
+            or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in value)):
+        _fail(inst, attr, value, "3 ints >= 1 (cells along the link's x, y, z)")
+
+
+def _int_tuple(value):
+    try:
+        items = tuple(value)
+    except TypeError:
+        return value
+    return tuple(int(n) if isinstance(n, np.integer) else n for n in items)
+
+
+def _grid_values(value):
+    """None, a number, or an array of numbers as nested tuples of floats (other values unchanged, for the validator
+    to refuse)."""
+    if value is None or _is_real(value):
+        return None if value is None else float(value)
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return value
+    return _nested_tuple(arr) if arr.ndim == 3 else value
+
+
+def _nested_tuple(arr):
+    return tuple(_nested_tuple(a) for a in arr) if arr.ndim > 1 else tuple(float(x) for x in arr)
+
+
+def _heat_generation(inst, attr, value):
+    expect = "None, a finite number (every cell) or an array of finite numbers shaped grid_size"
+    if value is None:
+        return
+    arr = np.asarray(value, dtype=np.float64) if isinstance(value, (tuple, float)) else None
+    if arr is None or not np.isfinite(arr).all() or (arr.ndim and arr.shape != tuple(inst.grid_size)):
+        _fail(inst, attr, value if arr is None or arr.size < 16 else f"<array {arr.shape}>",
+              expect + f" {tuple(inst.grid_size)}")
+
+
+def _range(inst, attr, value):
+    if (not isinstance(value, tuple) or len(value) != 2 or not all(_is_real(x) and math.isfinite(x) for x in value)
+            or not value[0] < value[1]):
+        _fail(inst, attr, value, "2 finite numbers (low, high), low < high")
+
+
+@attrs.define(frozen=True, kw_only=True, slots=False)
+class TemperatureGrid(RigidSensorOptionsMixin, NoisySensorOptionsMixin):
+    """The temperatures of a rigid link on a grid of cells over its bounding box in the link frame, Celsius:
+    `read()` gives `([n_envs,] nx, ny, nz)` (the sensing element's temperatures: the first-order lag of
+    `sensor_time_constant`, then the measurement model), `read_ground_truth()` the cells' temperatures.
+
+    properties_dict: {link index: TemperatureProperties}, the solver's link index (`entity.base_link_idx`,
+        `link.idx`); key -1: every link not listed. A link without properties takes no part in heat exchange.
+        Shared by every TemperatureGrid of the scene (the dicts are merged, later sensors' entries winning); the
+        sensor's own link must have properties (its own key, or -1).
+    ambient_temperature: Celsius (>= -273.15) of the air and the surroundings (convection, radiation); None:
+        another sensor's, or 21. Shared: the last sensor that gives one sets it.
+    convection_coefficient: Newton's h, W/(m^2 K) (>= 0) on the link's surface; None: another sensor's, or 1.
+        Shared: the last sensor that gives one sets it.
+    simulate_all_link_temperatures: True: every other link with properties carries one (lumped) temperature that
+        contacts, convection and radiation change; False: other links stay at their base temperature. Shared: True
+        for one sensor makes it true for all.
+    grid_size: cells along the link's x, y, z (3 ints >= 1).
+    heat_generation: W/m^2 per cell (Genesis World's unit: the power of a cell is this times its x-y face area),
+        one number for every cell or an array shaped grid_size; None: none.
+    sensor_time_constant: the sensing element's first-order time constant, s (>= 0; 0: no lag).
+    contact_depth_weight: a contact's conduction area is at least pi * contact_depth_weight * its depth (>= 0).
+    debug_temperature_range: (low, high) Celsius of Genesis World's debug colouring (accepted, not drawn here).
+    resolution, bias, noise, random_walk: one number (every cell) or one per cell, in the order of
+        `read().reshape(-1)`; Celsius.
+    """
+
+    properties_dict: MappingProxyType = attrs.field(factory=lambda: MappingProxyType({}), converter=_read_only_dict,
+                                                    validator=_properties_dict, eq=False)
+    ambient_temperature: float | None = attrs.field(default=None, converter=attrs.converters.optional(_floats),
+                                                    validator=_optional(_celsius))
+    convection_coefficient: float | None = attrs.field(default=None, converter=attrs.converters.optional(_floats),
+                                                       validator=_optional(v.non_negative))
+    simulate_all_link_temperatures: bool = attrs.field(default=False, validator=v.is_bool)
+    grid_size: tuple = attrs.field(default=(1, 1, 1), converter=_int_tuple, validator=_grid_size)
+    heat_generation: float | tuple | None = attrs.field(default=None, converter=_grid_values,
+                                                        validator=_heat_generation)
+    sensor_time_constant: float = attrs.field(default=0.01, converter=_floats, validator=v.non_negative)
+    contact_depth_weight: float = attrs.field(default=1.0, converter=_floats, validator=v.non_negative)
+    debug_temperature_range: tuple = attrs.field(default=(0.0, 100.0), converter=_floats, validator=_range)
+
+    @property
+    def n_cells(self) -> int:
+        nx, ny, nz = self.grid_size
+        return nx * ny * nz
+
+    def as_dict(self) -> dict:
+        """Plain data (str keys) for the scene signature: properties_dict as {str(link): fields}, heat_generation
+        as a flat list."""
+        d = attrs.asdict(self, recurse=False, filter=lambda a, _x: a.name not in ("properties_dict",
+                                                                                    "heat_generation"),
+                         value_serializer=lambda _i, _a, x: list(x) if isinstance(x, tuple) else x)
+        d["properties_dict"] = {str(k): p.as_dict() for k, p in sorted(self.properties_dict.items())}
+        hg = self.heat_generation
+        d["heat_generation"] = (None if hg is None else hg if isinstance(hg, float)
+                                else np.asarray(hg, dtype=np.float64).reshape(-1).tolist())
+        return d
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.as_dict() == other.as_dict()
+
+    def __hash__(self):
+        return hash(repr(self.as_dict()))

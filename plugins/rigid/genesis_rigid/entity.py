@@ -217,6 +217,14 @@ class RigidGeom(_GeomBase):
         return np.asarray(self.desc.size, dtype=np.float64).copy()
 
     @property
+    def init_verts(self) -> np.ndarray | None:
+        """The collision shape's vertices in the geom frame, m, `(n, 3)`: a mesh geom's convex hull (what the
+        solver collides), a box's 8 corners; None for a plane and for the round primitives (sphere, capsule,
+        cylinder, ellipsoid), which the solver treats as exact shapes (their `size` describes them)."""
+        hull = self.desc.hull()
+        return None if hull is None else np.asarray(hull.vertices, dtype=np.float64).copy()
+
+    @property
     def friction(self) -> float:
         """The geom's friction coefficient (the entity's material's, where it sets one)."""
         mu = self.entity.material.friction
@@ -1354,7 +1362,8 @@ class RigidEntity(gs.Entity):
     def get_contacts(self, with_entity=None, exclude_self_contact=False):
         """The contacts of the last substep that involve this entity (and `with_entity`, if given; with_entity=self:
         its self-contacts only), Genesis World's dict: geom_a, geom_b, link_a, link_b (the solver's indices),
-        position (world), force_a, force_b (N, on geoms a and b), normal (a to b). Batched: each `(n_envs,
+        position (world), force_a, force_b (N, on geoms a and b), normal (a to b), penetration (m, the depth: the
+        overlap plus the pair's margin). Batched: each `(n_envs,
         n_contacts, ...)` with `valid_mask`; unbatched: the valid contacts only, `(n_contacts, ...)`."""
         c = self.solver.contacts()
         mine_a = (c["link_a"] >= self.link_start) & (c["link_a"] < self.link_end)

@@ -40,7 +40,8 @@ def _test_scene(n_envs, requires_grad=False):
     third step in the first environment (a run-time equality in the state). Without requires_grad the box carries
     sensors whose state takes part in the shared properties: a noisy IMU with a delay, jitter and a random walk
     (its noise generator's keys and counters, its history of ground truths, its drift), a clipped and quantised
-    contact-force sensor, and a contact flag on the sphere."""
+    contact-force sensor, a contact flag on the sphere, and a noisy temperature grid on the box (its cells, its
+    sensing elements and every other link's lumped temperature: the pebble lands on it)."""
     from . import assets
 
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad),
@@ -56,6 +57,11 @@ def _test_scene(n_envs, requires_grad=False):
                                         interpolate=True))
         scene.add_sensor(gs.sensors.ContactForce(entity_idx=box.idx, noise=0.1, max_force=20.0, resolution=0.01))
         scene.add_sensor(gs.sensors.Contact(entity_idx=sphere.idx))
+        hot = gs.sensors.TemperatureProperties(base_temperature=80.0)
+        scene.add_sensor(gs.sensors.TemperatureGrid(entity_idx=box.idx, grid_size=(2, 2, 1), noise=0.05,
+                                                    properties_dict={-1: gs.sensors.TemperatureProperties(),
+                                                                     box.base_link_idx: hot},
+                                                    simulate_all_link_temperatures=True))
     scene.build(n_envs=n_envs)
 
     def drive(scene, i_step):

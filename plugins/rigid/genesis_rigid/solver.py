@@ -19,7 +19,7 @@ from .compile import compile_model
 from .entity import RigidEntity
 from .equality import FIELDS as EQUALITY_FIELDS, Equalities
 from .variants import Variants
-from .kernels_collision import CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED, GS_N, \
+from .kernels_collision import CF_DEPTH, CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LINK_A, CI_LINK_B, CI_META, CI_N, CM_SETTLED, GS_N, \
     CM_SWEEPS, HASH_FACTOR, KEY_SPAN
 from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
@@ -602,7 +602,8 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
     def contacts(self) -> dict:
         """The contacts of the last substep, per environment, as [B, C] arrays (C = the pool's size; `valid` marks
         the entries in use): geom_a, geom_b, link_a, link_b (the solver's indices), position [B, C, 3] (world),
-        normal [B, C, 3] (from a to b), force_a, force_b [B, C, 3] (N: the constraint impulses of that substep,
+        normal [B, C, 3] (from a to b), penetration [B, C] (m: the depth, the overlap plus the pair's margin; 0 in
+        unused entries), force_a, force_b [B, C, 3] (N: the constraint impulses of that substep,
         normal and friction, over its dt; b takes +, a the opposite). Also sweeps [B, 2]: the Gauss-Seidel sweeps
         of that substep's constraint solve, velocity pass and position pass (at most RigidOptions.iterations; 0
         where it had no rows or nothing to correct)."""
@@ -620,5 +621,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         force = torch.where(valid[..., None], force, zero)
         return dict(geom_a=geom_a, geom_b=geom_b,
                     link_a=con_i[:, CI_LINK_A, :C].long(), link_b=con_i[:, CI_LINK_B, :C].long(),
-                    position=con_f[:, :, CF_POS:CF_POS + 3].clone(), normal=normal.clone(), force_a=-force,
+                    position=con_f[:, :, CF_POS:CF_POS + 3].clone(), normal=normal.clone(),
+                    penetration=torch.where(valid, con_f[:, :, CF_DEPTH], torch.zeros_like(con_f[:, :, CF_DEPTH])),
+                    force_a=-force,
                     force_b=force, valid=valid, sweeps=con_i[:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].long())
