@@ -811,6 +811,41 @@ def check_tactile_elastomer_franka(rec):
     return ok, f"{scene.t} step; pads read {shapes}"
 
 
+
+def check_temperature_grid(rec):
+    """The 22 C platform's grid (10 x 10 cells of 15 cm) after the step, with the hot pusher (200 C) on its centre
+    and the cold objects (-40 C, the script's default properties) touching it: no cell leaves [-40, 200] C (heat
+    flows from hot to cold: the maximum principle); the hottest cell is under the pusher and above 22 C, the coldest
+    under a cold object and below 22 C; the sensing element's reading lags between 22 C and each cell's
+    temperature."""
+    scene = only_scene(rec)
+    (sensor,) = _sensors_of(scene, "TemperatureGridSensor")
+    truth, read = np_(sensor.read_ground_truth()), np_(sensor.read())
+    platform = scene.entities[sensor.options.entity_idx]
+    c0 = np_(platform.get_pos()).reshape(-1)[:2]
+    half = np.asarray(platform.morph.size[:2], dtype=np.float64) / 2
+    cell = 2 * half / 10
+    centres = c0 - half + cell * (np.stack(np.meshgrid(np.arange(10), np.arange(10), indexing="ij"), -1) + 0.5)
+
+    def cell_xy(idx):
+        return centres[np.unravel_index(idx, (10, 10))]
+
+    grid = truth.reshape(-1)
+    hot, cold = int(grid.argmax()), int(grid.argmin())
+    pusher = [e for e in by_morph(scene, "Cylinder") if abs(float(e.morph.radius) - 0.1) < 1e-9][0]
+    reach = 0.1 + float(np.linalg.norm(cell)) / 2
+    hot_under = np.linalg.norm(cell_xy(hot) - np_(pusher.get_pos()).reshape(-1)[:2]) < reach
+    others = [e for e in scene.entities if e.idx not in (pusher.idx, platform.idx)
+              and type(e.morph).__name__ != "Plane" and not getattr(e.morph, "fixed", False)]
+    cold_d = min(float(np.linalg.norm(cell_xy(cold) - np_(e.get_pos()).reshape(-1)[:2])) for e in others)
+    lag = bool(((read >= np.minimum(truth, 22.0) - 1e-4) & (read <= np.maximum(truth, 22.0) + 1e-4)).all())
+    ok = (truth.shape == (10, 10, 1) and grid.min() >= -40.0 - 1e-4 and grid.max() <= 200.0 + 1e-4 and hot_under
+          and grid[hot] > 22.0 and cold_d < 0.15 + float(np.linalg.norm(cell)) / 2 and grid[cold] < 22.0 and lag)
+    return ok, (f"{scene.t} step; cells {grid.min():.2f} to {grid.max():.2f} C (bounds -40, 200); hottest under the "
+                f"pusher: {bool(hot_under)}; coldest {cold_d:.3f} m from a cold object's centre; reading "
+                f"{read.min():.2f} to {read.max():.2f} C, lagging: {lag}")
+
+
 TARGETS = [
     Target("tutorials/hello_genesis", check_hello_genesis,
            what="the base of the fixed Franka stays put, its uncontrolled arm sags under gravity (the hand drops "
@@ -912,6 +947,9 @@ TARGETS = [
     Target("sensors/tactile_elastomer_franka", check_tactile_elastomer_franka, keep_viewer=True,
            what="the two finger pads read 8 x 8 displacement fields (an interactive teleop script: it needs the "
                 "viewer)"),
+    Target("sensors/temperature_grid", check_temperature_grid,
+           what="no cell of the 22 C platform leaves [-40, 200] C (the bodies' temperatures); the hottest is under "
+                "the 200 C pusher, the coldest under a -40 C object; the reading lags between 22 C and the cells"),
     Target("locomotion/go2_env", check_go2_env, driver=drive_go2_env, extra_files=("go2_train.py",),
            what="Go2Env (4 environments, go2_train's configuration) resets and steps 100 times with zero actions; "
                 "every go2 stands (base 0.2-0.45 m, upright), none terminated"),
