@@ -5,6 +5,9 @@ base.register (see docs/sensors.md)."""
 from .base import Sensor, register
 from .kinematic import ContactForceSensor, ContactSensor, IMUData, IMUSensor
 from .manager import SensorManager
+from .raycast_options import (DepthCamera, DepthCameraPattern, GridPattern, Lidar, RaycastPattern, Raycaster,
+                              SphericalPattern)
+from .raycaster import DepthCameraSensor, RaycasterData, RaycasterSensor
 from .options import (
     IMU,
     Contact,
@@ -18,4 +21,6 @@ from ..bases import Options
 __all__ = [
     "IMU", "Contact", "ContactForce", "ContactForceSensor", "ContactSensor", "IMUData", "IMUSensor",
     "NoisySensorOptionsMixin", "Options", "RigidSensorOptionsMixin", "Sensor", "SensorManager", "SensorOptions",
+    "DepthCamera", "DepthCameraPattern", "DepthCameraSensor", "GridPattern", "Lidar", "RaycastPattern", "Raycaster",
+    "RaycasterData", "RaycasterSensor", "SphericalPattern",
 ]
