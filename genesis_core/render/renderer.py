@@ -201,8 +201,12 @@ def bvh_topology(centres: np.ndarray) -> np.ndarray:
 class BVHRefit:
     """The refit of a BVH's boxes over its leaves (node_i from bvh_topology): `refit(leaf_lo, leaf_hi)` gives each
     node's box [B, n_nodes, 6] from its leaves' boxes (leaf_lo, leaf_hi [B, M, 3], indexed by the leaves'
-    primitive slot), children before parents (reverse depth-first order, one level at a time). The index tensors
-    are made once, on the device."""
+    primitive slot). Up to FLAT_MAX leaves, every node at once: a min / max scattered from each leaf into every
+    node above it (4 operations, whatever the depth; the pairs number M times the depth); above, children before
+    parents, one level at a time (4 operations a level, memory O(B M)). The index tensors are made once, on the
+    device. Exact (a min and a max round nothing), so both give the same boxes."""
+
+    FLAT_MAX = 256
 
     def __init__(self, node_i: np.ndarray, dev):
         n = len(node_i)
@@ -210,6 +214,14 @@ class BVHRefit:
         leaves = np.nonzero(node_i[:, 0] >= 0)[0]
         self._leaves = torch.as_tensor(leaves.astype(np.int64), device=dev)
         self._slot = torch.as_tensor(node_i[leaves, 0].astype(np.int64), device=dev)
+        self._flat = len(leaves) <= self.FLAT_MAX
+        if self._flat:
+            # every (node, leaf slot) with the leaf in the node's subtree: nodes [k, skip) in depth-first order
+            pairs = [(k, int(node_i[j, 0])) for k in range(n) for j in range(k, int(node_i[k, 1])) if node_i[j, 0] >= 0]
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+            self._pair_node = torch.as_tensor(pairs[:, 0], device=dev)
+            self._pair_slot = torch.as_tensor(pairs[:, 1], device=dev)
+            return
         depth = np.zeros(n, dtype=np.int64)
         for k in range(n):  # parents come first in depth-first order
             for c in node_i[k, 2:]:
@@ -224,6 +236,14 @@ class BVHRefit:
 
     def refit(self, leaf_lo: torch.Tensor, leaf_hi: torch.Tensor) -> torch.Tensor:
         B = leaf_lo.shape[0]
+        if self._flat:
+            index = self._pair_node[None, :, None].expand(B, -1, 3)
+            shape = (B, self.n, 3)
+            lo = leaf_lo.new_empty(shape).scatter_reduce_(1, index, leaf_lo[:, self._pair_slot], "amin",
+                                                          include_self=False)
+            hi = leaf_hi.new_empty(shape).scatter_reduce_(1, index, leaf_hi[:, self._pair_slot], "amax",
+                                                          include_self=False)
+            return torch.cat([lo, hi], dim=-1)
         lo = torch.empty((B, self.n, 3), dtype=leaf_lo.dtype, device=leaf_lo.device)
         hi = torch.empty_like(lo)
         lo[:, self._leaves] = leaf_lo[:, self._slot]
