@@ -30,17 +30,19 @@ LIDAR_AHEAD = 0.1  # the lidar sits this far ahead (+x) of its carrier
 WALL_X = 1.1  # the wall's face (x), so that the lidar faces it at 1.0 m
 NO_HIT_FAR, NO_HIT_NEAR = -1.0, -2.0
 SCAN = dict(resolution=0.1, size=(0.6, 0.6))  # 7 x 7 rays, x and y in -0.3 .. 0.3
+MESH_AT, MESH_SIZE = (4.0, 0.0), (0.5, 0.5, 0.4)  # a box given as a triangle mesh, on the plane: top at 0.4
 
 
-def _scene():
+def _scene(mesh_file):
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01, gravity=(0.0, 0.0, 0.0)))
     scene.add_entity(gs.morphs.Plane())
     scene.add_entity(gs.morphs.Box(pos=(*BOX_AT, BOX_SIZE[2] / 2), size=BOX_SIZE, fixed=True))
+    scene.add_entity(gs.morphs.Mesh(file=mesh_file, pos=(*MESH_AT, MESH_SIZE[2] / 2), fixed=True))
     scene.add_entity(gs.morphs.Sphere(pos=(*SPHERE_AT, RADIUS), radius=RADIUS, fixed=True))
     scene.add_entity(gs.morphs.Box(pos=(WALL_X + 0.05, LIDAR_AT[1], LIDAR_AT[2]), size=(0.1, 6.0, 4.0), fixed=True))
     carrier = {name: scene.add_entity(gs.morphs.Box(pos=pos, size=(CARRIER,) * 3)) for name, pos in (
         ("plane", (*PLANE_AT, HEIGHT)), ("box", (*BOX_AT, HEIGHT)), ("sphere", (*SPHERE_AT, HEIGHT)),
-        ("lidar", LIDAR_AT))}
+        ("lidar", LIDAR_AT), ("mesh", (*MESH_AT, HEIGHT)))}
     down = dict(pos_offset=(0.0, 0.0, -BELOW))
     grid = gs.sensors.GridPattern(**SCAN)
     one_ray = gs.sensors.GridPattern(size=(0.0, 0.0))
@@ -57,6 +59,7 @@ def _scene():
                                                    no_hit_value=NO_HIT_NEAR, **down)),
         sphere=scene.add_sensor(gs.sensors.Raycaster(pattern=grid, entity_idx=carrier["sphere"].idx,
                                                      return_world_frame=True, **down)),
+        mesh=scene.add_sensor(gs.sensors.Raycaster(pattern=grid, entity_idx=carrier["mesh"].idx, **down)),
         lidar=scene.add_sensor(gs.sensors.Lidar(
             pattern=gs.sensors.SphericalPattern(fov=(60.0, 30.0), n_points=(7, 5)), entity_idx=carrier["lidar"].idx,
             pos_offset=(LIDAR_AHEAD, 0.0, 0.0))),
@@ -79,8 +82,12 @@ def _scene():
 
 
 @pytest.fixture(scope="module")
-def world():
-    return _scene()
+def world(tmp_path_factory):
+    import trimesh
+
+    path = str(tmp_path_factory.mktemp("raycaster") / "box.obj")
+    trimesh.creation.box(extents=MESH_SIZE).export(path)
+    return _scene(path)
 
 
 def place(scene, carrier, moved=None):
@@ -138,6 +145,16 @@ def test_height_scan_over_a_box_reads_its_top_and_the_plane_around_it(world):
     _close(data.points, np.stack([0 * x, 0 * y, top - start], axis=-1))
     world_points = s["box_world"].read().points
     _close(world_points, np.stack([x + BOX_AT[0], y + BOX_AT[1], top], axis=-1))
+
+
+def test_height_scan_over_a_triangle_mesh_reads_its_top(world):
+    """A box given as a Mesh morph (an OBJ file's 12 triangles, traced as triangles through their BVH): the rays
+    over it (|x|, |y| <= 0.2) stop at its top, 0.4, the others at the plane."""
+    scene, carrier, s = world
+    place(scene, carrier)
+    x, y = grid_xy()
+    on_top = (np.abs(x) < MESH_SIZE[0] / 2) & (np.abs(y) < MESH_SIZE[1] / 2)
+    _close(s["mesh"].read().distances, HEIGHT - BELOW - np.where(on_top, MESH_SIZE[2], 0.0))
 
 
 def test_height_scan_over_a_sphere_reads_its_surface(world):
@@ -335,6 +352,25 @@ def test_reset_restores_readings_in_the_reset_envs_and_leaves_the_others(world):
     assert torch.equal(_readings(scene)[1], after_snap[1])
     scene.reset(snap)
     place(scene, carrier)
+
+
+def test_checkpoint_resumes_the_readings_exactly(world, tmp_path):
+    """save, 3 steps (readings A, the noisy sensor's draws among them), load, 3 steps: A again, bit for bit; the
+    sensors' options (pattern included) are part of the checkpoint's signature."""
+    scene, carrier, s = world
+    place(scene, carrier)
+    path = tmp_path / "raycaster.ckpt"
+    scene.save_checkpoint(path)
+    want = []
+    for _ in range(3):
+        scene.step()
+        want.append(_readings(scene))
+    scene.load_checkpoint(path)
+    for w in want:
+        scene.step()
+        assert torch.equal(_readings(scene), w)
+    options = [x.options.as_dict() for x in scene.sensors]
+    assert options[1]["pattern"] == {"resolution": 0.1, "size": [0.6, 0.6], "direction": [0.0, 0.0, -1.0]}
 
 
 # -- shapes and refusals -----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..errors import OptionError
+from ..errors import OptionError, SceneError
 from ..launch import Launcher, torch_one_thread
 from ..rotations import quat_to_mat, rpy_to_quat
 from .base import Sensor, check_rigid_link, gather_links, link_groups, register
@@ -89,7 +89,7 @@ class RaycasterSensor(Sensor):
         from ..render.renderer import TraceScene
 
         dev, fl = manager.device, manager.float_dtype
-        starts, dirs, owner, lo, hi, miss, world = [], [], [], [], [], [], []
+        starts, dirs, owner, lo, hi, miss = [], [], [], [], [], []
         for k, s in enumerate(sensors):
             o = s.options
             start, direction = (x.reshape(-1, 3) for x in o.pattern._rays())
@@ -101,12 +101,12 @@ class RaycasterSensor(Sensor):
             lo.append(np.full(n, o.min_range))
             hi.append(np.full(n, o.max_range))
             miss.append(np.full(n, o.no_hit_value))
-            world.append(np.full(n, o.return_world_frame))
         start, direction = np.concatenate(starts), np.concatenate(dirs)
         n_rays = len(start)
-        if n_rays >= 2 ** 31 // 6:
-            raise OptionError(f"add_sensor: the ray-cast sensors have {n_rays} rays in all, beyond what one cast's "
-                              "32-bit indices address; use fewer rays.")
+        if manager.batch * n_rays * 4 >= 2 ** 31 or n_rays * 6 >= 2 ** 31:
+            raise OptionError(f"the ray-cast sensors have {n_rays} rays in all, {manager.batch * n_rays} in "
+                              f"{manager.batch} environments: beyond what one cast's 32-bit indices address (2^31 "
+                              "values per array, 4 a ray); use fewer rays or environments.")
         # the channels of sensor after sensor: its points (x y z per ray), then its distances, as columns of the
         # [B, 3 R + R] tensor [points of every ray, distances of every ray]
         cols, first = [], 0
@@ -155,6 +155,10 @@ class RaycasterSensor(Sensor):
             pose = cls._link_poses(manager, ctx)  # [B, S, 12]
             views = solver_render_views(manager.scene)
             prims, parts, _, n_parts = ctx["geometry"].pack(views, B, dev)
+            for name, x in (*prims.items(), *parts.items()):  # (sizes only: nothing is read)
+                if torch.is_tensor(x) and x.numel() >= 2 ** 31:
+                    raise SceneError(f"ray-cast sensors: the scene's {name} would hold {x.numel()} values, beyond "
+                                     "the 2^31 - 1 that one cast addresses; use fewer environments.")
             ctx["pose"].copy_(pose)
             hit = ctx["hit"]
             # (the pack's arrays are the same tensors from step to step: the launch is prepared once)
