@@ -43,6 +43,19 @@ def test_benchmark_runs_at_a_tiny_size(script, args, expect, tmp_path):
         assert rows and all(r["ours"] > 0 and r["anchor"] is None for r in rows), rows
 
 
+def test_raycaster_benchmark_runs_at_a_tiny_size():
+    """benchmarks/raycaster.py (Genesis World's go2 with a height scan) unbatched, 2 steps, where the go2 is found
+    (Genesis World's assets on $GENESIS_CORE_ASSETS, or an installed Genesis World)."""
+    from genesis_core.morphs import find_file
+
+    if find_file("urdf/go2/urdf/go2.urdf")[0] is None:
+        pytest.skip("Genesis World's urdf/go2/urdf/go2.urdf is not found (put its assets on GENESIS_CORE_ASSETS)")
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "raycaster.py"), "--steps", "2", "--envs",
+                          "0"], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "height scan (187 rays)" in run.stdout, run.stdout[-2000:]
+
+
 def _benchmark_module(name):
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:

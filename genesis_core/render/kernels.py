@@ -1,7 +1,8 @@
-"""The ray caster: one Taichi kernel, one thread per (environment, pixel).
+"""The ray caster: one Taichi kernel for the cameras, one thread per (environment, pixel), and one for the ray-cast
+sensors (`cast_rays`), one thread per (environment, ray), both through `_trace`.
 
-Every argument is an ndarray of a fixed dtype and dimensionality, so the kernel compiles once per process
-whatever the scene, the resolution or the batch. The caller (`genesis_core.render.renderer`) validates every
+Every argument is an ndarray of a fixed dtype and dimensionality, so each kernel compiles once per process
+whatever the scene, the resolution or the batch. The callers (`genesis_core.render.renderer`, `genesis_core.sensors.raycaster`) validate every
 shape and index before a launch: on the CPU nothing is bounds-checked, and an index out of an array crashes the
 process.
 
@@ -538,3 +539,47 @@ def render(cam_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_i: ti.types.ndarr
             for k in ti.static(range(3)):
                 out_rgb[b, i, j, k] = ti.cast(ti.min(ti.max(albedo[k] * shade * 255.0 + 0.5, 0.0), 255.0), ti.u8)
                 out_normal[b, i, j, k] = n[k] * 0.5 + 0.5
+
+
+@ti.kernel
+def cast_rays(sensor_pose: ti.types.ndarray(dtype=ti.f32, ndim=3), ray_local: ti.types.ndarray(dtype=ti.f32, ndim=2),
+              ray_sensor: ti.types.ndarray(dtype=ti.i32, ndim=1), prim_i: ti.types.ndarray(dtype=ti.i32, ndim=2),
+              prim_f: ti.types.ndarray(dtype=ti.f32, ndim=2), prim_pose: ti.types.ndarray(dtype=ti.f32, ndim=3),
+              hull_planes: ti.types.ndarray(dtype=ti.f32, ndim=2), part_f: ti.types.ndarray(dtype=ti.f32, ndim=3),
+              grid_f: ti.types.ndarray(dtype=ti.f32, ndim=2), grid_i: ti.types.ndarray(dtype=ti.i32, ndim=2),
+              cell_start: ti.types.ndarray(dtype=ti.i32, ndim=1), cell_items: ti.types.ndarray(dtype=ti.i32, ndim=1),
+              loose: ti.types.ndarray(dtype=ti.i32, ndim=1), node_box: ti.types.ndarray(dtype=ti.f32, ndim=3),
+              node_i: ti.types.ndarray(dtype=ti.i32, ndim=2), mesh_i: ti.types.ndarray(dtype=ti.i32, ndim=2),
+              bnode_i: ti.types.ndarray(dtype=ti.i32, ndim=2), bnode_box: ti.types.ndarray(dtype=ti.f32, ndim=2),
+              tri_v: ti.types.ndarray(dtype=ti.f32, ndim=2), n_loose: ti.i32, n_nodes: ti.i32, n_parts: ti.i32,
+              out_t: ti.types.ndarray(dtype=ti.f32, ndim=2)):
+    """The ray-cast sensors' rays (genesis_core.sensors.raycaster), one thread per (environment, ray): ray r starts
+    at p + R s and runs along R d / |R d|, where (p, R) is the pose of its sensor's link in the environment
+    (sensor_pose f32 [B, S, 12]: position (3), rotation matrix (9, row-major; link to world)) and (s, d) its start
+    and direction in the link frame (ray_local f32 [R, 6]); ray_sensor i32 [R]: the sensor (its pose's row) of each
+    ray. out_t f32 [B, R]: the distance along the ray to the nearest hit of _trace (everything a camera draws), inf
+    where nothing is hit or the ray is not finite."""
+    B = out_t.shape[0]
+    R = out_t.shape[1]
+    for b, r in ti.ndrange(B, R):
+        s = ray_sensor[r]
+        p = ti.Vector([sensor_pose[b, s, 0], sensor_pose[b, s, 1], sensor_pose[b, s, 2]])
+        rot = ti.Matrix([[sensor_pose[b, s, 3], sensor_pose[b, s, 4], sensor_pose[b, s, 5]],
+                         [sensor_pose[b, s, 6], sensor_pose[b, s, 7], sensor_pose[b, s, 8]],
+                         [sensor_pose[b, s, 9], sensor_pose[b, s, 10], sensor_pose[b, s, 11]]])
+        o = p + rot @ ti.Vector([ray_local[r, 0], ray_local[r, 1], ray_local[r, 2]])
+        d = rot @ ti.Vector([ray_local[r, 3], ray_local[r, 4], ray_local[r, 5]])
+        length = d.norm()
+        t_hit = ti.math.inf
+        # a ray that is not finite (a link pose gone non-finite) is not traced: NaN and inf fail every bound
+        finite = 1
+        for k in ti.static(range(3)):
+            if not (ti.abs(o[k]) < INF and ti.abs(d[k]) < INF):
+                finite = 0
+        if finite == 1 and length > 1e-12:
+            t, n, kind, idx = _trace(b, o, d / length, prim_i, prim_f, prim_pose, hull_planes, mesh_i, bnode_i,
+                                     bnode_box, tri_v, loose, n_loose, node_box, node_i, n_nodes, n_parts, part_f,
+                                     grid_f, grid_i, cell_start, cell_items)
+            if kind != 0:
+                t_hit = t
+        out_t[b, r] = ti.cast(t_hit, ti.f32)

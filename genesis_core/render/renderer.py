@@ -105,7 +105,11 @@ def particle_grid(part_f: torch.Tensor | None, B: int, dev) -> dict:
     """Each environment's uniform grid over its drawn particles (part_f [B, N, 4]: position, radius; radius <= 0:
     not drawn), in the kernel's layout (kernels.py): cells at least a particle's diameter wide (so a sphere
     overlaps at most 2 cells per axis) and about one cell per particle, at most GRID_MAX_CELLS per axis. Each
-    particle is listed in every cell its bounding box overlaps, in increasing index order within a cell."""
+    particle is listed in every cell its bounding box overlaps, in increasing index order within a cell.
+
+    Every array's size is fixed by B and N alone (each environment owns max(N, 1) cells, of which its grid uses
+    dims_x dims_y dims_z <= max(N, 1)), so that nothing is read back from the device to size them: a grid is built
+    without a host synchronisation."""
     empty = dict(grid_f=torch.zeros((B, 6), dtype=F32, device=dev), grid_i=torch.zeros((B, 4), dtype=torch.int32,
                                                                                          device=dev),
                  cell_start=torch.zeros(2, dtype=torch.int32, device=dev),
@@ -113,6 +117,7 @@ def particle_grid(part_f: torch.Tensor | None, B: int, dev) -> dict:
     if part_f is None:
         return empty
     N = part_f.shape[1]
+    per_env = max(N, 1)  # cells each environment owns
     pos, r = part_f[..., :3].double(), part_f[..., 3].double()
     drawn = r > 0
     n_drawn = drawn.sum(dim=1)  # [B]
@@ -127,32 +132,38 @@ def particle_grid(part_f: torch.Tensor | None, B: int, dev) -> dict:
     volume = extent.prod(dim=1)
     target = torch.maximum(2.0 * r_max, (volume / n_drawn.clamp_min(1)).pow(1.0 / 3.0))  # cell edge, m
     dims = torch.floor(extent / target[:, None]).clamp(1, GRID_MAX_CELLS).long()
+    # at most per_env cells (the rule above keeps under it but where an axis was raised to 1 cell): every axis
+    # shrunk by the same factor, then capped axis by axis
+    over = (dims.prod(dim=1).double() / per_env).clamp_min(1.0).pow(1.0 / 3.0)
+    dims = torch.floor(dims / over[:, None]).clamp_min(1).long()
+    nx = dims[:, 0].clamp_max(per_env)
+    ny = torch.minimum(dims[:, 1], per_env // nx)
+    nz = torch.minimum(dims[:, 2], per_env // (nx * ny))
+    dims = torch.stack([nx, ny, nz], dim=1)
     cell = extent / dims * (1.0 + 1e-6)  # a hair wider: the farthest particle's box stays inside the last cell
     dims = torch.where(some[:, None], dims, torch.zeros_like(dims))
-    n_cells = dims.prod(dim=1)
-    first = torch.cumsum(n_cells, 0) - n_cells
-    total = int(n_cells.sum())
-    # every (particle, overlapped cell): the cells of its box's corners (two per axis at most)
+    total = B * per_env
+    first = torch.arange(B, device=pos.device) * per_env
+    # every (particle, overlapped cell): the cells of its box's corners (two per axis at most); the others are
+    # keyed `total`, past every cell
     c_lo = torch.floor((pos - r[..., None] - lo[:, None]) / cell[:, None]).long()
     c_hi = torch.floor((pos + r[..., None] - lo[:, None]) / cell[:, None]).long()
     dmax = (dims - 1).clamp_min(0)[:, None]
     c_lo = torch.minimum(torch.maximum(c_lo, torch.zeros_like(c_lo)), dmax)
     c_hi = torch.minimum(torch.maximum(c_hi, torch.zeros_like(c_hi)), dmax)
-    keys, items = [], []
-    idx = torch.arange(N, device=pos.device).expand(B, N)
+    keys = []
     for dx in (0, 1):
         for dy in (0, 1):
             for dz in (0, 1):
                 c = c_lo + torch.tensor([dx, dy, dz], device=pos.device)
                 ok = drawn & (c <= c_hi).all(dim=-1)
                 key = first[:, None] + (c[..., 0] * dims[:, None, 1] + c[..., 1]) * dims[:, None, 2] + c[..., 2]
-                keys.append(key[ok])
-                items.append(idx[ok])
-    keys, items = torch.cat(keys), torch.cat(items)
+                keys.append(torch.where(ok, key, torch.full_like(key, total)).reshape(-1))
+    keys = torch.cat(keys)
+    items = torch.arange(N, device=pos.device).repeat(8 * B)
     order = torch.argsort(keys * N + items)  # by cell, then by particle index
     keys, items = keys[order], items[order]
     cell_start = torch.searchsorted(keys, torch.arange(total + 1, device=pos.device))
-    assert keys.numel() == 0 or (keys.min() >= 0 and keys.max() < total)
     grid_i = torch.cat([dims, first[:, None]], dim=1)
     return dict(grid_f=torch.cat([lo, cell], dim=1).to(dev, F32).contiguous(),
                 grid_i=grid_i.to(dev, torch.int32).contiguous(),
@@ -187,30 +198,60 @@ def bvh_topology(centres: np.ndarray) -> np.ndarray:
     return np.asarray(rows, dtype=np.int32).reshape(-1, 4)
 
 
-def bvh_boxes(node_i: np.ndarray, leaf_lo: torch.Tensor, leaf_hi: torch.Tensor) -> torch.Tensor:
-    """Refit: each node's box [B, n_nodes, 6] from its leaves' boxes (leaf_lo, leaf_hi [B, M, 3], indexed by the
-    leaves' primitive slot), children before parents (reverse depth-first order, one level at a time)."""
-    n = len(node_i)
-    B = leaf_lo.shape[0]
-    lo = torch.empty((B, n, 3), dtype=leaf_lo.dtype, device=leaf_lo.device)
-    hi = torch.empty_like(lo)
-    leaves = np.nonzero(node_i[:, 0] >= 0)[0]
-    slot = torch.as_tensor(node_i[leaves, 0].astype(np.int64), device=lo.device)
-    lo[:, leaves] = leaf_lo[:, slot]
-    hi[:, leaves] = leaf_hi[:, slot]
-    depth = np.zeros(n, dtype=np.int64)
-    for k in range(n):  # parents come first in depth-first order
-        for c in node_i[k, 2:]:
-            if c >= 0:
-                depth[c] = depth[k] + 1
-    for level in range(int(depth.max()) if n else 0, -1, -1):
-        inner = np.nonzero((depth == level) & (node_i[:, 0] < 0))[0]
-        if len(inner):
-            left = torch.as_tensor(node_i[inner, 2].astype(np.int64), device=lo.device)
-            right = torch.as_tensor(node_i[inner, 3].astype(np.int64), device=lo.device)
+class BVHRefit:
+    """The refit of a BVH's boxes over its leaves (node_i from bvh_topology): `refit(leaf_lo, leaf_hi)` gives each
+    node's box [B, n_nodes, 6] from its leaves' boxes (leaf_lo, leaf_hi [B, M, 3], indexed by the leaves'
+    primitive slot). Up to FLAT_MAX leaves, every node at once: a min / max scattered from each leaf into every
+    node above it (4 operations, whatever the depth; the pairs number M times the depth); above, children before
+    parents, one level at a time (4 operations a level, memory O(B M)). The index tensors are made once, on the
+    device. Exact (a min and a max round nothing), so both give the same boxes."""
+
+    FLAT_MAX = 256
+
+    def __init__(self, node_i: np.ndarray, dev):
+        n = len(node_i)
+        self.n = n
+        leaves = np.nonzero(node_i[:, 0] >= 0)[0]
+        self._leaves = torch.as_tensor(leaves.astype(np.int64), device=dev)
+        self._slot = torch.as_tensor(node_i[leaves, 0].astype(np.int64), device=dev)
+        self._flat = len(leaves) <= self.FLAT_MAX
+        if self._flat:
+            # every (node, leaf slot) with the leaf in the node's subtree: nodes [k, skip) in depth-first order
+            pairs = [(k, int(node_i[j, 0])) for k in range(n) for j in range(k, int(node_i[k, 1])) if node_i[j, 0] >= 0]
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+            self._pair_node = torch.as_tensor(pairs[:, 0], device=dev)
+            self._pair_slot = torch.as_tensor(pairs[:, 1], device=dev)
+            return
+        depth = np.zeros(n, dtype=np.int64)
+        for k in range(n):  # parents come first in depth-first order
+            for c in node_i[k, 2:]:
+                if c >= 0:
+                    depth[c] = depth[k] + 1
+        self._levels = []
+        for level in range(int(depth.max()) if n else 0, -1, -1):
+            inner = np.nonzero((depth == level) & (node_i[:, 0] < 0))[0]
+            if len(inner):
+                self._levels.append(tuple(torch.as_tensor(x.astype(np.int64), device=dev)
+                                          for x in (inner, node_i[inner, 2], node_i[inner, 3])))
+
+    def refit(self, leaf_lo: torch.Tensor, leaf_hi: torch.Tensor) -> torch.Tensor:
+        B = leaf_lo.shape[0]
+        if self._flat:
+            index = self._pair_node[None, :, None].expand(B, -1, 3)
+            shape = (B, self.n, 3)
+            lo = leaf_lo.new_empty(shape).scatter_reduce_(1, index, leaf_lo[:, self._pair_slot], "amin",
+                                                          include_self=False)
+            hi = leaf_hi.new_empty(shape).scatter_reduce_(1, index, leaf_hi[:, self._pair_slot], "amax",
+                                                          include_self=False)
+            return torch.cat([lo, hi], dim=-1)
+        lo = torch.empty((B, self.n, 3), dtype=leaf_lo.dtype, device=leaf_lo.device)
+        hi = torch.empty_like(lo)
+        lo[:, self._leaves] = leaf_lo[:, self._slot]
+        hi[:, self._leaves] = leaf_hi[:, self._slot]
+        for inner, left, right in self._levels:
             lo[:, inner] = torch.minimum(lo[:, left], lo[:, right])
             hi[:, inner] = torch.maximum(hi[:, left], hi[:, right])
-    return torch.cat([lo, hi], dim=-1)
+        return torch.cat([lo, hi], dim=-1)
 
 
 class MeshBVH:
@@ -432,24 +473,124 @@ def _mesh_arrays(meshes: list[dict], B: int, dev) -> dict:
                 tri_v=torch.cat(tris).to(dev, F32).contiguous())
 
 
-class Renderer:
-    """Draws a built scene: `render(cam_f, res)` gives (rgb, depth, seg, normal) for every environment."""
+# the fields of a RenderView whose first axis is the environment's
+PER_ENV_FIELDS = ("geom_pos", "geom_quat", "particle_pos", "particle_active", "mesh_pos", "mesh_quat")
+
+
+def _layout_key(views: list[RenderView]) -> tuple:
+    """The views' layout: per view, the fields it gives, their shapes (the environment axis left out) and dtypes;
+    read on the host, no value."""
+    key = []
+    for v in views:
+        row = []
+        for field in attrs.fields(RenderView):
+            x = getattr(v, field.name)
+            if x is None:
+                continue
+            shape = tuple(x.shape)
+            if field.name in PER_ENV_FIELDS or (field.name == "mesh_verts" and x.dim() == 3):
+                shape = ("B",) + shape[1:]
+            row.append((field.name, shape, x.dtype))
+        key.append(tuple(row))
+    return tuple(key)
+
+
+def _static_tensors(views: list[RenderView]) -> list[torch.Tensor]:
+    """The tensors of the views' fields that the model is packed from (every field but the per-environment ones)."""
+    out = []
+    for v in views:
+        for field in attrs.fields(RenderView):
+            x = getattr(v, field.name)
+            if x is not None and field.name not in PER_ENV_FIELDS and not (field.name == "mesh_verts" and x.dim() == 3):
+                out.append(x)
+    return out
+
+
+def _identity(x: torch.Tensor) -> tuple:
+    """What tells a tensor's content unchanged without reading it, while the tensor is held: its storage, view and
+    version counter (which every in-place write increments)."""
+    return (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, str(x.device), x._version)
+
+
+def _pose_rows(pos: torch.Tensor, quat: torch.Tensor) -> torch.Tensor:
+    """prim_pose rows [..., 13] (kernels.py) of poses pos [..., 3], quat [..., 4] (w first, any norm), in their
+    dtype: a pose that is not finite (or a zero quaternion) is not drawn (its last entry 0)."""
+    shown = torch.isfinite(pos).all(-1) & torch.isfinite(quat).all(-1) & (quat.norm(dim=-1) > 0)
+    pos = torch.where(shown[..., None], pos, torch.zeros_like(pos))
+    quat = torch.where(shown[..., None], quat, torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=quat.dtype,
+                                                            device=quat.device))
+    rot = quat_to_mat(torch.nn.functional.normalize(quat, dim=-1)).reshape(*pos.shape[:-1], 9)
+    return torch.cat([pos, rot, shown[..., None].to(pos.dtype)], dim=-1)
+
+
+def _keep(buffers: dict, name: str, x: torch.Tensor) -> torch.Tensor:
+    """x written into buffers[name] (made at its first use, and again when x's shape or dtype changes): the arrays
+    a pack hands over are the same tensors from pack to pack, so that a launch can be prepared once for them
+    (genesis_core.launch.Launcher)."""
+    b = buffers.get(name)
+    if b is None or b.shape != x.shape or b.dtype != x.dtype or b.device != x.device:
+        b = buffers[name] = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    b.copy_(x)
+    return b
+
+
+class TraceScene:
+    """The arrays `kernels._trace` reads (kernels.py's layouts) for a built scene, packed from its solvers' render
+    views: what the cameras draw and the ray-cast sensors (genesis_core.sensors.raycaster) see.
+
+    The model part (the primitives' kinds, sizes, bounding radii, colours and segmentation indices, the hull
+    planes, the fixed meshes' triangles and BVHs, the primitives' BVH topology, the particles' indices and colours)
+    is packed at the first `pack` and again only when the views' layout (the fields given, their shapes and dtypes)
+    changes: the views' static fields are read then, and taken as unchanged while the layout is. Every `pack`
+    computes the rest on the views' device without reading a value back to the host: the poses (a non-finite one
+    hides its primitive in that environment), the primitives' BVH boxes refitted over them, the particles and their
+    grid. A deforming mesh (per-environment vertices) is packed again at every `pack`, on the host. The arrays of a
+    pack that change are written into the same tensors at every pack (for a number of environments)."""
 
     def __init__(self, scene):
         self.scene = scene
-        self._bvh = None  # (bounded primitives, node_i): the topology, built at the first render and refitted after
+        self._model = None
+        self._model_key = None
+        self._static = []  # (tensor, its identity, its bytes' digest on the host) of the static fields packed
         self._mesh_views = {}  # a render view's fixed meshes, packed, by the identity of its tensors
 
-    def _pack(self, views: list[RenderView], B: int, dev):
-        scene = self.scene
+    def pack(self, views: list[RenderView], B: int, dev) -> tuple[dict, dict, int, int]:
+        """(prims, parts, n_prims, n_parts): the primitives' and the particles' arrays for B environments."""
         for v in views:
             _check_view(v, B)
+        key = (_layout_key(views), str(dev))
+        static = _static_tensors(views)
+        if self._model is None or self._model_key != key or not self._unchanged(static):
+            self._model = self._build_model(views, dev)
+            self._model_key = key
+            self._static = [(x, _identity(x), _digest(x.detach().numpy()) if x.device.type == "cpu" else None)
+                            for x in static]
+        return self._pack_poses(self._model, views, B, dev)
+
+    def _unchanged(self, static: list[torch.Tensor]) -> bool:
+        """Whether the views' static fields hold what the model was packed from: the same tensors, unwritten since
+        (held, so that their storage is not reused), or host tensors of the same bytes (a view that makes them
+        anew at every call, as the particle kit's radii); a device tensor that is not the same is taken as
+        changed, since comparing it would read it back."""
+        for x, (_, ident, digest) in zip(static, self._static):
+            if _identity(x) == ident:
+                continue
+            if digest is None or x.device.type != "cpu" or _digest(x.detach().numpy()) != digest:
+                return False
+        return True
+
+    # -- the model: once per layout ---------------------------------------------------------------------------------
+
+    def _build_model(self, views: list[RenderView], dev) -> dict:
+        scene = self.scene
         smap, level = segmentation_map(scene, views), scene.vis_options.segmentation_level
-        prim_i, prim_f, prim_pose, prim_color, planes = [], [], [], [], []
+        prim_i, prim_f, prim_color, planes = [], [], [], []
         n_planes = 0
-        part_f, part_i, part_color = [], [], []
-        meshes = []
-        for v in views:
+        part_i, part_color = [], []
+        segments = []  # in the primitives' order: ("geoms", view, G) or ("meshes", view, records, fixed indices)
+        particles = []  # (view, N)
+        meshes = []  # every mesh primitive's record, in mesh-index order
+        for vi, v in enumerate(views):
             geom_keys, mesh_keys, part_ents = view_keys(v, level)
             if v.geom_type is not None and v.geom_type.shape[0] > 0:
                 G = int(v.geom_type.shape[0])
@@ -458,8 +599,6 @@ class Renderer:
                 if bad:
                     raise SceneError(f"render view: geom_type holds unknown codes {sorted(set(bad))}.")
                 size = v.geom_size.detach().to("cpu", torch.float64).numpy().reshape(G, 3)
-                pos = v.geom_pos.detach().to(dev, F32).reshape(B, G, 3)
-                quat = v.geom_quat.detach().to(dev, F32).reshape(B, G, 4)
                 ent = v.geom_entity.cpu().numpy().astype(np.int32).reshape(G)
                 hull = (np.zeros((G, 2), np.int64) if v.geom_hull is None
                         else v.geom_hull.cpu().numpy().astype(np.int64).reshape(G, 2))
@@ -485,12 +624,6 @@ class Renderer:
                     fl[g, 3] = bound
                 prim_i.append(rows)
                 prim_f.append(fl)
-                # an environment that went non-finite: its geoms are not drawn there (the others are unaffected)
-                shown = torch.isfinite(pos).all(-1) & torch.isfinite(quat).all(-1) & (quat.norm(dim=-1) > 0)
-                pos = torch.where(shown[..., None], pos, torch.zeros_like(pos))
-                quat = torch.where(shown[..., None], quat, torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=F32, device=dev))
-                rot = quat_to_mat(torch.nn.functional.normalize(quat, dim=-1)).reshape(B, G, 9)
-                prim_pose.append(torch.cat([pos, rot, shown[..., None].to(F32)], dim=-1))
                 if v.geom_color is not None:
                     prim_color.append(v.geom_color.detach().cpu().numpy().astype(np.float32).reshape(G, 3))
                 else:
@@ -498,26 +631,21 @@ class Renderer:
                 if hp is not None:
                     planes.append(hp.reshape(-1, 4))
                     n_planes += hp.shape[0]
+                segments.append(("geoms", vi, G))
             if v.mesh_verts is not None and v.mesh_range is not None and v.mesh_range.shape[0] > 0:
                 seg = smap.codes(mesh_keys)
-                for rec in self._view_meshes(v, B):
-                    kind_row = [K.PRIM_MESH, seg[rec["index"]], len(meshes), 0]
-                    prim_i.append(np.asarray([kind_row], np.int32))
+                records = self._view_meshes(v)
+                for rec in records:
+                    rec["mesh"] = len(meshes)
+                    prim_i.append(np.asarray([[K.PRIM_MESH, seg[rec["index"]], len(meshes), 0]], np.int32))
                     prim_f.append(np.asarray([[0.0, 0.0, 0.0, rec["bound"]]], np.float32))
-                    prim_pose.append(rec["pose"].to(dev, F32)[:, None])
                     prim_color.append(np.asarray(rec["color"], np.float32).reshape(1, 3))
                     meshes.append(rec)
+                if records:
+                    fixed = torch.as_tensor([rec["index"] for rec in records], dtype=torch.long, device=dev)
+                    segments.append(("meshes", vi, records, fixed))
             if v.particle_pos is not None and v.particle_pos.shape[-2] > 0:
                 N = int(v.particle_pos.shape[-2])
-                pos = v.particle_pos.detach().to(dev, F32).reshape(B, N, 3)
-                r = v.particle_radius.detach().to(dev, F32).reshape(N)
-                r = r.expand(B, N).clone()
-                shown = torch.isfinite(pos).all(-1) & torch.isfinite(r)  # a non-finite particle is not drawn
-                pos = torch.where(shown[..., None], pos, torch.zeros_like(pos))
-                r = torch.where(shown, r, torch.zeros_like(r))
-                if v.particle_active is not None:
-                    r = torch.where(v.particle_active.to(dev).reshape(B, N) > 0, r, torch.zeros_like(r))
-                part_f.append(torch.cat([pos, r[..., None]], dim=-1))
                 ent = v.particle_entity.cpu().numpy().astype(np.int32).reshape(N)
                 part_i.append(particle_codes(smap, part_ents).astype(np.int32))
                 if v.particle_color is not None:
@@ -525,34 +653,40 @@ class Renderer:
                 else:
                     colors = {int(e): entity_color(scene, int(e)) for e in np.unique(ent)}
                     part_color.append(np.stack([colors[int(e)] for e in ent]).astype(np.float32))
+                particles.append((vi, N))
 
         def cat_np(parts, shape, dtype):
             return np.concatenate(parts) if parts else np.zeros(shape, dtype)
 
         t = lambda a: torch.as_tensor(np.ascontiguousarray(a), device=dev)  # noqa: E731
-        prims = dict(
+        model = dict(
             prim_i=t(cat_np(prim_i, (1, 4), np.int32)), prim_f=t(cat_np(prim_f, (1, 4), np.float32)),
-            prim_pose=(torch.cat(prim_pose, dim=1) if prim_pose else torch.zeros((B, 1, 13), dtype=F32, device=dev)),
-            prim_color=t(cat_np(prim_color, (1, 3), np.float32)),
-            hull_planes=t(cat_np(planes, (1, 4), np.float32)))
-        n_prims = sum(len(x) for x in prim_i)
-        n_parts = sum(len(x) for x in part_i)
-        pf = torch.cat(part_f, dim=1) if part_f else torch.zeros((B, 1, 4), dtype=F32, device=dev)
-        prims.update(self._bvh_arrays(prims, n_prims, B, dev))
-        prims.update(_mesh_arrays(meshes, B, dev))
-        parts = dict(part_f=pf.contiguous(), part_i=t(cat_np(part_i, (1,), np.int32)),
-                     part_color=t(cat_np(part_color, (1, 3), np.float32)), **particle_grid(pf if n_parts else None, B, dev))
+            prim_color=t(cat_np(prim_color, (1, 3), np.float32)), hull_planes=t(cat_np(planes, (1, 4), np.float32)),
+            part_i=t(cat_np(part_i, (1,), np.int32)), part_color=t(cat_np(part_color, (1, 3), np.float32)),
+            n_prims=sum(len(x) for x in prim_i), n_parts=sum(len(x) for x in part_i), segments=segments,
+            particles=particles, meshes=meshes, deforming=any(rec["deforming"] for rec in meshes), bvh=None,
+            buffers={})
         for name in ("prim_f", "prim_color", "hull_planes", "part_color"):  # the model's arrays, not the state's
-            if not torch.isfinite(prims.get(name, parts.get(name))).all():
+            if not torch.isfinite(model[name]).all():
                 raise SceneError(f"render: a render view's {name} holds non-finite values.")
-        if n_planes and (prims["prim_i"][:, 2] + prims["prim_i"][:, 3]).max() > prims["hull_planes"].shape[0]:
+        if n_planes and (model["prim_i"][:, 2] + model["prim_i"][:, 3]).max() > model["hull_planes"].shape[0]:
             raise SceneError("render: a convex piece's hull rows leave hull_planes.")  # checked per view above
-        return prims, parts, n_prims, n_parts
+        bound = model["prim_f"][:model["n_prims"], 3].cpu().numpy()
+        bounded = tuple(int(g) for g in np.nonzero(bound >= 0)[0])
+        loose = np.nonzero(bound < 0)[0].astype(np.int32)
+        if len(bounded) < BVH_MIN_PRIMS:  # a few primitives: one by one, each culled by its bounding sphere
+            bounded, loose = (), np.arange(model["n_prims"], dtype=np.int32)
+        model["bounded"] = bounded
+        model["loose"] = torch.as_tensor(loose if len(loose) else np.zeros(1, np.int32), device=dev)
+        model["n_loose"] = len(loose)
+        if not model["deforming"]:
+            model["mesh_arrays"] = _mesh_arrays(meshes, 1, dev)
+        return model
 
-    def _view_meshes(self, v: RenderView, B: int) -> list[dict]:
+    def _view_meshes(self, v: RenderView) -> list[dict]:
         """The triangle meshes of a render view, checked, each with its packed triangles and BVH (a fixed mesh's
-        from the process's cache, by content; the last view's, by identity, while its tensors are unchanged) and
-        its pose per environment [B, 13] as the primitives'."""
+        from the process's cache, by content; the last view's, by identity, while its tensors are unchanged); a
+        deforming mesh's faces only (its triangles are packed at every pack)."""
         scene = self.scene
         deforming = v.mesh_verts.dim() == 3
         tensors = (v.mesh_verts, v.mesh_faces, v.mesh_range)
@@ -572,8 +706,7 @@ class Renderer:
             packed = []
             if deforming:
                 for first, count in rng:
-                    faces = faces_all[first:first + count]
-                    packed.append(None if count == 0 else (faces, deforming_mesh(v.mesh_verts[:, faces], faces)))
+                    packed.append(None if count == 0 else (faces_all[first:first + count], None))
             else:
                 verts = v.mesh_verts.detach().cpu().double().numpy()
                 if not np.isfinite(verts[faces_all.reshape(-1)]).all():
@@ -596,64 +729,128 @@ class Renderer:
             colors = v.mesh_color.detach().cpu().numpy().astype(np.float32).reshape(M, 3)
         else:
             colors = np.stack([entity_color(scene, int(e)) for e in ent]).astype(np.float32)
-        pos = (torch.zeros((B, M, 3), dtype=torch.float64) if v.mesh_pos is None
-               else v.mesh_pos.detach().cpu().double().reshape(B, M, 3))
-        quat = (torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64).expand(B, M, 4) if v.mesh_quat is None
-                else v.mesh_quat.detach().cpu().double().reshape(B, M, 4))
         out = []
         for m, p in enumerate(packed):
             if p is None:
                 continue
             if deforming:
-                rows, node_i, boxes, centre, drawn, bound = p[1]
-                rot = torch.eye(3, dtype=torch.float64).reshape(1, 9).expand(B, 9)
-                pose = torch.cat([centre, rot, drawn[:, None].double()], dim=-1)
+                out.append(dict(faces=p[0], deforming=True, bound=0.0, entity=int(ent[m]), color=colors[m], index=m))
             else:
                 rows, node_i, boxes, bound = p[1]
-                q = quat[:, m]
-                shown = torch.isfinite(pos[:, m]).all(-1) & torch.isfinite(q).all(-1) & (q.norm(dim=-1) > 0)
-                pm = torch.where(shown[:, None], pos[:, m], torch.zeros_like(pos[:, m]))
-                q = torch.where(shown[:, None], q, torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64))
-                rot = quat_to_mat(torch.nn.functional.normalize(q, dim=-1)).reshape(B, 9)
-                pose = torch.cat([pm, rot, shown[:, None].double()], dim=-1)
-            out.append(dict(rows=rows, node_i=node_i, boxes=boxes, deforming=deforming, bound=bound, pose=pose,
-                            entity=int(ent[m]), color=colors[m], index=m))
+                out.append(dict(rows=rows, node_i=node_i, boxes=boxes, deforming=False, bound=bound,
+                                entity=int(ent[m]), color=colors[m], index=m))
         return out
 
-    def _bvh_arrays(self, prims: dict, n_prims: int, B: int, dev) -> dict:
+    # -- every pack: the poses and what follows them -----------------------------------------------------------------
+
+    def _pack_poses(self, model: dict, views: list[RenderView], B: int, dev) -> tuple[dict, dict, int, int]:
+        poses, bounds, meshes = [], {}, list(model["meshes"])
+        first_prim = 0
+        for seg in model["segments"]:
+            v = views[seg[1]]
+            if seg[0] == "geoms":
+                G = seg[2]
+                pos = v.geom_pos.detach().to(dev, F32).reshape(B, G, 3)
+                quat = v.geom_quat.detach().to(dev, F32).reshape(B, G, 4)
+                poses.append(_pose_rows(pos, quat))
+                first_prim += G
+                continue
+            records, fixed = seg[2], seg[3]
+            if records[0]["deforming"]:
+                for k, rec in enumerate(records):
+                    faces = rec["faces"]
+                    rows, node_i, boxes, centre, drawn, bound = deforming_mesh(v.mesh_verts[:, faces], faces)
+                    rot = torch.eye(3, dtype=torch.float64).reshape(1, 9).expand(B, 9)
+                    poses.append(torch.cat([centre, rot, drawn[:, None].double()], dim=-1).to(dev, F32)[:, None])
+                    bounds[first_prim + k] = bound
+                    meshes[rec["mesh"]] = dict(rec, rows=rows, node_i=node_i, boxes=boxes)
+            else:
+                M = int(v.mesh_range.shape[0])
+                pos = (torch.zeros((B, len(records), 3), dtype=torch.float64, device=dev) if v.mesh_pos is None
+                       else v.mesh_pos.detach().to(dev, torch.float64).reshape(B, M, 3)[:, fixed])
+                quat = (torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64, device=dev).expand(B, len(records), 4)
+                        if v.mesh_quat is None else v.mesh_quat.detach().to(dev, torch.float64).reshape(B, M, 4)[:, fixed])
+                poses.append(_pose_rows(pos, quat).to(F32))
+            first_prim += len(records)
+        buffers = model["buffers"].setdefault(B, {})
+        prim_pose = _keep(buffers, "prim_pose", torch.cat(poses, dim=1) if poses
+                          else torch.zeros((B, 1, 13), dtype=F32, device=dev))
+        prim_f = model["prim_f"]
+        if bounds:  # a deforming mesh's bounding radius, of its vertices at this pack
+            prim_f = prim_f.clone()
+            for g, bound in bounds.items():
+                prim_f[g, 3] = bound
+            prim_f = _keep(buffers, "prim_f", prim_f)
+        prims = dict(prim_i=model["prim_i"], prim_f=prim_f, prim_pose=prim_pose, prim_color=model["prim_color"],
+                     hull_planes=model["hull_planes"])
+        prims.update(self._bvh_arrays(model, prims, B, dev))
+        prims["node_box"] = _keep(buffers, "node_box", prims["node_box"])
+        if model["deforming"]:
+            prims.update({k: _keep(buffers, k, x) for k, x in _mesh_arrays(meshes, B, dev).items()})
+        else:
+            prims.update(model["mesh_arrays"])
+        part_f = []
+        for vi, N in model["particles"]:
+            v = views[vi]
+            pos = v.particle_pos.detach().to(dev, F32).reshape(B, N, 3)
+            r = v.particle_radius.detach().to(dev, F32).reshape(N).expand(B, N)
+            shown = torch.isfinite(pos).all(-1) & torch.isfinite(r)  # a non-finite particle is not drawn
+            pos = torch.where(shown[..., None], pos, torch.zeros_like(pos))
+            r = torch.where(shown, r, torch.zeros_like(r))
+            if v.particle_active is not None:
+                r = torch.where(v.particle_active.to(dev).reshape(B, N) > 0, r, torch.zeros_like(r))
+            part_f.append(torch.cat([pos, r[..., None]], dim=-1))
+        n_parts = model["n_parts"]
+        pf = _keep(buffers, "part_f", torch.cat(part_f, dim=1) if part_f
+                   else torch.zeros((B, 1, 4), dtype=F32, device=dev))
+        grid = {k: _keep(buffers, k, x) for k, x in particle_grid(pf if n_parts else None, B, dev).items()}
+        parts = dict(part_f=pf, part_i=model["part_i"], part_color=model["part_color"], **grid)
+        return prims, parts, model["n_prims"], n_parts
+
+    def _bvh_arrays(self, model: dict, prims: dict, B: int, dev) -> dict:
         """The primitives' BVH in the kernel's layout: the unbounded ones apart (`loose`), the others in a tree
-        whose topology is built once from environment 0's poses and whose boxes are refitted every render (still
-        exact boxes when things move; only the tree's quality depends on the first poses)."""
-        bound = prims["prim_f"][:n_prims, 3].cpu().numpy()
-        bounded = tuple(int(g) for g in np.nonzero(bound >= 0)[0])
-        loose = np.nonzero(bound < 0)[0].astype(np.int32)
-        if len(bounded) < BVH_MIN_PRIMS:  # a few primitives: one by one, each culled by its bounding sphere
-            bounded, loose = (), np.arange(n_prims, dtype=np.int32)
+        whose topology is built once from environment 0's poses at the first pack (the one value read back to the
+        host) and whose boxes are refitted at every pack (still exact boxes when things move; only the tree's
+        quality depends on the first poses)."""
+        bounded, n_prims = model["bounded"], model["n_prims"]
         pose = prims["prim_pose"][:, :n_prims]
-        if self._bvh is None or self._bvh[0] != bounded:
-            centres = pose[0, list(bounded), :3].cpu().double().numpy() if bounded else np.zeros((0, 3))
-            self._bvh = (bounded, bvh_topology(centres))
-        node_i = self._bvh[1]
+        if bounded and model["bvh"] is None:
+            centres = pose[0, list(bounded), :3].cpu().double().numpy()
+            node_i = bvh_topology(centres)
+            kernel_i = np.stack([np.where(node_i[:, 0] >= 0, np.asarray(bounded, np.int32)[np.maximum(node_i[:, 0], 0)],
+                                          -1), node_i[:, 1]], axis=1).astype(np.int32)
+            n_nodes = len(node_i)
+            # what the kernel follows: primitives inside [0, n_prims), skips inside (node, n_nodes]
+            assert ((kernel_i[:, 0] >= -1) & (kernel_i[:, 0] < n_prims)).all()
+            assert ((kernel_i[:, 1] > np.arange(n_nodes)) & (kernel_i[:, 1] <= n_nodes)).all()
+            model["bvh"] = dict(refit=BVHRefit(node_i, dev), node_i=torch.as_tensor(kernel_i, device=dev),
+                                idx=torch.as_tensor(bounded, device=dev), n_nodes=n_nodes)
         if bounded:
-            idx = torch.as_tensor(bounded, device=dev)
+            bvh = model["bvh"]
+            idx = bvh["idx"]
             c = pose[:, idx, :3]
             r = prims["prim_f"][idx, 3].to(dev)[None, :, None]
             shown = pose[:, idx, 12:13] > 0.5
             leaf_lo = torch.where(shown, c - r, torch.full_like(c, 1e30))  # not drawn: an empty box
             leaf_hi = torch.where(shown, c + r, torch.full_like(c, -1e30))
-            node_box = bvh_boxes(node_i, leaf_lo, leaf_hi)
-            kernel_i = np.stack([np.where(node_i[:, 0] >= 0, np.asarray(bounded, np.int32)[np.maximum(node_i[:, 0], 0)],
-                                          -1), node_i[:, 1]], axis=1).astype(np.int32)
+            node_box, node_i, n_nodes = bvh["refit"].refit(leaf_lo, leaf_hi), bvh["node_i"], bvh["n_nodes"]
         else:
             node_box = torch.zeros((B, 1, 6), dtype=F32, device=dev)
-            kernel_i = np.zeros((1, 2), dtype=np.int32)
-        n_nodes = len(node_i)
-        # what the kernel follows: primitives inside [0, n_prims), skips inside (node, n_nodes]
-        assert ((kernel_i[:n_nodes, 0] >= -1) & (kernel_i[:n_nodes, 0] < n_prims)).all()
-        assert ((kernel_i[:n_nodes, 1] > np.arange(n_nodes)) & (kernel_i[:n_nodes, 1] <= n_nodes)).all()
-        return dict(loose=torch.as_tensor(loose if len(loose) else np.zeros(1, np.int32), device=dev),
-                    node_box=node_box.to(F32).contiguous(), node_i=torch.as_tensor(kernel_i, device=dev),
-                    n_loose=len(loose), n_nodes=n_nodes)
+            node_i = torch.zeros((1, 2), dtype=torch.int32, device=dev)
+            n_nodes = 0
+        return dict(loose=model["loose"], node_box=node_box.to(F32).contiguous(), node_i=node_i,
+                    n_loose=model["n_loose"], n_nodes=n_nodes)
+
+
+class Renderer:
+    """Draws a built scene: `render(cam_f, res)` gives (rgb, depth, seg, normal) for every environment."""
+
+    def __init__(self, scene):
+        self.scene = scene
+        self.geometry = TraceScene(scene)
+
+    def _pack(self, views: list[RenderView], B: int, dev):
+        return self.geometry.pack(views, B, dev)
 
     def render(self, cam_f: torch.Tensor, res: tuple[int, int], shadows: bool = True, env: int | None = None):
         """cam_f: [B, 13] (Camera's layout, kernels.py). Returns rgb u8 [B, H, W, 3], depth f32 [B, H, W] (inf

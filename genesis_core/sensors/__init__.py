@@ -6,6 +6,9 @@ from .base import Sensor, register
 from .kinematic import ContactForceSensor, ContactSensor, IMUData, IMUSensor
 from .temperature import TemperatureGridSensor
 from .manager import SensorManager
+from .raycast_options import (DepthCamera, DepthCameraPattern, GridPattern, Lidar, RaycastPattern, Raycaster,
+                              SphericalPattern)
+from .raycaster import DepthCameraSensor, RaycasterData, RaycasterSensor
 from .options import (
     IMU,
     Contact,
@@ -43,4 +46,6 @@ __all__ += [
 ]
 __all__ += [
     "TemperatureGrid", "TemperatureGridSensor", "TemperatureProperties",
+    "DepthCamera", "DepthCameraPattern", "DepthCameraSensor", "GridPattern", "Lidar", "RaycastPattern", "Raycaster",
+    "RaycasterData", "RaycasterSensor", "SphericalPattern",
 ]

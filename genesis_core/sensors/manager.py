@@ -35,6 +35,7 @@ import torch
 
 from .._runtime import runtime
 from ..errors import OptionError
+from ..launch import torch_one_thread
 from ..solver import SolverBase
 from ..state import FieldSpec
 from . import noise as rng
@@ -276,7 +277,9 @@ class SensorManager(SolverBase):
         """Measure every sensor of every environment after a step (batched; nothing read on the host)."""
         f, st = self.frame, self.state
         history, measured, drift = st.at("history", f), st.at("measured", f), st.at("drift", f)
-        with torch.no_grad():
+        # (torch's small ops on one thread: beside Taichi's thread pool, its own pool made them wait for a core,
+        # 3-5 times slower on the 2-core CPU after the ray cast's parallel launch)
+        with torch.no_grad(), torch_one_thread():
             if self._n_history > 1:
                 history[:, 1:] = history[:, :-1].clone()
             gt = history[:, 0]

@@ -164,8 +164,6 @@ class Views:
         keep = torch.as_tensor(rm["geoms"], dtype=torch.long, device=dev)
         B = v.geom_pos.shape[0]
         geom_pos, geom_quat = v.geom_pos.detach()[:, keep], v.geom_quat.detach()[:, keep]
-        geom_type, geom_size, geom_hull = v.geom_type[keep], v.geom_size.detach()[keep], v.geom_hull[keep]
-        colors, entity = list(rm["geom_colors"]), list(rm["geom_entity"])
         if rm["prims"] or rm["meshes"]:
             links_pos = self.state.at("links_pos", fn).detach().reshape(B, -1, 3).double()
             links_quat = self.state.at("links_quat", fn).detach().reshape(B, -1, 4).double()
@@ -189,19 +187,26 @@ class Views:
             pos[torch.as_tensor(np.stack([it[7] for it in items], 1), device=dev)] = FAR
             geom_pos = torch.cat([geom_pos, pos.to(geom_pos.dtype)], dim=1)
             geom_quat = torch.cat([geom_quat, quat.to(geom_quat.dtype)], dim=1)
-            geom_type = torch.cat([geom_type, torch.as_tensor([it[3] for it in items], dtype=geom_type.dtype,
-                                                              device=dev)])
-            geom_size = torch.cat([geom_size, torch.as_tensor(np.stack([it[4] for it in items]),
-                                                              dtype=geom_size.dtype, device=dev)])
-            geom_hull = torch.cat([geom_hull, torch.zeros((len(items), 2), dtype=geom_hull.dtype, device=dev)])
-            colors += [it[5] for it in items]
-            entity += [it[6] for it in items]
-        view = RenderView(
-            geom_type=geom_type, geom_size=geom_size, geom_pos=geom_pos, geom_quat=geom_quat,
-            geom_entity=torch.as_tensor(entity, dtype=torch.int32), geom_hull=geom_hull,
-            geom_color=torch.as_tensor(np.asarray(colors, dtype=np.float32).reshape(-1, 3)),
-            hull_planes=None if v.hull_planes is None else v.hull_planes.detach(),
-            geom_link=rm["geom_link"], geom_id=rm["geom_id"])
+        if rm.get("static") is None:
+            # the fields that do not change, made once: the same tensors at every render, so that the renderer
+            # sees they are unchanged without reading them (genesis_core.render.renderer.TraceScene)
+            geom_type, geom_size, geom_hull = v.geom_type[keep], v.geom_size.detach()[keep], v.geom_hull[keep]
+            colors, entity = list(rm["geom_colors"]), list(rm["geom_entity"])
+            items = rm["prims"]
+            if items:
+                geom_type = torch.cat([geom_type, torch.as_tensor([it[3] for it in items], dtype=geom_type.dtype,
+                                                                  device=dev)])
+                geom_size = torch.cat([geom_size, torch.as_tensor(np.stack([it[4] for it in items]),
+                                                                  dtype=geom_size.dtype, device=dev)])
+                geom_hull = torch.cat([geom_hull, torch.zeros((len(items), 2), dtype=geom_hull.dtype, device=dev)])
+                colors += [it[5] for it in items]
+                entity += [it[6] for it in items]
+            rm["static"] = dict(geom_type=geom_type, geom_size=geom_size, geom_hull=geom_hull,
+                                geom_entity=torch.as_tensor(entity, dtype=torch.int32),
+                                geom_color=torch.as_tensor(np.asarray(colors, dtype=np.float32).reshape(-1, 3)),
+                                hull_planes=None if v.hull_planes is None else v.hull_planes.detach())
+        view = RenderView(geom_pos=geom_pos, geom_quat=geom_quat, geom_link=rm["geom_link"], geom_id=rm["geom_id"],
+                          **rm["static"])
         if rm["meshes"]:
             view.mesh_pos, view.mesh_quat = posed(rm["meshes"])
             view.mesh_pos[torch.as_tensor(np.stack([it[3] for it in rm["meshes"]], 1), device=dev)] = FAR
