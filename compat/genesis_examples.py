@@ -846,6 +846,43 @@ def check_temperature_grid(rec):
                 f"{read.min():.2f} to {read.max():.2f} C, lagging: {lag}")
 
 
+
+def check_lidar_teleop(rec):
+    """The spherical lidar 10 cm above and 30 cm ahead of the fixed go2's base reads, along every ray that leaves
+    forward (away from the robot) and meets the ground or one of the eight 0.3 m cylinders within 4.4 m (nearer than
+    the ring of boxes), the analytic range: the ray's first crossing of z = 0 or of a cylinder's side below its
+    1.5 m top (float32: 1e-4 m + 1e-5 relative); the points read are start + range * direction, world frame."""
+    scene = only_scene(rec)
+    (lidar,) = _sensors_of(scene, "RaycasterSensor")
+    robot = scene.entities[lidar.options.entity_idx]
+    start = np_(robot.get_pos()).reshape(-1) + np.asarray(lidar.options.pos_offset)  # the base is not rotated
+    dirs = np_(lidar.options.pattern.ray_dirs).reshape(-1, 3)
+    data = lidar.read()
+    dist, pts = np_(data.distances).reshape(-1), np_(data.points).reshape(-1, 3)
+    cyl = [e for e in by_morph(scene, "Cylinder")]
+    t_ref = np.full(len(dirs), np.inf)
+    down = dirs[:, 2] < -1e-9
+    t_ref[down] = start[2] / -dirs[down, 2]
+    for e in cyl:
+        c = np_(e.get_pos()).reshape(-1)
+        r, top = float(e.morph.radius), c[2] + float(e.morph.height) / 2
+        o = start[:2] - c[:2]
+        a = (dirs[:, :2] ** 2).sum(-1)
+        b = 2 * (dirs[:, :2] @ o)
+        disc = b * b - 4 * a * (o @ o - r * r)
+        ok = (disc >= 0) & (a > 1e-12)
+        t = np.where(ok, (-b - np.sqrt(np.where(ok, disc, 0.0))) / (2 * np.where(a > 1e-12, a, 1.0)), np.inf)
+        z = start[2] + t * dirs[:, 2]
+        t = np.where((t > 0) & (z >= 0) & (z <= top), t, np.inf)
+        t_ref = np.minimum(t_ref, t)
+    sel = (dirs[:, 0] > 0.1) & (t_ref < 4.4)
+    err = np.abs(dist[sel] - t_ref[sel])
+    pts_err = np.abs(pts[sel] - (start + dist[sel, None] * dirs[sel])).max() if sel.any() else np.inf
+    ok = sel.sum() > 100 and (err <= 1e-4 + 1e-5 * t_ref[sel]).all() and pts_err < 1e-3
+    return ok, (f"{scene.t} step; {int(sel.sum())} of {len(dirs)} rays checked (forward, ground or cylinder within "
+                f"4.4 m): |range - analytic| <= {err.max():.1e} m; points within {pts_err:.1e} m")
+
+
 TARGETS = [
     Target("tutorials/hello_genesis", check_hello_genesis,
            what="the base of the fixed Franka stays put, its uncontrolled arm sags under gravity (the hand drops "
@@ -934,6 +971,10 @@ TARGETS = [
     Target("sensors/contact_force_go2", check_contact_force_go2,
            what="each of the four foot sensors reads its foot's net contact force in the foot frame (1e-6); the "
                 "go2, started with its legs in the floor, is pushed out by its contacts"),
+    Target("sensors/lidar_teleop", check_lidar_teleop, keep_viewer=True,
+           what="the spherical lidar on the go2 reads the analytic range of every forward ray to the ground or the "
+                "nearest cylinder (1e-4 m); its points lie along the rays (the keyboard teleop script runs with the "
+                "browser viewer, its keybinds as buttons)"),
     Target("sensors/proximity_shadowhand", check_proximity_shadowhand,
            what="the six proximity sensors on the hand read the distance to the nearer of the duck and the box: "
                 "between the duck's bounding-box distance and the exact box distance, their nearest points at that "

@@ -40,8 +40,9 @@ def _test_scene(n_envs, requires_grad=False):
     third step in the first environment (a run-time equality in the state). Without requires_grad the box carries
     sensors whose state takes part in the shared properties: a noisy IMU with a delay, jitter and a random walk
     (its noise generator's keys and counters, its history of ground truths, its drift), a clipped and quantised
-    contact-force sensor, a contact flag on the sphere, and a noisy temperature grid on the box (its cells, its
-    sensing elements and every other link's lumped temperature: the pebble lands on it)."""
+    contact-force sensor, a contact flag on the sphere, a noisy temperature grid on the box (its cells, its
+    sensing elements and every other link's lumped temperature: the pebble lands on it), and on the sphere a delayed
+    height scan of rays and a noisy proximity probe tracking the box."""
     from . import assets
 
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-2, substeps=2, requires_grad=requires_grad),
@@ -62,6 +63,10 @@ def _test_scene(n_envs, requires_grad=False):
                                                     properties_dict={-1: gs.sensors.TemperatureProperties(),
                                                                      box.base_link_idx: hot},
                                                     simulate_all_link_temperatures=True))
+        scene.add_sensor(gs.sensors.Raycaster(entity_idx=sphere.idx, pattern=gs.sensors.GridPattern(
+            resolution=0.1, size=(0.2, 0.1)), pos_offset=(0.0, 0.0, 0.3), max_range=2.0, delay=0.01))
+        scene.add_sensor(gs.sensors.Proximity(entity_idx=sphere.idx, probe_local_pos=((0.0, 0.0, 0.1),),
+                                              track_link_idx=(box.base_link_idx,), noise=0.01))
     scene.build(n_envs=n_envs)
 
     def drive(scene, i_step):
