@@ -754,7 +754,8 @@ def check_proximity_shadowhand(rec):
         near = np_(s.nearest_points).reshape(-1)
         cap = s.options.max_range
         upper, lower = min(d_box, cap), min(d_duck_min, d_box, cap)
-        ok_one = lower - 1e-5 <= got <= upper + 1e-5 and (got >= cap - 1e-6 or abs(np.linalg.norm(near - p) - got) < 1e-5)
+        on_surface = got >= cap - 1e-6 or abs(np.linalg.norm(near - p) - got) < 1e-5
+        ok_one = lower - 1e-5 <= got <= upper + 1e-5 and on_surface
         if d_box < d_duck_min:
             ok_one = ok_one and abs(got - upper) < 1e-5
         rows.append(f"{got:.4f} in [{lower:.4f}, {upper:.4f}]")
@@ -964,10 +965,12 @@ TARGETS = [
            what="all 30000 environments reach the PD target within 0.05 rad"),
     Target("sensors/camera_as_sensor", check_camera_as_sensor,
            what="the four rasterizer camera sensors draw the scene (not blank); the sphere falls to rest on the "
-                "plane (its centre at its radius, 1 cm); the two attached to it ride with it (1 m above its centre, and at it; 1e-6 m); the script saves its 40 renders"),
+                "plane (its centre at its radius, 1 cm); the two attached to it ride with it (1 m above its centre, "
+                "and at it; 1e-6 m); the script saves its 40 renders"),
     Target("sensors/imu_franka", check_imu_franka, probe=probe_imu,
            what="the IMU's gyroscope ground truth on the moving hand equals the hand's angular velocity from its "
-                "Jacobian and the joint velocities (to float32 rounding, 1e-5 relative); the NPZ recorder wrote one frame per step"),
+                "Jacobian and the joint velocities (to float32 rounding, 1e-5 relative); the NPZ recorder wrote one "
+                "frame per step"),
     Target("sensors/contact_force_go2", check_contact_force_go2,
            what="each of the four foot sensors reads its foot's net contact force in the foot frame (1e-6); the "
                 "go2, started with its legs in the floor, is pushed out by its contacts"),

@@ -37,18 +37,23 @@ def _rotations(options_list, dtype, device):
                            dtype=dtype, device=device)
 
 
-@register(IMU)
-class IMUSensor(Sensor):
-    n_channels = 9
-    noisy = True
+class _NoisySensor(Sensor):
+    """A sensor with the generic measurement model (NoisySensorOptionsMixin) and its per-environment setters."""
 
-    def _format(self, x):
-        return IMUData(x[..., 0:3], x[..., 3:6], x[..., 6:9])
+    noisy = True
 
     @classmethod
     def check(cls, manager, options, entity):
         for key in NOISY:
             per_channel(options, key, cls.n_channels)
+
+
+@register(IMU)
+class IMUSensor(_NoisySensor):
+    n_channels = 9
+
+    def _format(self, x):
+        return IMUData(x[..., 0:3], x[..., 3:6], x[..., 6:9])
 
     def channel_model(self) -> dict:
         model = _noisy_model(self)
@@ -140,14 +145,8 @@ class ContactSensor(Sensor):
 
 
 @register(ContactForce)
-class ContactForceSensor(Sensor):
+class ContactForceSensor(_NoisySensor):
     n_channels = 3
-    noisy = True
-
-    @classmethod
-    def check(cls, manager, options, entity):
-        for key in NOISY:
-            per_channel(options, key, cls.n_channels)
 
     def channel_model(self) -> dict:
         model = _noisy_model(self)
