@@ -564,3 +564,29 @@ def test_bad_probe_sensors_are_refused_and_nothing_is_added():
     assert scene.sensors == [] and not scene.sensor_manager.is_active
     scene.add_sensor(gs.sensors.KinematicContactProbe(entity_idx=box.idx, bias=(0.1,) * 4))  # 4 channels: accepted
     assert len(scene.sensors) == 1
+
+
+def test_proximity_to_a_mesh_is_exact_near_its_edges_and_corners(tmp_path):
+    """A 10 cm cube as a mesh geom (its hull): probes in front of a face, beyond an edge and beyond a corner read
+    the exact distances d, a sqrt(2) and c sqrt(3) (the hull planes' largest distance would give a and c), and the
+    nearest points are the face point, the edge point and the corner."""
+    import trimesh
+
+    mesh = str(tmp_path / "cube.obj")
+    trimesh.creation.box(extents=(0.1, 0.1, 0.1)).export(mesh)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT, gravity=(0.0, 0.0, 0.0)))
+    cube = scene.add_entity(gs.morphs.Mesh(file=mesh, pos=(0.0, 0.0, 1.0), fixed=True))
+    holder = scene.add_entity(gs.morphs.Sphere(pos=(0.0, 0.0, 3.0), radius=0.01, fixed=True))
+    d, a, c = 0.07, 0.03, 0.02
+    probes = ((0.01, 0.02, 0.05 + d), (0.05 + a, 0.05 + a, 0.0), (0.05 + c, -0.05 - c, -0.05 - c))
+    local = tuple((x, y, z - 2.0) for x, y, z in probes)  # in the holder's frame, 2 m above the cube's centre
+    sensor = scene.add_sensor(gs.sensors.Proximity(entity_idx=holder.idx, probe_local_pos=local,
+                                                   track_link_idx=(cube.base_link_idx,), max_range=1.0))
+    scene.build()
+    scene.step()
+    got = sensor.read().double()
+    want = torch.tensor([d, a * math.sqrt(2), c * math.sqrt(3)], dtype=torch.float64)
+    assert torch.allclose(got, want, atol=1e-9, rtol=0), (got, want)
+    near = sensor.nearest_points.double()
+    expect = torch.tensor([(0.01, 0.02, 1.05), (0.05, 0.05, 1.0), (0.05, -0.05, 0.95)], dtype=torch.float64)
+    assert torch.allclose(near, expect, atol=1e-9, rtol=0), near

@@ -240,17 +240,77 @@ def slip_and_turn(b, s, g, m_local, origin, rot, dt, sensor_f: ti.template(), se
     return out
 
 
+@ti.func
+def closest_on_triangle(p, a, b, c):
+    """The point of triangle (a, b, c) nearest p (Ericson, Real-Time Collision Detection, 5.1.5: the Voronoi
+    regions of the vertices, then of the edges, then the face)."""
+    ab, ac, ap = b - a, c - a, p - a
+    d1, d2 = ab.dot(ap), ac.dot(ap)
+    q = a
+    done = d1 <= 0.0 and d2 <= 0.0
+    bp = p - b
+    d3, d4 = ab.dot(bp), ac.dot(bp)
+    if not done and d3 >= 0.0 and d4 <= d3:
+        q = b
+        done = True
+    vc = d1 * d4 - d3 * d2
+    if not done and vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
+        q = a + (d1 / (d1 - d3)) * ab
+        done = True
+    cp = p - c
+    d5, d6 = ab.dot(cp), ac.dot(cp)
+    if not done and d6 >= 0.0 and d5 <= d6:
+        q = c
+        done = True
+    vb = d5 * d2 - d1 * d6
+    if not done and vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
+        q = a + (d2 / (d2 - d6)) * ac
+        done = True
+    va = d3 * d6 - d5 * d4
+    if not done and va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
+        q = b + ((d4 - d3) / ((d4 - d3) + (d5 - d6))) * (c - b)
+        done = True
+    if not done:
+        denom = 1.0 / (va + vb + vc)
+        q = a + ab * (vb * denom) + ac * (vc * denom)
+    return q
+
+
+@ti.func
+def mesh_outside(g, b, x, geom_tri: ti.template(), tri_v: ti.template(), geom_pos: ti.template(),
+                 geom_quat: ti.template()):
+    """(distance, nearest point, world) from x outside mesh geom g to its hull's triangles (exact: the hull planes'
+    largest distance is only a lower bound near an edge or a vertex)."""
+    c = geom_pos[b, g]
+    R = ti_quat_to_mat(geom_quat[b, g])
+    p = mat_t_vec(R, x - c)
+    best2 = 1e30
+    best_q = p
+    n_rows = tri_v.shape[0]
+    t0 = ti.min(ti.max(geom_tri[g, 0], 0), n_rows)
+    t1 = ti.min(t0 + ti.max(geom_tri[g, 1], 0), n_rows)
+    for k in range(t0, t1):
+        q = closest_on_triangle(p, row3(tri_v, k, 0), row3(tri_v, k, 3), row3(tri_v, k, 6))
+        d2 = (p - q).norm_sqr()
+        if d2 < best2:
+            best2 = d2
+            best_q = q
+    return ti.sqrt(best2), c + mat_vec(R, best_q)
+
+
 @ti.kernel
 def probe_queries(mode: ti.i32, dt: float, link_pos: nd(dtype=V3, ndim=2), link_quat: nd(dtype=V4, ndim=2),
                   probe_sensor: nd(ndim=1), probe_f: nd(ndim=2), sensor_i: nd(ndim=2), sensor_f: nd(ndim=2),
                   cand_geom: nd(ndim=1), gate: nd(ndim=3), geom_type: nd(ndim=1), geom_size: nd(dtype=V3, ndim=1),
-                  geom_hull: nd(ndim=2), hull_planes: nd(ndim=2), geom_pos: nd(dtype=V3, ndim=2),
+                  geom_hull: nd(ndim=2), hull_planes: nd(ndim=2), geom_tri: nd(ndim=2), tri_v: nd(ndim=2),
+                  geom_pos: nd(dtype=V3, ndim=2),
                   geom_quat: nd(dtype=V4, ndim=2), geom_body: nd(ndim=1), body_com: nd(dtype=V3, ndim=2),
                   body_lin_vel: nd(dtype=V3, ndim=2), body_ang_vel: nd(dtype=V3, ndim=2),
                   probe_pos: nd(dtype=V3, ndim=2), out_value: nd(ndim=2), out_point: nd(dtype=V3, ndim=2),
                   out_geom: nd(ndim=2), out_disp: nd(dtype=V3, ndim=2)):
     """Per environment b and probe p: probe_pos[b, p] its world position x (link_pos, link_quat [B, S]: the
-    sensors' links' poses); mode NEAREST: out_value the distance to the nearest candidate geom (at most max_range),
+    sensors' links' poses); mode NEAREST: out_value the distance to the nearest candidate geom (at most max_range;
+    outside a mesh geom, to its hull's triangles geom_tri / tri_v: rows (first, count) of [T, 9] geom-frame corners),
     out_point that surface point (the probe where none is nearer), out_geom the geom (-1); mode DEEPEST:
     out_value the largest penetration h of a candidate geom gated for the sensor's link, out_point the contact
     point x - h n_p, out_geom the geom (-1 where h = 0). Then, for the elastomers' probes, out_disp [B, P] the
@@ -278,9 +338,12 @@ def probe_queries(mode: ti.i32, dt: float, link_pos: nd(dtype=V3, ndim=2), link_
             if gate[b, row, g] != 0:
                 d, n_geom = distance_to(g, b, x, geom_type, geom_size, geom_hull, hull_planes, geom_pos, geom_quat)
                 if mode == NEAREST:
+                    near = x - d * n_geom
+                    if d > 0 and geom_type[g] == MESH and geom_tri[g, 1] > 0:
+                        d, near = mesh_outside(g, b, x, geom_tri, tri_v, geom_pos, geom_quat)
                     if ti.abs(d) < best:
                         best = ti.abs(d)
-                        point = x - d * n_geom
+                        point = near
                         hit = g
                 else:
                     h = penetration(g, b, x, n_probe, radius, d, n_geom, geom_type, geom_size, geom_hull,
@@ -445,9 +508,36 @@ class ProbeSet:
         # terms: below SERIAL_BELOW, the serial copy (no thread-pool wake-up)
         dilated = sum(c * c for c, s in zip(counts, sensors) if isinstance(s.options, ElastomerDisplacement))
         self.work = B * ((P if gated else sum(c * n for c, n in zip(counts, sizes))) + dilated)
+        self.geom_tri, self.tri_v = self._mesh_triangles(manager, flat if mode == NEAREST and not gated else [], G,
+                                                         fl, dev)
         self._launch = Launcher()
         self._extras = ViewExtras()
         self._checked_view = None
+
+    def _mesh_triangles(self, manager, geoms, G, fl, dev):
+        """(geom_tri [max(G, 1), 2], tri_v [max(T, 1), 9]): the hull triangles (geom frame) of the mesh geoms among
+        `geoms`, from the solver's entities' geoms (`init_verts`, `init_faces`, Genesis World's names); a geom
+        without them keeps (0, 0) rows and its hull planes' distance."""
+        wanted = set(geoms)
+        rows, tris, n = np.zeros((max(G, 1), 2), dtype=np.int32), [], 0
+        for e in manager.scene.entities:
+            if e.solver is not self.solver or not wanted:
+                continue
+            for geom in getattr(e, "geoms", ()):
+                if geom.idx not in wanted or not 0 <= geom.idx < G:
+                    continue
+                verts, faces = getattr(geom, "init_verts", None), getattr(geom, "init_faces", None)
+                if verts is None or faces is None or len(faces) == 0:
+                    continue
+                faces = np.asarray(faces, dtype=np.int64)
+                if faces.min() < 0 or faces.max() >= len(verts):
+                    raise GenesisError(f"{self.name}: geom {geom.idx}'s hull faces index outside its vertices.")
+                corners = np.asarray(verts, dtype=np.float64)[faces].reshape(-1, 9)
+                rows[geom.idx] = n, len(corners)
+                tris.append(corners)
+                n += len(corners)
+        tri_v = np.concatenate(tris) if tris else np.zeros((1, 9))
+        return (torch.as_tensor(rows, device=dev), torch.as_tensor(np.ascontiguousarray(tri_v), dtype=fl, device=dev))
 
     def _update_gate(self):
         """gate[b, row, g] = 1 where geom g is in a valid contact of the last substep with the row's link (the
@@ -485,7 +575,8 @@ class ProbeSet:
         _, _, geom_hull, hull_planes = self._extras(view, m.batch, m.float_dtype, m.device)
         self._launch(serial_below(probe_queries, self.work, SERIAL_BELOW), self.mode, self.dt, self.link_pos,
                      self.link_quat, self.probe_sensor, self.probe_f, self.sensor_i, self.sensor_f, self.cand_geom,
-                     self.gate, view.geom_type, view.geom_size, geom_hull, hull_planes, view.geom_pos,
+                     self.gate, view.geom_type, view.geom_size, geom_hull, hull_planes, self.geom_tri, self.tri_v,
+                     view.geom_pos,
                      view.geom_quat, view.geom_body, view.body_com, view.body_lin_vel, view.body_ang_vel,
                      self.probe_pos, self.value, self.point, self.geom, self.disp)
 

@@ -225,6 +225,13 @@ class RigidGeom(_GeomBase):
         return None if hull is None else np.asarray(hull.vertices, dtype=np.float64).copy()
 
     @property
+    def init_faces(self) -> np.ndarray | None:
+        """The triangles of that shape, `(m, 3)` indices into `init_verts`, counter-clockwise seen from outside
+        (None where init_verts is None)."""
+        hull = self.desc.hull()
+        return None if hull is None else np.asarray(hull.triangles, dtype=np.int64).copy()
+
+    @property
     def friction(self) -> float:
         """The geom's friction coefficient (the entity's material's, where it sets one)."""
         mu = self.entity.material.friction
