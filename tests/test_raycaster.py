@@ -31,6 +31,7 @@ WALL_X = 1.1  # the wall's face (x), so that the lidar faces it at 1.0 m
 NO_HIT_FAR, NO_HIT_NEAR = -1.0, -2.0
 SCAN = dict(resolution=0.1, size=(0.6, 0.6))  # 7 x 7 rays, x and y in -0.3 .. 0.3
 MESH_AT, MESH_SIZE = (4.0, 0.0), (0.5, 0.5, 0.4)  # a box given as a triangle mesh, on the plane: top at 0.4
+PEBBLES = 8  # small spheres out of the way, so that the cast walks the primitives' BVH (16 bounded primitives)
 
 
 def _scene(mesh_file):
@@ -38,6 +39,8 @@ def _scene(mesh_file):
     scene.add_entity(gs.morphs.Plane())
     scene.add_entity(gs.morphs.Box(pos=(*BOX_AT, BOX_SIZE[2] / 2), size=BOX_SIZE, fixed=True))
     scene.add_entity(gs.morphs.Mesh(file=mesh_file, pos=(*MESH_AT, MESH_SIZE[2] / 2), fixed=True))
+    for k in range(PEBBLES):  # far from every ray: with them the scene has enough primitives for a BVH
+        scene.add_entity(gs.morphs.Sphere(pos=(10.0 + k, 10.0, 0.05), radius=0.05, fixed=True))
     scene.add_entity(gs.morphs.Sphere(pos=(*SPHERE_AT, RADIUS), radius=RADIUS, fixed=True))
     scene.add_entity(gs.morphs.Box(pos=(WALL_X + 0.05, LIDAR_AT[1], LIDAR_AT[2]), size=(0.1, 6.0, 4.0), fixed=True))
     carrier = {name: scene.add_entity(gs.morphs.Box(pos=pos, size=(CARRIER,) * 3)) for name, pos in (
@@ -467,27 +470,26 @@ def test_bad_attachment_is_refused_and_nothing_is_added():
     assert scene.sensors == []
 
 
-def test_bvh_refit_over_every_node_at_once_equals_the_level_by_level_refit():
-    """The primitives' BVH boxes (shared by the cameras and the ray-cast sensors) are refitted at every pack: below
-    BVHRefit.FLAT_MAX leaves by one scatter of each leaf into every node above it, above it level by level; both
-    are a min and a max of the same boxes, so they agree bitwise (random trees of 1 to 300 leaves, 4 environments,
-    some leaves empty as a primitive not drawn)."""
-    from genesis_core.render.renderer import BVHRefit, bvh_topology
+def test_the_cast_refits_the_bvh_as_the_renderer_does(world):
+    """The scene has 17 bounded primitives, so every ray above went through the primitives' BVH, whose boxes the
+    ray cast refits in its kernel: they equal bitwise the renderer's refit (torch) of the same poses, and every
+    node's box is the union of its primitives' bounding spheres, computed here directly."""
+    scene, carrier, s = world
+    place(scene, carrier)
+    manager = scene.sensor_manager
+    (_, _, ctx, _), = manager._kinds
+    from genesis_core.render.view import solver_render_views
 
-    rng = np.random.default_rng(0)
-    for m in (1, 2, 7, 27, 300):
-        node_i = bvh_topology(rng.normal(size=(m, 3)))
-        lo = torch.as_tensor(rng.normal(size=(4, m, 3)), dtype=torch.float32)
-        hi = lo + torch.as_tensor(rng.uniform(0, 1, size=(4, m, 3)), dtype=torch.float32)
-        hidden = torch.as_tensor(rng.uniform(size=(4, m, 1)) < 0.2)
-        lo, hi = torch.where(hidden, 1e30, lo), torch.where(hidden, -1e30, hi)
-        flat, levels = BVHRefit(node_i, "cpu"), BVHRefit(node_i, "cpu")
-        levels.FLAT_MAX = -1
-        levels.__init__(node_i, "cpu")
-        assert flat._flat == (m <= BVHRefit.FLAT_MAX) and not levels._flat
-        boxes = flat.refit(lo, hi)
-        assert torch.equal(boxes, levels.refit(lo, hi)), m
-        # the root holds every drawn leaf's box
-        shown = ~hidden[..., 0]
-        root_lo = torch.where(shown[..., None], lo, torch.full_like(lo, 1e30)).amin(dim=1)
-        assert torch.equal(boxes[:, 0, :3], root_lo)
+    geometry = ctx["geometry"]
+    in_kernel = geometry.pack(solver_render_views(scene), N_ENVS, manager.device, refit=False)[0]["node_box"].clone()
+    prims = geometry.pack(solver_render_views(scene), N_ENVS, manager.device, refit=True)[0]
+    assert prims["n_nodes"] > 1 and prims["n_loose"] == 1  # the plane alone is tested apart
+    assert torch.equal(in_kernel, prims["node_box"])
+    node_i, pose, radius = prims["node_i"].numpy(), prims["prim_pose"].numpy(), prims["prim_f"][:, 3].numpy()
+    for k in range(prims["n_nodes"]):
+        members = [int(node_i[j, 0]) for j in range(k, node_i[k, 1]) if node_i[j, 0] >= 0]
+        centres = pose[:, members, :3]
+        lo = (centres - radius[members][None, :, None]).min(axis=1)
+        hi = (centres + radius[members][None, :, None]).max(axis=1)
+        assert np.array_equal(prims["node_box"][:, k].numpy(), np.concatenate([lo, hi], axis=-1)), k
+    place(scene, carrier)  # (the sensors' own boxes again)

@@ -558,9 +558,35 @@ def cast_rays(sensor_pose: ti.types.ndarray(dtype=ti.f32, ndim=3), ray_local: ti
     (sensor_pose f32 [B, S, 12]: position (3), rotation matrix (9, row-major; link to world)) and (s, d) its start
     and direction in the link frame (ray_local f32 [R, 6]); ray_sensor i32 [R]: the sensor (its pose's row) of each
     ray. out_t f32 [B, R]: the distance along the ray to the nearest hit of _trace (everything a camera draws), inf
-    where nothing is hit or the ray is not finite."""
+    where nothing is hit or the ray is not finite.
+
+    node_box is written here, not read from the caller: first, one thread per environment refits the primitives'
+    BVH bottom-up (nodes in reverse depth-first order, so children before parents; an inner node k's children are
+    k + 1 and the node its first child skips to) from the bounding spheres of the primitives at their poses (an
+    empty box for one not drawn), in float32 as the renderer's torch refit (renderer.BVHRefit) gives them."""
     B = out_t.shape[0]
     R = out_t.shape[1]
+    for b in range(B):
+        for q in range(n_nodes):
+            k = n_nodes - 1 - q
+            g = node_i[k, 0]
+            lo = ti.Vector([1e30, 1e30, 1e30], dt=ti.f32)
+            hi = ti.Vector([-1e30, -1e30, -1e30], dt=ti.f32)
+            if g >= 0:
+                if prim_pose[b, g, 12] > 0.5:
+                    radius = prim_f[g, 3]
+                    for c in ti.static(range(3)):
+                        lo[c] = prim_pose[b, g, c] - radius
+                        hi[c] = prim_pose[b, g, c] + radius
+            else:
+                left = k + 1
+                right = node_i[left, 1]
+                for c in ti.static(range(3)):
+                    lo[c] = ti.min(node_box[b, left, c], node_box[b, right, c])
+                    hi[c] = ti.max(node_box[b, left, 3 + c], node_box[b, right, 3 + c])
+            for c in ti.static(range(3)):
+                node_box[b, k, c] = lo[c]
+                node_box[b, k, 3 + c] = hi[c]
     for b, r in ti.ndrange(B, R):
         s = ray_sensor[r]
         p = ti.Vector([sensor_pose[b, s, 0], sensor_pose[b, s, 1], sensor_pose[b, s, 2]])

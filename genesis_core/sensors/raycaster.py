@@ -154,7 +154,7 @@ class RaycasterSensor(Sensor):
         with torch.no_grad(), torch_one_thread():
             pose = cls._link_poses(manager, ctx)  # [B, S, 12]
             views = solver_render_views(manager.scene)
-            prims, parts, _, n_parts = ctx["geometry"].pack(views, B, dev)
+            prims, parts, _, n_parts = ctx["geometry"].pack(views, B, dev, refit=False)  # (cast_rays refits)
             for name, x in (*prims.items(), *parts.items()):  # (sizes only: nothing is read)
                 if torch.is_tensor(x) and x.numel() >= 2 ** 31:
                     raise SceneError(f"ray-cast sensors: the scene's {name} would hold {x.numel()} values, beyond "
