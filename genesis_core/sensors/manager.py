@@ -179,7 +179,6 @@ class SensorManager(SolverBase):
             else:
                 where = torch.as_tensor(cols, dtype=torch.long, device=self.device)
             self._kinds.append((cls, sensors, ctx, where))
-        self._gravity_key = None
 
     def state_dims(self) -> dict:
         return {"n_history": self._n_history, "n_channels": self._n_channels, "n_aux": max(self._n_aux, 1)}
@@ -232,20 +231,14 @@ class SensorManager(SolverBase):
         return {"sensors": [{"kind": type(s.options).__name__, "options": s.options.as_dict()} for s in self.sensors]}
 
     def set_gravity(self, gravity):
-        """The IMUs read the scene's gravity (`scene.sim_options.gravity`) at every step: nothing to update."""
+        """The IMUs read their rigid solver's gravity (which scene.set_gravity sets) at every step: nothing to
+        update here."""
 
     # -- what the kinds use ----------------------------------------------------------------------------------------
 
     def batched(self, x):
         """x with the environment axis that a scene without environments lacks ([B, ...], B = 1 there)."""
         return x if self.n_envs else x.unsqueeze(0)
-
-    def gravity(self):
-        g = self.scene.sim_options.gravity
-        if self._gravity_key != g:
-            self._gravity_key = g
-            self._gravity_t = torch.as_tensor(g, dtype=self.float_dtype, device=self.device)
-        return self._gravity_t
 
     # -- reading ---------------------------------------------------------------------------------------------------
 
