@@ -524,8 +524,8 @@ class ProbeSet:
             if e.solver is not self.solver or not wanted:
                 continue
             for geom in getattr(e, "geoms", ()):
-                if geom.idx not in wanted or not 0 <= geom.idx < G:
-                    continue
+                if geom.idx not in wanted or not 0 <= geom.idx < G or int(getattr(geom, "type", -1)) != MESH:
+                    continue  # (the kernel reads triangles of mesh geoms only: a box's distance is exact)
                 verts, faces = getattr(geom, "init_verts", None), getattr(geom, "init_faces", None)
                 if verts is None or faces is None or len(faces) == 0:
                     continue
