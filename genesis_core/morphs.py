@@ -305,9 +305,8 @@ class RigidMeshOptions:
     A mesh that is not closed (not watertight: overlapping parts, holes) has its volume measured on a voxel grid
     filled from its surface, so that it is decomposed, never silently taken as its hull.
     coacd_options: keyword arguments for coacd.run_coacd (threshold, max_convex_hull, resolution, seed, ...).
-    batch_fixed_verts: accepted for Genesis World's scripts, with no effect: a fixed body is at its morph's pose
-    in every environment here (`set_pos` on a fixed base is refused either way; give the body a free joint to
-    move it per environment).
+    batch_fixed_verts: accepted for Genesis World's scripts, with no effect: a fixed base's pose is state per
+    environment here whatever it says (entity.set_pos / set_quat move it, kinematically, between steps).
     requires_jac_and_IK: accepted, with no effect: Jacobians and inverse kinematics are available for every
     rigid entity.
     """

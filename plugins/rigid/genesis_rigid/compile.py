@@ -217,7 +217,11 @@ class _Compiler:
                     for k in range(nv):
                         one_to_one = jd.type in (HINGE, SLIDE)
                         rng = jd.range if one_to_one else None
-                        dofs.append(dict(link=li, q=n_q if one_to_one else -1, damping=jd.damping,
+                        # a ball joint's dofs, a free joint's last three: rotation about the axes of its quaternion
+                        rot = k - (3 if jd.type == FREE else 0) if not one_to_one else -1
+                        pd_q = n_q if one_to_one else (n_q + k if jd.type == FREE and k < 3 else -1)
+                        dofs.append(dict(link=li, q=n_q if one_to_one else -1, damping=jd.damping, pd_q=pd_q,
+                                         rot=(n_q + (3 if jd.type == FREE else 0), rot) if rot >= 0 else (-1, -1),
                                          armature=jd.armature, stiffness=jd.stiffness if one_to_one else 0.0,
                                          springref=jd.springref, range=rng, force=(-BIG_FORCE, BIG_FORCE)))
                     qpos0.extend(self._joint_qpos0(jd, body, e, bi))
@@ -378,7 +382,7 @@ class _Compiler:
             link = df["link"]
             start = links[link]["dofs"][0]
             parent = d - 1 if d > start else (last_dof[links[link]["parent"]] if links[link]["parent"] >= 0 else -1)
-            dof_i[d] = (parent, link, int(df["range"] is not None), df["q"])
+            dof_i[d] = (parent, link, int(df["range"] is not None), df["q"], df["pd_q"], *df["rot"])
         ten_f, ten_i = self._tendon_arrays(trees)
         self._equality_refs(trees)
         pairs = self._collision_pairs(last_dof)

@@ -16,7 +16,7 @@ from genesis_core.geoms import GeomKind
 from genesis_core.rotations import quat_to_mat as _quat_to_mat
 from genesis_core.state import to_index, to_tensor
 
-from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_SPRINGREF
+from .layout import CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_SPRINGREF, DI_PD_Q, DI_ROT_AXIS, DI_ROT_Q
 from .model import BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, SLIDE, SPHERE
 
 # a quaternion shorter than this is refused by the setters (it names no rotation); a longer one is normalised
@@ -701,16 +701,6 @@ class RigidEntity(gs.Entity):
     def _dofs(self, dofs_idx_local):
         return (self.dof_start + self._local(dofs_idx_local, self.n_dofs, "dofs_idx_local")).to(gs.device)
 
-    def _position_dofs(self, dofs_idx_local, what):
-        """Global dof indices and their qpos indices; only hinge and slide dofs have a scalar position."""
-        dofs = self._dofs(dofs_idx_local)
-        qs = self.solver.dof_q[dofs]
-        if (qs < 0).any():
-            bad = (dofs[qs < 0] - self.dof_start).tolist()
-            raise gs.OptionError(f"{what}: dofs {bad} belong to ball or free joints, which have no scalar position; "
-                                 "use set_qpos / set_pos / set_quat.")
-        return dofs, qs
-
     def _write(self, field, value, cols, envs_idx, what):
         st = self.solver.state
         st.set_rows(field, self.solver.frame, value, self._envs_idx(envs_idx), (cols,), what=what)
@@ -752,15 +742,21 @@ class RigidEntity(gs.Entity):
 
     def control_dofs_position(self, position, dofs_idx_local=None, envs_idx=None):
         """PD control toward `position` (velocity target 0) with the gains of set_dofs_kp / set_dofs_kv (implicit
-        in the step), its force clamped to the dofs' force range."""
-        dofs, _ = self._position_dofs(dofs_idx_local, "control_dofs_position")
+        in the step), its force clamped to the dofs' force range.
+
+        Positions are get_dofs_position's: for a ball joint's dofs and a free joint's last three, the intrinsic
+        x-y-z Euler angles of the joint's target orientation. Those three dofs' targets make one orientation; each
+        dof's error is its component of the rotation vector from the joint's orientation to it, in the joint's
+        child frame (the frame of their velocities), the shorter way round, exact at any angle. A rotation dof
+        given alone keeps its siblings' last targets (0 until set)."""
+        dofs = self._dofs(dofs_idx_local)
         self._write("dofs_ctrl_vel", 0.0, dofs, envs_idx, "control_dofs_position")
         self._control(CTRL_POSITION, "dofs_ctrl_pos", position, dofs, envs_idx, "control_dofs_position")
 
     def control_dofs_position_velocity(self, position, velocity, dofs_idx_local=None, envs_idx=None):
         """PD control toward `position` and `velocity`: kp (position - q) + kv (velocity - v), implicit in the
-        step, clamped to the dofs' force range."""
-        dofs, _ = self._position_dofs(dofs_idx_local, "control_dofs_position_velocity")
+        step, clamped to the dofs' force range (rotation dofs as control_dofs_position's)."""
+        dofs = self._dofs(dofs_idx_local)
         self._write("dofs_ctrl_pos", position, dofs, envs_idx, "control_dofs_position_velocity")
         self._control(CTRL_POSITION, "dofs_ctrl_vel", velocity, dofs, envs_idx, "control_dofs_position_velocity")
 
@@ -789,16 +785,34 @@ class RigidEntity(gs.Entity):
         q = self._read("qpos", qs.clamp(min=0), envs_idx)
         return torch.where(qs >= 0, q, torch.zeros_like(q)), self._read("dofs_vel", dofs, envs_idx)
 
+    def _position_errors(self, dofs, envs_idx):
+        """Each dof's PD position error at the current frame: target - q for a hinge or slide dof and a free
+        joint's translations (its base position), and for a rotation dof of a ball or free joint its component of the rotation
+        vector from the joint's quaternion to its targets' (kernels_dynamics.rotation_error)."""
+        from genesis_core.utils.geom import inv_quat, quat_mul, quat_to_rotvec, xyz_to_quat
+
+        dof_i = self.solver.compiled.arrays["dof_i"][dofs.cpu().numpy()]
+        pd_q = torch.as_tensor(dof_i[:, DI_PD_Q], dtype=torch.long, device=gs.device)
+        q = self._read("qpos", pd_q.clamp(min=0), envs_idx)
+        err = self._read("dofs_ctrl_pos", dofs, envs_idx) - torch.where(pd_q >= 0, q, torch.zeros_like(q))
+        rot_q, axis = dof_i[:, DI_ROT_Q], dof_i[:, DI_ROT_AXIS]
+        for k in np.flatnonzero(rot_q >= 0):
+            d0 = int(dofs[k]) - int(axis[k])
+            quat = self._read("qpos", torch.arange(rot_q[k], rot_q[k] + 4, device=gs.device), envs_idx)
+            target = xyz_to_quat(self._read("dofs_ctrl_pos", torch.arange(d0, d0 + 3, device=gs.device), envs_idx))
+            err[..., k] = quat_to_rotvec(quat_mul(inv_quat(quat), target))[..., int(axis[k])]
+        return err
+
     def get_dofs_control_force(self, dofs_idx_local=None, envs_idx=None):
         """The control force each dof receives at the current state (N or N m), clamped to its force range: the
         command (force control) or the PD law kp (target - q) + kv (target_v - v) (position and velocity control,
         evaluated explicitly; the step integrates it implicitly)."""
         dofs = self._dofs(dofs_idx_local)
         mode = self._read("dofs_ctrl_mode", dofs, envs_idx)
-        q, v = self._dof_q(dofs, envs_idx)
+        v = self._read("dofs_vel", dofs, envs_idx)
         kp, kv = self._read("dofs_kp", dofs, envs_idx), self._read("dofs_kv", dofs, envs_idx)
         vel_target = self._read("dofs_ctrl_vel", dofs, envs_idx)
-        pos = kp * (self._read("dofs_ctrl_pos", dofs, envs_idx) - q) + kv * (vel_target - v)
+        pos = kp * self._position_errors(dofs, envs_idx) + kv * (vel_target - v)
         vel = kv * (vel_target - v)
         raw = torch.where(mode == CTRL_POSITION, pos, torch.where(mode == CTRL_VELOCITY, vel,
                                                                   self._read("dofs_ctrl_force", dofs, envs_idx)))
@@ -1000,27 +1014,64 @@ class RigidEntity(gs.Entity):
         """Set every dof velocity of the entity to zero (in the environments envs_idx)."""
         self._write("dofs_vel", 0.0, self._dofs(None), envs_idx, "zero_all_dofs_velocity")
 
-    def _require_free_base(self, what):
-        if not self._free_base:
-            raise gs.OptionError(f"{what}: this entity's base is fixed (or not a free joint); its pose is set by "
-                                 "the morph at build.")
+    def _fixed_rows(self, what):
+        """The entity's rows of the state's fixed_base_pos / _quat, its base's first; refused unless the base is
+        welded to the world (a free base moves through qpos; a base on a joint or attached to another entity
+        moves with its joints or its parent)."""
+        fixed = self.solver.fixed_bases
+        rows = [i for i, l in enumerate(fixed) if self.link_start <= l < self.link_start + self.n_links]
+        if self._free_base or not rows or fixed[rows[0]] != self.link_start:
+            raise gs.OptionError(f"{what}: entity {self.idx}'s base is neither free nor welded to the world (it "
+                                 "hangs on a joint, or on another entity's link); move it through its joints "
+                                 "(set_qpos, set_dofs_position) or its parent.")
+        return rows
+
+    def _moved_fixed_base(self, rows, envs_idx, what, pos=None, quat=None):
+        """Move the entity's world-welded links rigidly with its base: the base to `pos` / `quat` (checked, in the
+        environments envs_idx), the other jointless roots of its file (rows[1:]) keeping their poses relative to
+        the base. No velocity: a welded link is kinematic, moved between steps."""
+        from genesis_core.utils.geom import inv_quat, quat_mul, transform_by_quat
+
+        st, f, envs = self.solver.state, self.solver.frame, self._envs_idx(envs_idx)
+        base = lambda name: st.get_rows(name, f, envs, (rows[0],))  # noqa: E731
+        old_pos, old_quat = base("fixed_base_pos"), base("fixed_base_quat")
+        if pos is not None:
+            self._write("fixed_base_pos", pos, rows[0], envs_idx, what)
+        else:
+            self._write("fixed_base_quat", quat, rows[0], envs_idx, what)
+        if len(rows) > 1:
+            others = torch.as_tensor(rows[1:], dtype=torch.long, device=gs.device)
+            r_pos, r_quat = (st.get_rows(name, f, envs, (others,)) for name in ("fixed_base_pos", "fixed_base_quat"))
+            new_pos, new_quat = base("fixed_base_pos"), base("fixed_base_quat")
+            turn = quat_mul(new_quat, inv_quat(old_quat)).unsqueeze(-2).expand(r_quat.shape)
+            r_pos = new_pos.unsqueeze(-2) + transform_by_quat(r_pos - old_pos.unsqueeze(-2), turn)
+            self._write("fixed_base_pos", r_pos, others, envs_idx, what)
+            self._write("fixed_base_quat", quat_mul(turn, r_quat), others, envs_idx, what)
+        self._moved(envs_idx)
 
     def set_pos(self, pos, envs_idx=None, zero_velocity=True):
-        """Base position, `([n_envs,] 3)` m (a free base)."""
-        self._require_free_base("set_pos")
+        """Base position, `([n_envs,] 3)` m, world: a free base's (its velocity zeroed unless zero_velocity=False),
+        or a base welded to the world (a fixed entity: its pose per environment, moved kinematically between
+        steps; the other jointless roots of its file move with it)."""
+        if not self._free_base:
+            self._moved_fixed_base(self._fixed_rows("set_pos"), envs_idx, "set_pos", pos=pos)
+            return
         self._write("qpos", pos, torch.arange(self.q_start, self.q_start + 3, device=gs.device), envs_idx, "set_pos")
         if zero_velocity:
             self._write("dofs_vel", 0.0, self._dofs([0, 1, 2, 3, 4, 5]), envs_idx, "set_pos")
         self._moved(envs_idx)
 
     def set_quat(self, quat, envs_idx=None, zero_velocity=True):
-        """Base orientation, `([n_envs,] 4)` (w, x, y, z), normalised here (a free base)."""
-        self._require_free_base("set_quat")
+        """Base orientation, `([n_envs,] 4)` (w, x, y, z), normalised here: a free base's, or a base welded to the
+        world (as set_pos; the other jointless roots turn about the base's origin)."""
         q = to_tensor(quat, self.solver.float_dtype, gs.device, "set_quat")
         norm = q.norm(dim=-1, keepdim=True)
         if q.shape[-1:] != (4,) or not bool(torch.isfinite(q).all()) or bool((norm < 1e-9).any()):
             raise gs.OptionError(f"set_quat: expected finite, non-zero quaternions (w, x, y, z), shaped "
                                  f"([n_envs,] 4), got {q.tolist() if q.numel() <= 16 else tuple(q.shape)}.")
+        if not self._free_base:
+            self._moved_fixed_base(self._fixed_rows("set_quat"), envs_idx, "set_quat", quat=q / norm)
+            return
         qs = torch.arange(self.q_start + 3, self.q_start + 7, device=gs.device)
         self._write("qpos", q / norm, qs, envs_idx, "set_quat")
         if zero_velocity:

@@ -13,33 +13,86 @@ position servos stable at large steps; joint springs are explicit, as MuJoCo's.
 import taichi as ti
 
 from .kernels_math import (force_cross, force_shift, force_shift_reverse, func, inertia_apply, inertia_shift,
-                           inertia_shift_reverse, motion_shift, motion_shift_reverse, quat_to_mat, quat_to_mat_reverse,
-                           spatial, v3e, v4e)
+                           inertia_shift_reverse, motion_shift, motion_shift_reverse, quat_conj, quat_mul,
+                           quat_mul_reverse, quat_to_mat, quat_to_mat_reverse, spatial, v3e, v4e)
 from .kernels_kinematics import add_ref_adjoint
 from .layout import (CTRL_FORCE, CTRL_POSITION, CTRL_VELOCITY, DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO,
-                     DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_Q, GD_ACC, GD_BIAS, GD_EXT, GT_FORCE, GT_KP,
-                     GT_KV, GT_POS, GT_VEL, LF_FLUID_BOX, LF_FLUID_DENSITY, LF_FLUID_IQUAT, LF_FLUID_VISCOSITY,
-                     LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END, LI_DOF_START, LI_PARENT,
-                     PP_TENDONS, SD_ACC, SD_BIAS, SD_EXT, SD_SATURATED, TF_DAMPING, TF_SPRING_HI, TF_SPRING_LO,
-                     TF_STIFFNESS, TI_COUNT, TI_START)
+                     DF_SPRINGREF, DF_STIFFNESS, DI_LINK, DI_PARENT, DI_PD_Q, DI_Q, DI_ROT_AXIS, DI_ROT_Q, GD_ACC,
+                     GD_BIAS, GD_EXT, GT_FORCE, GT_KP, GT_KV, GT_POS, GT_VEL, LF_FLUID_BOX, LF_FLUID_DENSITY,
+                     LF_FLUID_IQUAT, LF_FLUID_VISCOSITY, LF_FLUID_WIND, LF_GRAVCOMP, LF_INERTIA, LF_MASS, LI_DOF_END,
+                     LI_DOF_START, LI_PARENT, PP_TENDONS, SD_ACC, SD_BIAS, SD_EXT, SD_SATURATED, TF_DAMPING,
+                     TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS, TI_COUNT, TI_START)
+
+
+@func
+def rotation_target(b, d0, ctrl_pos):
+    """The quaternion of the intrinsic x-y-z Euler angles ctrl_pos[b, d0:d0 + 3] (R = Rx Ry Rz, the rotation dofs'
+    positions as get_dofs_position reads them) and the three half-angle (cos, sin) pairs it is made of."""
+    c = ti.Vector([ti.cos(0.5 * ctrl_pos[b, d0 + k]) for k in ti.static(range(3))])
+    s = ti.Vector([ti.sin(0.5 * ctrl_pos[b, d0 + k]) for k in ti.static(range(3))])
+    qx = ti.Vector([c[0], s[0], 0.0, 0.0])
+    qy = ti.Vector([c[1], 0.0, s[1], 0.0])
+    qz = ti.Vector([c[2], 0.0, 0.0, s[2]])
+    return quat_mul(quat_mul(qx, qy), qz), qx, qy, qz, c, s
+
+
+@func
+def rotvec_of_quat(e):
+    """The rotation vector (axis times angle, the angle in [0, pi]) of the unit quaternion e, and the sign (+-1) that
+    took e to its half with w >= 0."""
+    sign = 1.0
+    if e[0] < 0.0:
+        sign = -1.0
+    w = sign * e[0]
+    v = sign * ti.Vector([e[1], e[2], e[3]])
+    s = v.norm()
+    k = 2.0 / ti.max(w, 1e-30)  # the limit of 2 atan2(s, w) / s at s -> 0
+    if s > 1e-8:
+        k = 2.0 * ti.atan2(s, w) / s
+    return k * v, sign
+
+
+@func
+def pick3(v, axis):
+    out = v[0]
+    if axis == 1:
+        out = v[1]
+    elif axis == 2:
+        out = v[2]
+    return out
+
+
+@func
+def rotation_error(b, f, d, qpos, dof_i, ctrl_pos):
+    """A ball or free joint's rotation dof d: its component of the rotation vector rotvec(q^-1 q_target) from the
+    joint's quaternion q to the target q_target of its three rotation dofs' ctrl_pos (rotation_target), in the
+    joint's child frame, the frame of the rotation dofs' velocities: the PD law's position error, exact at any
+    angle (the shorter way round)."""
+    axis = dof_i[d, DI_ROT_AXIS]
+    q = v4e(qpos, f, b, dof_i[d, DI_ROT_Q])
+    qt, qx, qy, qz, c, s = rotation_target(b, d - axis, ctrl_pos)
+    rv, sign = rotvec_of_quat(quat_mul(quat_conj(q), qt))
+    return pick3(rv, axis)
 
 
 @func
 def control_raw(b, f, d, hi, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_force, ctrl_pos, ctrl_vel, ctrl_kp, ctrl_kv):
     """Dof d's control force at (qpos[f, b], dofs_vel[f, b]) before its range: the command (force mode); the PD law
-    kp (target - q - hi v) + kv (target_v - v) (position mode, hi the implicit step); kv (target_v - v)
-    (velocity mode)."""
+    kp (target - q - hi v) + kv (target_v - v) (position mode, hi the implicit step; q a free joint's coordinate
+    for its translation dofs; for a ball or free joint's rotation dofs target - q is rotation_error's); kv (target_v - v) (velocity mode)."""
     v = dofs_vel[f, b, d]
     mode = ctrl_mode[b, d]
     raw = 0.0
     if mode == CTRL_FORCE:
         raw = ctrl_force[b, d]
     elif mode == CTRL_POSITION:
-        qi = dof_i[d, DI_Q]
-        q = 0.0
+        qi = dof_i[d, DI_PD_Q]
+        err = 0.0
         if qi >= 0:
-            q = qpos[f, b, qi]
-        raw = ctrl_kp[b, d] * (ctrl_pos[b, d] - q - hi * v) + ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
+            err = ctrl_pos[b, d] - qpos[f, b, qi]
+        elif dof_i[d, DI_ROT_Q] >= 0:
+            err = rotation_error(b, f, d, qpos, dof_i, ctrl_pos)
+        raw = ctrl_kp[b, d] * (err - hi * v) + ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
     elif mode == CTRL_VELOCITY:
         raw = ctrl_kv[b, d] * (ctrl_vel[b, d] - v)
     return raw
@@ -282,6 +335,49 @@ def crba_diagonal(b, d, dof_i, s_cdof, s_crb_m, s_crb_mc, s_crb_io):
 
 
 @func
+def rotation_error_reverse(b, f, d, err_bar, qpos, dof_i, ctrl_pos, g_qpos, g_ctrl):
+    """Adjoint of rotation_error for d(loss)/d(error) = err_bar: into g_qpos[b] (the joint's quaternion, as read)
+    and g_ctrl[b, :, GT_POS] (the three rotation dofs' targets)."""
+    axis = dof_i[d, DI_ROT_AXIS]
+    qs = dof_i[d, DI_ROT_Q]
+    d0 = d - axis
+    q = v4e(qpos, f, b, qs)
+    qt, qx, qy, qz, c, s = rotation_target(b, d0, ctrl_pos)
+    e = quat_mul(quat_conj(q), qt)
+    rv, sign = rotvec_of_quat(e)
+    rv_bar = ti.Vector([0.0, 0.0, 0.0])
+    for k in ti.static(range(3)):
+        if axis == k:
+            rv_bar[k] = err_bar
+    w = sign * e[0]
+    v = sign * ti.Vector([e[1], e[2], e[3]])
+    sn = v.norm()
+    r2 = ti.max(sn * sn + w * w, 1e-30)
+    # rv = k v with k = 2 atan2(sn, w) / sn: dk/dw = -2 / r2, dk/dsn = (2 w / r2 - k) / sn (-> 0 as sn -> 0)
+    k = 2.0 / ti.max(w, 1e-30)
+    dk_dsn = 0.0
+    if sn > 1e-8:
+        k = 2.0 * ti.atan2(sn, w) / sn
+        dk_dsn = (2.0 * w / r2 - k) / sn
+    proj = v.dot(rv_bar)
+    v_bar = k * rv_bar
+    if sn > 1e-8:
+        v_bar += v * (dk_dsn * proj / sn)
+    w_bar = -2.0 / r2 * proj
+    e_bar = sign * ti.Vector([w_bar, v_bar[0], v_bar[1], v_bar[2]])
+    g_qc, g_qt = quat_mul_reverse(quat_conj(q), qt, e_bar)
+    g_q = quat_conj(g_qc)
+    for j in ti.static(range(4)):
+        g_qpos[b, qs + j] = g_qpos[b, qs + j] + g_q[j]
+    g_qxy, g_qz = quat_mul_reverse(quat_mul(qx, qy), qz, g_qt)
+    g_qx, g_qy = quat_mul_reverse(qx, qy, g_qxy)
+    # each factor is (cos t/2, sin t/2 on its axis): d/dt = (-sin t/2, cos t/2) / 2
+    g_ctrl[b, d0, GT_POS] = g_ctrl[b, d0, GT_POS] + 0.5 * (c[0] * g_qx[1] - s[0] * g_qx[0])
+    g_ctrl[b, d0 + 1, GT_POS] = g_ctrl[b, d0 + 1, GT_POS] + 0.5 * (c[1] * g_qy[2] - s[1] * g_qy[0])
+    g_ctrl[b, d0 + 2, GT_POS] = g_ctrl[b, d0 + 2, GT_POS] + 0.5 * (c[2] * g_qz[3] - s[2] * g_qz[0])
+
+
+@func
 def control_raw_reverse(b, f, d, hi, raw_bar, qpos, dofs_vel, dof_i, ctrl_mode, ctrl_pos, ctrl_vel, ctrl_kp,
                         ctrl_kv, g_qpos, g_vel, g_ctrl):
     """Adjoint of control_raw for dL/draw = raw_bar: into g_ctrl[b, d, 0..4] (force, pos, vel, kp, kv),
@@ -291,14 +387,17 @@ def control_raw_reverse(b, f, d, hi, raw_bar, qpos, dofs_vel, dof_i, ctrl_mode, 
     if mode == CTRL_FORCE:
         g_ctrl[b, d, GT_FORCE] = g_ctrl[b, d, GT_FORCE] + raw_bar
     elif mode == CTRL_POSITION:
-        qi = dof_i[d, DI_Q]
-        q = 0.0
+        qi = dof_i[d, DI_PD_Q]
+        err = 0.0
         if qi >= 0:
-            q = qpos[f, b, qi]
+            err = ctrl_pos[b, d] - qpos[f, b, qi]
             g_qpos[b, qi] = g_qpos[b, qi] - raw_bar * ctrl_kp[b, d]
-        g_ctrl[b, d, GT_POS] = g_ctrl[b, d, GT_POS] + raw_bar * ctrl_kp[b, d]
+            g_ctrl[b, d, GT_POS] = g_ctrl[b, d, GT_POS] + raw_bar * ctrl_kp[b, d]
+        elif dof_i[d, DI_ROT_Q] >= 0:
+            err = rotation_error(b, f, d, qpos, dof_i, ctrl_pos)
+            rotation_error_reverse(b, f, d, raw_bar * ctrl_kp[b, d], qpos, dof_i, ctrl_pos, g_qpos, g_ctrl)
         g_ctrl[b, d, GT_VEL] = g_ctrl[b, d, GT_VEL] + raw_bar * ctrl_kv[b, d]
-        g_ctrl[b, d, GT_KP] = g_ctrl[b, d, GT_KP] + raw_bar * (ctrl_pos[b, d] - q - hi * v)
+        g_ctrl[b, d, GT_KP] = g_ctrl[b, d, GT_KP] + raw_bar * (err - hi * v)
         g_ctrl[b, d, GT_KV] = g_ctrl[b, d, GT_KV] + raw_bar * (ctrl_vel[b, d] - v)
         g_vel[b, d] = g_vel[b, d] - raw_bar * (hi * ctrl_kp[b, d] + ctrl_kv[b, d])
     elif mode == CTRL_VELOCITY:

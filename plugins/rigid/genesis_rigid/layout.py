@@ -18,8 +18,11 @@ JF_POS, JF_AXIS, JF_REF, JF_N = 0, 3, 6, 7
 JI_TYPE, JI_Q_START, JI_DOF_START, JI_N = 0, 1, 2, 3
 # dof_f [D, 8]
 DF_DAMPING, DF_ARMATURE, DF_STIFFNESS, DF_SPRINGREF, DF_RANGE_LO, DF_RANGE_HI, DF_FORCE_LO, DF_FORCE_HI, DF_N = range(9)
-# dof_i [D, 4]: parent dof in the tree (-1 at a root), link, limited flag, q index (-1 for ball/free dofs)
-DI_PARENT, DI_LINK, DI_LIMITED, DI_Q, DI_N = range(5)
+# dof_i [D, 7]: parent dof in the tree (-1 at a root), link, limited flag, q index (-1 for ball/free dofs), the q
+# index a PD law's position error reads (DI_Q's, and a free joint's translation dofs' coordinates: -1 for rotation
+# dofs); for a ball or free joint's rotation dof, the q index of the joint's quaternion (w) and the dof's axis 0-2
+# (-1 otherwise)
+DI_PARENT, DI_LINK, DI_LIMITED, DI_Q, DI_PD_Q, DI_ROT_Q, DI_ROT_AXIS, DI_N = range(8)
 # geom_f [G, GF_N]: pose in the link frame, size, friction, restitution, centre of the bounding sphere (link frame;
 # its radius is geom_rbound, which includes the margins), MuJoCo's contact margin and gap (a pair's are the sums of
 # its geoms': contacts are detected within margin + gap and held at a distance of margin)

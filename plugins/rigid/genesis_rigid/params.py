@@ -1,5 +1,6 @@
 """The rigid solver's parameter syncs: the state's per-environment parameter fields (the dofs' damping, armature,
-stiffness and force range; the links' inertial mass, mass and centre-of-mass shifts; the geoms' friction ratios)
+stiffness and force range; the links' inertial mass, mass and centre-of-mass shifts; the geoms' friction ratios;
+the poses of the links welded to the world)
 handed to the kernels' model arrays after they changed, checked by the tensors' version counters so that an
 unchanged state costs nothing; and the rules across those fields (StateStore.rules)."""
 
@@ -14,7 +15,7 @@ import genesis_core as gs
 from genesis_core.state import first_entry
 
 from .layout import DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF_STIFFNESS, GF_FRICTION, LF_COM, \
-    LF_INERTIA, LF_MASS
+    LF_INERTIA, LF_MASS, LF_POS, LF_QUAT
 
 # a link's mass in the dynamics is at least this fraction of its inertial mass, whatever its links_mass_shift
 MIN_MASS_FRACTION = 0.1
@@ -62,7 +63,8 @@ class ParamSync:
             self.model["dof_f"].from_numpy(arr.astype(self._np_float))
         self._dof_params_seen = key
 
-    LINK_PARAMS = ("links_inertial_mass", "links_mass_shift", "links_com_shift", "geoms_friction_ratio")
+    LINK_PARAMS = ("links_inertial_mass", "links_mass_shift", "links_com_shift", "geoms_friction_ratio",
+                   "fixed_base_pos", "fixed_base_quat")
 
     def _state_rules(self, rows):
         """The rules across entries and fields (StateStore.rules) on rows {name: [R, ...]}: the contact pool's keys
@@ -117,7 +119,7 @@ class ParamSync:
         found = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
         if found is not None:
             raise gs.InvalidStateError(st.entry_message("step", *found))
-        mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors)
+        mass0, shift, com_shift, ratio, base_pos, base_quat = (t.detach().double().cpu().numpy() for t in tensors)
         L, base = self.n_links, self._link_f_env
         if L:
             mass = np.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
@@ -136,6 +138,12 @@ class ParamSync:
             arr[:, :L, LF_MASS] = mass
             arr[:, :L, LF_COM:LF_COM + 3] = base[:, :L, LF_COM:LF_COM + 3] + com_shift
             arr[:, :L, LF_INERTIA:LF_INERTIA + 9] = base[:, :L, LF_INERTIA:LF_INERTIA + 9] * scale[..., None]
+            fixed = self.fixed_bases
+            arr[:, fixed, LF_POS:LF_POS + 3] = base_pos
+            # a quaternion the state accepted (within QUAT_TOL of unit) is normalised; the model's own, rounded to
+            # the state's precision, is kept as it is (a trajectory does not depend on the state's round trip)
+            norm = np.linalg.norm(base_quat, axis=-1, keepdims=True)
+            arr[:, fixed, LF_QUAT:LF_QUAT + 4] = np.where(np.abs(norm - 1) > 1e-6, base_quat / norm, base_quat)
             self.model["link_f"].from_numpy(arr.astype(self._np_float))
         if self.n_geoms:
             self.model["geom_mu"].from_numpy(self._geom_mu(ratio))

@@ -24,8 +24,8 @@ from .kernels_collision import CF_DEPTH, CF_N, CF_NORMAL, CF_POS, CI_KEY, CI_LIN
 from .kernels_constraint import RF_N
 from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .launch_mode import LaunchMode
-from .layout import DF_N, ED_RELQUAT, EQ_ROWS, PF_GRAVITY, GC_N, GD_N, GF_FRICTION, GT_N, LF_MASS, LF_N, PI_GEOM_A, PI_GEOM_B, RI_N, \
-    SD_N
+from .layout import DF_N, ED_RELQUAT, EQ_ROWS, PF_GRAVITY, GC_N, GD_N, GF_FRICTION, GT_N, LF_MASS, LF_N, LF_POS, \
+    LF_QUAT, PI_GEOM_A, PI_GEOM_B, RI_N, SD_N
 from .material import Rigid
 from .model import BALL, FREE
 from .options import RigidOptions
@@ -120,6 +120,11 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         gs.FieldSpec("links_step_wrench", ("n_links", 6), frames=False,
                      doc="the applied wrenches of the step under way (or the last one), as links_applied_wrench; "
                          "each of its substeps applies wrench * dt"),
+        # the poses of the links fixed to the world, per environment (set_pos / set_quat of a fixed-base entity)
+        gs.FieldSpec("fixed_base_pos", ("n_fixed_bases", 3), frames=False,
+                     doc="the world position of each link welded to the world (a base without joints), m"),
+        gs.FieldSpec("fixed_base_quat", ("n_fixed_bases", 4), frames=False, quat=True,
+                     doc="the world orientation of each link welded to the world, (w, x, y, z)"),
     ) + EQUALITY_FIELDS  # (genesis_rigid.equality)
     _view = None  # the ColliderView, made at the first collider_view call
     _diff_tape = None  # differentiable mode: the frame whose substep the backward re-ran, awaiting its reverse
@@ -153,7 +158,14 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         quats = [j["q"] + (3 if j["type"] == FREE else 0) for j in self.compiled.joints if j["type"] in (FREE, BALL)]
         return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_geoms": self.n_geoms,
                 "n_contacts": self.max_contacts, "n_limits": max(self.n_limited, 1),
-                "qpos_quats": quats, "n_eqs": self.n_eq_slots, "eq_quats": [ED_RELQUAT]}
+                "qpos_quats": quats, "n_eqs": self.n_eq_slots, "eq_quats": [ED_RELQUAT],
+                "n_fixed_bases": len(self.fixed_bases)}
+
+    @property
+    def fixed_bases(self) -> list:
+        """The links welded to the world, in solver order: every root link without joints (a fixed-base entity's
+        base, and any other jointless root of its file); their poses are the state's fixed_base_pos / _quat."""
+        return [l for l, k in enumerate(self.compiled.links) if k["parent"] < 0 and k["joints"][0] == k["joints"][1]]
 
     def init_state(self, f):
         st = self.state
@@ -169,6 +181,11 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         st.at("links_inertial_mass", f)[:] = torch.as_tensor(self._link_f_env[:, :self.n_links, LF_MASS],
                                                              dtype=self.float_dtype)
         st.at("geoms_friction_ratio", f)[:] = 1.0
+        fixed = self.fixed_bases
+        st.at("fixed_base_pos", f)[:] = torch.as_tensor(self._link_f_env[:, fixed, LF_POS:LF_POS + 3],
+                                                        dtype=self.float_dtype)
+        st.at("fixed_base_quat", f)[:] = torch.as_tensor(self._link_f_env[:, fixed, LF_QUAT:LF_QUAT + 4],
+                                                         dtype=self.float_dtype)
         self._allocate_scratch()
         self._choose_launch_mode()
         self.kinematics(f)
