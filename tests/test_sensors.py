@@ -196,6 +196,16 @@ def test_scene_without_envs_reads_without_a_batch_dimension():
     _close(force.read(), (0.0, 0.0, float(box.get_mass()) * G), 1e-6)
     with pytest.raises(gs.SceneError, match="without environments"):
         imu.read(envs_idx=[0])
+    imu.set_delay(0.0)
+    imu.set_pos_offset((0.0, 0.0, 0.0))
+    imu.set_quat_offset((1.0, 0.0, 0.0, 0.0))
+    imu.set_gyro_cross_axis_coupling(0.0)
+    scene.step()
+    assert torch.equal(imu.read().mag, imu.read_ground_truth().mag)
+    with pytest.raises(gs.OptionError, match="add_sensor"):
+        imu.set_delay(2 * DT)
+    with pytest.raises(gs.SceneError, match="without environments"):
+        imu.set_delay(0.0, envs_idx=[0])
 
 
 # -- the measurement model ---------------------------------------------------------------------------------------
@@ -286,6 +296,177 @@ def test_setters_change_the_model_per_environment_and_are_state(rest, tmp_path):
     scene.reset(snap)
 
 
+def _sensor_state(scene):
+    return scene.get_state().solvers_state[scene.solvers.index(scene.sensor_manager)]
+
+
+def _unchanged(scene, before):
+    for k, x in scene.get_state().fields_by_key().items():
+        assert torch.equal(x, before[k]), k
+
+
+def test_set_delay_is_exact_in_steps_per_environment_and_state(spin):
+    """set_delay(3 dt) in env 1 only, on an IMU built without delay: env 1 then reads the ground truth of exactly 3
+    steps before (the turning field tells the slots apart); env 0 reads bit for bit what it reads without the
+    call (the same steps replayed from a snapshot, where the reset restores delay 0); a delay beyond the history
+    built (3 steps: the largest delay + jitter of the options) is refused, naming the way to a longer one."""
+    scene, _, s = spin
+    imu = s["offset"]
+    snap = scene.get_state()
+    imu.set_delay(DELAY_STEPS * DT, envs_idx=[1])
+    assert _sensor_state(scene).delay_steps[:, imu.idx].tolist() == [0, DELAY_STEPS]
+    truth, reads = [], []
+    for _ in range(DELAY_STEPS + 3):
+        scene.step()
+        truth.append(imu.read_ground_truth())
+        reads.append(_reads(scene))
+        if len(truth) > DELAY_STEPS:
+            got, want = imu.read(), truth[-1 - DELAY_STEPS]
+            for name in ("lin_acc", "ang_vel", "mag"):
+                assert torch.equal(getattr(got, name)[1], getattr(want, name)[1]), name
+            assert not torch.equal(got.mag[1], truth[-1].mag[1])
+            assert torch.equal(got.mag[0], truth[-1].mag[0])  # env 0: no delay
+    before = scene.get_state().fields_by_key()
+    for bad, match in [(lambda: imu.set_delay((DELAY_STEPS + 1) * DT, envs_idx=[1]), "add_sensor"),
+                       (lambda: s["delayed"].set_jitter(DT), "needs 4 steps of history"),
+                       (lambda: imu.set_delay(-DT), r"delay=-0.01 s .*>= 0"),
+                       (lambda: imu.set_delay([DT, float("inf")]), "finite"),
+                       (lambda: imu.set_delay([DT, DT, DT]), "shape")]:
+        with pytest.raises(gs.OptionError, match=match):
+            bad()
+    _unchanged(scene, before)
+    scene.reset(snap)
+    assert _sensor_state(scene).delay_steps[:, imu.idx].tolist() == [0, 0]
+    for want in reads:
+        scene.step()
+        assert torch.equal(_reads(scene)[0], want[0])  # env 0 untouched by env 1's delay
+    assert torch.equal(imu.read().mag, imu.read_ground_truth().mag)
+    scene.reset(snap)
+
+
+def test_set_jitter_per_environment_and_in_checkpoints(spin, tmp_path):
+    """set_jitter(dt) in env 0 of an IMU without delay: env 0 reads between the ground truths of 0 and 1 steps
+    before (strictly inside for the turning field), env 1 the current one; a checkpoint saved before the call
+    restores jitter 0."""
+    scene, _, s = spin
+    imu = s["offset"]
+    snap = scene.get_state()
+    path = tmp_path / "before.ckpt"
+    scene.save_checkpoint(path)
+    imu.set_jitter(DT, envs_idx=[0])
+    assert _sensor_state(scene).jitter_steps[:, imu.idx].tolist() == [1.0, 0.0]
+    prev = imu.read_ground_truth().mag
+    for _ in range(4):
+        scene.step()
+        now, got = imu.read_ground_truth().mag, imu.read().mag
+        lo, hi = torch.minimum(now[0], prev[0]), torch.maximum(now[0], prev[0])
+        assert bool(((got[0] >= lo - 1e-12) & (got[0] <= hi + 1e-12)).all())
+        assert 0 < float((got[0, 0] - now[0, 0]) / (prev[0, 0] - now[0, 0])) < 1
+        assert torch.equal(got[1], now[1])
+        prev = now
+    scene.load_checkpoint(path)
+    assert _sensor_state(scene).jitter_steps[:, imu.idx].tolist() == [0.0, 0.0]
+    scene.step()
+    assert torch.equal(imu.read().mag, imu.read_ground_truth().mag)
+    scene.reset(snap)
+
+
+def test_set_pos_offset_reads_the_centripetal_term_of_each_environment(spin):
+    """On the body turning at OMEGA about z (no gravity), an IMU at r reads -OMEGA^2 r (r in the plane of the
+    turn), with r set per environment; on the axis nothing. set_quat_offset turns the sensor frame: (2, 2, 0, 0),
+    normalised, is a roll of 90 degrees, and the gyroscope then reads the spin along its +y."""
+    scene, _, s = spin
+    imu = s["offset"]
+    snap = scene.get_state()
+    r = torch.tensor([[0.2, 0.0, 0.0], [0.0, 0.5, 0.0]], dtype=torch.float64)
+    imu.set_pos_offset(r)
+    scene.step()
+    _close(imu.read().lin_acc, -OMEGA**2 * r, 1e-9)
+    imu.set_pos_offset((0.0, 0.0, 0.4), envs_idx=[1])  # on the axis of the turn
+    imu.set_quat_offset(torch.tensor([2.0, 2.0, 0.0, 0.0]), envs_idx=[1])
+    h = math.sqrt(0.5)
+    assert torch.allclose(_sensor_state(scene).quat_offset[1, imu._pose_row],
+                          torch.tensor([h, h, 0.0, 0.0], dtype=torch.float64), atol=1e-15)
+    scene.step()
+    data = imu.read()
+    _close(data.lin_acc[0], -OMEGA**2 * r[0], 1e-9)
+    _close(data.lin_acc[1], (0.0, 0.0, 0.0), 1e-9)
+    _close(data.ang_vel, torch.tensor([[0.0, 0.0, OMEGA], [0.0, OMEGA, 0.0]]), 1e-9)
+    before = scene.get_state().fields_by_key()
+    for bad, match in [(lambda: imu.set_quat_offset((0.0, 0.0, 0.0, 0.0)), "zero quaternion"),
+                       (lambda: imu.set_quat_offset((1.0, float("nan"), 0.0, 0.0)), "finite"),
+                       (lambda: imu.set_pos_offset((1.0, 2.0)), "shape"),
+                       (lambda: imu.set_pos_offset(torch.zeros(3, 3)), "shape"),
+                       (lambda: imu.set_pos_offset((2e6, 0.0, 0.0), envs_idx=[0]), r"pos_offset\[env 0.*1000000")]:
+        with pytest.raises(gs.OptionError, match=match):
+            bad()
+    _unchanged(scene, before)
+    scene.reset(snap)
+    assert torch.equal(_sensor_state(scene).pos_offset[:, imu._pose_row],
+                       torch.tensor([[R_OFF, 0.0, 0.0]] * 2, dtype=torch.float64))
+
+
+def test_cross_axis_coupling_setters_apply_the_matrix_per_environment(spin):
+    """Each reading is M times the ground truth with M set per environment: a 3x3 matrix (gyroscope, env 1), a
+    number (accelerometer, env 0), 3 numbers (magnetometer, every environment), and one matrix per environment;
+    the other environments read the ground truth exactly; bad values are refused with nothing written."""
+    from genesis_core.sensors.options import alignment_matrix
+
+    scene, _, s = spin
+    imu = s["offset"]
+    snap = scene.get_state()
+    m = np.array([[1.0, 0.1, -0.2], [0.05, 0.9, 0.3], [0.0, -0.1, 1.1]])
+    imu.set_gyro_cross_axis_coupling(m, envs_idx=[1])
+    imu.set_acc_cross_axis_coupling(0.1, envs_idx=[0])
+    imu.set_mag_cross_axis_coupling((0.1, 0.2, 0.3))
+    scene.step()
+    got, truth = imu.read(), imu.read_ground_truth()
+
+    def applied(matrix, v):
+        return torch.as_tensor(matrix, dtype=v.dtype) @ v
+
+    _close(got.ang_vel[1], applied(m, truth.ang_vel[1]), 1e-12)
+    assert torch.equal(got.ang_vel[0], truth.ang_vel[0])
+    _close(got.lin_acc[0], applied(alignment_matrix(0.1), truth.lin_acc[0]), 1e-12)
+    assert torch.equal(got.lin_acc[1], truth.lin_acc[1])
+    for b in range(2):
+        _close(got.mag[b], applied(alignment_matrix((0.1, 0.2, 0.3)), truth.mag[b]), 1e-12)
+    assert not torch.equal(got.mag, truth.mag)
+    imu.set_gyro_cross_axis_coupling(torch.tensor(np.stack([m.T, np.eye(3)])))
+    scene.step()
+    got, truth = imu.read(), imu.read_ground_truth()
+    _close(got.ang_vel[0], applied(m.T, truth.ang_vel[0]), 1e-12)
+    assert torch.equal(got.ang_vel[1], truth.ang_vel[1])
+    before = scene.get_state().fields_by_key()
+    for bad in [lambda: imu.set_acc_cross_axis_coupling(1.5), lambda: imu.set_acc_cross_axis_coupling((0.1, 2.0, 0.3)),
+                lambda: imu.set_gyro_cross_axis_coupling(np.ones((2, 2))),
+                lambda: imu.set_mag_cross_axis_coupling(np.full((3, 3), np.nan)),
+                lambda: imu.set_mag_cross_axis_coupling(np.ones((3, 3, 3))),
+                lambda: imu.set_mag_cross_axis_coupling(np.eye(3) * 1e7)]:
+        with pytest.raises(gs.OptionError, match="cross_axis_coupling"):
+            bad()
+    _unchanged(scene, before)
+    scene.reset(snap)
+    scene.step()
+    got, truth = imu.read(), imu.read_ground_truth()
+    assert torch.equal(got.mag, truth.mag) and torch.equal(got.ang_vel, truth.ang_vel)  # the snapshot's: none
+    scene.reset(snap)
+
+
+def test_setters_of_kinds_without_them_are_refused(rest):
+    """A contact flag has no measurement model to set and a fixed frame: refused, naming the setter."""
+    scene, _, _, s = rest
+    before = scene.get_state().fields_by_key()
+    for bad, match in [(lambda: s["touch"].set_delay(0.0), "set_delay: a Contact sensor"),
+                       (lambda: s["touch"].set_jitter(0.0), "set_jitter: a Contact sensor"),
+                       (lambda: s["touch"].set_pos_offset((0.0, 0.0, 0.1)), "set_pos_offset: a Contact sensor"),
+                       (lambda: s["touch"].set_quat_offset((1.0, 0.0, 0.0, 0.0)), "set_quat_offset"),
+                       (lambda: s["imu"].set_delay(DT), "add_sensor")]:  # (this scene keeps no history)
+        with pytest.raises(gs.OptionError, match=match):
+            bad()
+    _unchanged(scene, before)
+
+
 # -- sensor state in snapshots, resets and checkpoints -----------------------------------------------------------
 
 
@@ -305,7 +486,13 @@ def test_sensor_state_is_declared_and_in_the_scene_state(rest):
     assert scene.solvers[-1] is manager and manager in scene.active_solvers
     sub = scene.get_state().solvers_state[scene.solvers.index(manager)]
     assert set(sub.fields) == {"history", "measured", "drift", "aux", "rng_key", "rng_counter", "bias", "noise",
-                               "random_walk", "resolution"}
+                               "random_walk", "resolution", "delay_steps", "jitter_steps", "pos_offset",
+                               "quat_offset", "alignment"}
+    n_imus = sum(isinstance(x, gs.sensors.IMUSensor) for x in scene.sensors)
+    n_posed = sum(isinstance(x, (gs.sensors.IMUSensor, gs.sensors.ContactForceSensor)) for x in scene.sensors)
+    assert sub.delay_steps.shape == (N_ENVS, len(scene.sensors)) and sub.delay_steps.dtype == torch.int32
+    assert sub.pos_offset.shape == (N_ENVS, n_posed, 3) and sub.quat_offset.shape == (N_ENVS, n_posed, 4)
+    assert sub.alignment.shape == (N_ENVS, 3 * n_imus, 3, 3)
     assert sub.rng_counter.shape == (N_ENVS,) and sub.rng_counter.dtype == torch.int32
 
 
@@ -345,8 +532,16 @@ def test_bad_sensor_state_is_refused(rest):
     before = scene.get_state().fields_by_key()
     with pytest.raises(gs.InvalidStateError, match=r"SensorManager.rng_counter\[env 2"):
         scene.reset(state)
-    for k, x in scene.get_state().fields_by_key().items():
-        assert torch.equal(x, before[k]), k
+    _unchanged(scene, before)
+    state = scene.get_state()
+    state.solvers_state[-1].delay_steps[1, 0] = 1  # this scene keeps no history (no delay in its options)
+    with pytest.raises(gs.InvalidStateError, match=r"SensorManager.delay_steps\[env 1.*ceil\(jitter_steps\) <= 0"):
+        scene.reset(state)
+    state = scene.get_state()
+    state.solvers_state[-1].quat_offset[0, 0] = torch.tensor([0.5, 0.0, 0.0, 0.0])
+    with pytest.raises(gs.InvalidStateError, match=r"SensorManager.quat_offset\[env 0.*unit quaternion"):
+        scene.reset(state)
+    _unchanged(scene, before)
 
 
 def test_checkpoint_resumes_sensor_readings_exactly(rest, tmp_path):
@@ -421,6 +616,8 @@ def test_bad_attachment_is_refused_and_nothing_is_added():
         (gs.sensors.ContactForce(entity_idx=box.idx, link_idx_local=1), "link_idx_local=1"),
         (gs.sensors.IMU(entity_idx=chain.idx), "rigid entities"),
         (gs.sensors.ContactForce(entity_idx=box.idx, noise=(0.1, 0.2)), "one number or 3"),
+        (gs.sensors.ContactForce(entity_idx=box.idx, pos_offset=(0.0, 2e6, 0.0)), "pos_offset"),
+        (gs.sensors.IMU(entity_idx=box.idx, gyro_cross_axis_coupling=np.eye(3) * 1e7), "gyro_cross_axis_coupling"),
         (gs.options.SimOptions(), "not a sensor"),
     ]
     for options, match in cases:
@@ -428,8 +625,12 @@ def test_bad_attachment_is_refused_and_nothing_is_added():
             scene.add_sensor(options)
     assert scene.sensors == [] and not scene.sensor_manager.is_active
     with pytest.warns(UserWarning, match="not a multiple of dt"):
-        scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, delay=0.015))
+        imu = scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, delay=0.015))
     assert len(scene.sensors) == 1
+    for setter in (lambda: imu.set_delay(0.01), lambda: imu.set_jitter(0.0), lambda: imu.set_pos_offset((0, 0, 1)),
+                   lambda: imu.set_quat_offset((1, 0, 0, 0)), lambda: imu.set_acc_cross_axis_coupling(0.1)):
+        with pytest.raises(gs.SceneError, match="before scene.build"):
+            setter()
 
 
 def test_cross_axis_coupling_matrix():

@@ -18,6 +18,11 @@ from ..errors import OptionError
 
 SENSOR_CLASSES: dict = {}  # options class -> sensor class
 
+# the largest |entry| of a per-environment pos_offset (m) and of a cross-axis coupling matrix: generous for any
+# sensor, and small enough that no finite ground truth of a physical scene overflows through them
+MAX_OFFSET = 1e6
+MAX_COUPLING = 1e6
+
 # what a rigid entity must offer for a sensor to be attached to one of its links (Genesis World's RigidEntity names)
 RIGID_ACCESSORS = ("n_links", "link_start", "get_links_pos", "get_links_quat", "get_links_ang", "get_links_acc",
                    "get_links_acc_ang", "get_links_net_contact_force", "get_contacts")
@@ -84,8 +89,9 @@ class Sensor:
 
     def channel_model(self) -> dict:
         """The measurement model of this sensor's channels: a dict of per-channel arrays (length n_channels) among
-        resolution, bias, noise, random_walk, min_abs, max_abs, plus `jitter` (steps) and `align` (a list of
-        (first channel, 3x3 matrix) blocks). Absent entries: no effect. Default: exact readings."""
+        resolution, bias, noise, random_walk, min_abs, max_abs, plus `jitter` (seconds, one number) and `align` (a
+        list of (first channel, 3x3 matrix) blocks, the starting values of per-environment coupling matrices).
+        Absent entries: no effect. Default: exact readings."""
         return {}
 
     @classmethod
@@ -150,6 +156,50 @@ class Sensor:
     def set_random_walk(self, random_walk, envs_idx=None):
         """Each channel's random-walk step deviation (>= 0) in the environments envs_idx."""
         self._set_model("random_walk", random_walk, envs_idx)
+
+    def _set_timing(self, name, value, envs_idx):
+        if not self.noisy:
+            raise OptionError(f"set_{name}: a {type(self.options).__name__} sensor has no per-environment {name} "
+                              "(it is not a noisy sensor with a setter: IMU, ContactForce and TemperatureGrid have "
+                              f"them); give {name} in its options.")
+        self._manager.set_timing(self, name, value, envs_idx)
+
+    def set_delay(self, delay, envs_idx=None):
+        """The read delay, seconds (>= 0), in the environments envs_idx: one number, or one per environment
+        written. Applied as round(delay / dt) whole steps (a warning says so when delay is not a multiple of dt).
+        The history was sized at build by the largest delay + jitter among the sensors' options: a delay (plus
+        this sensor's jitter, in steps rounded up) beyond it is refused; give the largest delay in the options."""
+        self._set_timing("delay", delay, envs_idx)
+
+    def set_jitter(self, jitter, envs_idx=None):
+        """The jitter, seconds (>= 0), in the environments envs_idx: each step the sensor reads u * jitter later
+        than its delay, u uniform in [0, 1), interpolated linearly between the two buffered steps around that time
+        (whatever the options' `interpolate`). delay + jitter, in steps rounded up, must fit the history built."""
+        self._set_timing("jitter", jitter, envs_idx)
+
+    # -- the sensor frame per environment (Genesis World's RigidSensorMixin setters) ----------------------------------
+
+    per_env_offsets = False  # a kind that reads its offsets from the state at every step (IMU, ContactForce)
+    _pose_row = None  # its row in the manager's pos_offset / quat_offset fields (set at build)
+    _align_start = 0  # its first block in the manager's alignment field (set at build)
+
+    def _set_offset(self, name, value, envs_idx):
+        if not self.per_env_offsets:
+            raise OptionError(f"set_{name}: a {type(self.options).__name__} sensor's frame is fixed at build (its "
+                              "options' pos_offset and euler_offset); IMU and ContactForce sensors have "
+                              "per-environment offsets.")
+        self._manager.set_offset(self, name, value, envs_idx)
+
+    def set_pos_offset(self, pos_offset, envs_idx=None):
+        """The sensor frame's origin in the link frame, m, in the environments envs_idx: 3 numbers, or one row
+        of 3 per environment written."""
+        self._set_offset("pos_offset", pos_offset, envs_idx)
+
+    def set_quat_offset(self, quat_offset, envs_idx=None):
+        """The sensor frame's rotation from the link frame as a quaternion (w, x, y, z), normalised here (a zero
+        quaternion is refused), in the environments envs_idx: 4 numbers, or one row of 4 per environment
+        written."""
+        self._set_offset("quat_offset", quat_offset, envs_idx)
 
     def start_recording(self, rec_options):
         """Record `read()` as the scene steps, with a `gs.recorders` option (Genesis World's sensor hook)."""

@@ -9,8 +9,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..rotations import quat_to_mat, rpy_to_quat
-from .base import Sensor, gather_links, link_groups, register
+from ..rotations import quat_to_mat
+from ..errors import OptionError
+from .base import MAX_COUPLING, MAX_OFFSET, Sensor, gather_links, link_groups, register
 from .options import IMU, Contact, ContactForce, alignment_matrix, per_channel
 
 NOISY = ("resolution", "bias", "noise", "random_walk")
@@ -32,20 +33,27 @@ def _noisy_model(sensor) -> dict:
     return model
 
 
-def _rotations(options_list, dtype, device):
-    return torch.as_tensor(np.stack([quat_to_mat(rpy_to_quat(np.radians(o.euler_offset))) for o in options_list]),
-                           dtype=dtype, device=device)
+def _pose_rows(sensors) -> slice:
+    """The sensors' rows of the manager's pose fields (pos_offset, quat_offset): one kind's rows are contiguous."""
+    first = sensors[0]._pose_row
+    assert [s._pose_row for s in sensors] == list(range(first, first + len(sensors)))
+    return slice(first, first + len(sensors))
 
 
 class _NoisySensor(Sensor):
-    """A sensor with the generic measurement model (NoisySensorOptionsMixin) and its per-environment setters."""
+    """A sensor with the generic measurement model (NoisySensorOptionsMixin), its per-environment setters, and
+    per-environment offsets (pos_offset, quat_offset: the manager's state, read at every step)."""
 
     noisy = True
+    per_env_offsets = True
 
     @classmethod
     def check(cls, manager, options, entity):
         for key in NOISY:
             per_channel(options, key, cls.n_channels)
+        if any(abs(c) > MAX_OFFSET for c in options.pos_offset):
+            raise OptionError(f"add_sensor: {type(options).__name__}.pos_offset={options.pos_offset!r} is not "
+                              f"accepted: expected entries within +-{MAX_OFFSET:g} m of the link.")
 
 
 @register(IMU)
@@ -55,11 +63,41 @@ class IMUSensor(_NoisySensor):
     def _format(self, x):
         return IMUData(x[..., 0:3], x[..., 3:6], x[..., 6:9])
 
+    @classmethod
+    def check(cls, manager, options, entity):
+        super().check(manager, options, entity)
+        for part in ("acc", "gyro", "mag"):
+            coupling = getattr(options, f"{part}_cross_axis_coupling")
+            if np.abs(alignment_matrix(coupling)).max() > MAX_COUPLING:
+                raise OptionError(f"add_sensor: IMU.{part}_cross_axis_coupling={coupling!r} is not accepted: "
+                                  f"expected matrix entries within +-{MAX_COUPLING:g}.")
+
     def channel_model(self) -> dict:
         model = _noisy_model(self)
         model["align"] = [(3 * k, alignment_matrix(getattr(self.options, f"{part}_cross_axis_coupling")))
                           for k, part in enumerate(("acc", "gyro", "mag"))]
         return model
+
+    # -- the cross-axis coupling per environment (Genesis World's IMU setters) ---------------------------------------
+
+    def _set_coupling(self, part, value, envs_idx):
+        self._manager.set_alignment(self, ("acc", "gyro", "mag").index(part), value, envs_idx,
+                                    what=f"set_{part}_cross_axis_coupling")
+
+    def set_acc_cross_axis_coupling(self, cross_axis_coupling, envs_idx=None):
+        """The accelerometer's alignment matrix M (the reading is M a) in the environments envs_idx, as the option:
+        a number in [0, 1] (every off-diagonal entry; 1 on the diagonal), 3 numbers in [0, 1] (column j's
+        off-diagonal entries are the j-th), or a 3x3 matrix used as is; or an (n, 3, 3) array of matrices, one
+        per environment written."""
+        self._set_coupling("acc", cross_axis_coupling, envs_idx)
+
+    def set_gyro_cross_axis_coupling(self, cross_axis_coupling, envs_idx=None):
+        """The gyroscope's alignment matrix (as set_acc_cross_axis_coupling)."""
+        self._set_coupling("gyro", cross_axis_coupling, envs_idx)
+
+    def set_mag_cross_axis_coupling(self, cross_axis_coupling, envs_idx=None):
+        """The magnetometer's alignment matrix (as set_acc_cross_axis_coupling)."""
+        self._set_coupling("mag", cross_axis_coupling, envs_idx)
 
     @classmethod
     def build_kind(cls, manager, sensors):
@@ -70,11 +108,8 @@ class IMUSensor(_NoisySensor):
         fused = all(hasattr(e.solver, "links_inertial_motion") for e, _ in groups)
         solver_links = [(e, torch.as_tensor([e.link_start + l for l in links], dtype=torch.long, device=dev))
                         for e, links in groups]
-        return dict(groups=groups, perm=perm, fused=fused, solver_links=solver_links,
-                    offset_pos=torch.as_tensor([x.pos_offset for x in o], dtype=fl, device=dev),
-                    offset_rot=_rotations(o, fl, dev),
-                    mag=torch.as_tensor([x.magnetic_field for x in o], dtype=fl, device=dev),
-                    has_offset=any(any(c != 0 for c in x.pos_offset) for x in o))
+        return dict(groups=groups, perm=perm, fused=fused, solver_links=solver_links, pose_rows=_pose_rows(sensors),
+                    mag=torch.as_tensor([x.magnetic_field for x in o], dtype=fl, device=dev))
 
     @classmethod
     def measure_kind(cls, manager, sensors, ctx):
@@ -90,13 +125,14 @@ class IMUSensor(_NoisySensor):
             omega = gather_links(manager, g, perm, lambda e, l: e.get_links_ang(l))
             acc = gather_links(manager, g, perm, lambda e, l: e.get_links_acc(l))
         rot_link = quat_to_mat(quat.to(manager.float_dtype))  # [B, n, 3, 3]: link to world
-        if ctx["has_offset"]:
+        offset_pos, offset_rot, moved = manager.offsets(ctx["pose_rows"])  # each environment's
+        if moved:
             # the sensor point's acceleration: a_o + alpha x r + omega x (omega x r), r world
             if not ctx["fused"]:
                 alpha = gather_links(manager, g, perm, lambda e, l: e.get_links_acc_ang(l))
-            r = torch.einsum("bnij,nj->bni", rot_link, ctx["offset_pos"])
+            r = torch.einsum("bnij,bnj->bni", rot_link, offset_pos)
             acc = acc + torch.cross(alpha, r, dim=-1) + torch.cross(omega, torch.cross(omega, r, dim=-1), dim=-1)
-        rot = rot_link @ ctx["offset_rot"]  # sensor to world
+        rot = rot_link @ offset_rot  # sensor to world
         world = torch.stack([acc - cls._gravity(manager, sensors, ctx), omega, ctx["mag"].expand_as(acc)],
                             dim=2)  # [B, n, 3, 3]
         local = torch.einsum("bnji,bnkj->bnki", rot, world)  # R^T v for each of the 3 vectors
@@ -157,8 +193,7 @@ class ContactForceSensor(_NoisySensor):
     @classmethod
     def build_kind(cls, manager, sensors):
         groups, perm = link_groups(sensors, manager.device)
-        return dict(groups=groups, perm=perm,
-                    offset_rot=_rotations([s.options for s in sensors], manager.float_dtype, manager.device))
+        return dict(groups=groups, perm=perm, pose_rows=_pose_rows(sensors))
 
     @classmethod
     def measure_kind(cls, manager, sensors, ctx):
@@ -171,5 +206,5 @@ class ContactForceSensor(_NoisySensor):
         if ctx["perm"] is not None:
             force = force[:, ctx["perm"]]
         quat = gather_links(manager, ctx["groups"], ctx["perm"], lambda e, l: e.get_links_quat(l))
-        rot = quat_to_mat(quat.to(manager.float_dtype)) @ ctx["offset_rot"]
+        rot = quat_to_mat(quat.to(manager.float_dtype)) @ manager.offsets(ctx["pose_rows"])[1]
         return torch.einsum("bnji,bnj->bni", rot, force.to(manager.float_dtype)).reshape(force.shape[0], -1)
