@@ -789,6 +789,35 @@ def check_kinematic_contact_sandbox(rec):
                 f"{force[centre, 2]:.3f} N; {int((others != 0).sum())} of the 24 others non-zero")
 
 
+def check_go2_kinematic(rec):
+    """A simulated go2 and a kinematic twin (gs.materials.Kinematic) at one place: after the script's last step
+    the twin holds the reference joint angles of that step (its thighs swung by 0.3 sin(4 pi t)) with its base
+    where it was put, no velocity, and the simulated go2, which the twin never touches, has not been pushed aside
+    (its base within 5 cm of where it started, horizontally)."""
+    import math
+
+    scene = only_scene(rec)
+    robot, ghost = scene.entities[1], scene.entities[2]
+    if not getattr(ghost, "kinematic", False):
+        raise CheckError("the third entity is not kinematic")
+    t = (scene.t - 1) * scene.dt
+    offset = 0.3 * math.sin(2.0 * math.pi * 2.0 * t)
+    ref = np.array([0.0, 0.8, -1.5, 0.0, 0.8, -1.5, 0.0, 1.0, -1.5, 0.0, 1.0, -1.5])
+    ref[[1, 4]] += offset
+    ref[[7, 10]] -= offset
+    names = ["FR_hip_joint", "FR_thigh_joint", "FR_calf_joint", "FL_hip_joint", "FL_thigh_joint", "FL_calf_joint",
+             "RR_hip_joint", "RR_thigh_joint", "RR_calf_joint", "RL_hip_joint", "RL_thigh_joint", "RL_calf_joint"]
+    idx = [robot.get_joint(n).dofs_idx_local[0] for n in names]
+    q = np_(ghost.get_dofs_position(idx)).reshape(-1)
+    base = np_(ghost.get_pos()).reshape(-1)
+    vel = np.abs(np_(ghost.get_links_vel())).max()
+    drift = float(np.hypot(*np_(robot.get_pos()).reshape(-1)[:2]))
+    err = float(np.abs(q - ref).max())
+    ok = err < 1e-6 and np.allclose(base, [0.0, 0.0, 0.42], atol=1e-6) and vel == 0 and drift < 0.05
+    return ok, (f"{scene.t} steps; twin joints - reference <= {err:.1e} rad, base {fmt(base)}, link speed {vel}; "
+                f"simulated go2 moved {drift:.3f} m horizontally")
+
+
 def check_tactile_elastomer_sandbox(rec):
     """The sphere pusher starts 1 cm above the floor, its 48 probes on its lower hemisphere, its translation dofs
     servoed to where it starts (kp = 1250 N/m, kv = 125 N s/m): every probe reads no displacement (nothing touches
@@ -990,6 +1019,9 @@ TARGETS = [
     Target("sensors/kinematic_contact_sandbox", check_kinematic_contact_sandbox,
            what="the pusher, started 1 cm into the platform, rests on it after the step (1 mm); the probe under "
                 "it reads the penetration its pose gives (1e-5 m) and the spring force; the 24 others read 0"),
+    Target("kinematic/go2_kinematic", check_go2_kinematic,
+           what="the kinematic twin holds the last reference joint angles (1e-6 rad, float32) at its base, with no velocity; "
+                "the simulated go2 it overlaps is not pushed aside (5 cm)"),
     Target("sensors/tactile_elastomer_sandbox", check_tactile_elastomer_sandbox,
            what="the servoed sphere's 48 probes read no displacement before it touches anything; it sinks at the "
                 "implicit PD servo's analytic speed (1 %)"),

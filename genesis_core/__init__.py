@@ -19,7 +19,7 @@ import numpy as _np
 
 from . import _runtime
 from . import (constants, coupler, errors, materials, morphs, options, plugins, recorders, renderers, sensors,
-               surfaces, utils, validators)
+               surfaces, textures, utils, validators)
 
 # Genesis World's scripts import the sensor options from `genesis.options.sensors` too
 options.sensors = sensors
@@ -48,6 +48,8 @@ from .scene import UID, Scene
 from .solver import Entity, Solver, SolverBase
 from .state import FieldSpec, SimState, SolverState
 from .tensor import Tensor, arange, from_torch, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .utils import geom as _geom
+from .utils.geom import *  # noqa: F401,F403  (Genesis World's scripts call gs.inv_quat, gs.quat_to_rotvec, ...)
 
 try:
     __version__ = _version("genesis-core")
@@ -108,6 +110,6 @@ __all__ = [
     "SceneError", "SimState", "Solver", "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu",
     "destroy", "errors", "gpu", "logger",
     "hookimpl", "init", "constants", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins",
-    "recorders", "renderers", "sensors", "surfaces", "utils", "validators", "Tensor", "UID", "arange", "from_torch",
+    "recorders", "renderers", "sensors", "surfaces", "textures", "utils", "validators", "Tensor", "UID", "arange", "from_torch",
     "full", "ones", "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",
-]
+] + list(_geom.__all__)

@@ -28,7 +28,7 @@ ANY_COLLIDER = "*collider"
 class ColliderView:
     """The collision geometry a solver exposes to couplings, at one frame. B = max(n_envs, 1); G geoms; L bodies.
 
-    geom_type: int32 [G], a GEOM_* code. geom_size: [G, 3], metres: sphere (r, -, -); capsule (r, half-length
+    geom_type: int32 [G], a GEOM_* code (-1: no geometry, which collides with nothing). geom_size: [G, 3], metres: sphere (r, -, -); capsule (r, half-length
     of the segment, -) along local Z; box (half-extents); cylinder (r, half-height, -) along local Z;
     ellipsoid (the semi-axes along local X, Y, Z); plane: unused (the plane is local z = 0, normal +Z).
     geom_friction: [G], Coulomb coefficient. geom_body: int32 [G], the body that carries the geom, -1 for static

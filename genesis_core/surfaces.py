@@ -1,6 +1,6 @@
 """Surfaces (`gs.surfaces.Default(color=..., vis_mode="collision")`, ...): how an entity looks.
 Every surface keeps its arguments on the object (`surface.options`), so that a Genesis World script runs unchanged.
-The cameras (`genesis_core.render`) read two of them:
+The cameras (`genesis_core.render`) read three of them:
 
 - `color` (RGB or RGBA in [0, 1]): the entity's colour in rendered images (it replaces a model file's colours);
 - `vis_mode` (rigid entities): "visual" (the default) draws the entity's visual geometry (URDF <visual> elements,
@@ -8,7 +8,10 @@ The cameras (`genesis_core.render`) read two of them:
   drawn as "visual". FEM bodies and cloths are drawn as their surfaces, other particle entities as spheres,
   whatever the mode.
 
-The others (roughness, textures, ...) have no effect yet (docs/rendering.md)."""
+- `diffuse_texture`, else `emissive_texture` (`gs.textures.*`), where no `color` is given: its colour (a colour
+  texture's; an image's mean colour, genesis_core.textures).
+
+The others (roughness, normal maps, ...) have no effect yet (docs/rendering.md)."""
 
 
 from .bases import Inert

@@ -88,11 +88,20 @@ class RenderView:
 
 def entity_color(scene, idx: int) -> np.ndarray:
     """The RGB colour (floats in [0, 1]) of entity `idx`: its `gs.surfaces.*(color=...)` if it gave one (RGB or
-    RGBA, clipped to [0, 1]; anything else raises), else the palette's colour for its index."""
+    RGBA, clipped to [0, 1]; anything else raises), else its diffuse or emissive texture's (Texture.mean_color),
+    else the palette's colour for its index."""
     if idx < 0:
         return PALETTE[-1]
     surface = scene.entity_surface(idx) if hasattr(scene, "entity_surface") else None
-    color = None if surface is None else getattr(surface, "options", {}).get("color")
+    options = {} if surface is None else getattr(surface, "options", {})
+    color = options.get("color")
+    if color is None:  # a texture's colour (genesis_core.textures): the diffuse one, else the emissive one
+        from ..textures import Texture
+
+        for key in ("diffuse_texture", "emissive_texture"):
+            texture = options.get(key)
+            if isinstance(texture, Texture) and texture.mean_color() is not None:
+                return np.asarray(texture.mean_color(), dtype=np.float32)
     if color is not None:
         try:
             c = np.asarray(color, dtype=np.float64).reshape(-1)

@@ -260,8 +260,12 @@ class SensorManager(SolverBase):
         need = d.double() + (torch.ceil(j.double()) if j is not None else 0.0)
         bad = need > self._n_history - 1
         if bad.any():
-            row, index, value = first_entry(bad, d)
-            return ("delay_steps", row, index, value,
+            # the entry named: the delay where it does not fit alone, else the jitter that takes it past the end
+            delay_alone = bad & (d.double() > self._n_history - 1)
+            name, where, x = ("delay_steps", delay_alone, d) if delay_alone.any() or j is None else (
+                "jitter_steps", bad, j)
+            row, index, value = first_entry(where, x)
+            return (name, row, index, value,
                     f"delay_steps + ceil(jitter_steps) <= {self._n_history - 1}, the steps of history this scene "
                     f"keeps (fixed at build by the largest delay + jitter of its sensors' options)")
         return None

@@ -517,3 +517,15 @@ def generate_grid_points_on_plane(lo, hi, normal, nx: int, ny: int) -> np.ndarra
                       "the grid lies half way between.", stacklevel=2)
     vv, uu = np.meshgrid(np.linspace(lo_v, hi_v, ny), np.linspace(lo_u, hi_u, nx), indexing="ij")
     return t0 * uu[..., None] + t1 * vv[..., None] + normal * (0.5 * (lo_w + hi_w))
+
+
+__all__ = [
+    "R_to_T", "R_to_quat", "R_to_rot6d", "R_to_rotvec", "R_to_xyz", "T_to_quat", "T_to_trans", "T_to_trans_quat",
+    "axis_angle_to_R", "axis_angle_to_quat", "euler_to_R", "euler_to_quat", "generate_grid_points_on_plane",
+    "identity_quat", "inv_T", "inv_quat", "inv_transform_by_T", "inv_transform_by_quat",
+    "inv_transform_by_trans_quat", "inv_transform_pos_quat_by_trans_quat", "normalize", "orthogonals", "polar",
+    "quat_mul", "quat_to_R", "quat_to_rotvec", "quat_to_xyz", "rot6d_to_R", "rotvec_to_R", "rotvec_to_quat", "slerp",
+    "tc_identity_quat", "tc_zero_pos", "trans_R_to_T", "trans_quat_to_T", "trans_to_T", "transform_by_R",
+    "transform_by_T", "transform_by_quat", "transform_by_trans_R", "transform_by_trans_quat", "transform_by_xyz",
+    "transform_pos_quat_by_trans_quat", "transform_quat_by_quat", "xyz_to_quat", "zero_pos",
+]

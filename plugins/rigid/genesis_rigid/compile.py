@@ -197,6 +197,10 @@ class _Compiler:
         for e in self.entities:
             robot = e.robot
             link0, dof0, q0, joint0, tendon0 = len(links), len(dofs), n_q, len(joints), len(tendons)
+            if getattr(e, "kinematic", False):
+                self._describe_kinematic(e, links, geoms, link_names)
+                self.entity_ranges.append((link0, len(links), dof0, dof0, q0, q0, joint0, joint0))
+                continue
             body_to_link = {}
             joint_names = {}
             for bi, body in enumerate(robot.bodies):
@@ -272,6 +276,25 @@ class _Compiler:
         self._kp0, self._kv0 = np.array(kp0), np.array(kv0)
         self._link_names = link_names
         self._compile_arrays()
+
+    @staticmethod
+    def _describe_kinematic(e, links, geoms, link_names):
+        """A Kinematic entity (genesis_rigid.kinematic): each body a link welded to the world at its pose in the
+        initial configuration, massless, its geoms colliding with nothing; no joints, dofs, actuators, tendons or
+        equalities (nothing acts on it)."""
+        from .kinematic import initial_poses
+
+        poses = initial_poses(e)
+        for bi, body in enumerate(e.robot.bodies):
+            li = len(links)
+            links.append(dict(parent=-1, pos=tuple(poses[0][bi]), quat=tuple(poses[1][bi]), mass=0.0,
+                              com=(0.0, 0.0, 0.0), gravcomp=0.0, fluid=None, inertia=np.zeros((3, 3)),
+                              joints=(0, 0), dofs=(0, 0), kinematic=True))
+            link_names.append(body.name)
+            for g in body.geoms:
+                geoms.append(dict(type=g.type, link=li, pos=g.pos, quat=g.quat, size=g.size, friction=g.friction,
+                                  coup_friction=g.friction, restitution=0.0, contype=0, conaffinity=0, entity=e.idx,
+                                  desc=g, kinematic=True))
 
     def _entity_equalities(self, e, robot, body_to_link, joint_names, joints, tendons, tendon0):
         """The entity's equality constraints (model.EqualityDesc) with their objects as the solver's indices: links

@@ -466,7 +466,10 @@ class RigidEntity(gs.Entity):
         for e in self.solver.entities:
             if e is self:
                 break
-            starts += _description_sizes(e.robot)
+            sizes = _description_sizes(e.robot)
+            if getattr(e, "kinematic", False):  # (its joints are not the model's: genesis_rigid.kinematic)
+                sizes = (sizes[0], 0, 0, 0, sizes[4])
+            starts += sizes
         l0, j0, d0, q0, _ = (int(x) for x in starts)
         joints, dof, q = [], d0, q0
         for bi, body in enumerate(self.robot.bodies):

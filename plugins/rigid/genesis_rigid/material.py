@@ -38,3 +38,15 @@ class Rigid(Material):
         if value is not True:
             raise ValueError("needs_coup: only True is supported (every rigid geom is a collider for the particle "
                              "solvers)")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Kinematic(Material):
+    """Kinematic bodies (Genesis World's): an entity moved only by setting its configuration (set_qpos,
+    set_dofs_position, set_pos, set_quat), with no dynamics, contacts or coupling: a reference motion drawn beside
+    a simulated robot, a marker. The cameras and the viewer draw it; ray-cast sensors see it only with
+    use_visual_raycasting=True (genesis_rigid.kinematic)."""
+
+    solver = "RigidSolver"
+
+    use_visual_raycasting: bool = attrs.field(default=False, validator=v.is_bool)

@@ -2,7 +2,7 @@
 
 import genesis_core as gs
 
-from .material import Rigid
+from .material import Kinematic, Rigid
 from .options import RigidOptions
 from .solver import RigidSolver
 
@@ -20,6 +20,7 @@ def register_options(register):
 @gs.hookimpl
 def register_materials(register):
     register("Rigid", Rigid)
+    register("Kinematic", Kinematic)
 
 
 @gs.hookimpl
@@ -37,7 +38,8 @@ def register_test_scenes(register):
 def _test_scene(n_envs, requires_grad=False):
     """A cart-pole under per-environment force control, a box tumbling onto the plane, a sphere rolling, and a
     convex mesh falling onto the box (mesh-box, then mesh-plane contacts); the sphere is welded to the box at the
-    third step in the first environment (a run-time equality in the state). Without requires_grad the box carries
+    third step in the first environment (a run-time equality in the state); a kinematic arm follows joint angles
+    set per environment at each step, its base moved at the second (kinematic_qpos, fixed_base_pos / _quat). Without requires_grad the box carries
     sensors whose state takes part in the shared properties: a noisy IMU with a delay, jitter and a random walk
     (its noise generator's keys and counters, its history of ground truths, its drift), a clipped and quantised
     contact-force sensor, a contact flag on the sphere, a noisy temperature grid on the box (its cells, its
@@ -52,6 +54,8 @@ def _test_scene(n_envs, requires_grad=False):
     box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 0.3), size=(0.2, 0.3, 0.1), euler=(20, 30, 0)))
     sphere = scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 0.1), radius=0.1))
     scene.add_entity(gs.morphs.Mesh(file=assets.path("pebble.obj"), pos=(0.05, 0.02, 0.55), euler=(10, 40, 0)))
+    ghost = scene.add_entity(gs.morphs.URDF(file=assets.path("arm.urdf"), fixed=True, pos=(0, -1.5, 0)),
+                             material=Kinematic())
     if not requires_grad:
         scene.add_sensor(gs.sensors.IMU(entity_idx=box.idx, pos_offset=(0.05, 0.0, 0.02), acc_noise=0.01,
                                         gyro_random_walk=0.001, acc_bias=0.02, delay=0.02, jitter=0.01,
@@ -75,6 +79,10 @@ def _test_scene(n_envs, requires_grad=False):
         batch = max(n_envs, 1)
         force = torch.sin(torch.arange(batch, dtype=torch.float64) + 0.3 * i_step).reshape(batch, 1) * 5.0
         cartpole.control_dofs_force(force if n_envs else force[0], dofs_idx_local=[0])
+        angles = torch.sin(torch.arange(batch, dtype=torch.float64)[:, None] + 0.2 * i_step + torch.arange(3.0))
+        ghost.set_dofs_position(angles if n_envs else angles[0])
+        if i_step == 1:
+            ghost.set_pos([0.1, -1.5, 0.0])
         if i_step == 0:
             vel = torch.arange(batch, dtype=torch.float64).reshape(batch, 1) * torch.tensor([[0.5, 0, 0, 0, 1.0, 0]])
             box.set_dofs_velocity(vel if n_envs else vel[0])

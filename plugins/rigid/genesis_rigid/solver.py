@@ -26,7 +26,7 @@ from .kernels_convex import NAR_ROWS, NF_N, NI_N
 from .launch_mode import LaunchMode
 from .layout import DF_N, ED_RELQUAT, EQ_ROWS, PF_GRAVITY, GC_N, GD_N, GF_FRICTION, GT_N, LF_MASS, LF_N, LF_POS, \
     LF_QUAT, PI_GEOM_A, PI_GEOM_B, RI_N, SD_N
-from .material import Rigid
+from .material import Kinematic, Rigid
 from .model import BALL, FREE
 from .options import RigidOptions
 from .params import ParamSync, versions
@@ -125,14 +125,26 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
                      doc="the world position of each link welded to the world (a base without joints), m"),
         gs.FieldSpec("fixed_base_quat", ("n_fixed_bases", 4), frames=False, quat=True,
                      doc="the world orientation of each link welded to the world, (w, x, y, z)"),
+        gs.FieldSpec("kinematic_qpos", ("n_kinematic_qs",), frames=False, quat="kinematic_quats",
+                     doc="the configuration of the kinematic entities (gs.materials.Kinematic), their joints' "
+                         "coordinates laid out as a rigid entity's qpos, in order (one padding entry when there is "
+                         "none); their links' poses follow it in fixed_base_pos / _quat"),
     ) + EQUALITY_FIELDS  # (genesis_rigid.equality)
     _view = None  # the ColliderView, made at the first collider_view call
     _diff_tape = None  # differentiable mode: the frame whose substep the backward re-ran, awaiting its reverse
     _view_tape = None  # differentiable mode: the frame whose collider view the backward re-made, awaiting its reverse
 
     def add_entity(self, idx, morph, material):
-        robot = describe(morph, material)  # parse now: a bad file fails at add_entity, before the entity is added
-        entity = super().add_entity(idx, morph, material)
+        if isinstance(material, Kinematic):
+            from .kinematic import KinematicEntity
+
+            # parsed as a rigid body of the default material (its masses are not used)
+            robot = describe(morph, Rigid())
+            entity = KinematicEntity(self.scene, self, idx, morph, material)
+            self.entities.append(entity)
+        else:
+            robot = describe(morph, material)  # parse now: a bad file fails at add_entity, before it is added
+            entity = super().add_entity(idx, morph, material)
         entity.robot = robot
         return entity
 
@@ -159,7 +171,15 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         return {"n_qs": self.n_qs, "n_dofs": self.n_dofs, "n_links": self.n_links, "n_geoms": self.n_geoms,
                 "n_contacts": self.max_contacts, "n_limits": max(self.n_limited, 1),
                 "qpos_quats": quats, "n_eqs": self.n_eq_slots, "eq_quats": [ED_RELQUAT],
-                "n_fixed_bases": len(self.fixed_bases)}
+                "n_fixed_bases": len(self.fixed_bases), "n_kinematic_qs": max(1, len(self._kinematic0[0])),
+                "kinematic_quats": self._kinematic0[1]}
+
+    @property
+    def _kinematic0(self):
+        """(initial configuration, quaternion offsets) of the kinematic entities (genesis_rigid.kinematic)."""
+        from .kinematic import kinematic_qpos0
+
+        return kinematic_qpos0(self.entities)
 
     @property
     def fixed_bases(self) -> list:
@@ -186,6 +206,9 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
                                                         dtype=self.float_dtype)
         st.at("fixed_base_quat", f)[:] = torch.as_tensor(self._link_f_env[:, fixed, LF_QUAT:LF_QUAT + 4],
                                                          dtype=self.float_dtype)
+        kin0 = self._kinematic0[0]
+        if len(kin0):
+            st.at("kinematic_qpos", f)[:] = torch.as_tensor(kin0, dtype=self.float_dtype)
         self._allocate_scratch()
         self._choose_launch_mode()
         self.kinematics(f)

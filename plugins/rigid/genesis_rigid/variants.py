@@ -79,6 +79,11 @@ class Variants:
         """Genesis World's add_entity(morph=[m0, m1, ...]) for the rigid solver (see the module's docstring)."""
         from .robots import describe
 
+        from .material import Kinematic
+
+        if isinstance(material, Kinematic):
+            raise gs.OptionError("add_entity(morph=[...], material=gs.materials.Kinematic()): a kinematic entity "
+                                 "has one morph; add one kinematic entity per shape.")
         if self.sim_options.requires_grad:
             raise gs.OptionError("add_entity(morph=[...]): heterogeneous entities are not available with "
                                  "SimOptions(requires_grad=True); build one scene per variant to differentiate "

@@ -104,7 +104,10 @@ class Views:
                 geom_hull=torch.as_tensor(geom_hull, device=dev),
                 hull_planes=torch.as_tensor(np.asarray(hull_rows or [[0.0, 0.0, 1.0, 0.0]], dtype=np.float64),
                                             dtype=fl, device=dev).contiguous(),
-                geom_type=torch.as_tensor(self.compiled.geom_type, dtype=torch.int32, device=dev),
+                # (a kinematic entity's geoms: -1, no geometry, couplings pass through them)
+                geom_type=torch.as_tensor([-1 if gm.get("kinematic") else t for gm, t in
+                                           zip(self.compiled.geoms, self.compiled.geom_type)] or self.compiled.geom_type,
+                                          dtype=torch.int32, device=dev),
                 geom_size=torch.as_tensor(geom_f[:, GF_SIZE:GF_SIZE + 3], dtype=fl, device=dev).contiguous(),
                 geom_friction=torch.as_tensor([gm["coup_friction"] for gm in self.compiled.geoms] or [0.0], dtype=fl,
                                               device=dev)[:G].contiguous(),
@@ -190,7 +193,9 @@ class Views:
         if rm.get("static") is None:
             # the fields that do not change, made once: the same tensors at every render, so that the renderer
             # sees they are unchanged without reading them (genesis_core.render.renderer.TraceScene)
-            geom_type, geom_size, geom_hull = v.geom_type[keep], v.geom_size.detach()[keep], v.geom_hull[keep]
+            # (the model's types: a kinematic entity's geoms are drawn, though couplings see no geometry there)
+            geom_type = torch.as_tensor(self.compiled.geom_type, dtype=v.geom_type.dtype, device=dev)[keep]
+            geom_size, geom_hull = v.geom_size.detach()[keep], v.geom_hull[keep]
             colors, entity = list(rm["geom_colors"]), list(rm["geom_entity"])
             items = rm["prims"]
             if items:

@@ -1,0 +1,83 @@
+"""A kinematic twin's cost: a go2 standing on a plane in every environment (PD-held at its standing pose), stepped
+alone, then beside a kinematic go2 (gs.materials.Kinematic) whose 12 joint angles are set before every step (a
+reference motion, Genesis World's kinematic/go2_kinematic.py). Prints env-steps per second of both. With
+GENESIS_WORLD_PYTHON set (GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv)), the same command runs the same
+script in Genesis World 1.4.5 and prints its figures and the ratio beside ours; without it, it says the anchor was
+skipped. Needs Genesis World's go2 (urdf/go2/urdf/go2.urdf) on the asset path (GENESIS_CORE_ASSETS).
+
+    python benchmarks/kinematic.py [--steps 100] [--envs 1 512]
+"""
+
+import argparse
+import os
+import sys
+
+from common import anchor_cells, engine_rate
+
+# the same script in both engines (the API is the same): ENGINE picks the import
+CHILD = r"""
+import importlib, math, os, sys, time
+import torch
+gs = importlib.import_module(os.environ["ENGINE"])
+n_envs, steps, with_twin = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+gs.init(backend=gs.cpu, precision="32", logging_level="error", seed=0)
+scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01), show_viewer=False)
+scene.add_entity(gs.morphs.Plane())
+robot = scene.add_entity(gs.morphs.URDF(file="urdf/go2/urdf/go2.urdf", pos=(0.0, 0.0, 0.42)))
+twin = None
+if with_twin:
+    twin = scene.add_entity(gs.morphs.URDF(file="urdf/go2/urdf/go2.urdf", pos=(0.0, 0.0, 0.42)),
+                            material=gs.materials.Kinematic())
+scene.build(n_envs=n_envs)
+names = ["FR_hip_joint", "FR_thigh_joint", "FR_calf_joint", "FL_hip_joint", "FL_thigh_joint", "FL_calf_joint",
+         "RR_hip_joint", "RR_thigh_joint", "RR_calf_joint", "RL_hip_joint", "RL_thigh_joint", "RL_calf_joint"]
+dofs = [robot.get_joint(n).dofs_idx_local[0] for n in names]
+stand = torch.tensor([0.0, 0.8, -1.5, 0.0, 0.8, -1.5, 0.0, 1.0, -1.5, 0.0, 1.0, -1.5])
+robot.set_dofs_kp([30.0] * 12, dofs)
+robot.set_dofs_kv([1.0] * 12, dofs)
+robot.set_dofs_position(stand.expand(n_envs, 12), dofs)
+robot.control_dofs_position(stand.expand(n_envs, 12), dofs)
+
+def run(k):
+    for i in range(k):
+        if twin is not None:
+            ref = stand.clone()
+            ref[[1, 4, 7, 10]] += 0.3 * math.sin(0.1 * i)
+            twin.set_dofs_position(ref.expand(n_envs, 12), dofs)
+        scene.step()
+
+run(31)  # past the compilation and the launch-mode trial
+t0 = time.perf_counter()
+run(steps)
+dt = time.perf_counter() - t0
+print(f"result env_steps_per_s={steps * n_envs / dt:.1f}")
+"""
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--envs", type=int, nargs="+", default=[1, 512])
+    args = parser.parse_args()
+    anchor = os.environ.get("GENESIS_WORLD_PYTHON")
+    rows = []
+    for n in args.envs:
+        for with_twin in (False, True):
+            what = f"go2 {'with' if with_twin else 'without'} a kinematic twin at n_envs {n}"
+            argv = [n, args.steps, int(with_twin)]
+            ours = engine_rate(sys.executable, "genesis_core", CHILD, argv, what)
+            theirs = engine_rate(anchor, "genesis", CHILD, argv, what) if anchor else None
+            rows.append((n, with_twin, ours, theirs))
+    print("\n| n_envs | scene | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
+    print("|---|---|---|---|---|")
+    for n, with_twin, ours, theirs in rows:
+        kind = "go2 + kinematic twin (12 angles set each step)" if with_twin else "go2 alone"
+        print("| {} | {} | {} | {} | {} |".format(n, kind, *anchor_cells(ours, theirs, anchor)))
+    if not anchor:
+        print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
+    if any(ours is None for _, _, ours, _ in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
