@@ -838,13 +838,16 @@ def check_tactile_elastomer_sandbox(rec):
 
 
 def check_tactile_elastomer_franka(rec):
-    """The two finger pads (8 x 8 probes each) read a displacement field of their shape."""
+    """The two finger pads (8 x 8 probes each, read as (64, 3) as in Genesis World) read no displacement while the
+    open gripper touches nothing, and the IK target's debug frame was moved to the target pose."""
     scene = only_scene(rec)
     pads = _sensors_of(scene, "ElastomerDisplacementSensor")
-    shapes = [tuple(np_(p.read()).shape) for p in pads]
-    ok = len(pads) == 2 and all(sh == (8, 8, 3) for sh in shapes)
-    return ok, f"{scene.t} step; pads read {shapes}"
-
+    reads = [np_(p.read()) for p in pads]
+    shapes = [r.shape for r in reads]
+    frames = [o for o in getattr(scene, "debug_objects", []) if o.kind == "frame"]
+    ok = len(pads) == 2 and all(sh == (64, 3) for sh in shapes) and not any(r.any() for r in reads) and frames
+    return ok, f"{scene.t} step; pads read {shapes}, largest |displacement| {max(np.abs(r).max() for r in reads)}; " \
+               f"{len(frames)} debug frame(s)"
 
 
 def check_temperature_grid(rec):
@@ -1026,8 +1029,9 @@ TARGETS = [
            what="the servoed sphere's 48 probes read no displacement before it touches anything; it sinks at the "
                 "implicit PD servo's analytic speed (1 %)"),
     Target("sensors/tactile_elastomer_franka", check_tactile_elastomer_franka, keep_viewer=True,
-           what="the two finger pads read 8 x 8 displacement fields (an interactive teleop script: it needs the "
-                "viewer)"),
+           what="the two finger pads (8 x 8 probes, read as (64, 3)) read no displacement before the gripper touches "
+                "anything; the IK target's debug frame exists (a keyboard teleop script: it runs with the browser "
+                "viewer, one step as under pytest)"),
     Target("sensors/temperature_grid", check_temperature_grid,
            what="no cell of the 22 C platform leaves [-40, 200] C (the bodies' temperatures); the hottest is under "
                 "the 200 C pusher, the coldest under a -40 C object; the reading lags between 22 C and the cells"),

@@ -453,6 +453,17 @@ class Scene:
         show_viewer=True, None otherwise."""
         return self._viewer
 
+    @property
+    def visualizer(self):
+        """Genesis World's `scene.visualizer`, for what its scripts use of it: `visualizer.context.
+        update_debug_objects(objs, poses)` moves debug markers (genesis_core.render.debug.DebugContext), and
+        `visualizer.viewer` is `scene.viewer`."""
+        from .render.debug import Visualizer
+
+        if self.__dict__.get("_visualizer") is None:
+            self._visualizer = Visualizer(self)
+        return self._visualizer
+
     def _require_alive(self, what):
         if self._destroyed:
             raise SceneError(f"{what}: the scene was destroyed (scene.destroy()); make a new scene.")

@@ -114,6 +114,27 @@ def assert_close_rel(grad, fd, tol=1e-3):
 # -- comparing states ----------------------------------------------------------------------------------------
 
 
+def grads_match_differences(run, pair, x0, moves=0.0, tol=1e-3):
+    """run(scene, entity, *inputs) -> loss: one backward through the differentiable scene of `pair` ((scene,
+    entity) built with requires_grad=True, then the same built plain) at the inputs x0, then each input's gradient
+    against central differences of the plain scene (reset before each run), each of which must move the loss by
+    more than `moves`, to a relative `tol` (one, or one per input). Returns the inputs (with .grad)."""
+    (scene, ent), (ref, ref_ent) = pair
+    xs = [x.clone().requires_grad_(True) for x in x0]
+    run(scene, ent, *xs).backward()
+    for i, x in enumerate(xs):
+        def f(v, i=i):
+            ref.reset()
+            args = list(x0)
+            args[i] = v
+            return float(run(ref, ref_ent, *args))
+
+        fd = central_differences(f, x0[i])
+        assert float(fd.abs().max()) > moves, f"input {i} does not move the loss"
+        assert_close_rel(x.grad, fd, tol=tol[i] if isinstance(tol, (list, tuple)) else tol)
+    return xs
+
+
 def _state_key(solver: str, field: str) -> str:
     """The key of a field in a checkpoint's "arrays" and in every message: "RigidSolver.qpos"."""
     from .state import field_key

@@ -34,6 +34,28 @@ def test_markers_are_kept_until_cleared(scene):
     assert scene.debug_objects == []
 
 
+def test_visualizer_context_moves_markers(scene):
+    """scene.visualizer.context.update_debug_objects (Genesis World's): a frame goes to the pose, other markers
+    move rigidly by it; a pose that is not a rigid transform, or an object of no scene, is refused unchanged."""
+    T = np.eye(4)
+    T[:3, 3] = (0.1, 0.2, 0.3)
+    frame, ball = scene.draw_debug_frame(T), scene.draw_debug_sphere((1.0, 0.0, 0.0))
+    turn = np.eye(4)
+    turn[:3, :3] = [[0, -1, 0], [1, 0, 0], [0, 0, 1]]  # a quarter turn about z
+    turn[:3, 3] = (0.0, 0.0, 0.5)
+    scene.visualizer.context.update_debug_objects((frame, ball), (turn, turn))
+    assert np.allclose(frame.params["T"][0], turn)
+    assert np.allclose(ball.params["pos"], [[0.0, 1.0, 0.5]])
+    for poses, match in (((np.zeros((4, 4)),), "rotation"), ((turn, turn), "1 objects for 2")):
+        with pytest.raises(gs.OptionError, match=match):
+            scene.visualizer.context.update_debug_objects((frame,), poses)
+    assert np.allclose(frame.params["T"][0], turn)
+    scene.clear_debug_objects()
+    with pytest.raises(gs.OptionError, match="not a debug object"):
+        scene.visualizer.context.update_debug_objects((frame,), (turn,))
+    assert scene.visualizer.viewer is scene.viewer
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda s: s.draw_debug_sphere((0, 0)), "pos"),
     (lambda s: s.draw_debug_sphere((0, 0, float("nan"))), "pos"),

@@ -140,6 +140,71 @@ def show(server, obj: DebugObject):
                                     faces=np.asarray(m.faces, dtype=np.int32)))
 
 
+def place(obj: DebugObject, T):
+    """Genesis World's `update_debug_objects` for one marker: a frame is put at the pose T (4 x 4, world); any other
+    marker (frames drawn together included) is moved rigidly by T from where it is (its points, centres, ends and
+    frames transformed; an axis-aligned box keeps its axes and moves its centre). Checked (a finite 4 x 4 matrix whose
+    upper 3 x 3 is a rotation) before anything changes."""
+    T = _array(T, "update_debug_objects(poses)", (4, 4), n_dims=2)
+    R = T[:3, :3]
+    if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) <= 0:
+        raise OptionError("update_debug_objects(poses): each pose's upper 3 x 3 block must be a rotation.")
+    p = obj.params
+    if obj.kind == "frame":
+        p["T"] = T.reshape(1, 4, 4).copy()
+        return
+    if obj.kind == "frames":
+        p["T"] = T @ p["T"]
+        return
+    move = (lambda x: x @ R.T + T[:3, 3])  # noqa: E731
+    for key in ("pos", "start", "end"):
+        if key in p and p[key] is not None:
+            p[key] = move(np.asarray(p[key], dtype=np.float64))
+    if obj.kind == "box":
+        lo, hi = p["bounds"]
+        c, half = move((lo + hi) / 2), (hi - lo) / 2
+        p["bounds"] = np.stack([c - half, c + half])
+    if obj.kind == "mesh":  # (its pos was moved above: fold it into the transform)
+        prev = p["T"].copy() if p["T"] is not None else np.eye(4)
+        prev[:3, 3] += np.linalg.solve(R, p["pos"] - T[:3, 3])
+        p["T"] = T @ prev
+        p["pos"] = np.zeros(3)
+
+
+class DebugContext:
+    """`scene.visualizer.context` (Genesis World's rasterizer context), the part its scripts use on debug markers:
+    `update_debug_objects(objs, poses)` moves each marker (`place`) and redraws it in the open viewer."""
+
+    def __init__(self, scene):
+        self._scene = scene
+
+    def update_debug_objects(self, objs, poses):
+        objs, poses = list(objs), list(poses)
+        if len(objs) != len(poses):
+            raise OptionError(f"update_debug_objects: {len(objs)} objects for {len(poses)} poses.")
+        for obj in objs:
+            if obj not in self._scene.debug_objects:
+                raise OptionError(f"update_debug_objects: {obj!r} is not a debug object of this scene.")
+        for obj, T in zip(objs, poses):
+            place(obj, T)
+            viewer = self._scene.viewer
+            if obj.handles and viewer is not None and getattr(viewer, "server", None) is not None:
+                hide(obj)
+                show(viewer.server, obj)
+
+
+class Visualizer:
+    """`scene.visualizer`: its `context` (DebugContext) and `viewer` (the scene's viewer, or None)."""
+
+    def __init__(self, scene):
+        self.context = DebugContext(scene)
+        self._scene = scene
+
+    @property
+    def viewer(self):
+        return self._scene.viewer
+
+
 def hide(obj: DebugObject):
     for handle in obj.handles:
         try:

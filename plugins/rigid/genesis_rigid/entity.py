@@ -50,6 +50,23 @@ class RigidLink:
     def _body(self):
         return self.entity.robot.bodies[self.idx_local]
 
+    def _initial_pose(self):
+        body = self._body
+        if body.parent < 0 and self.entity._attached is None:
+            return self.entity.place(body.pos, body.quat)
+        return body.pos, body.quat
+
+    @property
+    def pos(self) -> np.ndarray:
+        """The link's initial position in its parent's frame; a base link's in the world, where its morph places
+        it (Genesis World's `link.pos`; the current one: get_pos())."""
+        return np.array(self._initial_pose()[0], dtype=np.float64)
+
+    @property
+    def quat(self) -> np.ndarray:
+        """The link's initial orientation (w, x, y, z) in its parent's frame, as `pos`."""
+        return np.array(self._initial_pose()[1], dtype=np.float64)
+
     def get_pos(self, envs_idx=None):
         """The link frame's origin, world, m, `([n_envs,] 3)` (the solver's links_pos, as the entity's
         get_links_pos reads it)."""

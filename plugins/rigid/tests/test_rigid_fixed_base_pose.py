@@ -113,3 +113,15 @@ def test_bad_moves_are_refused_with_nothing_changed(tmp_path):
     scene.build()
     with pytest.raises(gs.OptionError, match="neither free nor welded"):
         hinged.set_pos([0, 0, 1])
+
+
+def test_links_initial_pose_is_genesis_worlds_link_pos():
+    """RigidLink.pos / .quat: the initial pose in the parent's frame (a base: where the morph put it), which
+    set_pos of a base link's own pos brings a moved body back to."""
+    scene, table, ball, _ = table_and_ball(n_envs=2)
+    assert ball.base_link.pos.tolist() == [1.0, 0.0, 1.0] and ball.base_link.quat.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert table.base_link.pos.tolist() == [0.0, 0.0, 0.5]
+    for _ in range(5):
+        scene.step()
+    ball.set_pos(ball.base_link.pos)
+    assert ball.get_pos().tolist() == [[1.0, 0.0, 1.0]] * 2

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import genesis_core as gs
-from genesis_core.testing import assert_close_rel, central_differences
+from genesis_core.testing import assert_close_rel, central_differences, grads_match_differences
 from genesis_rigid import assets
 from genesis_rigid.kernels_collision import CI_KEY, CI_META
 from genesis_rigid.plugin import _test_scene
@@ -29,26 +29,6 @@ def scene_pair(build, n_envs=0, **sim):
         out.append((scene, entities))
     return out
 
-
-def grads_match_differences(run, pair, x0, moves=0.0, tol=1e-3):
-    """run(scene, entity, *inputs) -> loss: one backward through the differentiable scene of `pair` at x0, then
-    each input's gradient against central differences of the plain scene (reset before each run), each of
-    which must move the loss by more than `moves`, to a relative `tol` (one, or one per input). Returns the inputs
-    (with .grad)."""
-    (scene, ent), (ref, ref_ent) = pair
-    xs = [x.clone().requires_grad_(True) for x in x0]
-    run(scene, ent, *xs).backward()
-    for i, x in enumerate(xs):
-        def f(v, i=i):
-            ref.reset()
-            args = list(x0)
-            args[i] = v
-            return float(run(ref, ref_ent, *args))
-
-        fd = central_differences(f, x0[i])
-        assert float(fd.abs().max()) > moves, f"input {i} does not move the loss"
-        assert_close_rel(x.grad, fd, tol=tol[i] if isinstance(tol, (list, tuple)) else tol)
-    return xs
 
 
 def test_pendulum_gradient_wrt_control_forces_and_initial_velocity():
