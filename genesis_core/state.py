@@ -197,9 +197,11 @@ class StateStore:
         """A copy of `field[f][envs_idx][:, *item]` shaped `([len(envs_idx) or n_envs,] ...)`. In differentiable
         mode it is a gs.Tensor of the scene, in the autograd graph: its gradient flows into the physics."""
         from .grad import rows_take
+        from .launch import torch_one_thread
         from .tensor import _wrap
 
-        x = rows_take(self.at(name, f), envs_idx, tuple(item), self.n_envs > 0)
+        with torch_one_thread():
+            x = rows_take(self.at(name, f), envs_idx, tuple(item), self.n_envs > 0)
         if self.tape is None:
             return x
         if self.has_grad(name):
@@ -210,8 +212,15 @@ class StateStore:
         """Write `value` into `field[f][envs_idx][:, *item]`; rows outside envs_idx are untouched.
 
         `value` is shaped `([len(envs_idx) or n_envs,] ...)`, or broadcastable to it; anything else raises an
-        OptionError naming `what` and the expected shape, before anything is written.
+        OptionError naming `what` and the expected shape, before anything is written. (Small tensors: on one torch
+        thread, genesis_core.launch.torch_one_thread.)
         """
+        from .launch import torch_one_thread
+
+        with torch_one_thread():
+            self._set_rows(name, f, value, envs_idx, item, what)
+
+    def _set_rows(self, name, f, value, envs_idx, item, what):
         dst_all = self.at(name, f)
         rows = dst_all if envs_idx is None else dst_all[envs_idx]
         target = rows[(slice(None),) + tuple(item)] if item != () else rows

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 import genesis_core as gs
+from genesis_core.launch import torch_one_thread
 from genesis_core.state import to_tensor
-from genesis_core.utils.geom import axis_angle_to_quat, quat_mul, transform_by_quat
 
 from .entity import RigidEntity
 from .model import BALL, FREE, HINGE, JOINT_NQ, JOINT_NV, SLIDE
@@ -26,46 +26,81 @@ def _normalize(q):
     return q / q.norm(dim=-1, keepdim=True)
 
 
-def body_poses(robot, qpos, roots):
+def _skew(axis):
+    x, y, z = (float(c) for c in axis)
+    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+
+
+def _quat_mat(q):
+    """Rotation matrices [B, 3, 3] of unit quaternions [B, 4] (w, x, y, z)."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+                        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+                        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1).reshape(-1, 3, 3)
+
+
+class _Tree:
+    """A robot description's bodies and joints as torch constants (per dtype and device), for body_poses."""
+
+    def __init__(self, robot, dtype, device):
+        from genesis_core.rotations import quat_to_mat
+
+        t = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float64), dtype=dtype, device=device)  # noqa: E731
+        self.bodies = []
+        q = 0
+        for body in robot.bodies:
+            joints = []
+            for jd in body.joints:
+                k = _skew(np.asarray(jd.axis, dtype=np.float64) / max(np.linalg.norm(jd.axis), 1e-300))
+                joints.append((jd.type, q, t(jd.pos).reshape(1, 3, 1), t(jd.axis).reshape(1, 3, 1), float(jd.ref),
+                               t(k)[None], t(k @ k)[None]))
+                q += JOINT_NQ[jd.type]
+            self.bodies.append((body.parent, t(body.pos).reshape(1, 3, 1), t(quat_to_mat(body.quat))[None], joints))
+        self.eye = torch.eye(3, dtype=dtype, device=device)[None]
+
+
+def body_poses(robot, qpos, roots, tree=None):
     """World poses ([B, n_bodies, 3], [B, n_bodies, 4]) of the bodies of `robot` at the configurations qpos [B, nq]
     (its joints' coordinates in order): each body's frame is its parent's composed with its offset, then moved by
     each of its joints (hinge and ball rotate about the joint's anchor, a slide translates along its axis, hinge and
-    slide by q - ref; a free joint sets the pose). `roots` gives the pose of each root body without a free joint,
-    {body index: (pos [B, 3], quat [B, 4])}: a jointless root's is its own, a jointed root's is its frame before its
-    joints."""
-    B = qpos.shape[0]
-    dt, dev = qpos.dtype, qpos.device
-    pos, quat = [], []
-    q = 0
-    for bi, body in enumerate(robot.bodies):
-        if body.parent < 0:
+    slide by q - ref; a free joint sets the pose), as kernels_kinematics.compose_joint. `roots` gives the pose of each
+    root body without a free joint, {body index: (pos [B, 3], quat [B, 4])}: a jointless root's is its own, a
+    jointed root's is its frame before its joints. Rotations compose as matrices (a dozen tensor operations a
+    joint); `tree` (a _Tree of the robot) may be given to reuse its constants."""
+    from genesis_core.utils.geom import R_to_quat
+
+    tree = tree if tree is not None else _Tree(robot, qpos.dtype, qpos.device)
+    pos, rot = [], []
+    for bi, (parent, off_p, off_r, joints) in enumerate(tree.bodies):
+        if parent < 0:
             if bi in roots:
-                xpos, xquat = (t.to(dt) for t in roots[bi])
+                xp, xq = roots[bi]
+                xpos, xrot = xp.to(qpos.dtype).reshape(-1, 3, 1), _quat_mat(_normalize(xq.to(qpos.dtype)))
             else:
-                xpos = torch.as_tensor(body.pos, dtype=dt, device=dev).expand(B, 3)
-                xquat = torch.as_tensor(body.quat, dtype=dt, device=dev).expand(B, 4)
+                xpos, xrot = off_p, off_r
         else:
-            ppos, pquat = pos[body.parent], quat[body.parent]
-            xpos = ppos + transform_by_quat(torch.as_tensor(body.pos, dtype=dt, device=dev).expand(B, 3), pquat)
-            xquat = quat_mul(pquat, torch.as_tensor(body.quat, dtype=dt, device=dev).expand(B, 4))
-        for jd in body.joints:
-            jpos = torch.as_tensor(jd.pos, dtype=dt, device=dev).expand(B, 3)
-            jaxis = torch.as_tensor(jd.axis, dtype=dt, device=dev).expand(B, 3)
-            anchor = transform_by_quat(jpos, xquat) + xpos
-            if jd.type == FREE:
-                xpos, xquat = qpos[:, q:q + 3], _normalize(qpos[:, q + 3:q + 7])
-            elif jd.type == BALL:
-                xquat = quat_mul(xquat, _normalize(qpos[:, q:q + 4]))
-                xpos = anchor - transform_by_quat(jpos, xquat)
-            elif jd.type == HINGE:
-                xquat = quat_mul(xquat, axis_angle_to_quat(qpos[:, q] - jd.ref, jaxis))
-                xpos = anchor - transform_by_quat(jpos, xquat)
-            elif jd.type == SLIDE:
-                xpos = xpos + transform_by_quat(jaxis, xquat) * (qpos[:, q] - jd.ref)[:, None]
-            q += JOINT_NQ[jd.type]
-        pos.append(xpos)
-        quat.append(_normalize(xquat))
-    return torch.stack(pos, 1), torch.stack(quat, 1)
+            xpos, xrot = pos[parent] + rot[parent] @ off_p, rot[parent] @ off_r
+        for jtype, q, jpos, jaxis, ref, k, k2 in joints:
+            if jtype == FREE:
+                xpos, xrot = qpos[:, q:q + 3, None], _quat_mat(_normalize(qpos[:, q + 3:q + 7]))
+                continue
+            anchor = xrot @ jpos + xpos
+            if jtype == SLIDE:
+                xpos = xpos + (xrot @ jaxis) * (qpos[:, q] - ref)[:, None, None]
+                continue
+            if jtype == HINGE:
+                angle = (qpos[:, q] - ref)[:, None, None]
+                xrot = xrot @ (tree.eye + torch.sin(angle) * k + (1 - torch.cos(angle)) * k2)
+            elif jtype == BALL:
+                xrot = xrot @ _quat_mat(_normalize(qpos[:, q:q + 4]))
+            xpos = anchor - xrot @ jpos
+        B = qpos.shape[0]
+        pos.append(xpos.expand(B, 3, 1))
+        rot.append(xrot.expand(B, 3, 3))
+    P = torch.stack(pos, 1)[..., 0]
+    Q = R_to_quat(torch.stack(rot, 1))
+    Q = torch.where(Q[..., :1] < 0, -Q, Q)  # (one sign, w >= 0, as the kernels' link quaternions mostly are)
+    return P, Q
 
 
 def root_placements(entity):
@@ -183,7 +218,12 @@ class KinematicEntity(RigidEntity):
 
     def _moved(self, envs_idx=None):
         """The links' poses from the configuration (the forward kinematics above) into fixed_base_pos / _quat, then
-        the solver's link poses, in the environments envs_idx."""
+        the solver's link poses, in the environments envs_idx (small tensors: on one thread, whose operations cost
+        microseconds where the thread pool's cost milliseconds on a busy machine)."""
+        with torch_one_thread():
+            self._pose_links(envs_idx)
+
+    def _pose_links(self, envs_idx):
         st, f, envs = self.solver.state, self.solver.frame, self._envs_idx(envs_idx)
         fixed = self.solver.fixed_bases
         rows = torch.as_tensor([fixed.index(l) for l in range(self.link_start, self.link_end)], dtype=torch.long,
@@ -204,7 +244,10 @@ class KinematicEntity(RigidEntity):
                              torch.as_tensor(q, dtype=qpos.dtype, device=gs.device).expand(B, 4))
             else:  # a jointless root: where set_pos / set_quat put it
                 roots[bi] = (base_pos[:, bi], base_quat[:, bi])
-        pos, quat = body_poses(self.robot, qpos.reshape(B, n_q), roots)
+        key = (qpos.dtype, qpos.device)
+        if self.__dict__.get("_tree_key") != key:
+            self._tree, self._tree_key = _Tree(self.robot, *key), key
+        pos, quat = body_poses(self.robot, qpos.reshape(B, n_q), roots, self._tree)
         super()._write("fixed_base_pos", pos if batched else pos[0], rows, envs_idx, "kinematics")
         super()._write("fixed_base_quat", quat if batched else quat[0], rows, envs_idx, "kinematics")
         self.solver.kinematics(f, envs)
