@@ -235,4 +235,7 @@ def test_drone_morph_and_file_errors(tmp_path):
     negative.write_text(text.replace('kf="3.16e-10"', 'kf="-1"'))
     with pytest.raises(gs.ModelFileError, match="kf"):
         scene.add_entity(gs.morphs.Drone(file=str(negative)))
+    with pytest.raises(gs.OptionError, match="heterogeneous"):
+        cf2x = gs.morphs.Drone(file="urdf/drones/cf2x.urdf")
+        scene.add_entity([cf2x, cf2x])
     assert not scene.entities
