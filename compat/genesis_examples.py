@@ -59,6 +59,7 @@ class Target:
     extra_files: tuple = ()  # sibling files the script imports, copied (with the same rewriting) beside it
     keep_viewer: bool = False  # leave show_viewer=True (the browser viewer serves headless): scripts that need it
     what: str = ""  # what the check verifies, in words (docs/compatibility.md)
+    subdir: str = ""  # run from this folder inside the temporary one (a script writing to ../../x stays inside it)
 
 
 def np_(x):
@@ -921,6 +922,150 @@ def check_lidar_teleop(rec):
                 f"4.4 m): |range - analytic| <= {err.max():.1e} m; points within {pts_err:.1e} m")
 
 
+# -- drones --------------------------------------------------------------------------------------------------------
+
+
+def probe_drone(rec, scene):
+    """After each step: the drone's pose and velocity, and whether any contact acted in the step."""
+    drones = [e for e in scene.entities if type(e).__name__ == "DroneEntity"]
+    if not drones:
+        return
+    d = drones[0]
+    touching = bool(scene.rigid_solver.contacts()["valid"].any())
+    rec.trace.append((scene.t, np_(d.get_pos()).reshape(-1), np_(d.get_quat()).reshape(-1),
+                      np_(d.get_vel()).reshape(-1), touching))
+
+
+def _record_rpm(rec):
+    """Wrap DroneEntity.set_propellers_rpm to note, at each call, the step index, the speeds and the drone's
+    orientation and velocity then (what the step's thrust is computed from)."""
+    from genesis_rigid.drone import DroneEntity
+
+    original = DroneEntity.set_propellers_rpm
+
+    def set_propellers_rpm(self, propellers_rpm, envs_idx=None):
+        rec.extra.setdefault("rpm", []).append((self.scene.t, np_(propellers_rpm).reshape(-1).copy(),
+                                                np_(self.get_quat()).reshape(-1), np_(self.get_vel()).reshape(-1)))
+        return original(self, propellers_rpm, envs_idx)
+
+    DroneEntity.set_propellers_rpm = set_propellers_rpm
+
+
+def _drone_newton(rec, scene, drone):
+    """(largest |measured - expected| linear acceleration over the steps flown free, m/s^2; steps checked): each
+    step's velocity change over dt against Newton's law for the speeds set before it, R(q) e_z KF sum(rpm^2) / m +
+    gravity, R(q) the orientation the thrust was computed at (the semi-implicit step's velocity is exact for it)."""
+    after = {t: (v, touching) for t, _, _, v, touching in rec.trace}
+    mass, kf, dt = float(np_(drone.get_mass())), drone.KF, scene.dt
+    gravity = np.asarray(scene.sim_options.gravity, dtype=np.float64)
+    worst, n = 0.0, 0
+    for t, rpm, q, v in rec.extra.get("rpm", []):
+        if t + 1 not in after or after[t + 1][1]:
+            continue
+        w, x, y, z = q / np.linalg.norm(q)
+        axis = np.array([2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)])
+        expected = axis * kf * float(np.sum(rpm * rpm)) / mass + gravity
+        worst = max(worst, float(np.abs((after[t + 1][0] - v) / dt - expected).max()))
+        n += 1
+    return worst, n
+
+
+# fly.py's end pose in Genesis World 1.4.5 (the same script and inputs; its 152 open-loop steps, CPU, float32)
+FLY_GENESIS_END = np.array([0.0025, 0.2603, 0.6846])
+
+
+def check_drone_fly(rec):
+    """Open-loop flight of fly.py's 152 recorded rpm commands: every step flown free accelerates the drone as
+    Newton's law says for the thrust set (float32: 1e-3 m/s^2); the drone climbs from the floor and ends within
+    3 cm of where Genesis World 1.4.5 ends the same script."""
+    scene = only_scene(rec)
+    (drone,) = [e for e in scene.entities if type(e).__name__ == "DroneEntity"]
+    worst, n = _drone_newton(rec, scene, drone)
+    end = np_(drone.get_pos()).reshape(-1)
+    off = float(np.linalg.norm(end - FLY_GENESIS_END))
+    ok = scene.t == 152 and n >= 140 and worst < 1e-3 and end[2] > 0.5 and off < 0.03
+    return ok, (f"{scene.t} steps; {n} free-flight steps accelerate as Newton's law says for the thrust set, within "
+                f"{worst:.1e} m/s^2; end {fmt(end, 4)} m, {off * 1e3:.1f} mm from Genesis World 1.4.5's "
+                f"{fmt(FLY_GENESIS_END, 4)}")
+
+
+FLY_ROUTE_POINTS = np.array([(1, 1, 2), (-1, 2, 1), (0, 0, 0.5)], dtype=np.float64)
+
+
+def check_drone_fly_route(rec):
+    """The PID controller flies the drone to each of the route's three points in turn (the script moves on to the
+    next one within 0.1 m, or after 1000 steps); Newton's law holds at every step flown free (float32: 1e-3
+    m/s^2); the script saved its video."""
+    scene = only_scene(rec)
+    (drone,) = [e for e in scene.entities if type(e).__name__ == "DroneEntity"]
+    worst, n = _drone_newton(rec, scene, drone)
+    reached, k = [], 0
+    for t, p, _, _, _ in rec.trace:
+        if k < len(FLY_ROUTE_POINTS) and np.linalg.norm(p - FLY_ROUTE_POINTS[k]) <= 0.1:
+            reached.append(t)
+            k += 1
+    video = os.path.isfile(os.path.join("..", "..", "videos", "fly_route.mp4"))
+    ok = len(reached) == 3 and n >= 0.9 * scene.t and worst < 1e-3 and video
+    return ok, (f"{scene.t} steps; the route's points reached at steps {reached} (within 0.1 m, in order); {n} "
+                f"free-flight steps accelerate as Newton's law says within {worst:.1e} m/s^2; video saved: {video}")
+
+
+def check_interactive_drone(rec):
+    """One step (the script stops after one under a test) at the keyboard controller's base speed, 14475.8 rpm on
+    every propeller, about the hover speed: the drone's vertical velocity is (4 KF rpm^2 / m - g) dt (1e-5 m/s;
+    without the thrust it would be -g dt); the viewer's camera follows the drone (follow_entity: the drone's
+    position plus ViewerOptions.camera_pos)."""
+    scene = only_scene(rec)
+    (drone,) = [e for e in scene.entities if type(e).__name__ == "DroneEntity"]
+    vz = float(np_(drone.get_vel()).reshape(-1)[2])
+    want = (4 * drone.KF * 14475.8 ** 2 / float(np_(drone.get_mass())) - G) * scene.dt
+    cam = np.asarray(scene.viewer.server.initial_camera.position, dtype=np.float64)
+    cam_want = np_(drone.get_pos()).reshape(-1) + np.asarray(scene.viewer_options.camera_pos)
+    ok = scene.t == 1 and abs(vz - want) < 1e-5 and np.abs(cam - cam_want).max() < 1e-4
+    return ok, (f"{scene.t} step; vz {vz:.2e} m/s, (4 KF rpm^2 / m - g) dt = {want:.2e} m/s (-g dt without thrust: "
+                f"{-G * scene.dt:.4f}); viewer camera at {fmt(cam)}, the drone's position + camera_pos "
+                f"{fmt(cam_want)}")
+
+
+def drive_hover_env(ns, rec):
+    """hover_env.py only defines HoverEnv: start the engine as hover_eval.py does (gs.init()), build HoverEnv with
+    4 environments and hover_train.py's get_cfgs() (that function only: the rest of hover_train.py needs rsl-rl),
+    reset, and step it 100 times with zero actions (14468.43 rpm on every propeller), counting the resets."""
+    import torch
+
+    gs = ns["gs"]
+    gs.init()
+    cfgs = rec.load_function("hover_train.py", "get_cfgs")()
+    env = ns["HoverEnv"](4, *cfgs)
+    env.reset()
+    actions = torch.zeros((4, env.num_actions), device=gs.device)
+    resets, obs = 0, None
+    for _ in range(100):
+        obs, _, reset_buf, _ = env.step(actions)
+        resets += int(reset_buf.sum())
+    rec.extra.update(hover_env=env, hover_resets=resets, hover_obs=np_(obs["policy"]))
+
+
+def check_hover_env(rec):
+    """Zero actions run every propeller at 14468.43 rpm, the hover speed for g = 9.8: under g = 9.81 each drone
+    sinks from (0, 0, 1) with the acceleration a = 4 KF rpm^2 / m - g (about -0.01 m/s^2): after N substeps of h
+    (semi-implicit Euler, exact for a constant force) z = 1 + a h^2 N (N + 1) / 2 (float32: 2e-5 m), level and on
+    its axis; no environment terminates; the observations are finite."""
+    env = rec.extra["hover_env"]
+    scene, drone = env.scene, env.drone
+    pos, quat = np_(drone.get_pos()), np_(drone.get_quat())
+    n, h = scene.t * scene.sim_options.substeps, scene.dt / scene.sim_options.substeps
+    a = 4 * drone.KF * 14468.429183500699 ** 2 / float(np_(drone.get_mass())) - G
+    want = 1.0 + a * h * h * n * (n + 1) / 2
+    obs = rec.extra["hover_obs"]
+    ok = (scene.t == 100 and np.abs(pos[:, 2] - want).max() < 2e-5 and np.abs(pos[:, :2]).max() < 1e-6
+          and np.abs(quat - [1, 0, 0, 0]).max() < 1e-6 and rec.extra["hover_resets"] == 0
+          and obs.shape == (4, 17) and np.isfinite(obs).all())
+    return ok, (f"{scene.t} steps of 4 envs: drone z {fmt(pos[:, 2], 6)} (1 + a h^2 N (N + 1) / 2 = {want:.6f}, a "
+                f"{a:.4f} m/s^2), max |x|, |y| {np.abs(pos[:, :2]).max():.1e}; {rec.extra['hover_resets']} "
+                f"terminations; observations {obs.shape}, finite")
+
+
 TARGETS = [
     Target("tutorials/hello_genesis", check_hello_genesis,
            what="the base of the fixed Franka stays put, its uncontrolled arm sags under gravity (the hand drops "
@@ -1035,6 +1180,23 @@ TARGETS = [
     Target("sensors/temperature_grid", check_temperature_grid,
            what="no cell of the 22 C platform leaves [-40, 200] C (the bodies' temperatures); the hottest is under "
                 "the 200 C pusher, the coldest under a -40 C object; the reading lags between 22 C and the cells"),
+    Target("drone/fly", check_drone_fly, probe=probe_drone,
+           what="open-loop flight of 152 recorded rpm commands: each step flown free accelerates the drone as "
+                "Newton's law says for the thrust set (1e-3 m/s^2); it climbs from the floor and ends within 3 cm "
+                "of Genesis World 1.4.5's end point for the same script"),
+    Target("drone/fly_route", check_drone_fly_route, probe=probe_drone, extra_files=("quadcopter_controller.py",),
+           subdir="run/here",
+           what="the PID controller flies the drone to the route's three points in turn (0.1 m); each step flown "
+                "free accelerates it as Newton's law says for the thrust set (1e-3 m/s^2); the video is saved"),
+    Target("drone/interactive_drone", check_interactive_drone, keep_viewer=True,
+           what="one step at the keyboard controller's base speed (about the hover speed) changes the drone's "
+                "vertical velocity by (4 KF rpm^2 / m - g) dt (1e-5 m/s); the viewer's camera follows it (a keyboard "
+                "teleop script: the browser viewer serves headless, its keybinds as buttons; it stops after one "
+                "step under a test)"),
+    Target("drone/hover_env", check_hover_env, driver=drive_hover_env, extra_files=("hover_train.py",),
+           what="HoverEnv (4 environments, hover_train's configuration) resets and steps 100 times with zero actions "
+                "(the hover speed for g = 9.8): each drone sinks as the integrator's 1 + a h^2 N (N + 1) / 2 under g = "
+                "9.81 (2e-5 m), level; none terminated"),
     Target("locomotion/go2_env", check_go2_env, driver=drive_go2_env, extra_files=("go2_train.py",),
            what="Go2Env (4 environments, go2_train's configuration) resets and steps 100 times with zero actions; "
                 "every go2 stands (base 0.2-0.45 m, upright), none terminated"),
@@ -1121,6 +1283,9 @@ def _install_harness(rec, target):
         return out
 
     Scene.__init__, Scene.build, Scene.step = __init__, _build, _step
+
+    if target.name.startswith("drone/"):
+        _record_rpm(rec)
 
     if target.name == "rigid/single_franka_envs":  # keep figures of the last render for the check
         from genesis_core.render import camera as camera_mod
@@ -1280,9 +1445,11 @@ def run_one(examples, name, timeout=DEFAULT_TIMEOUT, log_dir=None):
             with open(os.path.join(work, fname), "w") as f:
                 f.write(text)
         out_path = os.path.join(work, "result.json")
+        cwd = os.path.join(work, target.subdir)
+        os.makedirs(cwd, exist_ok=True)
         cmd = [sys.executable, os.path.abspath(__file__), "--_child", script, name, out_path]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=work, env=_env(examples), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=cwd, env=_env(examples), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
             log, _ = proc.communicate(timeout=timeout)

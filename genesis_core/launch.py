@@ -166,12 +166,17 @@ class Launcher:
     """Launches kernels with their argument conversion done once per set of arrays (see the module doc).
 
     A kernel whose arrays keep changing (a caller passing new views at every call) would pay for preparing a
-    launch each time on top of Taichi's path: after MAX_REBINDS new sets of arrays it stays on Taichi's path."""
+    launch each time on top of Taichi's path: after MAX_REBINDS new sets of arrays it stays on Taichi's path. The
+    last KEPT sets prepared stay ready beside the current one, so a caller alternating between a few sets (the
+    rigid substep's external impulses: the state's, or a copy with applied wrenches added, step by step) reuses
+    them instead of preparing again and, after MAX_REBINDS switches, falling back to Taichi's path for good."""
 
     MAX_REBINDS = 8
+    KEPT = 3
 
     def __init__(self):
-        self._prepared = {}
+        self._prepared = {}  # kernel -> its current prepared launch, or False (Taichi's path)
+        self._kept = {}  # kernel -> the launches prepared before it, most recent first (at most KEPT)
         self._rebinds = {}
 
     def __call__(self, kernel, *args):
@@ -181,7 +186,16 @@ class Launcher:
         if p is False:
             return kernel(*args)
         if p is not None and not p.matches(args):
-            p = None
+            kept = self._kept.setdefault(kernel, [])
+            found = next((q for q in kept if q.matches(args)), None)
+            if found is not None:  # a set of arrays prepared before: swap it in, nothing to prepare
+                kept.remove(found)
+                kept.insert(0, p)
+                self._prepared[kernel] = p = found
+            else:
+                kept.insert(0, p)
+                del kept[self.KEPT:]
+                p = None
         if p is None:
             kernel(*args)  # Taichi's own path: compiles on first use and checks every argument
             rebinds = self._rebinds[kernel] = self._rebinds.get(kernel, -1) + 1
@@ -211,6 +225,7 @@ class Launcher:
 
     def clear(self):
         self._prepared.clear()
+        self._kept.clear()
         self._rebinds.clear()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import warnings
 
 import attrs
 
@@ -357,3 +358,91 @@ class URDF(FileMorph, RobotFileOptions):
 @attrs.define(frozen=True, kw_only=True)
 class MJCF(FileMorph, RobotFileOptions):
     """An MJCF model; a body has a free base only where the file gives it a free joint."""
+
+
+DRONE_MODELS = ("CF2X", "CF2P", "RACE")
+
+
+def _names(value):
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _link_names(inst, attr, value):
+    if not value or not all(isinstance(n, str) and n for n in value) or len(set(value)) != len(value):
+        v._fail(inst, attr, value, "a non-empty sequence of distinct link names (str)")
+
+
+def _spins(inst, attr, value):
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s in (-1, 1) for s in value):
+        v._fail(inst, attr, value, "a sequence of 1 (counter-clockwise) or -1 (clockwise), one per propeller")
+
+
+def _spin_tuple(value):
+    try:
+        return tuple(int(s) if isinstance(s, float) and s.is_integer() else s for s in value)
+    except TypeError:
+        return value
+
+
+def _damping_scale(inst, attr, value):
+    if value is not None and (not v._is_real(value) or not 0 <= value < math.inf):
+        v._fail(inst, attr, value, "None or a finite number >= 0 (N m s/rad per kg)")
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Drone(URDF):
+    """A multirotor from a URDF file (Genesis World's `gs.morphs.Drone`, with its defaults); the rigid solver makes
+    it a DroneEntity, whose `set_propellers_rpm` turns propeller speeds into thrust and drag torque (docs/rigid.md,
+    "Drones"). The file's `<properties kf=... km=.../>` element gives the thrust coefficient KF (N/rpm^2) and the
+    drag-torque coefficient KM (N m/rpm^2).
+
+    model: "CF2X" (default), "CF2P" or "RACE" (RACE reverses the drag torque, as Genesis World does).
+    propellers_link_name: the propeller links, in the order of the rpm given to set_propellers_rpm; they are kept
+    as links (added to links_to_keep) when fixed links are merged. propellers_spin: each propeller's spin, 1
+    counter-clockwise, -1 clockwise (its drag torque about the link's z axis is KM rpm^2 spin).
+    default_base_ang_damping_scale: the floating base's angular damping per kg of the drone's mass (N m s/rad per
+    kg; None: none), on the three rotation dofs of its free joint. prioritize_urdf_material: accepted for Genesis
+    World's scripts (how its renderer picks a colour); the cameras here draw the file's colours.
+    COM_link_name and propellers_link_names are Genesis World's deprecated spellings: the first is ignored (the true
+    centre of mass is used), the second stands for propellers_link_name; each warns.
+    """
+
+    model: str = attrs.field(default="CF2X", validator=v.one_of(*DRONE_MODELS))
+    propellers_link_name: tuple = attrs.field(default=("prop0_link", "prop1_link", "prop2_link", "prop3_link"),
+                                              converter=_names, validator=_link_names)
+    propellers_spin: tuple = attrs.field(default=(-1, 1, -1, 1), converter=_spin_tuple, validator=_spins)
+    default_base_ang_damping_scale: float | None = attrs.field(default=1e-5, validator=_damping_scale)
+    prioritize_urdf_material: bool = attrs.field(default=False, validator=v.is_bool)
+    COM_link_name: str | None = attrs.field(default=None)
+    propellers_link_names: tuple | None = attrs.field(default=None,
+                                                      converter=attrs.converters.optional(_names))
+
+    def __attrs_post_init__(self):
+        if self.COM_link_name is not None:
+            warnings.warn("Drone(COM_link_name=...) is deprecated and ignored: the drone's true centre of mass is "
+                          "used.", stacklevel=3)
+            object.__setattr__(self, "COM_link_name", None)
+        if self.propellers_link_names is not None:
+            if self.propellers_link_name != attrs.fields(Drone).propellers_link_name.default:
+                raise OptionError("Drone: give propellers_link_name, or its deprecated spelling "
+                                  "propellers_link_names, not both.")
+            warnings.warn("Drone(propellers_link_names=...) is deprecated: use propellers_link_name.", stacklevel=3)
+            names = self.propellers_link_names
+            _link_names(self, attrs.fields(Drone).propellers_link_name, names)
+            object.__setattr__(self, "propellers_link_name", names)
+            object.__setattr__(self, "propellers_link_names", None)
+        if len(self.propellers_spin) != len(self.propellers_link_name):
+            raise OptionError(f"Drone: propellers_spin={self.propellers_spin!r} has {len(self.propellers_spin)} "
+                              f"entries for {len(self.propellers_link_name)} propellers "
+                              f"(propellers_link_name={self.propellers_link_name!r}): give one spin per propeller.")
+        if not os.fspath(self.file).lower().endswith(".urdf"):
+            raise OptionError(f"Drone(file={self.file!r}) is not accepted: a drone is read from a URDF file (.urdf).")
+        keep = tuple(dict.fromkeys(self.links_to_keep + self.propellers_link_name))
+        object.__setattr__(self, "links_to_keep", keep)
+        super().__attrs_post_init__()
+
+    def as_dict(self) -> dict:
+        d = super().as_dict()
+        d.pop("COM_link_name", None)  # deprecated spellings, folded in (or dropped) at construction
+        d.pop("propellers_link_names", None)
+        return d

@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("equality.py", ["--steps", "3", "--envs", "0"], "genesis-core env-steps/s"),
     ("heterogeneous.py", ["--steps", "3", "--envs", "2"], "genesis-core env-steps/s"),
     ("sensors.py", ["--steps", "3", "--envs", "0"], "genesis-core env-steps/s"),
+    ("drone.py", ["--steps", "3", "--envs", "0"], "genesis-core env-steps/s"),
     ("mpm.py", ["--sizes", "1000", "--envs", "1", "--seconds", "0.2"], "particle-substeps/s"),
     ("resume.py", ["--n-envs", "4", "--runs", "1"], "to the first resumed step"),
     ("validation.py", ["--steps", "5", "--envs", "0", "2"], "fault check per step, us"),

@@ -257,6 +257,11 @@ def test_genesis_import_style():
     """`import genesis.utils.geom as gu` becomes `import genesis_core.utils.geom as gu`; gs.utils.geom also works."""
     assert gs.utils.geom is gu
     assert callable(gs.utils.geom.xyz_to_quat)
+    # `from genesis.vis.camera import Camera` (drone/fly_route.py's type hints): the cameras' class
+    from genesis_core.render.camera import Camera
+    from genesis_core.vis.camera import Camera as VisCamera
+
+    assert VisCamera is Camera
 
 
 # -- gs.tc_float and friends ---------------------------------------------------------------------------------------

@@ -54,6 +54,8 @@ def _params():
 @pytest.mark.parametrize("name", list(_params()))
 def test_genesis_example(name):
     result = runner.run_one(EXAMPLES, name, timeout=TIMEOUT)
+    if result["status"] == "SKIP" and "Python package" in str(result.get("detail")):
+        pytest.skip(f"{name}: {result['detail']}")  # an optional package (tensordict) this machine lacks
     assert result["status"] == "PASS", f"{result['status']} {name}: {result.get('detail')}"
 
 

@@ -73,6 +73,20 @@ def test_arrays_that_change_at_every_call_go_back_to_taichis_path():
         assert (launch._prepared[_axpy] is False) == (k >= Launcher.MAX_REBINDS)
 
 
+def test_alternating_between_two_sets_of_arrays_reuses_both_launches():
+    """A caller switching between two sets of arrays (the rigid substep's external impulses, with and without
+    applied wrenches) prepares each once and keeps the fast path, however many switches."""
+    launch = Launcher()
+    x, x2 = torch.rand(3, 4, 5, dtype=torch.float64), torch.rand(3, 4, 5, dtype=torch.float64)
+    y = torch.rand(4, 5, 3, dtype=torch.float64)
+    out = torch.zeros(4, 5, dtype=torch.float64)
+    for k in range(3 * Launcher.MAX_REBINDS):
+        arr = x if k % 2 else x2
+        launch(_axpy, k % 3, 1.5, arr, y, out)
+        assert torch.equal(out, _reference(k % 3, 1.5, arr, y))
+    assert launch._prepared[_axpy] is not False and launch._rebinds[_axpy] == 1
+
+
 def test_requires_grad_or_a_new_grad_prepares_again():
     """requires_grad selects Taichi's compiled kernel and .grad the gradient pointer passed: either changing
     means another launch."""

@@ -238,3 +238,19 @@ def test_a_urdf_visual_element_is_drawn_unless_vis_mode_is_collision(tmp_path, m
         t = -b - np.sqrt(b * b - (oc @ oc - 0.2 ** 2))
         assert abs(float(depth[centre]) - t * (d @ fwd)) < DEPTH_TOL
         assert rgb[centre][1] > 0  # the palette's colour, not the material's red
+
+
+def test_a_drone_with_several_visual_meshes_beside_a_plane_is_drawn():
+    """The shipped cf2x (its body and four propellers drawn as five OBJ meshes, its collision a cylinder) above a
+    plane: the model packs the meshes beside the plane's few hull rows (a mesh primitive's index is no hull row),
+    and the drone, seen from above, covers the image's centre, nearer than the floor."""
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Plane())
+    drone = scene.add_entity(gs.morphs.Drone(file="urdf/drones/cf2x.urdf", pos=(0.0, 0.0, 0.5)))
+    cam = scene.add_camera(res=(W, H), pos=(0.0, 0.0, 1.0), lookat=(0.0, 0.0, 0.0), up=(0, 1, 0), fov=10)
+    scene.build()
+    rgb, depth, seg, _ = cam.render(depth=True, segmentation=True)
+    seg = entity_ids(scene, seg)
+    centre = (H // 2, W // 2)
+    assert seg[centre] == drone.idx and 0.45 < float(depth[centre]) < 0.5
+    assert float(depth[0, 0]) > 0.99  # the floor at the corner

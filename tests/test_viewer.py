@@ -421,3 +421,29 @@ def test_visual_meshes_and_cloth_surfaces_follow_the_scene(tmp_path):
         assert float(pos[:, :, 2].max()) < 0.5  # it fell too
     finally:
         scene.viewer.stop()
+
+
+def test_the_camera_follows_an_entity_as_genesis_worlds_follow_entity():
+    """follow_entity (called before build, as Genesis World's scripts do): after each step the pages' camera sits
+    at the entity's position plus ViewerOptions.camera_pos and aims at the entity; a fixed axis holds the camera's
+    coordinate; bad arguments are refused."""
+    scene = gs.Scene(show_viewer=True, viewer_options=gs.options.ViewerOptions(
+        **QUIET, camera_pos=(0.0, -2.0, 1.0), refresh_rate=1000))
+    scene.add_entity(gs.morphs.Plane(), surface=GREY)
+    box = scene.add_entity(gs.morphs.Box(pos=(0.5, 0.2, 1.0), size=(0.2, 0.2, 0.2)))
+    with pytest.raises(OptionError, match="fixed_axis"):
+        scene.viewer.follow_entity(box, fixed_axis=(None, 1.0))
+    with pytest.raises(OptionError, match="smoothing"):
+        scene.viewer.follow_entity(box, smoothing=1.5)
+    scene.viewer.follow_entity(box, fixed_axis=(None, None, 3.0))
+    scene.build()
+    try:
+        for _ in range(3):
+            scene.step()
+        time.sleep(0.1)
+        p = box.get_pos().detach().cpu().numpy().astype(np.float64)
+        cam = scene.viewer.server.initial_camera
+        assert np.allclose(cam.position, [p[0], p[1] - 2.0, 3.0], atol=1e-6)
+        assert np.allclose(cam.look_at, p, atol=1e-6)
+    finally:
+        scene.viewer.stop()

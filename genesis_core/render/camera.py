@@ -455,6 +455,8 @@ class VideoWriter:
         import imageio.v2 as imageio
 
         self.path = str(path)
+        # the file's folder is made as Genesis World's video writer makes it (fly_route.py writes ../../videos/)
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self.n_frames = 0
         self._gif = self.path.lower().endswith(".gif")
         if self._gif:

@@ -651,7 +651,9 @@ class TraceScene:
         for name in ("prim_f", "prim_color", "hull_planes", "part_color"):  # the model's arrays, not the state's
             if not torch.isfinite(model[name]).all():
                 raise SceneError(f"render: a render view's {name} holds non-finite values.")
-        if n_planes and (model["prim_i"][:, 2] + model["prim_i"][:, 3]).max() > model["hull_planes"].shape[0]:
+        convex = model["prim_i"][:, 0] == K.PRIM_CONVEX  # (a mesh primitive's third column is its mesh's index)
+        if n_planes and bool(convex.any()) and int((model["prim_i"][convex, 2] + model["prim_i"][convex, 3]).max()) \
+                > model["hull_planes"].shape[0]:
             raise SceneError("render: a convex piece's hull rows leave hull_planes.")  # checked per view above
         bound = model["prim_f"][:model["n_prims"], 3].cpu().numpy()
         bounded = tuple(int(g) for g in np.nonzero(bound >= 0)[0])

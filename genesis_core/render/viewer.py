@@ -269,6 +269,61 @@ class Viewer:
                 binds[kb.name][1] = button
                 button.on_click(lambda _event, name=kb.name: binds[name][0].run())
 
+    def follow_entity(self, entity, fixed_axis=(None, None, None), smoothing=None, fix_orientation=False):
+        """Genesis World's: from the next step on, the camera follows `entity` (its base's position in the first
+        environment shown, at that environment's place in the viewer). The camera goes to the entity's position
+        plus ViewerOptions.camera_pos (an offset while following, as Genesis World reads it) and aims at the
+        entity. fixed_axis: per axis, None (follow) or a number (the camera's coordinate held there). smoothing:
+        None, or a number in (0, 1): a low-pass filter, each update keeping that fraction of the previous
+        position and aim. fix_orientation: move the camera without turning it (no aim at the entity). It applies
+        to every open page and to pages opened later; may be called before scene.build()."""
+        axes = tuple(fixed_axis) if isinstance(fixed_axis, (list, tuple)) else None
+        if axes is None or len(axes) != 3 or not all(
+                a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a))
+                for a in axes):
+            raise OptionError(f"follow_entity: fixed_axis={fixed_axis!r} must be 3 entries, each None (follow "
+                              "that axis) or a finite number (the camera's coordinate held there).")
+        if smoothing is not None and (isinstance(smoothing, bool) or not isinstance(smoothing, (int, float))
+                                      or not 0 < smoothing < 1):
+            raise OptionError(f"follow_entity: smoothing={smoothing!r} must be None or a number in (0, 1).")
+        if not isinstance(fix_orientation, bool):
+            raise OptionError(f"follow_entity: fix_orientation={fix_orientation!r} must be a bool.")
+        if not callable(getattr(entity, "get_pos", None)):
+            raise OptionError(f"follow_entity: {entity!r} has no position to follow (an entity with get_pos).")
+        self._follow = (entity, axes, smoothing, fix_orientation)
+        self._follow_pose = None  # (camera position, aim), once the first update placed them
+
+    _follow = None
+    _pending_camera = None
+
+    def _follow_camera(self):
+        """(camera position, aim or None) for the followed entity now (update's thread), or None."""
+        entity, axes, smoothing, fix_orientation = self._follow
+        pos = np.asarray(entity.get_pos().detach().cpu().numpy(), dtype=np.float64).reshape(-1, 3)
+        env = int(self.shown[0]) if pos.shape[0] > 1 else 0
+        target = pos[env] + self.offsets[env]
+        cam = target + np.asarray(self.viewer_options.camera_pos, dtype=np.float64)
+        if smoothing is not None and self._follow_pose is not None:
+            cam = smoothing * self._follow_pose[0] + (1 - smoothing) * cam
+            target = smoothing * self._follow_pose[1] + (1 - smoothing) * target
+        for i, a in enumerate(axes):
+            if a is not None:
+                cam[i] = a
+        self._follow_pose = (cam, target)
+        return cam, (None if fix_orientation else target)
+
+    def _place_camera(self, pose):
+        """Move every page's camera (and the one later pages open with) to pose = (position, aim or None)."""
+        cam, target = (tuple(float(x) for x in a) if a is not None else None for a in pose)
+        sv = self.server
+        sv.initial_camera.position = cam
+        if target is not None:
+            sv.initial_camera.look_at = target
+        for client in sv.get_clients().values():
+            client.camera.position = cam
+            if target is not None:
+                client.camera.look_at = target
+
     @property
     def keybinds(self) -> dict:
         """The registered keybinds by name."""
@@ -498,8 +553,11 @@ class Viewer:
             rate = (len(self._steps) - 1) / max(now - self._steps[0], 1e-9)
             self._fps_text.content = f"steps/s: {rate:.1f}"
         updates = self._read()
+        camera = self._follow_camera() if self._follow is not None else None
         with self._cond:
             self._pending = updates
+            if camera is not None:
+                self._pending_camera = camera
             if force or now - self._last_push >= 1.0 / opts.refresh_rate:
                 self._send_pending(now)
             elif self._flusher is None:
@@ -511,6 +569,7 @@ class Viewer:
     def _send_pending(self, now):
         """Apply the waiting updates to the viewer's nodes (the caller holds _cond)."""
         updates, self._pending = self._pending, None
+        camera, self._pending_camera = self._pending_camera, None
         self._last_push = now
         if updates is None or self.server is None:
             return
@@ -518,6 +577,8 @@ class Viewer:
             for h, props in updates:
                 for name, value in props.items():
                     setattr(h, name, value)
+        if camera is not None:
+            self._place_camera(camera)
 
     def _flush_loop(self):
         with self._cond:

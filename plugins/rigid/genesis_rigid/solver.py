@@ -10,12 +10,13 @@ import taichi as ti
 import torch
 
 import genesis_core as gs
-from genesis_core.launch import Launcher
+from genesis_core.launch import Launcher, torch_one_thread
 from genesis_core.rotations import quat_to_mat
 
 from . import kernels_step
 from .backward import Backward
 from .compile import compile_model
+from .drone import DroneEntity, drone_coefficients
 from .entity import RigidEntity
 from .equality import FIELDS as EQUALITY_FIELDS, Equalities
 from .variants import Variants
@@ -135,6 +136,9 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
     _view_tape = None  # differentiable mode: the frame whose collider view the backward re-made, awaiting its reverse
 
     def add_entity(self, idx, morph, material):
+        """A RigidEntity, a DroneEntity for a gs.morphs.Drone (as Genesis World's solver picks its entity class by
+        morph) or a KinematicEntity for gs.materials.Kinematic, with the morph's description parsed now: a bad file
+        fails here, before the entity is added."""
         if isinstance(material, Kinematic):
             from .kinematic import KinematicEntity
 
@@ -142,9 +146,16 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
             robot = describe(morph, Rigid())
             entity = KinematicEntity(self.scene, self, idx, morph, material)
             self.entities.append(entity)
-        else:
-            robot = describe(morph, material)  # parse now: a bad file fails at add_entity, before it is added
+            entity.robot = robot
+            return entity
+        coefficients = drone_coefficients(morph) if isinstance(morph, gs.morphs.Drone) else None
+        robot = describe(morph, material)
+        if coefficients is None:
             entity = super().add_entity(idx, morph, material)
+        else:
+            entity = DroneEntity(self.scene, self, idx, morph, material)
+            entity._init_drone(*coefficients)
+            self.entities.append(entity)
         entity.robot = robot
         return entity
 
@@ -437,6 +448,22 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
                           f"through each other. Raise the limit: gs.Scene(rigid_options=gs.options.RigidOptions("
                           f"max_contacts={2 * found})).", stacklevel=2)
 
+    _input_epoch = 0
+
+    @property
+    def input_epoch(self) -> int:
+        """A count that moves on at every step's process_input and at every state restore (reset, set_state,
+        load_checkpoint): what an entity sets "once per step" (a drone's propellers) is keyed by it."""
+        return self._input_epoch
+
+    def set_state(self, f, state, envs_idx=None):
+        super().set_state(f, state, envs_idx)
+        self._input_epoch += 1
+
+    def state_restored(self):
+        """After load_checkpoint wrote the state (genesis_core.scene)."""
+        self._input_epoch += 1
+
     _applied_zeroed = None  # (id, version) of links_applied_wrench right after process_input zeroed it
     _step_zero = None  # (id, version) of links_step_wrench when it was last seen to be zero
     _wrench_any = (None, False)  # ((id, version) of links_step_wrench, whether it holds a non-zero wrench)
@@ -444,16 +471,20 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
     def process_input(self):
         """The wrenches applied since the last step act during this one, as in Genesis World: they move from
         links_applied_wrench to links_step_wrench (each substep applies wrench * dt), replacing the last step's.
-        Nothing to do (no tensor touched) while nothing is applied and nothing was."""
+        Nothing to do (no tensor touched) while nothing is applied and nothing was. (torch on one thread here and
+        where the substeps read the wrenches, launch.torch_one_thread: beside Taichi's thread pool, torch's own
+        made these three ops on 4096 environments' wrenches take 6-12 ms each on 2 cores, against 0.03.)"""
+        self._input_epoch += 1
         st = self.state
         applied, step = st.tensors["links_applied_wrench"], st.tensors["links_step_wrench"]
         if versions([applied]) == self._applied_zeroed and versions([step]) == self._step_zero:
             return
-        with torch.no_grad():
+        with torch.no_grad(), torch_one_thread():
             step.copy_(applied)
             applied.zero_()
         self._applied_zeroed = versions([applied])
-        self._step_zero = None if bool(step.any()) else versions([step])
+        with torch_one_thread():
+            self._step_zero = None if bool(step.any()) else versions([step])
 
     def _step_wrench(self):
         """links_step_wrench * dt ([B, L, 6]), or None when no wrench acts in this step."""
@@ -494,7 +525,9 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         if self.collision:
             self._collide(f, fresh)
             self._log_contacts()
-        self._step_kernels()[3](f, fn, fresh, self._ext_impulse(f))
+        with torch_one_thread():
+            ext_impulse = self._ext_impulse(f)
+        self._step_kernels()[3](f, fn, fresh, ext_impulse)
         self._fk_key = self._kinematics_key(fn)
         if trial is not None:
             self._time_trial(time.perf_counter() - start)

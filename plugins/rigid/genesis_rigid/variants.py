@@ -88,6 +88,9 @@ class Variants:
             raise gs.OptionError("add_entity(morph=[...]): heterogeneous entities are not available with "
                                  "SimOptions(requires_grad=True); build one scene per variant to differentiate "
                                  "through them.")
+        if any(isinstance(m, gs.morphs.Drone) for m in morphs):
+            raise gs.OptionError("add_entity(morph=[...]): a heterogeneous entity of Drone morphs is not available "
+                                 "(a drone's propellers are those of one file); add one drone entity per model.")
         robots = [describe(m, material) for m in morphs]  # (each checked as its own entity would be)
         robot = merge_variants(robots, morphs)
         entity = super().add_entity(idx, morphs[0], material)
