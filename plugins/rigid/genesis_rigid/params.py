@@ -115,29 +115,42 @@ class ParamSync:
         if same_values(tensors, self.__dict__.get("_link_params_values")):
             self._link_params_seen = key
             return
+        previous = self.__dict__.get("_link_params_values")
+        # only the welded links' poses moved (a kinematic entity's setter, a fixed base's set_pos): the inertial
+        # columns and the friction computed last time hold
+        inertial_same = (self.__dict__.get("_link_arr") is not None
+                         and same_values(tensors[:4], previous[:4] if previous is not None else None))
         self._link_params_values = [t.detach().clone() for t in tensors]
-        found = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
-        if found is not None:
-            raise gs.InvalidStateError(st.entry_message("step", *found))
-        mass0, shift, com_shift, ratio, base_pos, base_quat = (t.detach().double().cpu().numpy() for t in tensors)
-        L, base = self.n_links, self._link_f_env
-        if L:
-            mass = np.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
-            low = mass0 + shift < MIN_MASS_FRACTION * mass0
-            if low.any() and not self.__dict__.get("_mass_floor_warned"):
-                self._mass_floor_warned = True
-                warnings.warn(
-                    f"{self.name}: links_mass_shift takes {int(low.sum())} (environment, link) mass(es) below "
-                    f"{MIN_MASS_FRACTION:g} of their inertial mass (lowest {float((mass0 + shift).min()):.4g} kg); the "
-                    f"dynamics use {MIN_MASS_FRACTION:g} of the inertial mass for them (a mass <= 0 has no motion; "
-                    "Genesis World would integrate it as given). get_links_mass_shift reads the shift as set; said once "
-                    "per scene.", stacklevel=2)
-            m_model = base[:, :L, LF_MASS]  # (per environment: a heterogeneous entity's variant's)
+        L = self.n_links
+        if not inertial_same:
+            found = self._param_rule(dict(zip(self.LINK_PARAMS[:2], tensors[:2])))
+            if found is not None:
+                raise gs.InvalidStateError(st.entry_message("step", *found))
+            mass0, shift, com_shift, ratio = (t.detach().double().cpu().numpy() for t in tensors[:4])
+            base = self._link_f_env
             arr = np.array(base)
-            scale = np.where(m_model > 0, mass / np.where(m_model > 0, m_model, 1.0), 1.0)
-            arr[:, :L, LF_MASS] = mass
-            arr[:, :L, LF_COM:LF_COM + 3] = base[:, :L, LF_COM:LF_COM + 3] + com_shift
-            arr[:, :L, LF_INERTIA:LF_INERTIA + 9] = base[:, :L, LF_INERTIA:LF_INERTIA + 9] * scale[..., None]
+            if L:
+                mass = np.maximum(mass0 + shift, MIN_MASS_FRACTION * mass0)
+                low = mass0 + shift < MIN_MASS_FRACTION * mass0
+                if low.any() and not self.__dict__.get("_mass_floor_warned"):
+                    self._mass_floor_warned = True
+                    warnings.warn(
+                        f"{self.name}: links_mass_shift takes {int(low.sum())} (environment, link) mass(es) below "
+                        f"{MIN_MASS_FRACTION:g} of their inertial mass (lowest {float((mass0 + shift).min()):.4g} "
+                        f"kg); the dynamics use {MIN_MASS_FRACTION:g} of the inertial mass for them (a mass <= 0 has "
+                        "no motion; Genesis World would integrate it as given). get_links_mass_shift reads the shift "
+                        "as set; said once per scene.", stacklevel=2)
+                m_model = base[:, :L, LF_MASS]  # (per environment: a heterogeneous entity's variant's)
+                scale = np.where(m_model > 0, mass / np.where(m_model > 0, m_model, 1.0), 1.0)
+                arr[:, :L, LF_MASS] = mass
+                arr[:, :L, LF_COM:LF_COM + 3] = base[:, :L, LF_COM:LF_COM + 3] + com_shift
+                arr[:, :L, LF_INERTIA:LF_INERTIA + 9] = base[:, :L, LF_INERTIA:LF_INERTIA + 9] * scale[..., None]
+            self._link_arr = arr
+            if self.n_geoms:
+                self.model["geom_mu"].from_numpy(self._geom_mu(ratio))
+        if L:
+            arr = self._link_arr
+            base_pos, base_quat = (t.detach().double().cpu().numpy() for t in tensors[4:])
             fixed = self.fixed_bases
             arr[:, fixed, LF_POS:LF_POS + 3] = base_pos
             # a quaternion the state accepted (within QUAT_TOL of unit) is normalised; the model's own, rounded to
@@ -145,8 +158,6 @@ class ParamSync:
             norm = np.linalg.norm(base_quat, axis=-1, keepdims=True)
             arr[:, fixed, LF_QUAT:LF_QUAT + 4] = np.where(np.abs(norm - 1) > 1e-6, base_quat / norm, base_quat)
             self.model["link_f"].from_numpy(arr.astype(self._np_float))
-        if self.n_geoms:
-            self.model["geom_mu"].from_numpy(self._geom_mu(ratio))
         self._link_params_seen = key
 
     def _geom_mu(self, ratio):
