@@ -153,6 +153,18 @@ class RigidModel:
         return convex_pair(self.geoms[ga]["type"], self.geoms[gb]["type"])
 
 
+def joint_qpos0(jd, body, entity) -> list:
+    """A joint's initial coordinates (MuJoCo's qpos0): a free joint's the body's pose (a root's placed by the
+    entity's morph), a ball joint's the identity, a hinge's or slide's its reference (the body where the file
+    places it)."""
+    if jd.type == FREE:
+        pos, quat = entity.place(body.pos, body.quat) if body.parent < 0 else (body.pos, body.quat)
+        return list(pos) + list(quat)
+    if jd.type == BALL:
+        return [1.0, 0.0, 0.0, 0.0]
+    return [jd.ref]
+
+
 def compile_model(entities, options, sim_options, float64: bool, name: str = "RigidSolver") -> RigidModel:
     """The RigidModel of `entities` (each with .robot, .material, .idx and .place) under the rigid options and the
     scene's sim options; float64: the precision the kernels run in (it sets the default solver tolerance)."""
@@ -228,7 +240,7 @@ class _Compiler:
                                          rot=(n_q + (3 if jd.type == FREE else 0), rot) if rot >= 0 else (-1, -1),
                                          armature=jd.armature, stiffness=jd.stiffness if one_to_one else 0.0,
                                          springref=jd.springref, range=rng, force=(-BIG_FORCE, BIG_FORCE)))
-                    qpos0.extend(self._joint_qpos0(jd, body, e, bi))
+                    qpos0.extend(joint_qpos0(jd, body, e))
                     n_q += JOINT_NQ[jd.type]
                 if body.parent < 0 and not any(j.type == FREE for j in body.joints):
                     # a base fixed to the world is placed at the morph's pose
@@ -340,14 +352,6 @@ class _Compiler:
                     raise gs.ModelFileError(f"{eq['what']}: its tendons run over joints of {len(tree_set)} kinematic "
                                             "trees; a tendon equality can couple at most two.")
             eq["ref"] = refs
-
-    def _joint_qpos0(self, jd, body, entity, body_index):
-        if jd.type == FREE:
-            pos, quat = entity.place(body.pos, body.quat) if body.parent < 0 else (body.pos, body.quat)
-            return list(pos) + list(quat)
-        if jd.type == BALL:
-            return [1.0, 0.0, 0.0, 0.0]
-        return [jd.ref]  # (MuJoCo's qpos0: the body where the file places it)
 
     def _compile_arrays(self):
         links, joints, dofs, geoms = self._links, self._joints, self._dofs, self._geoms

@@ -236,17 +236,15 @@ class KinematicEntity(RigidEntity):
         if not batched:
             qpos, base_pos, base_quat = qpos[None], base_pos[None], base_quat[None]
         B = qpos.shape[0]
-        roots = {}
-        for bi, (p, q) in root_placements(self).items():
-            body = self.robot.bodies[bi]
-            if body.joints:  # a jointed root: the morph's placement, fixed
-                roots[bi] = (torch.as_tensor(p, dtype=qpos.dtype, device=gs.device).expand(B, 3),
-                             torch.as_tensor(q, dtype=qpos.dtype, device=gs.device).expand(B, 4))
-            else:  # a jointless root: where set_pos / set_quat put it
-                roots[bi] = (base_pos[:, bi], base_quat[:, bi])
         key = (qpos.dtype, qpos.device)
-        if self.__dict__.get("_tree_key") != key:
-            self._tree, self._tree_key = _Tree(self.robot, *key), key
+        if self.__dict__.get("_tree_key") != key:  # the constants: the tree, and the jointed roots' placements
+            placed = {bi: tuple(torch.as_tensor(np.asarray(x), dtype=qpos.dtype, device=gs.device)[None] for x in pq)
+                      for bi, pq in root_placements(self).items() if self.robot.bodies[bi].joints}
+            self._tree, self._placed, self._tree_key = _Tree(self.robot, *key), placed, key
+        roots = {bi: (p.expand(B, 3), q.expand(B, 4)) for bi, (p, q) in self._placed.items()}
+        for bi, body in enumerate(self.robot.bodies):
+            if body.parent < 0 and not body.joints:  # a jointless root: where set_pos / set_quat put it
+                roots[bi] = (base_pos[:, bi], base_quat[:, bi])
         pos, quat = body_poses(self.robot, qpos.reshape(B, n_q), roots, self._tree)
         super()._write("fixed_base_pos", pos if batched else pos[0], rows, envs_idx, "kinematics")
         super()._write("fixed_base_quat", quat if batched else quat[0], rows, envs_idx, "kinematics")
@@ -265,42 +263,32 @@ class KinematicEntity(RigidEntity):
         return torch.zeros_like(self.get_pos(envs_idx))
 
 
+def entity_qpos0(entity) -> list:
+    """An entity's initial configuration, its joints' coordinates in order (compile.joint_qpos0's)."""
+    from .compile import joint_qpos0
+
+    return [x for body in entity.robot.bodies for jd in body.joints for x in joint_qpos0(jd, body, entity)]
+
+
 def kinematic_qpos0(entities):
     """The initial kinematic configuration of every Kinematic entity in order (numpy) and the offsets where a
     quaternion starts in it (free joints after xyz, ball joints)."""
-    values, quats, n = [], [], 0
+    values, quats = [], []
     for e in entities:
         if not getattr(e, "kinematic", False):
             continue
-        for bi, body in enumerate(e.robot.bodies):
-            for jd in body.joints:
-                if jd.type == FREE:
-                    p, q = e.place(body.pos, body.quat) if body.parent < 0 else (body.pos, body.quat)
-                    values += [*p, *q]
-                    quats.append(n + 3)
-                elif jd.type == BALL:
-                    values += [1.0, 0.0, 0.0, 0.0]
-                    quats.append(n)
-                else:
-                    values.append(jd.ref)
-                n += JOINT_NQ[jd.type]
+        n = len(values)
+        for s, _ in e._quat_slots():
+            quats.append(n + s)
+        values += entity_qpos0(e)
     return np.asarray(values, dtype=np.float64), quats
 
 
 def initial_poses(entity):
     """The world poses (numpy [n_bodies, 3], [n_bodies, 4]) of a Kinematic entity's bodies at its initial
     configuration: where the rigid compiler welds its links."""
-    qpos = []
-    for body in entity.robot.bodies:
-        for jd in body.joints:
-            if jd.type == FREE:
-                p, q = entity.place(body.pos, body.quat) if body.parent < 0 else (body.pos, body.quat)
-                qpos += [*p, *q]
-            elif jd.type == BALL:
-                qpos += [1.0, 0.0, 0.0, 0.0]
-            else:
-                qpos.append(jd.ref)
     roots = {bi: (torch.as_tensor(p, dtype=torch.float64)[None], torch.as_tensor(q, dtype=torch.float64)[None])
              for bi, (p, q) in root_placements(entity).items()}
-    pos, quat = body_poses(entity.robot, torch.as_tensor([qpos], dtype=torch.float64).reshape(1, -1), roots)
+    pos, quat = body_poses(entity.robot, torch.as_tensor([entity_qpos0(entity)], dtype=torch.float64).reshape(1, -1),
+                           roots)
     return pos[0].numpy(), quat[0].numpy()
