@@ -17,7 +17,8 @@ import torch
 from .geoms import GeomKind
 
 # geom_type codes of ColliderView (genesis_core.geoms.GeomKind)
-GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX, GEOM_CYLINDER, GEOM_MESH, GEOM_ELLIPSOID = (int(k) for k in GeomKind)
+GEOM_PLANE, GEOM_SPHERE, GEOM_CAPSULE, GEOM_BOX, GEOM_CYLINDER, GEOM_MESH, GEOM_ELLIPSOID, GEOM_HFIELD = (
+    int(k) for k in GeomKind)
 
 # register(ANY_COLLIDER, "MySolver", cls): the coupling runs between MySolver and every active solver that exposes
 # collider_view (Collider), each its own instance, in the order of scene.solvers
@@ -30,7 +31,8 @@ class ColliderView:
 
     geom_type: int32 [G], a GEOM_* code (-1: no geometry, which collides with nothing). geom_size: [G, 3], metres: sphere (r, -, -); capsule (r, half-length
     of the segment, -) along local Z; box (half-extents); cylinder (r, half-height, -) along local Z;
-    ellipsoid (the semi-axes along local X, Y, Z); plane: unused (the plane is local z = 0, normal +Z).
+    ellipsoid (the semi-axes along local X, Y, Z); plane: unused (the plane is local z = 0, normal +Z); height field
+    (cell size along local X, along Y, vertices per row ny), its heights in hull_planes (below).
     geom_friction: [G], Coulomb coefficient. geom_body: int32 [G], the body that carries the geom, -1 for static
     geoms.
     geom_pos: [B, G, 3] world position; geom_quat: [B, G, 4] world orientation (w, x, y, z).
@@ -45,7 +47,9 @@ class ColliderView:
     a link of an articulated body: the link alone, which the joints make heavier in effect).
     geom_hull: int32 [G, 2], (first row, rows) of a mesh geom's hull in hull_planes (0 rows for other kinds);
     hull_planes: [P, 4], (outward unit normal, offset) in the geom's frame: n . p <= offset inside the convex
-    piece. A non-convex mesh appears as its convex pieces, one geom each.
+    piece. A non-convex mesh appears as its convex pieces, one geom each. A height field's rows hold its heights
+    (metres, column 0), row-major over its nx x ny vertices (genesis_core.terrain): geom_hull gives (first row,
+    nx * ny).
     body_quat: [B, L, 4], each body's orientation (w, x, y, z; world): what a coupling needs to carry points
     fixed in a body (particles attached to a link).
     """

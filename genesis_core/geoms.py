@@ -12,6 +12,9 @@ class GeomKind(enum.IntEnum):
     CYLINDER = 4  # size (radius, half-height, -), along local Z
     MESH = 5  # a convex mesh (a decomposed mesh is several), its hull in ColliderView's hull arrays
     ELLIPSOID = 6  # size (the semi-axes along local X, Y, Z)
+    HFIELD = 7  # a height field (genesis_core.terrain): size (cell size along local X, along Y, vertices per row ny);
+    # its heights (metres) are rows of the hull arrays, row-major over the nx x ny grid, vertex (i, j) at local
+    # (i * size[0], j * size[1], height)
 
 
-PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH, ELLIPSOID = (int(k) for k in GeomKind)
+PLANE, SPHERE, CAPSULE, BOX, CYLINDER, MESH, ELLIPSOID, HFIELD = (int(k) for k in GeomKind)

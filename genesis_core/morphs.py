@@ -446,3 +446,187 @@ class Drone(URDF):
         d.pop("COM_link_name", None)  # deprecated spellings, folded in (or dropped) at construction
         d.pop("propellers_link_names", None)
         return d
+
+
+def _pair(kind):
+    def convert(value):
+        try:
+            items = tuple(value)
+        except TypeError:
+            return value
+        if kind is int:
+            return tuple(int(x) if isinstance(x, float) and x.is_integer() else x for x in items)
+        return tuple(float(x) if v._is_real(x) else x for x in items)
+
+    return convert
+
+
+def _positive_ints(inst, attr, value):
+    if not (isinstance(value, tuple) and len(value) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 4096 for n in value)):
+        v._fail(inst, attr, value, "two ints in [1, 4096]")
+
+
+def _height_field(value):
+    if value is None:
+        return None
+    import numpy as np
+
+    try:
+        a = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return value
+    a.setflags(write=False)
+    return a
+
+
+def _subterrain_types(value):
+    if isinstance(value, str):
+        return value
+    try:
+        return tuple(tuple(row) if not isinstance(row, str) else (row,) for row in value)
+    except TypeError:
+        return value
+
+
+@attrs.define(frozen=True, kw_only=True, eq=False)
+class Terrain(Morph, CollisionFilter):
+    """A static height-field terrain (Genesis World's `gs.morphs.Terrain`, with its parameters and defaults): a grid
+    of `n_subterrains` subterrains, each `subterrain_size` metres, of the kinds `subterrain_types` (a name for all,
+    or a 2-D list of names of shape n_subterrains; genesis_core.terrain.SUBTERRAIN_TYPES) with
+    `subterrain_parameters` overriding each kind's defaults; or the raw heights `height_field` [nx, ny] (then the
+    subterrain options are ignored). Vertex (i, j) lies at (i, j) * horizontal_scale from `pos` (the grid's corner),
+    height * vertical_scale above it. With randomize False the random kinds draw from seed 0, as in Genesis World.
+
+    The rigid solver collides with the grid itself (docs/rigid.md, "Terrain"), particle solvers through the
+    collider. uv_scale and batch_fixed_verts are accepted with no effect (the cameras draw the terrain's
+    triangles in the entity's colour); `name` caches a generated height field in this process under that name and
+    these options (Genesis World caches it on disk)."""
+
+    randomize: bool = attrs.field(default=False, validator=v.is_bool)
+    n_subterrains: tuple = attrs.field(default=(3, 3), converter=_pair(int), validator=_positive_ints)
+    subterrain_size: tuple = attrs.field(default=(12.0, 12.0), converter=_pair(float), validator=v.vec(2, True))
+    horizontal_scale: float = attrs.field(default=0.25, validator=v.positive)
+    vertical_scale: float = attrs.field(default=0.005, validator=v.positive)
+    uv_scale: float = attrs.field(default=1.0, validator=v.positive)
+    subterrain_types: object = attrs.field(default=(
+        ("flat_terrain", "random_uniform_terrain", "stepping_stones_terrain"),
+        ("pyramid_sloped_terrain", "discrete_obstacles_terrain", "wave_terrain"),
+        ("random_uniform_terrain", "pyramid_stairs_terrain", "sloped_terrain")), converter=_subterrain_types)
+    height_field: object = attrs.field(default=None, converter=_height_field)
+    name: str | None = attrs.field(default=None)
+    subterrain_parameters: dict | None = attrs.field(default=None)
+    batch_fixed_verts: bool = attrs.field(default=False, validator=v.is_bool)
+    from_stored: object = attrs.field(default=None)
+
+    def __attrs_post_init__(self):
+        super().__attrs_post_init__()
+        from . import terrain as T
+
+        cls = type(self).__name__
+        if self.from_stored is not None:
+            warnings.warn("Terrain(from_stored=...) is deprecated: use name.", stacklevel=3)
+            if self.name is None and isinstance(self.from_stored, str):
+                object.__setattr__(self, "name", self.from_stored)
+            object.__setattr__(self, "from_stored", None)
+        if self.name is not None and not isinstance(self.name, str):
+            raise OptionError(f"{cls}.name={self.name!r} is not accepted: expected None or a str.")
+        if self.height_field is not None:
+            import numpy as np
+
+            hf = self.height_field
+            if not isinstance(hf, np.ndarray) or hf.ndim != 2 or min(hf.shape) < 2:
+                raise OptionError(f"{cls}.height_field is not accepted: expected a 2-D array of at least 2 x 2 "
+                                  f"heights, got {getattr(hf, 'shape', type(hf).__name__)}.")
+            if not np.isfinite(hf).all():
+                bad = tuple(int(i) for i in np.argwhere(~np.isfinite(hf))[0])
+                raise OptionError(f"{cls}.height_field is not accepted: heights must be finite; entry {bad} is "
+                                  f"{hf[bad]}.")
+            if hf.size > T.max_cells():
+                raise OptionError(f"{cls}.height_field has {hf.size} vertices, more than {T.max_cells()}.")
+            return
+        types = self.subterrain_types
+        n = self.n_subterrains
+        if isinstance(types, str):
+            types = tuple((types,) * n[1] for _ in range(n[0]))
+            object.__setattr__(self, "subterrain_types", types)
+        if not (isinstance(types, tuple) and len(types) == n[0] and all(len(r) == n[1] for r in types)):
+            raise OptionError(f"{cls}.subterrain_types={types!r} is not accepted: expected a name or a 2-D list of "
+                              f"names of shape n_subterrains={n}.")
+        for row in types:
+            for kind in row:
+                if kind not in T.SUBTERRAIN_TYPES:
+                    raise OptionError(f"{cls}.subterrain_types: {kind!r} is not a subterrain type; expected one of "
+                                      f"{list(T.SUBTERRAIN_TYPES)}.")
+        for k, size in enumerate(self.subterrain_size):
+            if not T.is_multiple(size, self.horizontal_scale):
+                raise OptionError(f"{cls}.subterrain_size={self.subterrain_size} is not accepted: each size must be "
+                                  f"a whole number of horizontal_scale={self.horizontal_scale} cells.")
+        custom = self.subterrain_parameters or {}
+        if not isinstance(custom, dict) or not all(isinstance(p, dict) for p in custom.values()):
+            raise OptionError(f"{cls}.subterrain_parameters={custom!r} is not accepted: expected a dict of "
+                              "subterrain type -> dict of parameters.")
+        merged = {}
+        for kind in T.SUBTERRAIN_TYPES:
+            params = dict(T.DEFAULT_PARAMS[kind]) | dict(custom.get(kind, {}))
+            allowed = set(T.DEFAULT_PARAMS[kind]) | set(T.EXTRA_PARAMS.get(kind, {}))
+            unknown = sorted(set(params) - allowed)
+            bad = [k for k, x in params.items() if not v._is_real(x) or not math.isfinite(x)]
+            if unknown or bad:
+                raise OptionError(f"{cls}.subterrain_parameters[{kind!r}]: " + (
+                    f"unknown parameters {unknown}; expected some of {sorted(allowed)}" if unknown else
+                    f"{bad} must be finite numbers") + ".")
+            merged[kind] = params
+        for kind in set(custom) - set(T.SUBTERRAIN_TYPES):
+            raise OptionError(f"{cls}.subterrain_parameters: {kind!r} is not a subterrain type; expected some of "
+                              f"{list(T.SUBTERRAIN_TYPES)}.")
+        object.__setattr__(self, "subterrain_parameters", merged)
+        cells = 1
+        for k in range(2):
+            cells *= n[k] * round(self.subterrain_size[k] / self.horizontal_scale) + 1
+        if cells > T.max_cells():
+            raise OptionError(f"{cls}: {cells} height-field vertices, more than {T.max_cells()}; use fewer or smaller "
+                              "subterrains or a larger horizontal_scale.")
+
+    @property
+    def default_params(self) -> dict:
+        from .terrain import DEFAULT_PARAMS
+
+        return {k: dict(p) for k, p in DEFAULT_PARAMS.items()}
+
+    @property
+    def subterrain_params(self) -> dict:
+        return self.subterrain_parameters
+
+    def raw_heights(self):
+        """The raw height field [nx, ny] (units of vertical_scale): `height_field`, or the subterrains generated
+        (once per process for a named terrain and these options)."""
+        from . import terrain as T
+
+        if self.height_field is not None:
+            return self.height_field
+        key = (self.name, self.n_subterrains, self.subterrain_size, self.horizontal_scale, self.vertical_scale,
+               self.subterrain_types, repr(sorted(self.subterrain_parameters.items())), self.randomize)
+        if self.name is not None and key in _NAMED_TERRAINS:
+            return _NAMED_TERRAINS[key]
+        H = T.subterrain_grid(self.n_subterrains, self.subterrain_size, self.horizontal_scale, self.vertical_scale,
+                              self.subterrain_types, self.subterrain_parameters, self.randomize)
+        H.setflags(write=False)
+        if self.name is not None:
+            _NAMED_TERRAINS[key] = H
+        return H
+
+    def as_dict(self) -> dict:
+        from .terrain import digest
+
+        d = super().as_dict()
+        # a random terrain is part of the scene only through its heights (the signature names them by a hash)
+        d["height_field"] = digest(self.raw_heights()) if self.height_field is not None or not self.randomize \
+            else None
+        d["subterrain_types"] = [list(r) for r in self.subterrain_types] if not isinstance(
+            self.subterrain_types, str) else self.subterrain_types
+        d.pop("from_stored", None)
+        return d
+
+
+_NAMED_TERRAINS: dict = {}

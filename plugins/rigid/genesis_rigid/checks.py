@@ -17,7 +17,7 @@ import numpy as np
 
 from genesis_core.rotations import quat_to_mat
 
-from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, MESH, PLANE, SPHERE, ModelError
+from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HFIELD, MESH, PLANE, SPHERE, ModelError
 
 # limits of one model file (documented in docs/bad-input.md)
 MAX_BODIES = 10_000  # links or bodies
@@ -40,10 +40,11 @@ PIVOT_SINGULAR = 1e-12
 PIVOT_FLOAT32 = 1e-6
 
 GEOM_WORDS = {PLANE: "plane", SPHERE: "sphere", CAPSULE: "capsule", CYLINDER: "cylinder", BOX: "box", MESH: "mesh",
-              ELLIPSOID: "ellipsoid"}
+              ELLIPSOID: "ellipsoid", HFIELD: "height field"}
 # what a GeomDesc's size holds, per type (half of what a URDF box or a Genesis Box morph gives)
 SIZE_WORDS = {SPHERE: "size (radius, -, -)", CAPSULE: "size (radius, half-length, -)", BOX: "size (half-extents)",
-              CYLINDER: "size (radius, half-height, -)", ELLIPSOID: "size (semi-axes)"}
+              CYLINDER: "size (radius, half-height, -)", ELLIPSOID: "size (semi-axes)",
+              HFIELD: "size (cell size along x, along y, -)"}
 
 
 def numbers(text, what, attr):
@@ -121,7 +122,7 @@ def check_geom(g, where):
         _refuse(what, "quat", g.quat, "a non-zero quaternion")
     size_word = SIZE_WORDS.get(g.type, "size")
     size = _finite(what, size_word, g.size, MAX_LENGTH)
-    need = {SPHERE: 1, CAPSULE: 1, CYLINDER: 2, BOX: 3, ELLIPSOID: 3}.get(g.type, 0)
+    need = {SPHERE: 1, CAPSULE: 1, CYLINDER: 2, BOX: 3, ELLIPSOID: 3, HFIELD: 2}.get(g.type, 0)
     if need and min(size[:need]) < MIN_SIZE:
         _refuse(what, size_word, g.size, f"{GEOM_WORDS[g.type]} dimensions of at least {MIN_SIZE:g} m (> 0)")
     if g.type == CAPSULE and size[1] < 0:
@@ -129,6 +130,12 @@ def check_geom(g, where):
     _range(what, "friction", g.friction)
     _range(what, "margin", g.margin, hi=MAX_LENGTH)
     _range(what, "gap", g.gap, hi=MAX_LENGTH)
+    if g.type == HFIELD:
+        z = np.asarray(g.heights, dtype=np.float64) if g.heights is not None else np.zeros((0, 0))
+        if z.ndim != 2 or min(z.shape) < 2:
+            _refuse(what, "heights", getattr(g.heights, "shape", g.heights), "a grid of at least 2 x 2 heights")
+        if not (np.isfinite(z).all() and np.abs(z).max() <= MAX_LENGTH):
+            _refuse(what, "heights", f"array of {z.shape}", f"finite heights of magnitude at most {MAX_LENGTH:g} m")
     if g.type == MESH:
         scale = _finite(what, "mesh scale", g.mesh_scale, MAX_MESH_SCALE)
         if min(abs(x) for x in scale) < 1e-12:

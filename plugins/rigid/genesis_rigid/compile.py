@@ -28,8 +28,8 @@ from .layout import (DF_ARMATURE, DF_DAMPING, DF_FORCE_HI, DF_FORCE_LO, DF_N, DF
                      PF_TOL, PI_N, PP_CG, PP_COLLISION, PP_ITERATIONS, PP_LIMITS, PP_MAX_CONTACTS, PP_N, PP_RK4,
                      PP_TENDONS, TF_DAMPING, TF_LIMITED, TF_N, TF_RANGE_HI, TF_RANGE_LO, TF_SPRING_HI, TF_SPRING_LO, TF_STIFFNESS,
                      TI_COUNT, TI_N, TI_START)
-from .model import (BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE, SLIDE,
-                    SPHERE)
+from .model import (BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HFIELD, HINGE, JOINT_NQ, JOINT_NV, MESH, PLANE,
+                    SLIDE, SPHERE)
 from .neutral import neutral_overlaps
 
 # contacts per geom pair when the pool is sized by RigidOptions.max_collision_pairs (Genesis World's budget for a
@@ -47,9 +47,12 @@ PAIR_SLOTS = {
     # its support point, or the EPA witnesses)
     (PLANE, ELLIPSOID): 1, (SPHERE, ELLIPSOID): 1, (CAPSULE, ELLIPSOID): 1, (CYLINDER, ELLIPSOID): 1,
     (BOX, ELLIPSOID): 1, (ELLIPSOID, ELLIPSOID): 1, (ELLIPSOID, MESH): 1,
+    # a height field keeps the deepest of its candidates and the four farthest along its frame's x and y axes
+    # (kernels_terrain.N_SLOTS)
+    **{(HFIELD, t): 5 for t in (SPHERE, CAPSULE, CYLINDER, BOX, ELLIPSOID, MESH)},
 }
 BIG_FORCE = 1e30
-_RANK = {PLANE: 0, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, ELLIPSOID: 5, MESH: 6}
+_RANK = {PLANE: 0, HFIELD: 0.5, SPHERE: 1, CAPSULE: 2, CYLINDER: 3, BOX: 4, ELLIPSOID: 5, MESH: 6}
 
 
 def link_roots(links):
@@ -68,7 +71,10 @@ def _pair_order(ta, tb):
 def convex_pair(ta, tb) -> bool:
     """Whether a pair of geom types (ordered as the candidate pairs are) goes through the convex-hull narrowphase
     (collide_meshes), as kernels_collision.narrow_pair routes it: a mesh, an ellipsoid with anything but a plane (a
-    plane's contact with it is its support point, found with the primitives), or two boxes."""
+    plane's contact with it is its support point, found with the primitives), or two boxes. A height field's pairs
+    are its own (kernels_terrain)."""
+    if ta == HFIELD:
+        return False
     return tb == MESH or (tb == ELLIPSOID and ta != PLANE) or ta == tb == BOX
 
 
@@ -121,6 +127,7 @@ class RigidModel:
     n_slots: int  # contact slots of all candidate pairs
     n_mesh_pairs: int  # pairs through the convex-hull narrowphase
     n_gjk_pairs: int  # of those, the pairs GJK tests (each keeps a separating direction)
+    n_hfield_pairs: int  # pairs with a height field (kernels_step.collide_terrain)
     n_limited: int  # joint and tendon limit rows
     max_contacts: int  # the contact pool's size per environment
     row_width: int  # dofs of a compact constraint row (two kinematic trees)
@@ -174,7 +181,7 @@ def compile_model(entities, options, sim_options, float64: bool, name: str = "Ri
         link_names=c._link_names,
         entity_ranges=c.entity_ranges, qpos0=c._qpos0, kp0=c._kp0, kv0=c._kv0, arrays=c.arrays, n_links=c.n_links,
         n_joints=c.n_joints, n_dofs=c.n_dofs, n_qs=c.n_qs, n_geoms=c.n_geoms, n_pairs=c.n_pairs, n_slots=c.n_slots,
-        n_mesh_pairs=c.n_mesh_pairs, n_gjk_pairs=c.n_gjk_pairs, n_limited=c.n_limited, max_contacts=c.max_contacts,
+        n_mesh_pairs=c.n_mesh_pairs, n_gjk_pairs=c.n_gjk_pairs, n_hfield_pairs=c.n_hfield_pairs, n_limited=c.n_limited, max_contacts=c.max_contacts,
         row_width=c._row_width, collision=c.collision, sap_geoms=c._sap_geoms, last_dof=c._last_dof,
         gravity=c.gravity)
 
@@ -431,6 +438,16 @@ class _Compiler:
             s = np.asarray(gm["size"])
             rbound[g] = {SPHERE: s[0], CAPSULE: s[0] + s[1], BOX: np.linalg.norm(s),
                          CYLINDER: np.hypot(s[0], s[1]), ELLIPSOID: s.max()}.get(gm["type"], 0.0)
+            if gm["type"] == HFIELD:  # its heights as rows of hull_f, its grid's box
+                z = np.asarray(gm["desc"].heights, dtype=np.float64)
+                nx, ny = z.shape
+                geom_f[g, GF_SIZE:GF_SIZE + 3] = gm["size"][0], gm["size"][1], ny
+                lo = np.array([0.0, 0.0, z.min()])
+                hi = np.array([(nx - 1) * gm["size"][0], (ny - 1) * gm["size"][1], z.max()])
+                geom_f[g, GF_HULL_BOX:GF_HULL_BOX + 6] = *(lo + hi) / 2, *(hi - lo) / 2
+                geom_i[g, GI_VERT:GI_VERT + 2] = len(hull_rows), nx
+                geom_i[g, GI_FACE:GI_FACE + 2] = len(hull_rows), ny
+                hull_rows.extend([h, 0.0, 0.0, 0.0] for h in z.ravel())
             hull = gm["desc"].hull() if g in colliding and gm["type"] in (BOX, MESH) else None
             if hull is not None:
                 # the bounding sphere about the centre of the hull's box (tighter than about the geom origin)
@@ -457,6 +474,9 @@ class _Compiler:
                 raise gs.OptionError(f"{self.name}: {names[0]!r} and {names[1]!r} collide through the convex-hull "
                                      "narrowphase (a mesh, an ellipsoid with anything but a plane, or two boxes), "
                                      "which has no contact margin; set their margin and gap to 0.")
+        if self.sim_options.requires_grad and any(gm["type"] == HFIELD for gm in geoms):
+            raise gs.OptionError(f"{self.name}: height-field terrain is not available with "
+                                 "SimOptions(requires_grad=True): its contacts have no adjoint yet.")
         if self.sim_options.requires_grad and (geom_f[:, GF_MARGIN].any() or geom_f[:, GF_GAP].any()):
             raise gs.OptionError(f"{self.name}: contact margins and gaps are not available with "
                                  "SimOptions(requires_grad=True); set the geoms' margin and gap to 0.")
@@ -481,11 +501,13 @@ class _Compiler:
         # the broadphase: pairs with a plane are tested directly, the others found by sweep and prune over the
         # geoms that take part in them, through a table of the candidate pairs
         pair_lut = np.full((max(G, 1), max(G, 1)), -1, dtype=np.int32)
-        plane_pairs, sap_geoms, bound_geoms = [], set(), set()
+        plane_pairs, hfield_pairs, sap_geoms, bound_geoms = [], [], set(), set()
         for p, (ga, gb) in enumerate(pairs):
             bound_geoms.update((ga, gb))
             if geoms[ga]["type"] == PLANE:
                 plane_pairs.append(p)
+            elif geoms[ga]["type"] == HFIELD:  # (a kernel of their own: kernels_step.collide_terrain)
+                hfield_pairs.append(p)
             else:
                 pair_lut[ga, gb] = pair_lut[gb, ga] = p
                 sap_geoms.update((ga, gb))
@@ -493,6 +515,7 @@ class _Compiler:
         # kernel compiled for one crashed on the other): one geom sweeps nothing, pair -1 is no pair
         self._sap_geoms = np.array(sorted(sap_geoms) or [0], dtype=np.int32)
         plane_pairs = plane_pairs or [-1]
+        self.n_hfield_pairs = len(hfield_pairs)
         bound_geoms = np.array(sorted(bound_geoms) or [0], dtype=np.int32)  # (never empty, as above)
         self.n_pairs, self.n_slots = len(pairs), n_slots
         if len(pairs) * KEY_SPAN >= 2**31:
@@ -532,6 +555,7 @@ class _Compiler:
                            joint_i=joint_i, dof_f=dof_f, dof_i=dof_i, geom_f=geom_f, geom_i=geom_i, geom_rbound=rbound,
                            hull_f=hull_f, hull_i=hull_i, pair_i=pair_i, pair_lut=pair_lut,
                            plane_pairs=np.array(plane_pairs, dtype=np.int32), bound_geoms=bound_geoms, ten_f=ten_f,
+                           hfield_pairs=np.array(hfield_pairs or [-1], dtype=np.int32),
                            ten_i=ten_i)
         self.n_links, self.n_joints, self.n_dofs, self.n_qs, self.n_geoms = L, J, D, len(self._qpos0), G
         self.n_limited = int(sum(df["range"] is not None for df in dofs)

@@ -24,6 +24,7 @@ from .kernels_constraint import solve_constraints, solve_constraints_reverse
 from .kernels_convex import detect_mesh_contacts
 from .kernels_dynamics import bias_and_mass, bias_and_mass_reverse, smooth_acceleration, smooth_acceleration_reverse
 from .kernels_integrate import advance_q, advance_q_reverse
+from .kernels_terrain import detect_terrain_contacts
 from .kernels_kinematics import (add_ref_adjoint, dof_motions, dof_motions_reverse, forward_kinematics,
                                  forward_kinematics_reverse)
 from .kernels_math import V3, V4, func, quat_mul, quat_mul_reverse, quat_to_mat, spatial, v3, v4
@@ -101,6 +102,30 @@ def collide(f: ti.i32, fn: ti.i32, fresh: ti.i32, finish: ti.i32,
                 s_R[b, l] = quat_to_mat(links_quat[f, b, l])
         detect_contacts(b, f, links_pos, s_R, geom_f, geom_mu, geom_i, geom_rbound, pair_i, pair_lut, plane_pairs,
                         bound_geoms, s_sap, s_sap_axis, s_con_f, s_con_i, s_geom_f, s_near_i)
+        if finish != 0:
+            finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)
+
+
+@ti.kernel
+def collide_terrain(f: ti.i32, fn: ti.i32, finish: ti.i32,
+                    # state (all frames)
+                    links_pos: nd(dtype=V3, ndim=3), contact_key: nd(ndim=3),
+                    # model
+                    geom_f: nd(ndim=2), geom_mu: nd(ndim=2), geom_i: nd(ndim=2), geom_rbound: nd(ndim=1),
+                    hull_f: nd(ndim=2), pair_i: nd(ndim=2), hfield_pairs: nd(ndim=1),
+                    # scratch
+                    s_R: nd(ndim=2), s_con_f: nd(ndim=3), s_con_i: nd(ndim=3), s_hash: nd(ndim=2)):
+    """The contacts of frame f of the height-field pairs (after `collide`'s, whose rotations s_R it reads); then
+    the warm starts, if no mesh kernel follows (finish)."""
+    if ti.static(SERIAL):
+        ti.loop_config(serialize=True)
+    spread = env_spread(links_pos.shape[1], SERIAL)
+    for t in range(links_pos.shape[1] * spread):
+        if t % spread != 0:
+            continue
+        b = t // spread
+        detect_terrain_contacts(b, f, links_pos, s_R, geom_f, geom_mu, geom_i, geom_rbound, hull_f, pair_i,
+                                hfield_pairs, s_con_f, s_con_i)
         if finish != 0:
             finish_contacts(b, f, fn, contact_key, pair_i, geom_f, geom_mu, s_con_f, s_con_i, s_hash)
 
@@ -657,8 +682,8 @@ def collider_geometry_reverse(fn: ti.i32,
 
 
 # each kernel's serial copy, for a batch of one environment (genesis_core.launch.serial_variant)
-SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, substep, collider_geometry,
-                                            substep_reverse_head, substep_reverse_constraints, substep_reverse_dynamics,
+SERIAL_OF = {k: serial_variant(k) for k in (kinematics, collide, collide_meshes, collide_terrain, substep,
+                                            collider_geometry, substep_reverse_head, substep_reverse_constraints, substep_reverse_dynamics,
                                             substep_reverse_kinematics, collider_geometry_reverse, mass_matrix)}
 # both copies compiled without fast math: they then give the same bits, and the solver runs either (launch_mode)
 exact_math(*SERIAL_OF, *SERIAL_OF.values())

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from genesis_core.geoms import BOX, CAPSULE, CYLINDER, ELLIPSOID, MESH, PLANE, SPHERE  # noqa: F401  (geom types)
+from genesis_core.geoms import BOX, CAPSULE, CYLINDER, ELLIPSOID, HFIELD, MESH, PLANE, SPHERE  # noqa: F401  (geom types)
 
 
 class ModelError(ValueError):
@@ -55,6 +55,8 @@ class GeomDesc:
     rgba: np.ndarray | None = None  # the file's colour of a visual geom (RGBA in [0, 1]); None: the entity's
     asset: str | None = None  # the file's named mesh asset it draws (MJCF <mesh name=...>), for messages
     variant: int = -1  # a heterogeneous entity's variant it belongs to (genesis_rigid.variants); -1: every one
+    heights: np.ndarray | None = None  # a height field's heights (metres) [nx, ny] (genesis_core.terrain)
+    triangles: tuple | None = None  # a visual mesh given as (vertices [V, 3], faces [F, 3]) instead of a file
 
     def hull(self):
         """The convex hull of a mesh geom (geom frame, scaled), or of a box; None for other types."""

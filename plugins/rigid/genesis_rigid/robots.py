@@ -10,7 +10,7 @@ import genesis_core as gs
 from .checks import check_conditioning
 from .decompose import convex_parts
 from .mjcf import load_mjcf
-from .model import BOX, CAPSULE, CYLINDER, FREE, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, ModelError
+from .model import BOX, CAPSULE, CYLINDER, FREE, HFIELD, MESH, PLANE, SPHERE, BodyDesc, GeomDesc, JointDesc, ModelError
 from .model import RobotDesc, inertia_from_geoms, merge_fixed_links
 from genesis_core.rotations import frame_from_z
 from .urdf import load_urdf
@@ -36,6 +36,21 @@ def _primitive(morph, material):
     if not morph.fixed:
         body.joints.append(JointDesc("root", FREE))
     return RobotDesc(type(morph).__name__.lower(), [body])
+
+
+def _terrain(morph):
+    """A Terrain morph: one static body with one height-field geom (metres), drawn as its triangles."""
+    from genesis_core.terrain import triangles
+
+    heights = np.asarray(morph.raw_heights(), dtype=np.float64) * morph.vertical_scale
+    hs = morph.horizontal_scale
+    surface = triangles(heights, hs)
+    geom = GeomDesc("terrain", HFIELD, np.array([hs, hs, 0.0]), heights=heights, triangles=surface)
+    geom.friction = 1.0
+    visual = GeomDesc("terrain_visual", MESH, np.zeros(3), triangles=surface)
+    geoms = [geom] if morph.collision else []
+    return RobotDesc("terrain", [BodyDesc("terrain", -1, np.zeros(3), IDENTITY, geoms=geoms,
+                                          visuals=[visual] if morph.visualization else [])])
 
 
 def _mesh(morph, material):
@@ -118,6 +133,8 @@ def describe(morph, material) -> RobotDesc:
         if isinstance(morph, (gs.morphs.Plane, gs.morphs.Box, gs.morphs.Sphere, gs.morphs.Capsule,
                               gs.morphs.Cylinder)):
             return _filter(_primitive(morph, material), morph).validate()
+        if isinstance(morph, gs.morphs.Terrain):
+            return _filter(_terrain(morph), morph).validate()
         if isinstance(morph, gs.morphs.URDF):
             robot = load_urdf(morph.file, fixed=morph.fixed, density=material.rho).validate()
             names = {b.name for b in robot.bodies}

@@ -172,6 +172,7 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
         self.n_pairs, self.n_slots, self.n_mesh_pairs, self.n_gjk_pairs = (m.n_pairs, m.n_slots, m.n_mesh_pairs,
                                                                            m.n_gjk_pairs)
         self.n_limited, self.max_contacts, self.collision = m.n_limited, m.max_contacts, m.collision
+        self.n_hfield_pairs = m.n_hfield_pairs
         # the kernels' model arrays, on the device (the per-environment parameter columns: _allocate_scratch)
         self.model = {name: self._taichi_array(a.shape, "i" if a.dtype.kind == "i" else "f", values=a)
                       for name, a in m.arrays.items()}
@@ -369,19 +370,23 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
                 arrays, launcher.bind(k, {**self.kernel_arrays(), **arrays} if arrays else self.kernel_arrays()))
         return cached[1]
 
-    _step_cache = None  # (launch mode, collide, collide_meshes or None, substep): a plain substep's launches
+    _step_cache = None  # (launch mode, collide, collide_meshes or None, substep, collide_terrain or None): a plain
+    # substep's launches
 
     def _step_kernels(self):
         """A plain substep's launches for the current launch mode, (serial, collide(f, fn, fresh, finish),
-        collide_meshes(f, fn) or None, substep(f, fn, fresh, links_ext_impulse)): bound by name once, called with
+        collide_meshes(f, fn) or None, substep(f, fn, fresh, links_ext_impulse), collide_terrain(f, fn, finish) or
+        None): bound by name once, called with
         their leading parameters positionally (Bound.leading: without the keyword handling of a call by name, which
         showed in a one-environment substep; benchmarks/README.md, "rigid_step.py")."""
         cached = self._step_cache
         if cached is None or cached[0] != self._serial:
             meshes = self._bind(kernels_step.collide_meshes).leading("f", "fn") if self.n_mesh_pairs else None
+            terrain = (self._bind(kernels_step.collide_terrain).leading("f", "fn", "finish") if self.n_hfield_pairs
+                       else None)
             cached = self._step_cache = (
                 self._serial, self._bind(kernels_step.collide).leading("f", "fn", "fresh", "finish"), meshes,
-                self._bind(kernels_step.substep).leading("f", "fn", "fresh", "links_ext_impulse"))
+                self._bind(kernels_step.substep).leading("f", "fn", "fresh", "links_ext_impulse"), terrain)
         return cached
 
     def _run(self, kernel, arrays=None, **values):
@@ -424,13 +429,15 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
             st.at("links_quat", f)[others] = keep[1][others]
 
     def _collide(self, f, fresh=0):
-        """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then mesh pairs. fresh:
-        the scratch holds frame f's rotations (_fresh_kinematics)."""
+        """Contacts at the link poses of frame f into s_con_f / s_con_i: primitive pairs, then height-field pairs,
+        then mesh pairs. fresh: the scratch holds frame f's rotations (_fresh_kinematics)."""
         fn, meshes = self.frames.next(f), self.n_mesh_pairs > 0
         # (of the kinematics' scratch, these write only frame f's rotations, the values the kinematics give them:
         # they keep _fresh_kinematics' key)
-        _, collide, collide_meshes, _ = self._step_kernels()
-        collide(f, fn, fresh, int(not meshes))
+        _, collide, collide_meshes, _, terrain = self._step_kernels()
+        collide(f, fn, fresh, int(not meshes and terrain is None))
+        if terrain is not None:
+            terrain(f, fn, int(not meshes))
         if meshes:
             collide_meshes(f, fn)
         self._n_collides += 1

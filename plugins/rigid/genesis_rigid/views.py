@@ -19,7 +19,7 @@ from genesis_core.utils.geom import quat_mul
 from . import kernels_step
 from .variants import FAR
 from .layout import DF_N, DI_LINK, GF_SIZE, LI_DOF_END, LI_DOF_START, LI_PARENT
-from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, MESH, SPHERE
+from .model import BOX, CAPSULE, CYLINDER, ELLIPSOID, HFIELD, MESH, SPHERE
 
 # the outputs of kernels_step.collider_geometry, ColliderView's names
 VIEW_OUTPUTS = ("geom_pos", "geom_quat", "body_com", "body_lin_vel", "body_ang_vel")
@@ -98,6 +98,10 @@ class Views:
                 if hull is not None:
                     geom_hull[g] = len(hull_rows), len(hull.face_normals)
                     hull_rows.extend([*n, d] for n, d in zip(hull.face_normals, hull.face_offsets))
+                elif gm["type"] == HFIELD:  # its heights, one a row (genesis_core.coupler.ColliderView)
+                    z = np.asarray(gm["desc"].heights, dtype=np.float64).ravel()
+                    geom_hull[g] = len(hull_rows), len(z)
+                    hull_rows.extend([h, 0.0, 0.0, 0.0] for h in z)
             self._view = ColliderView(
                 body_inv_mass=torch.as_tensor(inv_mass, dtype=fl, device=dev),
                 body_inv_inertia=torch.zeros((B, L, 3, 3), dtype=fl, device=dev),
@@ -253,9 +257,9 @@ class Views:
                 try:
                     for bi, body in enumerate(e.robot.bodies):
                         for g in body.visuals:
-                            if g.type == MESH and g.mesh_file is not None:
+                            if g.type == MESH and (g.mesh_file is not None or g.triangles is not None):
                                 e_meshes.append(((e.link_start + bi, g.pos, g.quat, absent(e, g)),
-                                                 _visual_mesh(g.mesh_file, g.mesh_scale), color_of(g)))
+                                                 g.triangles or _visual_mesh(g.mesh_file, g.mesh_scale), color_of(g)))
                             elif id(g) in index:  # a geom (an MJCF plane, ellipsoid, ...): its own arrays
                                 drawn.append((index[id(g)], color_of(g)))
                             elif g.type in GEOM_OF_TYPE:
@@ -271,6 +275,12 @@ class Views:
                 colliding = [g for g in mine if self.compiled.geoms[g]["contype"] or self.compiled.geoms[g]["conaffinity"]]
                 drawn = [(g, base) for g in (colliding or mine)]
                 e_prims, e_meshes = [], []
+                for g, _ in drawn:  # (a height field is drawn as its triangles)
+                    gm = self.compiled.geoms[g]
+                    if gm["desc"].triangles is not None:
+                        e_meshes.append(((gm["link"], gm["pos"], gm["quat"], absent(e, gm["desc"])),
+                                         gm["desc"].triangles, base))
+                drawn = [(g, c) for g, c in drawn if self.compiled.geoms[g]["desc"].triangles is None]
             for g, color in sorted(drawn, key=lambda x: x[0]):
                 geoms.append(g)
                 geom_colors.append(color)
