@@ -11,6 +11,7 @@ import importlib.util
 import math
 import os
 import warnings
+import weakref
 
 import attrs
 
@@ -501,7 +502,8 @@ class Terrain(Morph, CollisionFilter):
     The rigid solver collides with the grid itself (docs/rigid.md, "Terrain"), particle solvers through the
     collider. uv_scale and batch_fixed_verts are accepted with no effect (the cameras draw the terrain's
     triangles in the entity's colour); `name` caches a generated height field in this process under that name and
-    these options (Genesis World caches it on disk)."""
+    these options (Genesis World caches it on disk). A random terrain is drawn once per morph; the scene's
+    checkpoint signature names the heights by a hash."""
 
     randomize: bool = attrs.field(default=False, validator=v.is_bool)
     n_subterrains: tuple = attrs.field(default=(3, 3), converter=_pair(int), validator=_positive_ints)
@@ -605,24 +607,27 @@ class Terrain(Morph, CollisionFilter):
 
         if self.height_field is not None:
             return self.height_field
+        if self in _GENERATED:
+            return _GENERATED[self]
         key = (self.name, self.n_subterrains, self.subterrain_size, self.horizontal_scale, self.vertical_scale,
                self.subterrain_types, repr(sorted(self.subterrain_parameters.items())), self.randomize)
-        if self.name is not None and key in _NAMED_TERRAINS:
-            return _NAMED_TERRAINS[key]
-        H = T.subterrain_grid(self.n_subterrains, self.subterrain_size, self.horizontal_scale, self.vertical_scale,
-                              self.subterrain_types, self.subterrain_parameters, self.randomize)
-        H.setflags(write=False)
-        if self.name is not None:
-            _NAMED_TERRAINS[key] = H
+        H = _NAMED_TERRAINS.get(key) if self.name is not None else None
+        if H is None:
+            H = T.subterrain_grid(self.n_subterrains, self.subterrain_size, self.horizontal_scale,
+                                  self.vertical_scale, self.subterrain_types, self.subterrain_parameters,
+                                  self.randomize)
+            H.setflags(write=False)
+            if self.name is not None:
+                _NAMED_TERRAINS[key] = H
+        _GENERATED[self] = H  # (a random terrain is drawn once per morph)
         return H
 
     def as_dict(self) -> dict:
         from .terrain import digest
 
         d = super().as_dict()
-        # a random terrain is part of the scene only through its heights (the signature names them by a hash)
-        d["height_field"] = digest(self.raw_heights()) if self.height_field is not None or not self.randomize \
-            else None
+        # the heights, generated or given, by a hash (a checkpoint fits a scene with the same terrain)
+        d["height_field"] = digest(self.raw_heights())
         d["subterrain_types"] = [list(r) for r in self.subterrain_types] if not isinstance(
             self.subterrain_types, str) else self.subterrain_types
         d.pop("from_stored", None)
@@ -630,3 +635,4 @@ class Terrain(Morph, CollisionFilter):
 
 
 _NAMED_TERRAINS: dict = {}
+_GENERATED = weakref.WeakKeyDictionary()

@@ -4,7 +4,8 @@ handed back to the collider. Written once for every particle solver; MPM calls i
 solver on its particles (through `ParticleColliderCoupling`).
 
 Signed distance (negative inside) and outward unit normal, in world axes, of a point x to a geom:
-plane (local z = 0), sphere, capsule and cylinder (along local Z), box, ellipsoid (semi-axes r along local X, Y,
+plane (local z = 0), height field (genesis_core.terrain: along the normal of the triangle under the point), sphere,
+capsule and cylinder (along local Z), box, ellipsoid (semi-axes r along local X, Y,
 Z: with k0 = |p / r| and k1 = |p / r^2| in its frame, d = k0 (k0 - 1) / k1, the level k0 - 1 over the length of
 its gradient: zero on the surface, exact to first order across it, and the normal p / r^2 normalised, the surface's
 own normal on it), and convex mesh (the largest of its hull planes' distances: exact inside and on the faces;
@@ -24,7 +25,7 @@ second.
 
 import taichi as ti
 
-from ..geoms import BOX, CAPSULE, CYLINDER, ELLIPSOID, MESH, PLANE, SPHERE
+from ..geoms import BOX, CAPSULE, CYLINDER, ELLIPSOID, HFIELD, MESH, PLANE, SPHERE
 from ..ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
@@ -126,7 +127,40 @@ def signed_distance(gtype, size, centre, rot, hull0, n_hull, hull_planes: ti.tem
                     best = s
                     n_local = ti.Vector([hull_planes[k, 0], hull_planes[k, 1], hull_planes[k, 2]])
             d = best
+        elif gtype == HFIELD and n_hull > 0:
+            d, n_local = height_field_distance(size, hull0, n_hull, hull_planes, p)
     return d, mat_vec(rot, n_local)
+
+
+@ti.func
+def height_field_distance(size, hull0, n_hull, hull_planes: ti.template(), p):
+    """(d, n) of local point p to a height field (genesis_core.terrain: size (hx, hy, ny), its heights in rows
+    hull0 .. hull0 + n_hull - 1, column 0): the distance to the plane of the triangle under p, along its upward
+    normal (exact above and below the triangle's interior); far (1e9) off the grid."""
+    d = 1e9
+    n = ti.Vector([0.0, 0.0, 1.0])
+    ny = ti.max(ti.cast(size[2] + 0.5, ti.i32), 2)
+    nx = n_hull // ny
+    u = p[0] / size[0]
+    w = p[1] / size[1]
+    if nx >= 2 and u >= 0 and w >= 0 and u <= nx - 1 and w <= ny - 1:
+        i = ti.min(ti.cast(ti.floor(u), ti.i32), nx - 2)
+        j = ti.min(ti.cast(ti.floor(w), ti.i32), ny - 2)
+        r = hull0 + i * ny + j
+        ha, hb, hc, hd = hull_planes[r, 0], hull_planes[r + ny, 0], hull_planes[r + 1, 0], hull_planes[r + ny + 1, 0]
+        fx = u - i
+        fy = w - j
+        sx = (hb - ha) / size[0]  # the triangle's slopes along x and y, and its height at p
+        sy = (hd - hb) / size[1]
+        h = ha + fx * (hb - ha) + fy * (hd - hb)
+        if fx < fy:
+            sx = (hd - hc) / size[0]
+            sy = (hc - ha) / size[1]
+            h = ha + fy * (hc - ha) + fx * (hd - hc)
+        k = 1.0 / ti.sqrt(1.0 + sx * sx + sy * sy)
+        n = ti.Vector([-sx * k, -sy * k, k])
+        d = (p[2] - h) * k
+    return d, n
 
 
 @ti.func

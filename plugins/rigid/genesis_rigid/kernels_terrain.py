@@ -8,11 +8,12 @@ each cell split along its (i, j)-(i + 1, j + 1) diagonal). Only the cells under 
 are visited.
 
 Candidates, by the other geom's type:
-- sphere, capsule, cylinder: spheres (a sphere; the two ends and the middle of the segment, with its radius)
+- sphere, capsule: spheres (a sphere; the two ends and the middle of the segment, with its radius)
   against each triangle: every face contact (the sphere's centre above the triangle's interior: the triangle's
   normal) and the single closest edge or vertex contact if it is closer than every face contact (a ridge, a
   stair's edge). Edge contacts of coplanar neighbours, which would tilt the normal, are so left out.
-- box, convex mesh: each of its vertices below the surface (the triangle under it: depth along that triangle's
+- box, cylinder, convex mesh: each of its vertices below the surface (a cylinder's: four rim points per cap, the
+  first the deepest toward the surface under its centre; the triangle under a point: depth along that triangle's
   normal), and each grid vertex inside it (depth to its nearest face among those facing down the height field's z
   axis, normal along that face: a stair's edge under a box's bottom).
 - ellipsoid: its support point along the surface's inward normal under its centre.
@@ -154,7 +155,7 @@ def hfield_candidates(ga, gb, o, Rh, cb, rot_b, cbound, rbound, reach, shift, ge
     sb = v3(geom_f, gb, GF_SIZE)
     zb = ti.Vector([rot_b[0, 2], rot_b[1, 2], rot_b[2, 2]])
     n_tri = 2 * (nx - 1) * (ny - 1)
-    if tb == SPHERE or tb == CAPSULE or tb == CYLINDER:
+    if tb == SPHERE or tb == CAPSULE:
         half = 0.0 if tb == SPHERE else sb[1]
         r = sb[0]
         for s in range(1 if tb == SPHERE else 3):
@@ -194,10 +195,19 @@ def hfield_candidates(ga, gb, o, Rh, cb, rot_b, cbound, rbound, reach, shift, ge
                 pen = r - best_edge
                 S, sc = offer(S, sc, c - n * (r - 0.5 * pen), n, pen + shift, edge_id, t1, t2)
     else:
-        # the geom's points below the surface: a box's corners, a mesh's hull vertices, an ellipsoid's support point
+        # the geom's points below the surface: a box's corners, a cylinder's rim points (4 per cap, the first the
+        # deepest toward the surface under its centre), a mesh's hull vertices, an ellipsoid's support point
         n_pts = 1
         v0 = 0
-        if tb == BOX:
+        cl0 = RhT @ (cb - o)
+        _in0, _h0, n0 = surface_under(hull_f, row0, nx, ny, hx, hy, cl0[0], cl0[1])
+        down = -(Rh @ n0)
+        u = down - zb * zb.dot(down)
+        if u.norm() < 1e-9:
+            u = ti.Vector([rot_b[0, 0], rot_b[1, 0], rot_b[2, 0]])
+        u = u / u.norm()
+        wv = zb.cross(u)
+        if tb == BOX or tb == CYLINDER:
             n_pts = 8
         elif tb == MESH:
             v0 = geom_i[gb, GI_VERT]
@@ -207,12 +217,14 @@ def hfield_candidates(ga, gb, o, Rh, cb, rot_b, cbound, rbound, reach, shift, ge
             if tb == BOX:
                 x = cb + rot_b @ (ti.Vector([1.0 if k & 1 != 0 else -1.0, 1.0 if k & 2 != 0 else -1.0,
                                              1.0 if k & 4 != 0 else -1.0]) * sb)
+            elif tb == CYLINDER:
+                j = k % 4
+                rim = ti.select(j == 0, u, ti.select(j == 1, wv, ti.select(j == 2, -u, -wv)))
+                x = cb + zb * (sb[1] if k < 4 else -sb[1]) + sb[0] * rim
             elif tb == MESH:
                 x = cb + rot_b @ v3(hull_f, v0 + k, 0)
             else:  # an ellipsoid: its deepest point along the surface's normal under its centre
-                cl = RhT @ (cb - o)
-                _in0, _h0, n0 = surface_under(hull_f, row0, nx, ny, hx, hy, cl[0], cl[1])
-                w = sb * (rot_b.transpose() @ (-(Rh @ n0)))
+                w = sb * (rot_b.transpose() @ down)
                 x = cb + rot_b @ (sb * w) / ti.max(w.norm(), 1e-30)
             xl = RhT @ (x - o)
             inside, h, n = surface_under(hull_f, row0, nx, ny, hx, hy, xl[0], xl[1])
@@ -221,7 +233,7 @@ def hfield_candidates(ga, gb, o, Rh, cb, rot_b, cbound, rbound, reach, shift, ge
                 if dist < reach:
                     nw = Rh @ n
                     S, sc = offer(S, sc, x - nw * (0.5 * dist), nw, shift - dist, k, t1, t2)
-        if tb == BOX or tb == MESH:  # the grid's vertices inside it
+        if tb == BOX or tb == MESH or tb == CYLINDER:  # the grid's vertices inside it
             cl = RhT @ (cbound - o)
             i0 = ti.min(ti.max(ti.cast(ti.ceil((cl[0] - rbound) / hx), ti.i32), 0), nx - 1)
             i1 = ti.min(ti.max(ti.cast(ti.floor((cl[0] + rbound) / hx), ti.i32), 0), nx - 1)
@@ -235,7 +247,19 @@ def hfield_candidates(ga, gb, o, Rh, cb, rot_b, cbound, rbound, reach, shift, ge
                     p = rot_b.transpose() @ (vw - cb)
                     slack = 1e30
                     out = ti.Vector([0.0, 0.0, 0.0])
-                    if tb == BOX:
+                    if tb == CYLINDER:  # its caps (along +-z) and its side (radially)
+                        rho = ti.sqrt(p[0] * p[0] + p[1] * p[1])
+                        if rho - sb[0] < reach and ti.abs(p[2]) - sb[1] < reach:
+                            cap = zb * (1.0 if p[2] >= 0 else -1.0)
+                            if cap.dot(up) < -0.3:
+                                slack = sb[1] - ti.abs(p[2])
+                                out = cap
+                            if rho > 1e-12:
+                                side = rot_b @ ti.Vector([p[0] / rho, p[1] / rho, 0.0])
+                                if side.dot(up) < -0.3 and sb[0] - rho < slack:
+                                    slack = sb[0] - rho
+                                    out = side
+                    elif tb == BOX:
                         q = ti.abs(p) - sb
                         if q.max() < reach:
                             for a in ti.static(range(3)):

@@ -1,0 +1,234 @@
+"""Height-field terrain (gs.morphs.Terrain) in the rigid solver: bodies resting, sliding and rolling on slopes at
+the closed-form heights and accelerations, a box across a stair's edge, every primitive kind at rest on it, contacts
+in the pool, snapshots and checkpoints of a scene with terrain, and refusals."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import genesis_core as gs
+from genesis_core.terrain import height_at
+
+G = 9.81
+HS = 0.1  # the test fields' cell size, m
+
+
+def slope(theta, n=41):
+    """Heights (m) of a plane rising along x at angle theta, n x n vertices HS apart."""
+    return np.repeat((np.arange(n) * HS * math.tan(theta))[:, None], n, axis=1)
+
+
+def scene_on(heights, dt=0.005, friction=None, pos=(-2.0, -2.0, 0.0), n_envs=0, bodies=()):
+    """A scene of the height field `heights` (metres, vertical_scale 1) with its corner at pos, and `bodies`
+    (morph, friction) on it; returns (scene, terrain, [entities])."""
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt))
+    mat = gs.materials.Rigid(friction=friction) if friction is not None else gs.materials.Rigid()
+    terrain = scene.add_entity(gs.morphs.Terrain(horizontal_scale=HS, vertical_scale=1.0, height_field=heights,
+                                                 pos=pos), material=mat)
+    ents = [scene.add_entity(m, material=gs.materials.Rigid(friction=mu) if mu is not None else gs.materials.Rigid())
+            for m, mu in bodies]
+    scene.build(n_envs=n_envs)
+    return scene, terrain, ents
+
+
+def tilt_y(theta):
+    """The quaternion turning +z onto the upward normal of a slope rising along +x at angle theta."""
+    return (math.cos(-theta / 2), 0.0, math.sin(-theta / 2), 0.0)
+
+
+def on_slope(theta, x, half_height):
+    """The centre of a body whose bottom rests on the slope (corner at (-2, -2, 0)) at world x."""
+    n = np.array([-math.sin(theta), 0.0, math.cos(theta)])
+    foot = np.array([x, 0.0, (x + 2.0) * math.tan(theta)])
+    return foot + n * half_height
+
+
+def test_a_box_rests_on_a_slope_where_friction_holds_it_at_the_analytic_height():
+    theta = math.radians(20)  # tan 0.36 < mu 1
+    centre = on_slope(theta, 0.0, 0.1)
+    scene, _, (box,) = scene_on(slope(theta), bodies=[(gs.morphs.Box(size=(0.2, 0.2, 0.2), pos=tuple(centre + [0, 0, 1e-4]),
+                                                                   quat=tilt_y(theta)), None)])
+    for _ in range(200):
+        scene.step()
+    p = box.get_pos().numpy()
+    n = np.array([-math.sin(theta), 0.0, math.cos(theta)])
+    # at rest where it was put, its centre 0.1 m above the surface along the normal (penetration < 1 mm)
+    assert np.linalg.norm(p - centre) < 2e-3, p - centre
+    assert abs(float((p - on_slope(theta, float(p[0]), 0.0)) @ n) - 0.1) < 1e-3
+    assert np.linalg.norm(box.get_vel().numpy()) < 1e-3
+
+
+@pytest.mark.parametrize("mu", [0.1, 0.25])
+def test_a_box_slides_down_a_slope_at_the_friction_limited_acceleration(mu):
+    """a = g (sin theta - mu cos theta) along the slope, from the velocity gained over 0.3 s of sliding."""
+    theta = math.radians(25)
+    centre = on_slope(theta, 1.0, 0.1)
+    scene, _, (box,) = scene_on(slope(theta), friction=mu, bodies=[(gs.morphs.Box(
+        size=(0.2, 0.2, 0.2), pos=tuple(centre + [0, 0, 1e-4]), quat=tilt_y(theta)), mu)])
+    down = np.array([-math.cos(theta), 0.0, -math.sin(theta)])
+    for _ in range(20):
+        scene.step()
+    v0 = float(box.get_vel().numpy() @ down)
+    for _ in range(60):
+        scene.step()
+    a = (float(box.get_vel().numpy() @ down) - v0) / (60 * 0.005)
+    want = G * (math.sin(theta) - mu * math.cos(theta))
+    assert abs(a - want) < 0.02 * want, (a, want)
+    assert abs(float(box.get_vel()[1])) < 1e-6  # straight down the slope
+
+
+def test_a_sphere_rolls_down_a_slope_at_five_sevenths_of_g_sin_theta():
+    """Rolling without slipping across the cells' edges and diagonals (coplanar triangles): a = 5/7 g sin theta,
+    and the sphere stays on the surface (its centre r above it along the normal)."""
+    theta = math.radians(15)
+    r = 0.1
+    centre = on_slope(theta, 1.2, r)
+    scene, _, (ball,) = scene_on(slope(theta), bodies=[(gs.morphs.Sphere(radius=r, pos=tuple(centre + [0, 0, 1e-4])),
+                                                        None)])
+    down = np.array([-math.cos(theta), 0.0, -math.sin(theta)])
+    n = np.array([-math.sin(theta), 0.0, math.cos(theta)])
+    for _ in range(20):
+        scene.step()
+    v0 = float(ball.get_vel().numpy() @ down)
+    gap = []
+    for _ in range(100):
+        scene.step()
+        p = ball.get_pos().numpy()
+        gap.append(float((p - on_slope(theta, float(p[0]), 0.0)) @ n) - r)
+    a = (float(ball.get_vel().numpy() @ down) - v0) / (100 * 0.005)
+    want = 5 / 7 * G * math.sin(theta)
+    assert abs(a - want) < 0.02 * want, (a, want)
+    assert max(abs(x) for x in gap) < 1e-3
+    assert abs(float(ball.get_vel()[1])) < 1e-6
+
+
+def test_a_box_across_a_stair_edge_rests_flat_on_the_upper_step():
+    """A 10 cm step (the riser one cell wide); a box whose centre of mass is over the upper step and whose other
+    end overhangs the lower one rests level at the step's height: the edge's grid vertices under its bottom hold
+    it."""
+    z = np.zeros((41, 21))
+    z[20:] = 0.1  # x >= 0 (the riser between x = -0.1 and 0)
+    scene, _, (box,) = scene_on(z, bodies=[(gs.morphs.Box(size=(0.3, 0.2, 0.1), pos=(0.05, -1.0, 0.1501)), None)])
+    for _ in range(200):
+        scene.step()
+    p, q = box.get_pos().numpy(), box.get_quat().numpy()
+    assert abs(p[2] - 0.15) < 1e-3 and abs(p[0] - 0.05) < 1e-3
+    assert 2 * math.degrees(math.acos(min(1.0, abs(q[0])))) < 0.5  # level
+    # over the lower step alone it would fall: moved 0.2 m back, its centre of mass overhangs the edge and it tips
+    box.set_pos([-0.15, -1.0, 0.1501])
+    box.set_quat([1.0, 0.0, 0.0, 0.0])
+    for _ in range(200):
+        scene.step()
+    assert box.get_pos()[2] < 0.12
+
+
+@pytest.mark.parametrize("kind", ["sphere", "capsule", "cylinder", "box"])
+def test_every_primitive_rests_on_flat_terrain_at_its_height(kind):
+    morph, h = {"sphere": (gs.morphs.Sphere(radius=0.07, pos=(0.03, 0.02, 0.0701)), 0.07),
+                "capsule": (gs.morphs.Capsule(radius=0.05, height=0.3, pos=(0.0, 0.0, 0.0501),
+                                              euler=(0.0, 90.0, 30.0)), 0.05),
+                "cylinder": (gs.morphs.Cylinder(radius=0.05, height=0.2, pos=(0.0, 0.0, 0.1001)), 0.1),
+                "box": (gs.morphs.Box(size=(0.3, 0.2, 0.1), pos=(0.0, 0.0, 0.0501), euler=(0.0, 0.0, 33.0)),
+                        0.05)}[kind]
+    scene, _, (body,) = scene_on(np.full((41, 41), 0.0), bodies=[(morph, None)])
+    q0 = body.get_quat().clone()
+    for _ in range(100):
+        scene.step()
+    assert abs(float(body.get_pos()[2]) - h) < 1e-3
+    assert float(body.get_vel().norm()) < 1e-3 and torch.allclose(body.get_quat(), q0, atol=1e-3)
+    n = int(scene.sim.rigid_solver.scratch["s_con_i"][0, 7, 0])  # (CI_META: the pool's entries)
+    assert 1 <= n <= 5  # at most the pair's five slots
+
+
+def surface_distance(H, hs, p, reach=0.25, step=0.005):
+    """The distance from point p to the height field's surface, from its samples every `step` metres within
+    `reach` of p horizontally (an overestimate by at most step / 2 on these gentle slopes)."""
+    x, y = np.meshgrid(np.arange(p[0] - reach, p[0] + reach, step), np.arange(p[1] - reach, p[1] + reach, step))
+    z = height_at(H, hs, x, y)
+    return float(np.nanmin(np.sqrt((x - p[0]) ** 2 + (y - p[1]) ** 2 + (z - p[2]) ** 2)))
+
+
+def test_balls_dropped_on_random_terrain_roll_on_its_surface_in_every_environment():
+    """Uniform-noise terrain from Genesis World's subterrain kind; three environments drop the ball at three
+    places. At every step after landing each ball touches the surface and never sinks into it: its centre's
+    distance to the surface is its radius within 3 mm (a ball on bumps rolls on; it never flies off nor sinks)."""
+    morph = gs.morphs.Terrain(n_subterrains=(1, 1), subterrain_size=(3.0, 3.0), horizontal_scale=0.1,
+                              vertical_scale=0.005, subterrain_types="random_uniform_terrain")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.005))
+    scene.add_entity(morph)
+    ball = scene.add_entity(gs.morphs.Sphere(radius=0.15, pos=(1.5, 1.5, 0.6)))
+    scene.build(n_envs=3)
+    ball.set_pos(torch.tensor([[1.0, 1.0, 0.4], [1.5, 1.5, 0.4], [2.0, 1.3, 0.4]], dtype=torch.float64))
+    H = morph.raw_heights() * morph.vertical_scale
+    gaps = []
+    for k in range(160):
+        scene.step()
+        if k >= 100 and k % 4 == 0:
+            gaps += [surface_distance(H, 0.1, p) - 0.15 for p in ball.get_pos().numpy()]
+    assert min(gaps) > -3e-3 and max(gaps) < 3e-3, (min(gaps), max(gaps))
+    assert len({tuple(p) for p in ball.get_pos().numpy().round(3)}) == 3  # three different paths
+
+
+def test_snapshots_and_checkpoints_of_a_scene_with_terrain_resume_exactly(tmp_path):
+    H = np.sin(np.arange(31)[:, None] * 0.4) * np.cos(np.arange(31)[None, :] * 0.3) * 0.1
+
+    def make():
+        return scene_on(H, pos=(-1.5, -1.5, 0.0), n_envs=2, bodies=[
+            (gs.morphs.Box(size=(0.2, 0.15, 0.1), pos=(0.1, 0.0, 0.4), euler=(10, 20, 30)), None),
+            (gs.morphs.Sphere(radius=0.08, pos=(-0.4, 0.3, 0.4)), None)])
+
+    scene, _, (box, ball) = make()
+    for _ in range(30):
+        scene.step()
+    snap = scene.get_state()
+    scene.save_checkpoint(str(tmp_path / "t.ckpt"))
+    for _ in range(40):
+        scene.step()
+    want = box.get_pos().clone(), ball.get_pos().clone()
+    # a fresh scene from the checkpoint follows bit for bit
+    scene2, _, (box2, ball2) = make()
+    scene2.load_checkpoint(str(tmp_path / "t.ckpt"))
+    for _ in range(40):
+        scene2.step()
+    assert torch.equal(box2.get_pos(), want[0]) and torch.equal(ball2.get_pos(), want[1])
+    # reset environment 1 to the snapshot: it replays, environment 0 is left as it was
+    before = box.get_pos().clone()
+    scene.reset(snap, envs_idx=[1])
+    assert torch.equal(box.get_pos()[0], before[0])
+    for _ in range(40):
+        scene.step()
+    assert torch.equal(box.get_pos()[1], want[0][1])
+    # another terrain is another scene
+    other = scene_on(H + 0.01, pos=(-1.5, -1.5, 0.0), n_envs=2, bodies=[
+        (gs.morphs.Box(size=(0.2, 0.15, 0.1), pos=(0.1, 0.0, 0.4), euler=(10, 20, 30)), None),
+        (gs.morphs.Sphere(radius=0.08, pos=(-0.4, 0.3, 0.4)), None)])[0]
+    with pytest.raises(gs.CheckpointMismatchError, match="height_field"):
+        other.load_checkpoint(str(tmp_path / "t.ckpt"))
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(height_field=np.zeros(5)), "2-D array"),
+    (dict(height_field=np.array([[0.0, np.nan], [0.0, 0.0]])), "finite"),
+    (dict(height_field=[[0.0, 1.0]]), "at least 2 x 2"),
+    (dict(subterrain_types="lava"), "not a subterrain type"),
+    (dict(subterrain_types=[["flat_terrain"]]), "shape n_subterrains"),
+    (dict(subterrain_size=(12.1, 12.0)), "whole number"),
+    (dict(horizontal_scale=0.0), "horizontal_scale"),
+    (dict(vertical_scale=float("nan")), "vertical_scale"),
+    (dict(n_subterrains=(0, 3)), "n_subterrains"),
+    (dict(subterrain_parameters={"wave_terrain": {"num_waves": "two"}}), "finite"),
+    (dict(subterrain_parameters={"wave_terrain": {"waves": 2}}), "unknown parameters"),
+])
+def test_bad_terrain_options_are_refused_by_name(kw, words):
+    with pytest.raises(gs.OptionError, match=words):
+        gs.morphs.Terrain(**kw)
+
+
+def test_terrain_is_refused_in_differentiable_mode_with_the_reason():
+    scene = gs.Scene(sim_options=gs.options.SimOptions(requires_grad=True))
+    scene.add_entity(gs.morphs.Terrain(height_field=np.zeros((3, 3))))
+    scene.add_entity(gs.morphs.Sphere(radius=0.1, pos=(0.2, 0.2, 0.5)))
+    with pytest.raises(gs.OptionError, match="requires_grad"):
+        scene.build()
