@@ -18,8 +18,8 @@ import sys as _sys
 import numpy as _np
 
 from . import _runtime
-from . import (constants, coupler, errors, materials, morphs, options, plugins, recorders, renderers, sensors,
-               surfaces, textures, utils, validators)
+from . import (constants, coupler, errors, force_fields, materials, morphs, options, plugins, recorders, renderers,
+               sensors, surfaces, textures, utils, validators)
 
 # Genesis World's scripts import the sensor options from `genesis.options.sensors` too
 options.sensors = sensors
@@ -108,7 +108,7 @@ __all__ = [
     "InvalidEnvError", "InvalidStateError", "ModelFileError", "ColliderView", "Coupling", "Entity", "FieldSpec",
     "GenesisError", "GenesisException", "OptionError", "PluginNotInstalledError", "RecordingError", "Scene",
     "SceneError", "SimState", "Solver", "SolverBase", "SolverState", "UnsafeCheckpointError", "coupler", "cpu",
-    "destroy", "errors", "gpu", "logger",
+    "destroy", "errors", "force_fields", "gpu", "logger",
     "hookimpl", "init", "constants", "constraint_solver", "integrator", "materials", "morphs", "options", "plugins",
     "recorders", "renderers", "sensors", "surfaces", "textures", "utils", "validators", "Tensor", "UID", "arange", "from_torch",
     "full", "ones", "ones_like", "rand", "randn", "tensor", "zeros", "zeros_like",

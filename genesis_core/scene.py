@@ -23,6 +23,7 @@ from .options import COUPLER_REFUSALS, BaseCouplerOptions, LegacyCouplerOptions,
 from .plugins import registry
 from .progress import compiling
 from .recorders.recorder_manager import RecorderManager
+from .force_fields.manager import ForceFieldManager
 from .sensors.manager import SensorManager
 from .plugins.manager import missing_plugin_error
 from .state import SimState, SolverState, to_index
@@ -120,7 +121,10 @@ class Scene:
             cls(self, sim_options, solver_options.get(f"{cls.short_name}_options"))
             for cls in sorted(reg.solvers.values(), key=lambda c: (c.order, c.__name__))
         ]
-        # the core's own solver, after every physics solver: the sensors and their state (active with sensors)
+        # the core's own solvers, after every physics solver: the force fields and their state (active with force
+        # fields), then the sensors and theirs (active with sensors)
+        self._force_field_manager = ForceFieldManager(self, sim_options)
+        self._solvers.append(self._force_field_manager)
         self._sensor_manager = SensorManager(self, sim_options)
         self._solvers.append(self._sensor_manager)
         self._couplings = list(reg.couplings)
@@ -330,6 +334,30 @@ class Scene:
         if self._built:
             raise SceneError("add_sensor after scene.build(): add every sensor first, then build.")
         return self._sensor_manager.add_sensor(sensor_options)
+
+    def add_force_field(self, force_field):
+        """Add a force field (Genesis World's `scene.add_force_field`), before build: `force_field` is a
+        `gs.force_fields.Constant`, `Wind`, `Point`, `Drag`, `Noise`, `Vortex`, `Turbulence` or `Custom`, created
+        inactive (`force_field.activate()` switches it on). Returns it. It acts on every particle solver's particles
+        and on the rigid links (mass times acceleration at each link's centre of mass), in every environment where
+        it is active; its active flag and parameters are the force-field manager's state,
+        `scene.force_field_manager`, part of get_state, reset and checkpoints (docs/force-fields.md)."""
+        self._require_alive("add_force_field")
+        if self._built:
+            raise SceneError("add_force_field after scene.build(): add every force field first, then build.")
+        return self._force_field_manager.add_force_field(force_field)
+
+    @property
+    def force_fields(self) -> list:
+        """The scene's force fields, in the order they were added."""
+        return list(self._force_field_manager.fields) if not self._destroyed else []
+
+    @property
+    def force_field_manager(self):
+        """The core's solver that holds the force fields and their state (just before the sensor manager in
+        `scene.solvers`)."""
+        self._require_alive("scene.force_field_manager")
+        return self._force_field_manager
 
     @property
     def sensors(self) -> list:

@@ -212,6 +212,12 @@ class ParticleSolver(SolverBase):
     def domain_bounds(self):
         return self.lower, self.upper
 
+    def field_mask(self, f: int) -> torch.Tensor:
+        """int32 [B, n_particles]: nonzero where the scene's force fields act on a particle in the substep at frame
+        f (genesis_core.force_fields): by default the active particles; a solver whose particles can be held in
+        place (fixed, attached, hard-constrained) leaves those out."""
+        return self.state.at("active", f)
+
     def keep_inside(self, fn: int):
         """Put the particles of frame fn that left the domain back on its walls (`walls.keep_inside`): call it at
         the end of each substep, so that every state the solver produces passes the domain check on the way back

@@ -339,6 +339,11 @@ class FEMSolver(ParamsGravity, ParticleSolver):
             if not bool(self.searching.any()):
                 break
 
+    def field_mask(self, f):
+        """The vertices the force fields act on: the active ones not held by a hard constraint."""
+        st = self.state
+        return ((st.active != 0) & (st.cons != K.HARD)).to(torch.int32)
+
     def substep_post_coupling(self, f):
         self.keep_inside(self.frames.next(f))
 

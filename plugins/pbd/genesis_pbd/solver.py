@@ -411,6 +411,12 @@ class PBDSolver(ParamsGravity, ParticleSolver):
             hit = self._flat_views[id(pos)] = (pos, pos.detach().view(-1))
         return hit[1]
 
+    def field_mask(self, f):
+        """The particles the force fields act on: the active ones that are free (a fixed or attached particle keeps
+        the velocity it was given)."""
+        st = self.state
+        return ((st.active != 0) & (st.free != 0)).to(torch.int32)
+
     def substep_post_coupling(self, f):
         self.keep_inside(self.frames.next(f))
 
