@@ -234,6 +234,15 @@ class RigidGeom(_GeomBase):
         return np.asarray(self.desc.size, dtype=np.float64).copy()
 
     @property
+    def metadata(self) -> dict:
+        """Genesis World's geom metadata: for a height field (gs.morphs.Terrain), "height_field" (the raw heights
+        [nx, ny], units of the terrain's vertical_scale) and "horizontal_scale"; empty otherwise."""
+        morph = self.entity.morph
+        if self.desc.heights is None or not isinstance(morph, gs.morphs.Terrain):
+            return {}
+        return {"height_field": np.array(morph.raw_heights()), "horizontal_scale": morph.horizontal_scale}
+
+    @property
     def init_verts(self) -> np.ndarray | None:
         """The collision shape's vertices in the geom frame, m, `(n, 3)`: a mesh geom's convex hull (what the
         solver collides), a box's 8 corners; None for a plane and for the round primitives (sphere, capsule,
