@@ -100,18 +100,18 @@ def anchor_cells(ours, theirs, anchor):
     return mine, other, ratio
 
 
-def print_rate_table(rows, anchor):
-    """The table of (n_envs, ours, the anchor's) env-steps/s rows beside their ratio, the line saying when the
+def print_rate_table(rows, anchor, columns=("n_envs",)):
+    """The table of (*columns, ours, the anchor's) env-steps/s rows beside their ratio, the line saying when the
     anchor was skipped; exits with 1 when one of ours failed."""
     import sys
 
-    print("\n| n_envs | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
-    print("|---|---|---|---|")
-    for n, ours, theirs in rows:
-        print("| {} | {} | {} | {} |".format(n, *anchor_cells(ours, theirs, anchor)))
+    print("\n| " + " | ".join(columns) + " | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
+    print("|---" * (len(columns) + 3) + "|")
+    for row in rows:
+        print("| " + " | ".join(map(str, (*row[:-2], *anchor_cells(row[-2], row[-1], anchor)))) + " |")
     if not anchor:
         print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
-    if any(ours is None for _, ours, _ in rows):
+    if any(row[-2] is None for row in rows):
         sys.exit(1)
 
 

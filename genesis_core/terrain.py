@@ -256,13 +256,15 @@ def subterrain_grid(n_subterrains, subterrain_size, horizontal_scale, vertical_s
 
 # -- the surface ----------------------------------------------------------------------------------------------------
 
-def triangles(heights, horizontal_scale) -> tuple[np.ndarray, np.ndarray]:
+def triangles(heights, horizontal_scale, scale_y=None) -> tuple[np.ndarray, np.ndarray]:
     """(vertices [nx * ny, 3], faces [2 (nx - 1)(ny - 1), 3]) of the surface, heights in metres, counter-clockwise
-    seen from above (the normals point up), split along each cell's (i, j)-(i + 1, j + 1) diagonal."""
+    seen from above (the normals point up), split along each cell's (i, j)-(i + 1, j + 1) diagonal; cells
+    horizontal_scale along x and scale_y (default: the same) along y."""
     z = np.asarray(heights, dtype=np.float64)
     nx, ny = z.shape
     ii, jj = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
-    verts = np.stack([ii * horizontal_scale, jj * horizontal_scale, z], axis=-1).reshape(-1, 3)
+    hy = horizontal_scale if scale_y is None else scale_y
+    verts = np.stack([ii * horizontal_scale, jj * hy, z], axis=-1).reshape(-1, 3)
     a = (ii[:-1, :-1] * ny + jj[:-1, :-1]).ravel()
     b, c, d = a + ny, a + 1, a + ny + 1  # (i + 1, j), (i, j + 1), (i + 1, j + 1)
     faces = np.concatenate([np.stack([a, b, d], 1), np.stack([a, d, c], 1)]).astype(np.int64)

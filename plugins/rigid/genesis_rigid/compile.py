@@ -438,6 +438,9 @@ class _Compiler:
             s = np.asarray(gm["size"])
             rbound[g] = {SPHERE: s[0], CAPSULE: s[0] + s[1], BOX: np.linalg.norm(s),
                          CYLINDER: np.hypot(s[0], s[1]), ELLIPSOID: s.max()}.get(gm["type"], 0.0)
+            if gm["type"] == HFIELD and last_dof[gm["link"]] >= 0:
+                raise gs.ModelFileError(f"{self.name}: the height field {self._geom_label(g)} is on a moving body; a "
+                                        "height field must be static (on the world body or a body welded to it).")
             if gm["type"] == HFIELD:  # its heights as rows of hull_f, its grid's box
                 z = np.asarray(gm["desc"].heights, dtype=np.float64)
                 nx, ny = z.shape

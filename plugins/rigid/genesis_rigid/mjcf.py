@@ -28,13 +28,14 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .checks import MAX_BODIES, MIN_SIZE, number, numbers
-from .model import (BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HINGE, MESH, PLANE, SLIDE, SPHERE, ActuatorDesc,
+from .model import (BALL, BOX, CAPSULE, CYLINDER, ELLIPSOID, FREE, HFIELD, HINGE, MESH, PLANE, SLIDE, SPHERE,
+                    ActuatorDesc,
                     BodyDesc, EqualityDesc, FluidDesc, GeomDesc, JointDesc, ModelError, RobotDesc, TendonDesc,
                     geoms_source, inertia_from_geoms)
 from genesis_core.rotations import axis_angle, euler_to_quat, frame_from_z, mat_to_quat, quat_mul, quat_normalize
 
 GEOM_TYPES = {"plane": PLANE, "sphere": SPHERE, "capsule": CAPSULE, "cylinder": CYLINDER, "box": BOX, "mesh": MESH,
-              "ellipsoid": ELLIPSOID}
+              "ellipsoid": ELLIPSOID, "hfield": HFIELD}
 JOINT_TYPES = {"free": FREE, "ball": BALL, "slide": SLIDE, "hinge": HINGE}
 ACTUATOR_TAGS = ("motor", "position", "velocity", "general")
 # a geom of these groups is what its body looks like (MuJoCo's viewer shows groups 0 to 2 by default; the
@@ -194,6 +195,10 @@ class _Loader:
                 name = a.get("name") or os.path.splitext(os.path.basename(f))[0]
                 scale = _floats(a.get("scale", "1 1 1"), 3, f"mesh {name!r}", "scale")
                 self.meshes[name] = (os.path.join(self.meshdir, f), scale)
+        self.hfields = {}  # hfield name -> (heights [ncol, nrow] (m, x then y), (hx, hy), (rx, ry))
+        for asset in self.root.findall("asset"):
+            for h in asset.findall("hfield"):
+                self.hfields[h.get("name") or f"hfield{len(self.hfields)}"] = self.hfield(h, base)
         self.materials = {}  # material name -> RGB
         for asset in self.root.findall("asset"):
             for m in asset.findall("material"):
@@ -204,6 +209,44 @@ class _Loader:
         self.bodies = []
         self.joint_types = {}  # joint name -> type code
         self.sites = {}  # site name -> (body name, pos, quat in the body frame)
+
+    def hfield(self, h, base):
+        """An <hfield> asset as MuJoCo reads it: `size` (radius_x, radius_y, elevation_z, base_z), the elevation of
+        nrow x ncol vertices from `elevation` (row-major, its first row at +y) or a PNG `file` (grey levels, its top
+        row at +y), or zeros; normalised to [0, 1] (minus its minimum, over its range) and scaled by elevation_z.
+        The base below the surface (base_z) is not modelled: the surface is the terrain, as a Terrain morph's."""
+        what = f"<hfield name={h.get('name')!r}>"
+        size = _floats(h.get("size", ""), 4, what, "size")
+        if min(size[:3]) <= 0 or size[3] < 0:
+            raise MJCFError(f"{what}: size = {h.get('size')!r} is not accepted: expected radius_x, radius_y, "
+                            "elevation_z > 0 and base_z >= 0")
+        if h.get("file") is not None:
+            import imageio.v3 as iio
+
+            path = os.path.join(base, h.get("file"))
+            try:
+                img = np.asarray(iio.imread(path), dtype=np.float64)
+            except Exception as exc:  # (a missing or unreadable image)
+                raise MJCFError(f"{what}: file {path!r} could not be read as an image ({exc})") from None
+            data = img if img.ndim == 2 else img[..., :3].mean(axis=-1)
+        else:
+            nrow, ncol = _int(h, "nrow", 0, what), _int(h, "ncol", 0, what)
+            if nrow < 2 or ncol < 2:
+                raise MJCFError(f"{what}: nrow = {nrow}, ncol = {ncol}: expected a file, or nrow and ncol of at "
+                                "least 2")
+            data = np.zeros((nrow, ncol))
+            if h.get("elevation") is not None:
+                values = _floats(h.get("elevation"), what=what, attr="elevation")
+                if len(values) != nrow * ncol:
+                    raise MJCFError(f"{what}: elevation has {len(values)} numbers for nrow x ncol = {nrow * ncol}")
+                data = np.asarray(values).reshape(nrow, ncol)
+        if data.ndim != 2 or min(data.shape) < 2:
+            raise MJCFError(f"{what}: its elevation is {data.shape}: expected at least 2 x 2 vertices")
+        span = data.max() - data.min()
+        data = (data - data.min()) / span if span > 0 else np.zeros_like(data)
+        nrow, ncol = data.shape
+        heights = np.flipud(data).T * size[2]  # [x (columns), y (rows from -y)]
+        return heights, (2 * size[0] / (ncol - 1), 2 * size[1] / (nrow - 1)), (size[0], size[1])
 
     def angle(self, x):
         return np.deg2rad(x) if self.degrees else x
@@ -484,13 +527,24 @@ class _Loader:
             if a.get("mesh") not in self.meshes:
                 raise MJCFError(f"{what}: unknown mesh {a.get('mesh')!r}")
             mesh, scale = self.meshes[a.get("mesh")]
+        elif gtype == HFIELD:  # the grid's corner (-radius_x, -radius_y) is its frame's origin here
+            if a.get("hfield") not in self.hfields:
+                raise MJCFError(f"{what}: unknown hfield {a.get('hfield')!r}")
+            heights, (hx, hy), (rx, ry) = self.hfields[a.get("hfield")]
+            from genesis_core.rotations import quat_to_mat
+            from genesis_core.terrain import triangles
+
+            size = np.array([hx, hy, 0.0])
+            pos = pos + quat_to_mat(quat) @ np.array([-rx, -ry, 0.0])
         friction = _floats(a.get("friction", "1"), what=what, attr="friction")
         if not len(friction):
             raise MJCFError(f"{what}: friction = {a.get('friction')!r} is not accepted: expected 1 to 3 numbers")
         g = GeomDesc(name, gtype, size, pos, quat, float(friction[0]), _int(a, "contype", 1, what),
                      _int(a, "conaffinity", 1, what), mesh, scale)
         g.margin, g.gap = _num(a, "margin", 0.0, what), _num(a, "gap", 0.0, what)
-        g.asset = a.get("mesh") if gtype == MESH else None
+        g.asset = a.get("mesh") if gtype == MESH else a.get("hfield") if gtype == HFIELD else None
+        if gtype == HFIELD:
+            g.heights, g.triangles = heights, triangles(heights, hx, hy)
         g._visible = _int(a, "group", 0, what) in VISIBLE_GROUPS
         if "rgba" in a:
             g.rgba = np.clip(_floats(a["rgba"], 4, what, "rgba")[:3], 0.0, 1.0)

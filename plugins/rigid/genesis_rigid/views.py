@@ -257,7 +257,7 @@ class Views:
                 try:
                     for bi, body in enumerate(e.robot.bodies):
                         for g in body.visuals:
-                            if g.type == MESH and (g.mesh_file is not None or g.triangles is not None):
+                            if g.triangles is not None or (g.type == MESH and g.mesh_file is not None):
                                 e_meshes.append(((e.link_start + bi, g.pos, g.quat, absent(e, g)),
                                                  g.triangles or _visual_mesh(g.mesh_file, g.mesh_scale), color_of(g)))
                             elif id(g) in index:  # a geom (an MJCF plane, ellipsoid, ...): its own arrays

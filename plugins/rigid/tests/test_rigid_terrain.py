@@ -232,3 +232,49 @@ def test_terrain_is_refused_in_differentiable_mode_with_the_reason():
     scene.add_entity(gs.morphs.Sphere(radius=0.1, pos=(0.2, 0.2, 0.5)))
     with pytest.raises(gs.OptionError, match="requires_grad"):
         scene.build()
+
+
+def test_an_mjcf_hfield_is_mujocos_surface_and_a_ball_rolls_straight_down_it():
+    """An <hfield> asset (elevation given, normalised and scaled as MuJoCo does, its rows from +y) on a posed geom:
+    the surface heights equal MuJoCo's (mj_ray straight down at 40 points, 1e-7 m); a ball rolls down its planar
+    part along the fall line (the x axis of the geom turned 20 degrees) at 5/7 g sin(theta)."""
+    import os
+
+    mujoco = pytest.importorskip("mujoco")
+    path = os.path.join(os.path.dirname(__file__), "data", "hfield.xml")
+    m = mujoco.MjModel.from_xml_path(path)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.002))
+    ent = scene.add_entity(gs.morphs.MJCF(file=path))
+    scene.build()
+    (g,) = [g for g in ent.geoms if g.desc.heights is not None]
+    pos, R = g.get_pos().numpy().reshape(3), None
+    from genesis_core.rotations import quat_to_mat
+
+    R = quat_to_mat(g.get_quat().numpy().reshape(4))
+    hx, hy = g.desc.size[0], g.desc.size[1]
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        x, y = rng.uniform(-0.8, 1.0), rng.uniform(-0.6, 0.6)
+        dist = mujoco.mj_ray(m, d, np.array([x, y, 5.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1,
+                             np.zeros(1, np.int32))
+        lo, hi = -1.0, 2.0  # ours: where the vertical line meets the surface (bisection in the geom's frame)
+        for _ in range(60):
+            p = R.T @ (np.array([x, y, (lo + hi) / 2]) - pos)
+            h = height_at(g.desc.heights, hx, np.array([p[0]]), np.array([p[1] * hx / hy]))[0]
+            lo, hi = ((lo + hi) / 2, hi) if p[2] <= h else (lo, (lo + hi) / 2)
+        assert abs((5.0 - dist) - lo) < 1e-7
+    for _ in range(300):  # landed and rolling
+        scene.step()
+    p0, v0 = ent.get_pos().numpy(), ent.get_vel().numpy()
+    for _ in range(200):
+        scene.step()
+    p1, v1 = ent.get_pos().numpy(), ent.get_vel().numpy()
+    fall = R @ np.array([-1.0, 0.0, 0.0])
+    theta = math.atan(0.4 / 0.9 * 0.1 / hx)  # the planar rows: 0.1 of the 0.9 range per column
+    down = np.array([fall[0] * math.cos(theta), fall[1] * math.cos(theta), -math.sin(theta)])
+    move = p1 - p0
+    assert np.linalg.norm(move - (move @ down) * down) < 1e-4 * np.linalg.norm(move)  # along the fall line
+    a = ((v1 - v0) @ down) / (200 * 0.002)
+    assert abs(a - 5 / 7 * G * math.sin(theta)) < 0.02 * 5 / 7 * G * math.sin(theta)
