@@ -298,9 +298,11 @@ MJCF = """<mujoco model="fuzz">
   <compiler angle="radian" boundmass="0" boundinertia="0" settotalmass="-1"/>
   <option density="0" viscosity="0" wind="0 0 0"/>
   <default><geom friction="1 0.005 0.0001" density="1000"/><joint damping="0.01"/></default>
-  <asset><mesh name="tet" file="tet.obj" scale="0.05 0.05 0.05"/></asset>
+  <asset><mesh name="tet" file="tet.obj" scale="0.05 0.05 0.05"/>
+    <hfield name="bumps" nrow="3" ncol="4" size="0.5 0.4 0.05 0.01" elevation="0 1 0 1 1 0 1 0 0 0.5 0.5 0"/></asset>
   <worldbody>
     <geom name="floor" type="plane" size="0 0 1"/>
+    <geom name="ground" type="hfield" hfield="bumps" pos="0 0 -0.05"/>
     <body name="torso" pos="0 0 0.5" quat="1 0 0 0">
       <freejoint name="root"/>
       <inertial pos="0 0 0" mass="2" diaginertia="0.02 0.025 0.03"/>
