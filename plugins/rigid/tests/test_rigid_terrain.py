@@ -278,3 +278,21 @@ def test_an_mjcf_hfield_is_mujocos_surface_and_a_ball_rolls_straight_down_it():
     assert np.linalg.norm(move - (move @ down) * down) < 1e-4 * np.linalg.norm(move)  # along the fall line
     a = ((v1 - v0) @ down) / (200 * 0.002)
     assert abs(a - 5 / 7 * G * math.sin(theta)) < 0.02 * 5 / 7 * G * math.sin(theta)
+
+
+def test_a_height_scan_reads_the_terrain_under_it():
+    """A downward ray-cast grid (Genesis World's height scan) over a 17-degree slope: each ray hits the surface at
+    its analytic height (the ray casters see the terrain's triangles, as the cameras draw them)."""
+    theta = 0.3
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.01))
+    scene.add_entity(gs.morphs.Terrain(horizontal_scale=HS, vertical_scale=1.0, height_field=slope(theta),
+                                       pos=(-2.0, -2.0, 0.0)))
+    mount = scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1), pos=(0.0, 0.0, 3.0), fixed=True))
+    scan = scene.add_sensor(gs.sensors.Raycaster(
+        pattern=gs.sensors.GridPattern(resolution=0.25, size=(1.0, 1.0), direction=(0.0, 0.0, -1.0)),
+        entity_idx=mount.idx, pos_offset=(0.0, 0.0, -0.06), max_range=10.0, return_world_frame=True))
+    scene.build()
+    scene.step()
+    p = scan.read().points.reshape(-1, 3).numpy()
+    assert len(p) == 25
+    np.testing.assert_allclose(p[:, 2], (p[:, 0] + 2.0) * math.tan(theta), atol=1e-6)
