@@ -296,3 +296,38 @@ def test_a_height_scan_reads_the_terrain_under_it():
     p = scan.read().points.reshape(-1, 3).numpy()
     assert len(p) == 25
     np.testing.assert_allclose(p[:, 2], (p[:, 0] + 2.0) * math.tan(theta), atol=1e-6)
+
+
+def test_the_go2_stands_on_stairs():
+    """Genesis World's go2, PD-held at its standing pose, across the edge of 5 cm stairs (stairs_terrain): its front
+    feet on the higher step, its rear feet on the lower. After 2 s it stands still and level along the stairs'
+    pitch, each foot (a 2.2 cm sphere) resting on its step (its centre 2.2 cm above the surface, 3 mm), the base
+    above the feet. Needs Genesis World's go2 (urdf/go2/urdf/go2.urdf) on the asset path."""
+    if gs.morphs.find_file("urdf/go2/urdf/go2.urdf")[0] is None:
+        pytest.skip("Genesis World's go2 (urdf/go2/urdf/go2.urdf) is not on the asset path (GENESIS_CORE_ASSETS)")
+    morph = gs.morphs.Terrain(n_subterrains=(1, 1), subterrain_size=(3.0, 2.0), horizontal_scale=0.05,
+                              vertical_scale=0.005, subterrain_types="stairs_terrain", pos=(-1.5, -1.0, 0.0),
+                              subterrain_parameters={"stairs_terrain": {"step_width": 0.5, "step_height": 0.05}})
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.005))
+    scene.add_entity(morph)
+    # the step edge at x = 0 (10 cells of 0.05 m a step from x = -1.5): the hips are 0.19 m either side of the base
+    robot = scene.add_entity(gs.morphs.URDF(file="urdf/go2/urdf/go2.urdf", pos=(0.0, 0.0, 0.55),
+                                            links_to_keep=[f"{leg}_foot" for leg in ("FR", "FL", "RR", "RL")]))
+    scene.build()
+    names = [f"{leg}_{j}_joint" for leg in ("FR", "FL", "RR", "RL") for j in ("hip", "thigh", "calf")]
+    dofs = [robot.get_joint(n).dofs_idx_local[0] for n in names]
+    stand = torch.tensor([0.0, 0.8, -1.5, 0.0, 0.8, -1.5, 0.0, 1.0, -1.5, 0.0, 1.0, -1.5], dtype=torch.float64)
+    robot.set_dofs_kp([60.0] * 12, dofs)
+    robot.set_dofs_kv([2.0] * 12, dofs)
+    robot.set_dofs_position(stand, dofs)
+    robot.control_dofs_position(stand, dofs)
+    for _ in range(400):
+        scene.step()
+    H = morph.raw_heights() * morph.vertical_scale
+    feet = np.stack([robot.get_link(f"{leg}_foot").get_pos().numpy() for leg in ("FR", "FL", "RR", "RL")])
+    local = feet - np.array([-1.5, -1.0, 0.0])
+    ground = height_at(H, 0.05, local[:, 0], local[:, 1])
+    assert np.all(np.abs(feet[:, 2] - 0.022 - ground) < 3e-3), feet[:, 2] - 0.022 - ground
+    assert ground[0] == ground[1] and ground[2] == ground[3] and ground[0] - ground[2] == pytest.approx(0.05)
+    assert float(robot.get_vel().norm()) < 0.01 and float(robot.get_ang().norm()) < 0.05
+    assert float(robot.get_pos()[2]) > feet[:, 2].max() + 0.15
