@@ -638,3 +638,11 @@ class Terrain(Morph, CollisionFilter):
 Terrain.__eq__, Terrain.__hash__ = object.__eq__, object.__hash__
 _NAMED_TERRAINS: dict = {}
 _GENERATED = weakref.WeakKeyDictionary()
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Nowhere(Morph):
+    """`n_particles` particles placed nowhere yet: a particle entity whose particles start inactive, for an emitter
+    to place and activate (Genesis World's morph, which `scene.add_emitter` makes)."""
+
+    n_particles: int = attrs.field(validator=v.int_at_least(1))

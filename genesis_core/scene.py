@@ -18,11 +18,12 @@ from .faults import FaultMonitor
 from .grad import Tape, require_grad_support
 from .errors import InvalidCheckpointStateError, InvalidEnvError, OptionError, SceneError
 from .materials import Material
-from .morphs import MJCF, URDF, Box, Cylinder, Mesh, Morph, Plane, Sphere
+from .morphs import MJCF, URDF, Box, Cylinder, Mesh, Morph, Nowhere, Plane, Sphere
 from .options import COUPLER_REFUSALS, BaseCouplerOptions, LegacyCouplerOptions, SimOptions
 from .plugins import registry
 from .progress import compiling
 from .recorders.recorder_manager import RecorderManager
+from .emitter import EmitterManager
 from .force_fields.manager import ForceFieldManager
 from .sensors.manager import SensorManager
 from .plugins.manager import missing_plugin_error
@@ -123,6 +124,8 @@ class Scene:
         ]
         # the core's own solvers, after every physics solver: the force fields and their state (active with force
         # fields), then the sensors and theirs (active with sensors)
+        self._emitter_manager = EmitterManager(self, sim_options)
+        self._solvers.append(self._emitter_manager)
         self._force_field_manager = ForceFieldManager(self, sim_options)
         self._solvers.append(self._force_field_manager)
         self._sensor_manager = SensorManager(self, sim_options)
@@ -334,6 +337,37 @@ class Scene:
         if self._built:
             raise SceneError("add_sensor after scene.build(): add every sensor first, then build.")
         return self._sensor_manager.add_sensor(sensor_options)
+
+    def add_emitter(self, material, max_particles=20000, surface=None):
+        """A particle emitter (Genesis World's `scene.add_emitter`), before build: an entity of `max_particles`
+        particles of `material` (a particle solver's: MPM, SPH, PBD particles or liquid), all inactive
+        (`gs.morphs.Nowhere`) until `emitter.emit(...)` / `emit_omni(...)` place and activate them, the oldest
+        reused once all are used. Returns the `genesis_core.emitter.Emitter`; its progress is state
+        (`EmitterManager`). Not in differentiable mode."""
+        from .particles.solver import ParticleSolver
+
+        self._require_alive("add_emitter")
+        if self._built:
+            raise SceneError("add_emitter after scene.build(): add every emitter first, then build.")
+        if self.sim_options.requires_grad:
+            raise OptionError("add_emitter: emitters are not available with SimOptions(requires_grad=True) (the "
+                              "particles they place and activate carry no gradient).")
+        if not isinstance(max_particles, int) or isinstance(max_particles, bool) or not 1 <= max_particles <= 10**8:
+            raise OptionError(f"add_emitter: max_particles={max_particles!r} is not accepted: expected an int in "
+                              "[1, 1e8].")
+        solver = next((s for s in self._solvers if s.name == getattr(material, "solver", None)), None)
+        if not isinstance(solver, ParticleSolver) or solver.short_name == "fem" or \
+                type(material).__name__ in ("Cloth", "Elastic"):
+            raise OptionError(f"add_emitter: {type(material).__name__} is not a particle material (MPM, SPH, PBD "
+                              "particles or liquid).")
+        entity = self.add_entity(Nowhere(n_particles=max_particles), material=material,
+                                 **({"surface": surface} if surface is not None else {}))
+        return self._emitter_manager.add(entity, max_particles)
+
+    @property
+    def emitters(self) -> list:
+        """The scene's emitters, in the order they were added."""
+        return list(self._emitter_manager.emitters) if not self._destroyed else []
 
     def add_force_field(self, force_field):
         """Add a force field (Genesis World's `scene.add_force_field`), before build: `force_field` is a

@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 import torch
 
+from .. import morphs
 from .. import validators as v
 from .._runtime import runtime
 from ..bases import Options
@@ -95,6 +96,9 @@ class ParticleSolver(SolverBase):
     def sample_entity(self, idx, morph, material) -> np.ndarray:
         """The entity's initial particle positions (n, 3): a lattice inside the morph, or random points where the
         material's `sampler` is "random" (seeded by gs.init's seed and the entity's index)."""
+        if isinstance(morph, morphs.Nowhere):  # (inactive until an emitter places them: parked inside the domain)
+            lo, hi = (np.asarray(b, dtype=np.float64) for b in self.inside_bounds())
+            return np.tile((lo + hi) / 2, (morph.n_particles, 1))
         sampler = getattr(material, "sampler", "regular")
         seed = ((runtime.seed or 0) * 1_000_003 + idx) % 2 ** 32
         return sampling.sample(morph, self.particle_size, sampler, seed)
@@ -241,6 +245,9 @@ class ParticleSolver(SolverBase):
         st = self.state
         st.at("pos", f)[:] = torch.as_tensor(self._points, dtype=self.float_dtype)
         st.at("active", f)[:] = 1
+        for e in self.entities:  # an emitter's particles start inactive
+            if isinstance(e.morph, morphs.Nowhere):
+                st.at("active", f)[..., e._range] = 0
 
 
 def _either(first, second):
