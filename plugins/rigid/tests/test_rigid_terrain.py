@@ -331,3 +331,28 @@ def test_the_go2_stands_on_stairs():
     assert ground[0] == ground[1] and ground[2] == ground[3] and ground[0] - ground[2] == pytest.approx(0.05)
     assert float(robot.get_vel().norm()) < 0.01 and float(robot.get_ang().norm()) < 0.05
     assert float(robot.get_pos()[2]) > feet[:, 2].max() + 0.15
+
+
+def test_an_ellipsoid_and_a_convex_mesh_rest_on_an_mjcf_height_field(tmp_path):
+    """A flat <hfield> with a free ellipsoid (semi-axes 0.1, 0.08, 0.05, its short axis up) and a free convex mesh
+    (a 0.2 m cube from an OBJ, turned 30 degrees about z): each rests at its half-height, level, within 1 mm."""
+    cube = tmp_path / "cube.obj"
+    cube.write_text("".join(f"v {x} {y} {z}\n" for x in (-0.1, 0.1) for y in (-0.1, 0.1) for z in (-0.1, 0.1))
+                    + "f 1 3 4 2\nf 5 6 8 7\nf 1 2 6 5\nf 3 7 8 4\nf 1 5 7 3\nf 2 4 8 6\n")
+    xml = tmp_path / "field.xml"
+    xml.write_text(f"""<mujoco><asset><hfield name="f" nrow="9" ncol="9" size="1 1 0.1 0.05"/>
+      <mesh name="cube" file="{cube}"/></asset>
+      <worldbody><geom type="hfield" hfield="f"/>
+        <body name="egg" pos="-0.4 0 0.0505"><freejoint/><geom type="ellipsoid" size="0.1 0.08 0.05"/></body>
+        <body name="box" pos="0.4 0.1 0.1005" euler="0 0 30"><freejoint/><geom type="mesh" mesh="cube"/></body>
+      </worldbody></mujoco>""")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=0.005))
+    ent = scene.add_entity(gs.morphs.MJCF(file=str(xml)))
+    scene.build()
+    for _ in range(150):
+        scene.step()
+    egg, box = ent.get_link("egg"), ent.get_link("box")
+    assert abs(float(egg.get_pos()[2]) - 0.05) < 1e-3 and abs(float(box.get_pos()[2]) - 0.1) < 1e-3
+    for link, q0 in ((egg, [1.0, 0.0, 0.0, 0.0]), (box, [math.cos(math.pi / 12), 0.0, 0.0, math.sin(math.pi / 12)])):
+        assert torch.allclose(link.get_quat(), torch.tensor(q0, dtype=torch.float64), atol=2e-3)
+        assert float(link.get_vel().norm()) < 1e-3
