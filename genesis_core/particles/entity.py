@@ -230,8 +230,10 @@ class Muscles:
     """Muscle groups, fibres and actuation of a soft entity, Genesis World's `set_muscle` / `set_actuation`: MPM's
     and FEM's muscles. The muscle's units (MPM: its particles; FEM: its elements) are the rows `_muscle_rows` (a
     slice) of the solver's frameless state fields `actu` (`("n_<units>",)`, differentiable: each unit's actuation)
-    and `mdir` (`("n_<units>", 3)`: each unit's unit fibre direction in the rest shape). The groups are a map kept
-    on the host, from which group each unit takes its actuation (`set_actuation`); all units start in group 0.
+    and `mdir` (`("n_<units>", 3)`: each unit's unit fibre direction in the rest shape; `set_muscle` writes it into
+    the registered initial state as well, so that a bare `scene.reset()` keeps the fibres, as Genesis World's
+    does). The groups are a map kept on the host, from which group each unit takes its actuation
+    (`set_actuation`); all units start in group 0.
     The material gives `n_groups` and `muscle_stiffness` (0 for a material that is not a muscle)."""
 
     _muscle_unit_name = "units"
@@ -284,6 +286,12 @@ class Muscles:
             want = f"(), ({n_groups},)" + (f" or ({n_sel}, {n_groups})" if n_sel else "")
             raise OptionError(f"set_actuation: expected a value of shape {want} (n_groups = {n_groups}), got "
                               f"{tuple(x.shape)}.")
+        bad = ~torch.isfinite(x.detach())
+        if bad.any():  # (a group that no unit belongs to too: the per-unit rows would not show it)
+            *env, group = bad.nonzero()[0].tolist()
+            where = (f"env {int(envs[env[0]]) if envs is not None else env[0]}, " if env else "") + f"group {group}"
+            raise OptionError(f"set_actuation: actuation[{where}] = {float(x.detach()[tuple(env + [group])])!r} is "
+                              "not accepted: expected a finite value. Nothing was changed.")
         groups = self.get_muscle_group().to(device=x.device, dtype=torch.long)
         self.solver.state.set_rows("actu", self.solver.frame, x[..., groups], envs, (self._muscle_rows,),
                                    what="set_actuation")
@@ -341,3 +349,14 @@ class Muscles:
                               "vectors (norm within 1e-4 of 1). Nothing was changed.")
         self.solver.state.set_rows("mdir", self.solver.frame, d, envs, (self._muscle_rows,),
                                    what=f"{what}(muscle_direction=...)")
+        # the fibres are part of the body: a bare scene.reset() keeps them (as Genesis World's reset does), so
+        # the registered initial state takes them too
+        init = self.scene._init_state
+        if init is not None:
+            sub = init.solvers_state[self.scene.solvers.index(self.solver)]
+            live = self.solver.state.at("mdir", self.solver.frame)
+            rows = slice(None) if envs is None else envs
+            if self.scene.n_envs:
+                sub.mdir[rows, self._muscle_rows] = live[rows, self._muscle_rows].to(sub.mdir.device)
+            else:
+                sub.mdir[self._muscle_rows] = live[0, self._muscle_rows].to(sub.mdir.device)
