@@ -346,6 +346,15 @@ def lame_derivatives(E, nu):
     return 0.5 / (1.0 + nu), nu / d, -0.5 * E / (1.0 + nu) ** 2, E * (1.0 + 2.0 * nu * nu) / (d * d)
 
 
+@ti.func
+def trial_deformation(f, b, p, dt, C: ti.template(), F: ti.template()):
+    """C and F of frame f, the trial deformation gradient A = (I + dt C) F and det(A)."""
+    Cp = C[f, b, p]
+    Fp = F[f, b, p]
+    A = (ti.Matrix.identity(float, 3) + dt * Cp) @ Fp
+    return Cp, Fp, A, A.determinant()
+
+
 @ti.kernel
 def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=3),
                              F: nd(dtype=M3, ndim=3), Jp: nd(ndim=3), active: nd(ndim=2), p_kind: nd(ndim=1),
@@ -376,10 +385,7 @@ def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(
             E_ = E_p[b, p]
             nu_ = nu_p[b, p]
             mu, lam, visc, p1, p2 = coefficients(kind, E_, nu_, p_params[p, 0], p_params[p, 1], p_params[p, 2])
-            Cp = C[f, b, p]
-            Fp = F[f, b, p]
-            A = (I3 + dt * Cp) @ Fp
-            J = A.determinant()
+            Cp, Fp, A, J = trial_deformation(f, b, p, dt, C, F)
             g_new = F_grad[fn, b, p]
             g_tau = tau_grad[b, p]
             gJ = 0.0
@@ -401,10 +407,7 @@ def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(
             E_ = E_p[b, p]
             nu_ = nu_p[b, p]
             mu, lam, _, _, _ = coefficients(kind, E_, nu_, p_params[p, 0], p_params[p, 1], p_params[p, 2])
-            Cp = C[f, b, p]
-            Fp = F[f, b, p]
-            A = (I3 + dt * Cp) @ Fp
-            J = A.determinant()
+            Cp, Fp, A, J = trial_deformation(f, b, p, dt, C, F)
             g_tau = tau_grad[b, p]
             gA = F_grad[fn, b, p] + mu * (g_tau + g_tau.transpose()) @ A
             if J > J_MIN:
