@@ -1066,6 +1066,44 @@ def check_hover_env(rec):
                 f"terminations; observations {obs.shape}, finite")
 
 
+
+# -- muscles (kept together: added with the MPM muscles) ------------------------------------------------------
+
+
+def fibre_convergence(e, axis):
+    """mean(v_axis (x_axis - centre)) / mean((x_axis - centre)^2), 1/s: negative while the body shortens along axis."""
+    p, v = np_(e.get_particles_pos()), np_(e.get_particles_vel())
+    r = p[..., axis] - p[..., axis].mean(-1, keepdims=True)
+    return float((v[..., axis] * r).mean() / (r * r).mean())
+
+
+def check_advanced_muscle(rec):
+    scene = only_scene(rec)
+    figs, ok = [], len(particle_entities(scene)) == 2
+    for e in particle_entities(scene):  # fibres along +z (the default), no gravity
+        cz, cx = fibre_convergence(e, 2), fibre_convergence(e, 0)
+        ok &= cz < 0 < cx
+        figs.append(f"{type(e.material).__module__.split('.')[0]} {type(e.material).__name__}: strain rate along the "
+                    f"fibre {cz:.3f} 1/s, across {cx:.3f} 1/s")
+    return ok, f"{scene.t} steps; " + "; ".join(figs)
+
+
+def check_advanced_worm(rec):
+    scene = only_scene(rec)
+    (worm,) = particle_entities(scene)
+    group = np_(worm.get_muscle_group())
+    actu = np_(worm.get_actuation())  # (3 environments, n_particles)
+    want = np.where(group == 3, actu[0][group == 3][0], 0.0)
+    hind = np.nonzero(group == 3)[0]
+    p, v = np_(worm.get_particles_pos())[:, hind], np_(worm.get_particles_vel())[:, hind]
+    r = p[..., 1] - p[..., 1].mean(-1, keepdims=True)
+    rate = (v[..., 1] * r).mean(-1) / (r * r).mean(-1)  # along the fibre (+y), per environment
+    ok = (np.all(actu == want) and want.max() > 0 and len(hind) > 0 and bool(np.all(rate < 0))
+          and np.array_equal(rate, np.full(3, rate[0])))
+    return ok, (f"{scene.t} steps; {len(hind)} of {worm.n_particles} particles in the actuated group 3 (lower hind "
+                f"body) at a = {want.max():.3f}, the others at 0; its strain rate along the fibre (y) "
+                f"{fmt(rate)} 1/s in the 3 environments")
+
 TARGETS = [
     Target("tutorials/hello_genesis", check_hello_genesis,
            what="the base of the fixed Franka stays put, its uncontrolled arm sags under gravity (the hand drops "
@@ -1200,6 +1238,12 @@ TARGETS = [
     Target("locomotion/go2_env", check_go2_env, driver=drive_go2_env, extra_files=("go2_train.py",),
            what="Go2Env (4 environments, go2_train's configuration) resets and steps 100 times with zero actions; "
                 "every go2 stands (base 0.2-0.45 m, upright), none terminated"),
+    Target("tutorials/advanced_muscle", check_advanced_muscle,
+           what="an MPM and an FEM muscle sphere (fibres +z, no gravity) under actuation shorten along the fibre and "
+                "widen across it (their strain rates, from the particles' velocities)"),
+    Target("tutorials/advanced_worm", check_advanced_worm,
+           what="the worm's four muscle groups take the script's actuation (only group 3, the lower hind body); that "
+                "group shortens along its fibre (y) in all 3 environments alike"),
 ]
 TARGETS_BY_NAME = {t.name: t for t in TARGETS}
 

@@ -224,3 +224,139 @@ class ElasticParams:
         for name, x in values.items():
             self.solver.state.set_rows(name, self.solver.frame, x, envs, (self._material_index,),
                                        what=f"set_material_params({name}=...)")
+
+
+class Muscles:
+    """Muscle groups, fibres and actuation of a soft entity, Genesis World's `set_muscle` / `set_actuation`: MPM's
+    and FEM's muscles. The muscle's units (MPM: its particles; FEM: its elements) are the rows `_muscle_rows` (a
+    slice) of the solver's frameless state fields `actu` (`("n_<units>",)`, differentiable: each unit's actuation)
+    and `mdir` (`("n_<units>", 3)`: each unit's unit fibre direction in the rest shape; `set_muscle` writes it into
+    the registered initial state as well, so that a bare `scene.reset()` keeps the fibres, as Genesis World's
+    does). The groups are a map kept on the host, from which group each unit takes its actuation
+    (`set_actuation`); all units start in group 0.
+    The material gives `n_groups` and `muscle_stiffness` (0 for a material that is not a muscle)."""
+
+    _muscle_unit_name = "units"
+    _muscle_group = None  # (n_units,) int64, on the host; None: every unit in group 0
+
+    @property
+    def _muscle_rows(self) -> slice:
+        raise NotImplementedError
+
+    @property
+    def _n_muscle_units(self) -> int:
+        rows = self._muscle_rows
+        return rows.stop - rows.start
+
+    def _require_muscle(self, what):
+        if not getattr(self.material, "muscle_stiffness", 0.0):
+            raise OptionError(f"{what}: entity {self.idx} is made of {type(self.material).__name__}, not a muscle "
+                              "material (gs.materials.MPM.Muscle, gs.materials.FEM.Muscle).")
+
+    def get_muscle_group(self) -> torch.Tensor:
+        """`(n_units,)` int32: each unit's muscle group."""
+        self._require_muscle("get_muscle_group")
+        g = self._muscle_group if self._muscle_group is not None else np.zeros(self._n_muscle_units, np.int64)
+        return torch.as_tensor(g, dtype=torch.int32, device=self.solver.device).clone()
+
+    def get_muscle_direction(self, envs_idx=None) -> torch.Tensor:
+        """`([n_envs,] n_units, 3)`: each unit's fibre direction."""
+        self._require_muscle("get_muscle_direction")
+        return self.solver.state.get_rows("mdir", self.solver.frame, self._envs_idx(envs_idx), (self._muscle_rows,))
+
+    def get_actuation(self, envs_idx=None) -> torch.Tensor:
+        """`([n_envs,] n_units)`: each unit's actuation (its group's)."""
+        self._require_muscle("get_actuation")
+        return self.solver.state.get_rows("actu", self.solver.frame, self._envs_idx(envs_idx), (self._muscle_rows,))
+
+    def set_actuation(self, actu, envs_idx=None):
+        """The muscle groups' actuation (dimensionless; > 0 contracts the fibres), held until set again: a number
+        (every group), `(n_groups,)` (every environment of envs_idx), or `(len(envs_idx) or n_envs, n_groups)`.
+        Each unit takes its group's value. In differentiable mode a tensor that requires grad receives dL/dactu."""
+        self._require_muscle("set_actuation")
+        n_groups = self.material.n_groups
+        x = to_tensor(actu, self.solver.float_dtype, self.solver.device, "set_actuation")
+        envs = self._envs_idx(envs_idx)
+        n_sel = (self.scene.n_envs if envs is None else len(envs)) if self.scene.n_envs else 0
+        if x.ndim == 0:
+            x = x.expand(n_groups)
+        if x.shape == (n_groups,):
+            x = x.expand(n_sel, n_groups) if n_sel else x
+        elif not (n_sel and x.shape == (n_sel, n_groups)):
+            want = f"(), ({n_groups},)" + (f" or ({n_sel}, {n_groups})" if n_sel else "")
+            raise OptionError(f"set_actuation: expected a value of shape {want} (n_groups = {n_groups}), got "
+                              f"{tuple(x.shape)}.")
+        bad = ~torch.isfinite(x.detach())
+        if bad.any():  # (a group that no unit belongs to too: the per-unit rows would not show it)
+            *env, group = bad.nonzero()[0].tolist()
+            where = (f"env {int(envs[env[0]]) if envs is not None else env[0]}, " if env else "") + f"group {group}"
+            raise OptionError(f"set_actuation: actuation[{where}] = {float(x.detach()[tuple(env + [group])])!r} is "
+                              "not accepted: expected a finite value. Nothing was changed.")
+        groups = self.get_muscle_group().to(device=x.device, dtype=torch.long)
+        self.solver.state.set_rows("actu", self.solver.frame, x[..., groups], envs, (self._muscle_rows,),
+                                   what="set_actuation")
+
+    def set_muscle(self, muscle_group=None, muscle_direction=None, envs_idx=None):
+        """muscle_group: `(n_units,)` integers in [0, n_groups), or one for every unit (the map set_actuation uses
+        from its next call on); muscle_direction: unit vectors, `(3,)` for every unit, `(n_units, 3)`, or
+        `(len(envs_idx) or n_envs, n_units, 3)` (state, per environment). Both are checked before either is
+        written."""
+        self._require_muscle("set_muscle")
+        group = None if muscle_group is None else self._check_muscle_group(muscle_group, "set_muscle")
+        if muscle_direction is not None:
+            self._write_muscle_direction(muscle_direction, envs_idx, "set_muscle")
+        if group is not None:
+            self._muscle_group = group
+
+    def set_muscle_group(self, muscle_group):
+        """Genesis World's name: `set_muscle(muscle_group=...)`."""
+        self._require_muscle("set_muscle_group")
+        self._muscle_group = self._check_muscle_group(muscle_group, "set_muscle_group")
+
+    def set_muscle_direction(self, muscle_direction, envs_idx=None):
+        """Genesis World's name: `set_muscle(muscle_direction=...)`."""
+        self._require_muscle("set_muscle_direction")
+        self._write_muscle_direction(muscle_direction, envs_idx, "set_muscle_direction")
+
+    def _check_muscle_group(self, muscle_group, what) -> np.ndarray:
+        n, n_groups = self._n_muscle_units, self.material.n_groups
+        g = to_tensor(muscle_group, torch.int64, "cpu", f"{what}: muscle_group").numpy()
+        if g.ndim == 0:
+            g = np.full(n, int(g))
+        if g.shape != (n,):
+            raise OptionError(f"{what}: muscle_group must be ({n},) integers (one per {self._muscle_unit_name[:-1]}) "
+                              f"or one integer, got shape {g.shape}.")
+        if g.size and (g.min() < 0 or g.max() >= n_groups):
+            bad = int(np.nonzero((g < 0) | (g >= n_groups))[0][0])
+            raise OptionError(f"{what}: muscle_group[{bad}] = {int(g[bad])} is not accepted: expected a group in "
+                              f"[0, {n_groups}) (the material's n_groups). Nothing was changed.")
+        return g.astype(np.int64)
+
+    def _write_muscle_direction(self, muscle_direction, envs_idx, what):
+        n = self._n_muscle_units
+        d = to_tensor(muscle_direction, self.solver.float_dtype, self.solver.device, f"{what}: muscle_direction")
+        envs = self._envs_idx(envs_idx)
+        n_sel = (self.scene.n_envs if envs is None else len(envs)) if self.scene.n_envs else 0
+        shapes = [(3,), (n, 3)] + ([(n_sel, n, 3)] if n_sel else [])
+        if tuple(d.shape) not in shapes:
+            raise OptionError(f"{what}: muscle_direction must be shaped {' or '.join(map(str, shapes))}, got "
+                              f"{tuple(d.shape)}.")
+        norm = d.detach().double().norm(dim=-1)
+        bad = ~(torch.isfinite(norm) & ((norm - 1).abs() <= 1e-4))
+        if bad.any():
+            where = bad.nonzero()[0].tolist()
+            raise OptionError(f"{what}: muscle_direction{where} has norm {float(norm[tuple(where)])!r}: expected unit "
+                              "vectors (norm within 1e-4 of 1). Nothing was changed.")
+        self.solver.state.set_rows("mdir", self.solver.frame, d, envs, (self._muscle_rows,),
+                                   what=f"{what}(muscle_direction=...)")
+        # the fibres are part of the body: a bare scene.reset() keeps them (as Genesis World's reset does), so
+        # the registered initial state takes them too
+        init = self.scene._init_state
+        if init is not None:
+            sub = init.solvers_state[self.scene.solvers.index(self.solver)]
+            live = self.solver.state.at("mdir", self.solver.frame)
+            rows = slice(None) if envs is None else envs
+            if self.scene.n_envs:
+                sub.mdir[rows, self._muscle_rows] = live[rows, self._muscle_rows].to(sub.mdir.device)
+            else:
+                sub.mdir[self._muscle_rows] = live[0, self._muscle_rows].to(sub.mdir.device)

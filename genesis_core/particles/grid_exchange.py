@@ -124,7 +124,7 @@ class GridExchange:
                        grid.velocity, grid.mass, self._impulse, self._dv)
         with torch.no_grad():
             st.at("vel", fn).add_(self._dv)
-            st.at("pos", fn).add_(self._dv, alpha=solver.sim_options.substep_dt)
+            st.at("pos", fn).add_(self._dv, alpha=solver.substep_dt)
 
 
 class MPMGridCoupling:

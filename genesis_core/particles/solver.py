@@ -88,6 +88,13 @@ class ParticleSolver(SolverBase):
         self.n_particles = 0
         self._links_counted = None  # (link source, link count): link_count's, per solver (fixed once built)
 
+    @property
+    def substep_dt(self) -> float:
+        """The time (s) one substep of this solver advances: its options' own `dt` (Genesis World's per-solver step,
+        where the options class has one and it is set) over SimOptions.substeps, else SimOptions.substep_dt."""
+        dt = getattr(self.options, "dt", None)
+        return self.sim_options.substep_dt if dt is None else dt / self.sim_options.substeps
+
     def default_particle_size(self) -> float:
         return 0.01
 
@@ -234,7 +241,7 @@ class ParticleSolver(SolverBase):
             lo, hi = (torch.as_tensor(np.asarray(x, dtype=np.float64), dtype=self.float_dtype, device=self.device)
                       for x in self.domain_bounds())
             extent = float(np.max(np.asarray(self.domain_bounds()[1]) - np.asarray(self.domain_bounds()[0])))
-            vmax = 1000.0 * extent / self.sim_options.substep_dt  # a thousand domains a substep: blown up
+            vmax = 1000.0 * extent / self.substep_dt  # a thousand domains a substep: blown up
             kernel = serial_below(walls.keep_inside, self.batch * self.n_particles, SERIAL_BELOW)
             self._walls = (Launcher(), kernel, lo, hi, vmax)
         launch, kernel, lo, hi, vmax = self._walls

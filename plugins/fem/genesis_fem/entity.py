@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from genesis_core.errors import OptionError
-from genesis_core.particles.entity import ElasticParams, ParticleEntity
+from genesis_core.particles.entity import ElasticParams, Muscles, ParticleEntity
 from genesis_core.state import to_tensor
 
 from . import kernels as K
@@ -19,7 +19,7 @@ class FEMEntityState:
         self.pos, self.vel, self.active = pos, vel, active
 
 
-class FEMEntity(ElasticParams, ParticleEntity):
+class FEMEntity(Muscles, ElasticParams, ParticleEntity):
     """A tetrahedral soft body. Its vertices are rows `particle_start:particle_end` of the solver's pos, vel and
     active (the kit's particle API applies: `get_particles_pos`, `set_position`, ...), its elements rows
     `element_start:element_end` of the solver's element arrays. Local vertex indices are in [0, n_vertices)."""
@@ -61,60 +61,12 @@ class FEMEntity(ElasticParams, ParticleEntity):
     def get_state(self) -> FEMEntityState:
         return FEMEntityState(self.get_particles_pos(), self.get_particles_vel(), self.get_particles_active())
 
-    # -- muscles ---------------------------------------------------------------------------------------------------
+    # -- muscles (genesis_core.particles.entity.Muscles: per element) ---------------------------------------------
 
-    def _require_muscle(self, what):
-        if self.material.muscle_stiffness == 0.0:
-            raise OptionError(f"{what}: entity {self.idx} is made of {type(self.material).__name__}, not "
-                              "gs.materials.FEM.Muscle.")
-
-    def set_actuation(self, actu, envs_idx=None):
-        """The muscle groups' actuation: a number (every group), `(n_groups,)`, or `(n_envs, n_groups)`; each
-        element takes its group's value (its fibre energy is stiffness * actu * |F m|; actu > 0 contracts)."""
-        self._require_muscle("set_actuation")
-        n_groups = self.material.n_groups
-        x = to_tensor(actu, self.solver.float_dtype, self.solver.device, "set_actuation")
-        envs = self._envs_idx(envs_idx)
-        n_sel = (self.scene.n_envs if envs is None else len(envs)) if self.scene.n_envs else 0
-        if x.ndim == 0:
-            x = x.expand(n_groups)
-        if x.shape == (n_groups,):
-            x = x.expand(n_sel, n_groups) if n_sel else x
-        elif not (n_sel and x.shape == (n_sel, n_groups)):
-            want = f"(), ({n_groups},)" + (f" or ({n_sel}, {n_groups})" if n_sel else "")
-            raise OptionError(f"set_actuation: expected a value of shape {want}, got {tuple(x.shape)}.")
-        groups = torch.as_tensor(self._groups, dtype=torch.long, device=x.device)
-        per_element = x[..., groups]
-        self.solver.state.set_rows("actu", self.solver.frame, per_element, envs, (self._elements,),
-                                   what="set_actuation")
-
-    def set_muscle(self, muscle_group=None, muscle_direction=None, envs_idx=None):
-        """muscle_group: `(n_elements,)` integers in [0, n_groups) (host-side: the map `set_actuation` uses);
-        muscle_direction: `(n_elements, 3)` unit vectors, or `(n_envs, n_elements, 3)` (state)."""
-        self._require_muscle("set_muscle")
-        if muscle_group is not None:
-            g = np.asarray(torch.as_tensor(muscle_group).detach().cpu().numpy() if torch.is_tensor(muscle_group)
-                           else muscle_group)
-            if g.shape != (self.n_elements,) or not np.issubdtype(g.dtype, np.integer):
-                raise OptionError(f"set_muscle: muscle_group must be ({self.n_elements},) integers, got "
-                                  f"{g.shape} {g.dtype}.")
-            if g.min() < 0 or g.max() >= self.material.n_groups:
-                raise OptionError(f"set_muscle: muscle_group must lie in [0, {self.material.n_groups}) (the "
-                                  "material's n_groups).")
-            self._groups = g.astype(np.int64)
-        if muscle_direction is not None:
-            d = to_tensor(muscle_direction, self.solver.float_dtype, self.solver.device, "set_muscle")
-            if d.shape[-2:] != (self.n_elements, 3) or d.ndim not in (2, 3):
-                raise OptionError(f"set_muscle: muscle_direction must be ({self.n_elements}, 3), got "
-                                  f"{tuple(d.shape)}.")
-            norm = d.detach().norm(dim=-1)
-            if not torch.isfinite(norm).all() or ((norm - 1).abs() > 1e-4).any():
-                raise OptionError("set_muscle: muscle_direction must be unit vectors.")
-            self.solver.state.set_rows("mdir", self.solver.frame, d, self._envs_idx(envs_idx), (self._elements,),
-                                       what="set_muscle(muscle_direction=...)")
+    _muscle_unit_name = "elements"
 
     @property
-    def _elements(self):
+    def _muscle_rows(self) -> slice:
         return slice(self.element_start, self.element_end)
 
     # -- external forces -------------------------------------------------------------------------------------------

@@ -22,11 +22,15 @@ class FEMOptions(ParticleOptions):
     -beta K v. enable_vertex_constraints: accepted for Genesis scripts; vertex constraints always work here.
     lower_bound, upper_bound: the domain (m) that every vertex lies in, below the floor too (its walls stop a body
     that reaches them; Genesis World's FEM has no bounds).
+    dt: Genesis World's per-solver step (s): None (the default) runs with SimOptions.dt; a value makes each of
+    this solver's substeps advance dt / SimOptions.substeps, whatever the scene's dt (the other solvers, the
+    couplings' impulses and scene.t keep theirs).
     """
 
     lower_bound: tuple = attrs.field(default=(-100.0, -100.0, -100.0), converter=v.to_float_tuple, validator=v.vec(3))
     upper_bound: tuple = attrs.field(default=(100.0, 100.0, 100.0), converter=v.to_float_tuple, validator=v.vec(3))
     damping: float = attrs.field(default=0.0, validator=v.non_negative)
+    dt: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
     floor_height: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.finite))
     use_implicit_solver: bool = attrs.field(default=False, validator=v.is_bool)
     n_newton_iterations: int = attrs.field(default=1, validator=v.int_at_least(1))

@@ -97,7 +97,6 @@ class FEMSolver(ParamsGravity, ParticleSolver):
         entity = super().add_entity(idx, morph, material)
         entity._tets, entity._faces = self._pending
         del self._pending
-        entity._groups = np.zeros(len(entity._tets), dtype=np.int64)
         return entity
 
     # -- build -----------------------------------------------------------------------------------------------------
@@ -170,7 +169,7 @@ class FEMSolver(ParamsGravity, ParticleSolver):
     def _build_params(self):
         o, so = self.options, self.sim_options
         prm = np.zeros(K.P_N)
-        prm[[K.P_DT, K.P_GX, K.P_GY, K.P_GZ]] = (so.substep_dt, *so.gravity)
+        prm[[K.P_DT, K.P_GX, K.P_GY, K.P_GZ]] = (self.substep_dt, *so.gravity)
         prm[K.P_DAMP] = o.damping
         prm[K.P_FLOOR], prm[K.P_FLOOR_ON] = self.floor, 1.0
         prm[K.P_ALPHA], prm[K.P_BETA] = o.damping_alpha, o.damping_beta

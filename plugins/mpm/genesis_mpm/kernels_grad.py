@@ -25,7 +25,8 @@ F_new = U diag(h(s)) V^T, tau = U diag(t(s)) U^T has (i != j)
 
 and diagonal dh, dt. The divided differences have closed forms for every model (`divided_differences`) that stay
 exact as s_i -> s_j; the diagonal part (the reduced map s, Jp, E, nu -> h, t, Jp_new) goes through Taichi's
-autodiff of `spectral_reduced`. The liquid's reverse (no SVD) is written out. Gradients assume uninverted
+autodiff of `spectral_reduced`. The liquid's and the neo-Hookean solid's reverses (no SVD) are written out, and
+so is the muscles' fibre stress (`fibre_stress_reverse`), to the actuation, E and F. Gradients assume uninverted
 particles (det F > 0).
 """
 
@@ -33,8 +34,9 @@ import taichi as ti
 
 from .kernels_grid import wall_condition
 from .kernels_p2g import grid_base
-from .kernels_material import CLAMP, IDENTITY, coefficients, diag3, particle_update, spectral_return
-from .materials import LIQUID, SAND
+from .kernels_material import (CLAMP, IDENTITY, J_MIN, coefficients, diag3, fibre_gain, particle_update, spectral,
+                               spectral_return)
+from .materials import LIQUID, NEOHOOKEAN, SAND
 from .layout import PF_DT, PF_DX, PF_FLOOR, PF_FRICTION, PF_GRAVITY, PF_INV_DX, PF_ORIGIN
 
 V3 = ti.types.vector(3, float)
@@ -48,7 +50,7 @@ MAX_PARTITIONS = 8
 @ti.kernel
 def stress(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=3), F: nd(dtype=M3, ndim=3),
            Jp: nd(ndim=3), active: nd(ndim=2), p_kind: nd(ndim=1), p_entity: nd(ndim=1), p_params: nd(ndim=2),
-           E: nd(ndim=2), nu: nd(ndim=2), tau: nd(dtype=M3, ndim=2)):
+           E: nd(ndim=2), nu: nd(ndim=2), actu: nd(ndim=2), mdir: nd(dtype=V3, ndim=2), tau: nd(dtype=M3, ndim=2)):
     dt = params_f[PF_DT]
     for b, p in ti.ndrange(F.shape[1], F.shape[2]):
         if active[b, p] == 0:
@@ -56,7 +58,7 @@ def stress(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=3),
             Jp[fn, b, p] = Jp[f, b, p]
             tau[b, p] = ti.Matrix.zero(float, 3, 3)
         else:
-            _, tau_p = particle_update(f, fn, b, p, dt, C, F, Jp, p_kind, p_entity, p_params, E, nu)
+            _, tau_p = particle_update(f, fn, b, p, dt, C, F, Jp, p_kind, p_entity, p_params, E, nu, actu, mdir)
             tau[b, p] = tau_p
 
 
@@ -329,19 +331,46 @@ def cofactor(A):
     return ti.Matrix([[c0[0], c1[0], c2[0]], [c0[1], c1[1], c2[1]], [c0[2], c1[2], c2[2]]])
 
 
+@ti.func
+def fibre_stress_reverse(F, m, gain, G):
+    """The reverse of kernels_material.fibre_stress, tau = gain (F m) (F m)^T: dL/dF and dL/dgain from
+    G = dL/dtau."""
+    Fm = F @ m
+    return gain * (G + G.transpose()) @ Fm.outer_product(m), Fm.dot(G @ Fm)
+
+
+@ti.func
+def lame_derivatives(E, nu):
+    """d(mu, lambda)/dE and d(mu, lambda)/dnu: mu = E / (2 (1 + nu)), lambda = E nu / ((1 + nu) (1 - 2 nu))."""
+    d = (1.0 + nu) * (1.0 - 2.0 * nu)
+    return 0.5 / (1.0 + nu), nu / d, -0.5 * E / (1.0 + nu) ** 2, E * (1.0 + 2.0 * nu * nu) / (d * d)
+
+
+@ti.func
+def trial_deformation(f, b, p, dt, C: ti.template(), F: ti.template()):
+    """C and F of frame f, the trial deformation gradient A = (I + dt C) F and det(A)."""
+    Cp = C[f, b, p]
+    Fp = F[f, b, p]
+    A = (ti.Matrix.identity(float, 3) + dt * Cp) @ Fp
+    return Cp, Fp, A, A.determinant()
+
+
 @ti.kernel
 def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=3),
                              F: nd(dtype=M3, ndim=3), Jp: nd(ndim=3), active: nd(ndim=2), p_kind: nd(ndim=1),
-                             p_params: nd(ndim=2), E_p: nd(ndim=2), nu_p: nd(ndim=2),
-                             F_grad: nd(dtype=M3, ndim=3), C_grad: nd(dtype=M3, ndim=3), Jp_grad: nd(ndim=3),
-                             E_p_grad: nd(ndim=2), nu_p_grad: nd(ndim=2), tau_grad: nd(dtype=M3, ndim=2),
+                             p_params: nd(ndim=2), E_p: nd(ndim=2), nu_p: nd(ndim=2), actu: nd(ndim=2),
+                             mdir: nd(dtype=V3, ndim=2), F_grad: nd(dtype=M3, ndim=3), C_grad: nd(dtype=M3, ndim=3),
+                             Jp_grad: nd(ndim=3), E_p_grad: nd(ndim=2), nu_p_grad: nd(ndim=2), actu_grad: nd(ndim=2),
+                             tau_grad: nd(dtype=M3, ndim=2),
                              U_s: nd(dtype=M3, ndim=2), s_s: nd(dtype=V3, ndim=2), V_s: nd(dtype=M3, ndim=2),
                              s_grad: nd(dtype=V3, ndim=2), h_grad: nd(dtype=V3, ndim=2), t_grad: nd(dtype=V3, ndim=2),
                              off_grad: nd(dtype=M3, ndim=2)):
-    """First part of the reverse of `stress`. Inactive and liquid particles: their whole adjoint. The others: the
-    SVD (U_s, s_s, V_s), the adjoints of the reduced map's outputs h and t (h_grad, t_grad, for the autodiff of
-    `spectral_reduced`), and the off-diagonal part of dL/dF_trial (off_grad). E_p, nu_p: [B, n] per particle;
-    their adjoints and s_grad are written here (the autodiff of `spectral_reduced` then adds to them)."""
+    """First part of the reverse of `stress`. Inactive, liquid and neo-Hookean particles: their whole adjoint. The
+    others: the SVD (U_s, s_s, V_s), the adjoints of the reduced map's outputs h and t (h_grad, t_grad, for the
+    autodiff of `spectral_reduced`), and the part of dL/dF_trial outside the reduced map (off_grad: the SVD's
+    rotations and a muscle's fibre stress). E_p, nu_p: [B, n] per particle; their adjoints and s_grad are written
+    here (the autodiff of `spectral_reduced` then adds to them). actu_grad [B, n] (the actuation, a frameless
+    field) is added to."""
     dt = params_f[PF_DT]
     I3 = ti.Matrix.identity(float, 3)
     for b, p in ti.ndrange(F.shape[1], F.shape[2]):
@@ -356,10 +385,7 @@ def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(
             E_ = E_p[b, p]
             nu_ = nu_p[b, p]
             mu, lam, visc, p1, p2 = coefficients(kind, E_, nu_, p_params[p, 0], p_params[p, 1], p_params[p, 2])
-            Cp = C[f, b, p]
-            Fp = F[f, b, p]
-            A = (I3 + dt * Cp) @ Fp
-            J = A.determinant()
+            Cp, Fp, A, J = trial_deformation(f, b, p, dt, C, F)
             g_new = F_grad[fn, b, p]
             g_tau = tau_grad[b, p]
             gJ = 0.0
@@ -376,6 +402,33 @@ def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(
             # lambda = E / (3 (1 - 2 nu))
             E_p_grad[b, p] = g_lam / (3.0 * (1.0 - 2.0 * nu_))
             nu_p_grad[b, p] = g_lam * 2.0 * E_ / (3.0 * (1.0 - 2.0 * nu_) ** 2)
+        elif kind == NEOHOOKEAN:
+            # tau = mu (A A^T - I) + lambda log(J) I + gain (A m) (A m)^T, F_new = A
+            E_ = E_p[b, p]
+            nu_ = nu_p[b, p]
+            mu, lam, _, _, _ = coefficients(kind, E_, nu_, p_params[p, 0], p_params[p, 1], p_params[p, 2])
+            Cp, Fp, A, J = trial_deformation(f, b, p, dt, C, F)
+            g_tau = tau_grad[b, p]
+            gA = F_grad[fn, b, p] + mu * (g_tau + g_tau.transpose()) @ A
+            if J > J_MIN:
+                gA += lam * g_tau.trace() / J * cofactor(A)
+            g_mu = (g_tau * (A @ A.transpose() - I3)).sum()
+            g_lam = g_tau.trace() * ti.log(ti.max(J, J_MIN))
+            x0 = p_params[p, 0]
+            a = actu[b, p]
+            gain = fibre_gain(kind, E_, x0, a)
+            g_E = 0.0
+            if gain != 0.0:
+                g_fibre, g_gain = fibre_stress_reverse(A, mdir[b, p], gain, g_tau)
+                gA += g_fibre
+                g_E = x0 * a * g_gain
+                actu_grad[b, p] += x0 * E_ * g_gain
+            F_grad[f, b, p] += (I3 + dt * Cp).transpose() @ gA
+            C_grad[f, b, p] += dt * gA @ Fp.transpose()
+            Jp_grad[f, b, p] += Jp_grad[fn, b, p]
+            dmu_dE, dlam_dE, dmu_dnu, dlam_dnu = lame_derivatives(E_, nu_)
+            E_p_grad[b, p] = g_E + g_mu * dmu_dE + g_lam * dlam_dE
+            nu_p_grad[b, p] = g_mu * dmu_dnu + g_lam * dlam_dnu
         else:
             mu, lam, p0, p1, p2 = coefficients(kind, E_p[b, p], nu_p[b, p], p_params[p, 0], p_params[p, 1],
                                                p_params[p, 2])
@@ -396,12 +449,21 @@ def stress_reverse_rotations(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), C: nd(
                 gt_sym = Gt[i, j] + Gt[j, i]
                 gx[i, j] = 0.5 * (gf_sym * Dh + gf_skew * Eh + gt_sym * (Dt + Et))
                 gx[j, i] = 0.5 * (gf_sym * Dh - gf_skew * Eh + gt_sym * (Dt - Et))
+            off = U @ gx @ V.transpose()
+            x0 = p_params[p, 0]
+            a = actu[b, p]
+            gain = fibre_gain(kind, E_p[b, p], x0, a)
+            if gain != 0.0:
+                g_fibre, g_gain = fibre_stress_reverse(A, mdir[b, p], gain, tau_grad[b, p])
+                off += g_fibre
+                E_p_grad[b, p] = x0 * a * g_gain
+                actu_grad[b, p] += x0 * E_p[b, p] * g_gain
             U_s[b, p] = U
             s_s[b, p] = s
             V_s[b, p] = V
             h_grad[b, p] = ti.Vector([Gf[0, 0], Gf[1, 1], Gf[2, 2]])
             t_grad[b, p] = ti.Vector([Gt[0, 0], Gt[1, 1], Gt[2, 2]])
-            off_grad[b, p] = U @ gx @ V.transpose()
+            off_grad[b, p] = off
 
 
 @ti.kernel
@@ -412,7 +474,7 @@ def spectral_reduced(f: ti.i32, fn: ti.i32, s_s: nd(dtype=V3, ndim=2), Jp: nd(nd
     autodiff (`spectral_reduced.grad`) runs, after `stress_reverse_rotations`."""
     for b, p in ti.ndrange(s_s.shape[0], s_s.shape[1]):
         kind = p_kind[p]
-        if active[b, p] != 0 and kind != LIQUID:
+        if active[b, p] != 0 and spectral(kind):
             mu, lam, p0, p1, p2 = coefficients(kind, E_p[b, p], nu_p[b, p], p_params[p, 0], p_params[p, 1],
                                                p_params[p, 2])
             h, t, Jp_new, _, _, _, _ = spectral_return(kind, s_s[b, p], Jp[f, b, p], mu, lam, p0, p1, p2)
@@ -429,21 +491,22 @@ def stress_reverse_finish(f: ti.i32, params_f: nd(ndim=1), C: nd(dtype=M3, ndim=
     """dL/dF_trial = U (diag(dL/ds) + off-diagonal part) V^T, then through F_trial = (I + dt C) F."""
     dt = params_f[PF_DT]
     for b, p in ti.ndrange(F.shape[1], F.shape[2]):
-        if active[b, p] != 0 and p_kind[p] != LIQUID:
+        if active[b, p] != 0 and spectral(p_kind[p]):
             gA = U_s[b, p] @ diag3(s_grad[b, p]) @ V_s[b, p].transpose() + off_grad[b, p]
             Cp = C[f, b, p]
             F_grad[f, b, p] += (ti.Matrix.identity(float, 3) + dt * Cp).transpose() @ gA
             C_grad[f, b, p] += dt * gA @ F[f, b, p].transpose()
 
 
-def stress_reverse(launch, f, fn, params_f, C, F, Jp, active, p_kind, p_params, E_p, nu_p, tau, scratch):
+def stress_reverse(launch, f, fn, params_f, C, F, Jp, active, p_kind, p_params, E_p, nu_p, actu, mdir, tau,
+                   scratch):
     """The reverse of `stress`: from F.grad[fn], Jp.grad[fn] and tau.grad, accumulates into F.grad[f],
-    C.grad[f], Jp.grad[f] and writes the per-particle E_p.grad, nu_p.grad ([B, n]). `scratch` holds svd_u, svd_v,
+    C.grad[f], Jp.grad[f], actu.grad and writes the per-particle E_p.grad, nu_p.grad ([B, n]). `scratch` holds svd_u, svd_v,
     off_grad ([B, n, 3, 3]) and svd_s, reduced_h, reduced_t ([B, n, 3], requiring grad). `launch(kernel, *args)`
     launches a kernel (a genesis_core.launch.Launcher, or a plain call)."""
     sc = scratch
-    launch(stress_reverse_rotations, f, fn, params_f, C, F, Jp, active, p_kind, p_params, E_p, nu_p, F.grad,
-           C.grad, Jp.grad, E_p.grad, nu_p.grad, tau.grad, sc["svd_u"], sc["svd_s"], sc["svd_v"], sc["svd_s"].grad,
+    launch(stress_reverse_rotations, f, fn, params_f, C, F, Jp, active, p_kind, p_params, E_p, nu_p, actu, mdir,
+           F.grad, C.grad, Jp.grad, E_p.grad, nu_p.grad, actu.grad, tau.grad, sc["svd_u"], sc["svd_s"], sc["svd_v"], sc["svd_s"].grad,
            sc["reduced_h"].grad, sc["reduced_t"].grad, sc["off_grad"])
     launch(spectral_reduced.grad, f, fn, sc["svd_s"], Jp, active, p_kind, p_params, E_p, nu_p, sc["reduced_h"],
            sc["reduced_t"])

@@ -5,14 +5,20 @@ Notation: F = U diag(s) V^T (SVD), eps = log(s) the Hencky strain, mu and lambda
 the model parameters. E and nu are read per particle (each entity's differentiable state fields); x0..x2 are the
 static parameters the material classes pack (`Material.kernel_params`).
 
-Every model but the liquid is spectral: the return mapping acts on the singular values only, s -> h(s), and
-the stress is tau = U diag(t) U^T with t a function of h. `spectral_return` is that reduced map; the backward
-(kernels_grad) differentiates it with Taichi's autodiff and carries the rotations U, V by closed forms.
+Every model but the liquid and the neo-Hookean solid is spectral: the return mapping acts on the singular values
+only, s -> h(s), and the stress is tau = U diag(t) U^T with t a function of h. `spectral_return` is that reduced
+map; the backward (kernels_grad) differentiates it with Taichi's autodiff and carries the rotations U, V by closed
+forms. The liquid and the neo-Hookean solid need no SVD; their reverses are written out.
+
+Muscles (an elastic particle whose x0, its fibre stiffness in units of E, is not zero) add Genesis World's active
+stress along the fibre, k a (F m) (F m)^T, to tau (`fibre_stress`).
 """
 
 import taichi as ti
 
-from .materials import ELASTOPLASTIC, LIQUID, SAND, SNOW
+from .materials import ELASTIC, ELASTOPLASTIC, LIQUID, NEOHOOKEAN, SAND, SNOW
+
+J_MIN = 1e-6  # the volume ratio the neo-Hookean log(J) and the liquid's J^(1/3) see at least (an inverted particle)
 
 # how h follows s: h = s; h = exp(alpha log|s| + beta) with alpha, beta the same for every axis; h = clamp(s)
 IDENTITY, LOG_AFFINE, CLAMP = 0, 1, 2
@@ -31,6 +37,30 @@ def coefficients(kind, E, nu, x0, x1, x2):
     elif kind == ELASTOPLASTIC:
         p0 = x0 / (2.0 * mu)  # the yield stress as a bound on |dev(eps)|
     return mu, lam, p0, x1, x2
+
+
+@ti.func
+def spectral(kind):
+    """Whether the model goes through the SVD of F (`spectral_return`)."""
+    return kind != LIQUID and kind != NEOHOOKEAN
+
+
+@ti.func
+def fibre_gain(kind, E, x0, actu):
+    """A muscle particle's k a (Pa): stiffness k = x0 E times its actuation a; 0 for every other particle (the
+    other kinds use x0 for their own parameters)."""
+    g = 0.0
+    if kind == ELASTIC or kind == NEOHOOKEAN:
+        g = x0 * E * actu
+    return g
+
+
+@ti.func
+def fibre_stress(F, m, gain):
+    """Genesis World's active stress of a muscle (Kirchhoff): gain (F m) (F m)^T, m the fibre direction in the
+    rest shape, F the trial deformation gradient: a tension gain |F m|^2 along the deformed fibre."""
+    Fm = F @ m
+    return gain * Fm.outer_product(Fm)
 
 
 @ti.func
@@ -121,8 +151,11 @@ def constitutive(kind, E, nu, x0, x1, x2, F, Jp, C):
     if kind == LIQUID:
         # pressure only (mu = 0, lam = bulk modulus), plus Newtonian viscosity p0 on sym(C) ~ sym(grad v)
         J = F.determinant()
-        F = I3 * ti.pow(ti.max(J, 1e-6), 1.0 / 3.0)
+        F = I3 * ti.pow(ti.max(J, J_MIN), 1.0 / 3.0)
         tau = I3 * lam * J * (J - 1) + p0 * J * (C + C.transpose())
+    elif kind == NEOHOOKEAN:
+        # F is kept as it is (no return mapping)
+        tau = mu * (F @ F.transpose() - I3) + lam * ti.log(ti.max(F.determinant(), J_MIN)) * I3
     else:
         U, sig, V = ti.svd(F)
         s = ti.Vector([sig[0, 0], sig[1, 1], sig[2, 2]])
@@ -134,14 +167,22 @@ def constitutive(kind, E, nu, x0, x1, x2, F, Jp, C):
 
 @ti.func
 def particle_update(f, fn, b, p, dt, C: ti.template(), F: ti.template(), Jp: ti.template(), p_kind: ti.template(),
-                    p_entity: ti.template(), p_params: ti.template(), E: ti.template(), nu: ti.template()):
+                    p_entity: ti.template(), p_params: ti.template(), E: ti.template(), nu: ti.template(),
+                    actu: ti.template(), mdir: ti.template()):
     """An active particle's F and Jp of frame fn from frame f: the trial F = (I + dt C) F through its material's
-    model. Returns its C (frame f) and the Kirchhoff stress."""
+    model, and a muscle's fibre stress (actu [B, n] its actuation, mdir [B, n] its fibre direction). Returns its
+    C (frame f) and the Kirchhoff stress."""
     Cp = C[f, b, p]
     F_trial = (ti.Matrix.identity(float, 3) + dt * Cp) @ F[f, b, p]
     e = p_entity[p]
-    F_new, Jp_new, tau = constitutive(p_kind[p], E[b, e], nu[b, e], p_params[p, 0], p_params[p, 1], p_params[p, 2],
-                                      F_trial, Jp[f, b, p], Cp)
+    kind = p_kind[p]
+    E_p = E[b, e]
+    x0 = p_params[p, 0]
+    F_new, Jp_new, tau = constitutive(kind, E_p, nu[b, e], x0, p_params[p, 1], p_params[p, 2], F_trial,
+                                      Jp[f, b, p], Cp)
+    gain = fibre_gain(kind, E_p, x0, actu[b, p])
+    if gain != 0.0:  # (no term at all otherwise: an idle muscle is its elastic material, bitwise)
+        tau += fibre_stress(F_trial, mdir[b, p], gain)
     F[fn, b, p] = F_new
     Jp[fn, b, p] = Jp_new
     return Cp, tau

@@ -59,10 +59,11 @@ def out_of_range(pos_bits: ti.template(), f, b, p):
 def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), vel: nd(dtype=V3, ndim=3),
         C: nd(dtype=M3, ndim=3), F: nd(dtype=M3, ndim=3), Jp: nd(ndim=3), active: nd(ndim=2), p_mass: nd(ndim=1),
         p_vol: nd(ndim=1), p_kind: nd(ndim=1), p_entity: nd(ndim=1), p_params: nd(ndim=2), E: nd(ndim=2),
-        nu: nd(ndim=2), grid_mv: nd(dtype=V4, ndim=5), touched: nd(dtype=ti.i32, ndim=3),
-        pos_bits: nd(dtype=ti.i32, ndim=4)):
+        nu: nd(ndim=2), actu: nd(ndim=2), mdir: nd(dtype=V3, ndim=2), grid_mv: nd(dtype=V4, ndim=5),
+        touched: nd(dtype=ti.i32, ndim=3), pos_bits: nd(dtype=ti.i32, ndim=4)):
     """Reads frame f of the particles, writes F and Jp of frame fn and the partitioned grid momentum/mass.
-    E and nu are [B, n_entities]; p_entity maps a particle to its entity. touched [K, B, 6] receives the box of
+    E and nu are [B, n_entities]; p_entity maps a particle to its entity; actu [B, n] and mdir [B, n, 3] are the
+    muscles' actuation and fibre direction. touched [K, B, 6] receives the box of
     nodes each copy was scattered to (lowest node, one past the highest, per axis; empty: lowest > highest), from
     which the grid update bounds its work; pos_bits is pos viewed as int32 (out_of_range)."""
     dt = params_f[PF_DT]
@@ -98,7 +99,8 @@ def p2g(f: ti.i32, fn: ti.i32, params_f: nd(ndim=1), pos: nd(dtype=V3, ndim=3), 
                 F[fn, b, p] = F[f, b, p]
                 Jp[fn, b, p] = Jp[f, b, p]
                 continue
-            Cp, tau = particle_update(f, fn, b, p, dt, C, F, Jp, p_kind, p_entity, p_params, E, nu)
+            Cp, tau = particle_update(f, fn, b, p, dt, C, F, Jp, p_kind, p_entity, p_params, E, nu, actu,
+                                       mdir)
             m = p_mass[p]
             xl = (pos[f, b, p] - lower) * inv_dx
             base = grid_base(xl, size)

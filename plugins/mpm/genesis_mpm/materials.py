@@ -9,7 +9,8 @@ from genesis_core import validators as v
 from genesis_core.errors import OptionError
 from genesis_core.materials import Material
 
-ELASTIC, ELASTOPLASTIC, LIQUID, SAND, SNOW = range(5)
+ELASTIC, ELASTOPLASTIC, LIQUID, SAND, SNOW, NEOHOOKEAN = range(6)
+ELASTIC_MODELS = {"corotation": ELASTIC, "neohooken": NEOHOOKEAN}  # Genesis World's names of the elastic models
 
 
 def _poisson(inst, attr, value):
@@ -42,9 +43,46 @@ class Base(Material):
 
 @attrs.define(frozen=True, kw_only=True)
 class Elastic(Base):
-    """Fixed-corotated hyperelasticity (Stomakhin et al. 2012)."""
+    """Hyperelasticity. model (Genesis World's names): "corotation" (the default), fixed-corotated (Stomakhin et
+    al. 2012), Kirchhoff stress tau = 2 mu (F - R) F^T + lambda J (J - 1) I; "neohooken", compressible
+    neo-Hookean, tau = mu (F F^T - I) + lambda log(J) I."""
 
-    kind = ELASTIC
+    model: str = attrs.field(default="corotation", validator=v.one_of(*ELASTIC_MODELS))
+
+    @property
+    def kind(self) -> int:
+        return ELASTIC_MODELS[self.model]
+
+    @property
+    def muscle_stiffness(self) -> float:
+        """The fibre stress per unit actuation (Pa); 0: not a muscle."""
+        return 0.0
+
+    def kernel_params(self):
+        # x0: the fibre stiffness in units of E (the kernels multiply it by the entity's E, which is state)
+        return (self.kind, self.muscle_stiffness / self.E, 0.0, 0.0)
+
+
+@attrs.define(frozen=True, kw_only=True)
+class Muscle(Elastic):
+    """An elastic solid that pulls along a fibre (Genesis World's MPM muscle): its Kirchhoff stress adds
+    stiffness * a * (F m) (F m)^T, m the particle's unit fibre direction in the rest shape, a its group's
+    actuation (dimensionless; a > 0 contracts the fibre), stiffness = E (Genesis World's choice; it follows
+    `set_material_params(E=...)`). n_groups: the muscle groups the particles are assigned to
+    (`entity.set_muscle`; all in group 0 by default, the fibres along +Z); `entity.set_actuation` sets each
+    group's a. Genesis World's defaults: E = 1e6, model = "neohooken"."""
+
+    E: float = attrs.field(default=1e6, validator=v.positive)
+    model: str = attrs.field(default="neohooken", validator=v.one_of(*ELASTIC_MODELS))
+    n_groups: int = attrs.field(default=1, validator=v.int_at_least(1))
+
+    @property
+    def stiffness(self) -> float:
+        return self.E
+
+    @property
+    def muscle_stiffness(self) -> float:
+        return self.E
 
 
 @attrs.define(frozen=True, kw_only=True)
@@ -113,6 +151,7 @@ class MPM:
 
     Base = Base
     Elastic = Elastic
+    Muscle = Muscle
     ElastoPlastic = ElastoPlastic
     Liquid = Liquid
     Sand = Sand

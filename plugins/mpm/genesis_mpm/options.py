@@ -19,9 +19,13 @@ class MPMOptions(ParticleOptions):
     partitions: particle partitions per environment scattered by separate threads into private grids and summed in
     a fixed order (deterministic and parallel; None: as many as keep two threads busy; at most 8 in differentiable
     mode).
+    dt: Genesis World's per-solver step (s): None (the default) runs with SimOptions.dt; a value makes each of
+    this solver's substeps advance dt / SimOptions.substeps, whatever the scene's dt (the other solvers, the
+    couplings' impulses and scene.t keep theirs).
     """
 
     grid_density: float = attrs.field(default=64.0, validator=v.positive)
+    dt: float | None = attrs.field(default=None, validator=attrs.validators.optional(v.positive))
     boundary: str = attrs.field(default="separate", validator=v.one_of("sticky", "slip", "separate"))
     wall_friction: float = attrs.field(default=0.0, validator=v.non_negative)
     partitions: int | None = attrs.field(default=None, validator=attrs.validators.optional(v.int_at_least(1)))

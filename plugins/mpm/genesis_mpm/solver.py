@@ -36,7 +36,8 @@ class MPMSolver(ParamsGravity, ParticleSolver):
     """Substep: p2g (F, plasticity, stress, scatter) -> grid (gravity, walls) -> g2p (gather, advect).
 
     In differentiable mode (SimOptions.requires_grad) the substep runs the kernels of `kernels_grad`, whose
-    reverse is exact, and gradients reach the particles' state and the entities' E and nu."""
+    reverse is exact, and gradients reach the particles' state, the entities' E and nu and the muscles'
+    actuation."""
 
     short_name = "mpm"
     gravity_param = PF_GRAVITY  # set_gravity after build writes params_f there (kernels_grid, kernels_grad)
@@ -58,6 +59,11 @@ class MPMSolver(ParamsGravity, ParticleSolver):
                      doc="Young's modulus of each entity, Pa"),
         gs.FieldSpec("nu", ("n_entities",), frames=False, grad=True, bounds=(0, 0.5), bounds_open=(False, True),
                      doc="Poisson's ratio of each entity"),
+        gs.FieldSpec("actu", ("n_particles",), frames=False, grad=True,
+                     doc="muscle actuation of each particle (its group's; read by MPM.Muscle particles only), "
+                         "dimensionless"),
+        gs.FieldSpec("mdir", ("n_particles", 3), frames=False, bounds=(-1.0, 1.0),
+                     doc="muscle fibre direction of each particle (a unit vector in the rest shape)"),
     )
     del _pos, _vel, _active
 
@@ -92,7 +98,7 @@ class MPMSolver(ParamsGravity, ParticleSolver):
         self.p_kind = torch.as_tensor(np.concatenate(kind), device=dev)
         self.p_params = torch.as_tensor(np.concatenate(params), dtype=fl, device=dev).contiguous()
         params = np.zeros(PF_N)
-        params[[PF_DT, PF_DX, PF_INV_DX, PF_FRICTION, PF_FLOOR]] = (self.sim_options.substep_dt, self.dx, 1 / self.dx,
+        params[[PF_DT, PF_DX, PF_INV_DX, PF_FRICTION, PF_FLOOR]] = (self.substep_dt, self.dx, 1 / self.dx,
                                                                     self.options.wall_friction, self.floor_cells)
         params[PF_ORIGIN:PF_ORIGIN + 3] = self.origin
         params[PF_GRAVITY:PF_GRAVITY + 3] = self.sim_options.gravity
@@ -169,6 +175,7 @@ class MPMSolver(ParamsGravity, ParticleSolver):
             st.at("Jp", f)[:] = 1.0
             st.at("E", f)[:] = torch.tensor([e.material.E for e in self.entities], dtype=fl)
             st.at("nu", f)[:] = torch.tensor([e.material.nu for e in self.entities], dtype=fl)
+            st.at("mdir", f)[:] = torch.tensor([0.0, 0.0, 1.0], dtype=fl)  # Genesis World's default fibre
 
     # -- substep ---------------------------------------------------------------------------------------------------
 
@@ -185,7 +192,7 @@ class MPMSolver(ParamsGravity, ParticleSolver):
         if self.requires_grad:
             self._clear("grid_mv")
             launch(kernels_grad.stress, f, fn, self.params_f, st.C, st.F, st.Jp, st.active, self.p_kind,
-                   self.p_entity, self.p_params, st.E, st.nu, self.tau)
+                   self.p_entity, self.p_params, st.E, st.nu, st.actu, st.mdir, self.tau)
             launch(kernels_grad.p2g_scatter, f, self.params_f, st.pos, st.vel, st.C, self.tau, st.active,
                    self.p_mass, self.p_vol, self.grid_mv)
             launch(kernels_grad.grid_update, self.params_f, boundary, self.grid_mv, self.grid_v, self.grid_m)
@@ -193,8 +200,8 @@ class MPMSolver(ParamsGravity, ParticleSolver):
             if self._pos_bits[0] is not st.pos:
                 self._pos_bits = (st.pos, st.pos.detach().view(torch.int32))  # the same memory (kernels_p2g)
             launch(kernels_p2g.p2g, f, fn, self.params_f, st.pos, st.vel, st.C, st.F, st.Jp, st.active, self.p_mass,
-                   self.p_vol, self.p_kind, self.p_entity, self.p_params, st.E, st.nu, self.grid_mv, self.grid_touched,
-                   self._pos_bits[1])
+                   self.p_vol, self.p_kind, self.p_entity, self.p_params, st.E, st.nu, st.actu, st.mdir, self.grid_mv,
+                   self.grid_touched, self._pos_bits[1])
             launch(self._grid_update, self.params_f, boundary, self.grid_touched, self.grid_region, self.grid_mv,
                    self.grid_v, self.grid_m)
         self.g2p_grid_v = self.grid_v
@@ -240,15 +247,16 @@ class MPMSolver(ParamsGravity, ParticleSolver):
         self._stress_grad(f, self.frames.next(f))
 
     def _stress_grad(self, f, fn):
-        """The reverse of kernels_grad.stress: dL/d(F, Jp of frame fn, tau) to dL/d(F, C, Jp of frame f, E, nu).
+        """The reverse of kernels_grad.stress: dL/d(F, Jp of frame fn, tau) to dL/d(F, C, Jp of frame f, E, nu,
+        actu).
         E and nu are gathered per particle, so that their gradients are summed per entity in a fixed order."""
         st = self.state
         with torch.no_grad():
             for x, field in ((self.E_p, st.E), (self.nu_p, st.nu)):
                 x.copy_(field.detach()[:, self.p_entity])
             kernels_grad.stress_reverse(self._launch, f, fn, self.params_f, st.C, st.F, st.Jp, st.active,
-                                        self.p_kind, self.p_params, self.E_p, self.nu_p, self.tau,
-                                        self._stress_scratch)
+                                        self.p_kind, self.p_params, self.E_p, self.nu_p, st.actu, st.mdir,
+                                        self.tau, self._stress_scratch)
             for i, e in enumerate(self.entities):
                 st.E.grad[:, i] += self.E_p.grad[:, e._range].sum(-1)
                 st.nu.grad[:, i] += self.nu_p.grad[:, e._range].sum(-1)

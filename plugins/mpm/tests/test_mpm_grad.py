@@ -13,7 +13,7 @@ import torch
 import genesis_core as gs
 from genesis_core.testing import assert_close_rel, central_differences
 from genesis_mpm import kernels_grad
-from genesis_mpm.materials import ELASTIC, ELASTOPLASTIC, LIQUID, SAND, SNOW
+from genesis_mpm.materials import ELASTIC, ELASTOPLASTIC, LIQUID, NEOHOOKEAN, SAND, SNOW
 
 F64 = torch.float64
 SUBSTEPS = 24
@@ -167,10 +167,15 @@ def deformations():
     (SAND, (0.5, 0.0, 0.0), 1.0),  # alpha; compressed: back onto the cone
     (SAND, (0.5, 0.0, 0.0), 1.2),  # gained volume: tension
     (SNOW, (0.025, 0.0045, 10.0), 0.97),
-], ids=["elastic", "elastoplastic", "liquid", "sand", "sand-tension", "snow"])
+    (NEOHOOKEAN, (0.0, 0.0, 0.0), 1.0),
+    (ELASTIC, (1.0, 0.0, 0.0), 1.0),  # x0 = 1: a muscle (fibre stiffness E)
+    (NEOHOOKEAN, (1.0, 0.0, 0.0), 1.0),
+], ids=["elastic", "elastoplastic", "liquid", "sand", "sand-tension", "snow", "neohookean", "muscle-corotated",
+        "muscle-neohookean"])
 def test_stress_reverse_matches_finite_differences(kind, params, Jp):
     """L = <W1, F_new> + <W2, tau> + w3 Jp_new for each particle, against central differences of `stress` in
-    F, C, Jp, E and nu; at F = I and at equal singular values included."""
+    F, C, Jp, E, nu and the muscle actuation; at F = I and at equal singular values included. Every particle has
+    an actuation and a fibre: only the muscles (elastic kinds with x0 != 0) may depend on them."""
     Fs = deformations()
     n = len(Fs)
     gen = torch.Generator().manual_seed(kind)
@@ -182,6 +187,9 @@ def test_stress_reverse_matches_finite_differences(kind, params, Jp):
     Jp_t = torch.full((2, 1, n), Jp, dtype=F64)
     E = torch.full((1, n), 3e3, dtype=F64)
     nu = torch.full((1, n), 0.3, dtype=F64)
+    actu = 0.2 + torch.rand(1, n, generator=gen, dtype=F64)
+    mdir = torch.randn(1, n, 3, generator=gen, dtype=F64)
+    mdir /= mdir.norm(dim=-1, keepdim=True)
     W1 = torch.randn(n, 3, 3, generator=gen, dtype=F64)
     W2 = torch.randn(n, 3, 3, generator=gen, dtype=F64) / 3e3
     w3 = torch.randn(n, generator=gen, dtype=F64)
@@ -191,10 +199,10 @@ def test_stress_reverse_matches_finite_differences(kind, params, Jp):
     p_params = torch.tensor([params] * n, dtype=F64)
     params_f = torch.tensor([1e-3, 1 / 32, 32.0, 0, 0, 0, 0, 0, 0, 0, 0], dtype=F64)
 
-    def losses(F, C, Jp_t, E, nu):
+    def losses(F, C, Jp_t, E, nu, actu):
         tau = torch.zeros(1, n, 3, 3, dtype=F64)
         F, Jp_t = F.clone(), Jp_t.clone()
-        kernels_grad.stress(0, 1, params_f, C, F, Jp_t, active, kinds, entity, p_params, E, nu, tau)
+        kernels_grad.stress(0, 1, params_f, C, F, Jp_t, active, kinds, entity, p_params, E, nu, actu, mdir, tau)
         return (W1 * F[1, 0]).sum((-1, -2)) + (W2 * tau[0]).sum((-1, -2)) + w3 * Jp_t[1, 0]
 
     def leaf(x):
@@ -202,17 +210,17 @@ def test_stress_reverse_matches_finite_differences(kind, params, Jp):
         x.grad = torch.zeros_like(x)
         return x
 
-    Fg, Cg, Jg, Eg, nug = leaf(F), leaf(C), leaf(Jp_t), leaf(E), leaf(nu)
+    Fg, Cg, Jg, Eg, nug, ag = leaf(F), leaf(C), leaf(Jp_t), leaf(E), leaf(nu), leaf(actu)
     tau = leaf(torch.zeros(1, n, 3, 3, dtype=F64))
     with torch.no_grad():
-        kernels_grad.stress(0, 1, params_f, Cg, Fg, Jg, active, kinds, entity, p_params, Eg, nug, tau)
+        kernels_grad.stress(0, 1, params_f, Cg, Fg, Jg, active, kinds, entity, p_params, Eg, nug, ag, mdir, tau)
         Fg.grad[1, 0] = W1
         tau.grad[0] = W2
         Jg.grad[1, 0] = w3
         scratch = {k: torch.zeros(1, n, 3, 3, dtype=F64) for k in ("svd_u", "svd_v", "off_grad")}
         scratch.update({k: leaf(torch.zeros(1, n, 3, dtype=F64)) for k in ("svd_s", "reduced_h", "reduced_t")})
         kernels_grad.stress_reverse(lambda kernel, *args: kernel(*args), 0, 1, params_f, Cg, Fg, Jg, active, kinds,
-                                    p_params, Eg, nug, tau, scratch)
+                                    p_params, Eg, nug, ag, mdir, tau, scratch)
 
     eps = 1e-7
     for p in range(n):
@@ -222,13 +230,14 @@ def test_stress_reverse_matches_finite_differences(kind, params, Jp):
             ("Jp", Jp_t, Jg.grad, [(0, 0, p)]),
             ("E", E, Eg.grad, [(0, p)]),
             ("nu", nu, nug.grad, [(0, p)]),
+            ("actu", actu, ag.grad, [(0, p)]),
         ]:
-            if name == "Jp" and kind in (ELASTIC, ELASTOPLASTIC, LIQUID):
+            if name == "Jp" and kind in (ELASTIC, ELASTOPLASTIC, LIQUID, NEOHOOKEAN):
                 continue  # the identity (checked by the scenes)
             fd, got = [], []
             for idx in idx_list:
                 h = eps * (3e3 if name == "E" else 1.0)
-                args = {"F": F, "C": C, "Jp_t": Jp_t, "E": E, "nu": nu}
+                args = {"F": F, "C": C, "Jp_t": Jp_t, "E": E, "nu": nu, "actu": actu}
                 key = "Jp_t" if name == "Jp" else name
                 plus, minus = args[key].clone(), args[key].clone()
                 plus[idx] += h

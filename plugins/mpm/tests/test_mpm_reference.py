@@ -17,7 +17,7 @@ ADDED_SINCE = {"RigidSolver." + name for name in (
     "dofs_damping", "dofs_armature", "dofs_stiffness", "dofs_force_lo", "dofs_force_hi", "links_inertial_mass",
     "links_mass_shift", "links_com_shift", "geoms_friction_ratio", "links_applied_wrench", "links_step_wrench",
     "limit_impulse", "equality_impulse", "eq_type", "eq_obj", "eq_data", "eq_active", "fixed_base_pos",
-    "fixed_base_quat", "kinematic_qpos")}
+    "fixed_base_quat", "kinematic_qpos")} | {"MPMSolver.actu", "MPMSolver.mdir"}
 
 
 def test_the_reference_scene_is_what_it_was():
