@@ -260,7 +260,7 @@ class _Compiler:
                     friction = e.material.friction if e.material.friction is not None else g.friction
                     coup = e.material.coup_friction if e.material.coup_friction is not None else friction
                     geoms.append(dict(type=g.type, link=li, pos=g.pos, quat=g.quat, size=g.size, friction=friction,
-                                      coup_friction=coup,
+                                      coup_friction=coup, needs_coup=e.material.needs_coup,
                                       restitution=e.material.restitution,
                                       contype=g.contype, conaffinity=g.conaffinity, entity=e.idx, desc=g))
             for k in range(dof0, len(dofs)):

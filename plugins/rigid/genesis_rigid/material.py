@@ -17,7 +17,8 @@ class Rigid(Material):
     coefficient of this entity's geoms against particles and grid nodes (None: each geom's own friction, as above;
     Genesis World's default is 0.1). coup_softness, coup_restitution, sdf_cell_size, sdf_min_res, sdf_max_res:
     accepted and validated, unused (contacts with particles are exact signed distances to the geoms here, with the
-    particle solver's restitution). needs_coup: only True (every geom is a collider for the particle solvers)."""
+    particle solver's restitution). needs_coup: whether the entity's geoms are colliders for the particle solvers
+    (False: particles pass through them, as Genesis World's; the rigid part of a gs.materials.Hybrid is made so)."""
 
     solver = "RigidSolver"
 
@@ -31,13 +32,7 @@ class Rigid(Material):
     sdf_cell_size: float = attrs.field(default=0.005, validator=v.positive)
     sdf_min_res: int = attrs.field(default=32, validator=v.positive)
     sdf_max_res: int = attrs.field(default=128, validator=v.positive)
-    needs_coup: bool = attrs.field(default=True)
-
-    @needs_coup.validator
-    def _needs_coup(self, attribute, value):
-        if value is not True:
-            raise ValueError("needs_coup: only True is supported (every rigid geom is a collider for the particle "
-                             "solvers)")
+    needs_coup: bool = attrs.field(default=True, validator=v.is_bool)
 
 
 @attrs.define(frozen=True, kw_only=True)

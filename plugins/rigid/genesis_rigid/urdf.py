@@ -10,9 +10,11 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .checks import MAX_BODIES, number, numbers
-from .model import (BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, BodyDesc, GeomDesc, JointDesc,
-                    ModelError, RobotDesc, geoms_source, inertia_from_geoms)
+from .model import (BOX, CAPSULE, CYLINDER, FREE, HINGE, MESH, SLIDE, SPHERE, ActuatorDesc, BodyDesc, GeomDesc,
+                    JointDesc, ModelError, RobotDesc, geoms_source, inertia_from_geoms)
 from genesis_core.rotations import quat_mul, quat_to_mat, rotate, rpy_to_quat
+
+URDF_KP, URDF_KV = 100.0, 10.0  # Genesis World's gains of every URDF hinge and slide (N m/rad, N m s/rad)
 
 
 class URDFError(ModelError):
@@ -171,7 +173,11 @@ def load_urdf(path, fixed=False, density=1000.0) -> RobotDesc:
         index = len(bodies) - 1
         for j in reversed(children.get(link_name, [])):
             stack.append((j.find("child").get("link"), index, j))
-    return RobotDesc(root.get("name", os.path.basename(path)), bodies, body_word="link")
+    robot = RobotDesc(root.get("name", os.path.basename(path)), bodies, body_word="link")
+    # Genesis World's PD gains of a URDF joint (its default_dofs_kp / kv): a file has no actuators to give them
+    robot.actuators = [ActuatorDesc(j.name, kp=URDF_KP, kv=URDF_KV) for b in bodies for j in b.joints
+                       if j.type in (HINGE, SLIDE)]
+    return robot
 
 
 def _joints(joint_elem, link_name, fixed):

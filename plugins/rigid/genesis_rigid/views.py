@@ -108,8 +108,9 @@ class Views:
                 geom_hull=torch.as_tensor(geom_hull, device=dev),
                 hull_planes=torch.as_tensor(np.asarray(hull_rows or [[0.0, 0.0, 1.0, 0.0]], dtype=np.float64),
                                             dtype=fl, device=dev).contiguous(),
-                # (a kinematic entity's geoms: -1, no geometry, couplings pass through them)
-                geom_type=torch.as_tensor([-1 if gm.get("kinematic") else t for gm, t in
+                # (a kinematic entity's geoms and those of an entity with needs_coup=False: -1, no geometry,
+                # couplings pass through them)
+                geom_type=torch.as_tensor([-1 if gm.get("kinematic") or not gm.get("needs_coup", True) else t for gm, t in
                                            zip(self.compiled.geoms, self.compiled.geom_type)] or self.compiled.geom_type,
                                           dtype=torch.int32, device=dev),
                 geom_size=torch.as_tensor(geom_f[:, GF_SIZE:GF_SIZE + 3], dtype=fl, device=dev).contiguous(),

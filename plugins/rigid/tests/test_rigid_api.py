@@ -254,7 +254,8 @@ def test_gravity_compensation_holds_the_share_of_the_weight():
 
 def test_coupling_material_options_are_validated():
     """Genesis World's coupling options of the rigid material: coup_friction is used (the grasp example shows its
-    effect), the others are accepted with their ranges checked; needs_coup=False is refused with the reason."""
+    effect), the others are accepted with their ranges checked; needs_coup must be a bool, and False hides the
+    entity's geoms from the particle solvers (no geometry in the collider view)."""
     m = gs.materials.Rigid(coup_friction=0.5, coup_softness=0.01, coup_restitution=0.2, sdf_cell_size=0.01)
     assert m.coup_friction == 0.5 and gs.materials.Rigid().coup_friction is None
     for bad in (dict(coup_friction=-0.1), dict(coup_restitution=1.5), dict(sdf_cell_size=0.0),
@@ -262,14 +263,18 @@ def test_coupling_material_options_are_validated():
         with pytest.raises(Exception, match=next(iter(bad))):
             gs.materials.Rigid(**bad)
     with pytest.raises(Exception, match="needs_coup"):
-        gs.materials.Rigid(needs_coup=False)
-    # what the particle solvers see: coup_friction where given, else the geom's friction
+        gs.materials.Rigid(needs_coup=1)
+    # what the particle solvers see: coup_friction where given, else the geom's friction; no geometry where
+    # needs_coup=False
     scene = gs.Scene()
     scene.add_entity(gs.morphs.Plane(), material=gs.materials.Rigid(friction=0.3))
     scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)),
                      material=gs.materials.Rigid(friction=0.7, coup_friction=0.05))
+    scene.add_entity(gs.morphs.Sphere(pos=(0, 1, 1), radius=0.1), material=gs.materials.Rigid(needs_coup=False))
     scene.build()
-    assert scene.rigid_solver.collider_view(0).geom_friction.tolist() == pytest.approx([0.3, 0.05])
+    view = scene.rigid_solver.collider_view(0)
+    assert view.geom_friction.tolist()[:2] == pytest.approx([0.3, 0.05])
+    assert view.geom_type.tolist() == [gs.coupler.GEOM_PLANE, gs.coupler.GEOM_BOX, -1]
 
 
 def test_domain_randomization_per_environment():
