@@ -247,6 +247,8 @@ class Scene:
             material = registry().lookup("materials", DEFAULT_MATERIAL)()
         if not isinstance(material, Material):
             raise OptionError(f"add_entity: material must be a gs.materials.* object, got {type(material).__name__}.")
+        if callable(getattr(material, "add_parts", None)):
+            return self._add_composite(morph if variants is None else list(variants), material, name, kwargs)
         if not isinstance(material.solver, str):
             raise OptionError(f"add_entity: {type(material).__name__} does not name its solver (class attribute `solver`).")
         solver = next((s for s in self._solvers if s.name == material.solver), None)
@@ -269,6 +271,23 @@ class Scene:
         if kwargs.get("surface") is not None:
             self._surfaces[entity.idx] = kwargs["surface"]
         return entity
+
+    def _add_composite(self, morph, material, name, kwargs):
+        """A material made of entities of other solvers (Genesis World's `gs.materials.Hybrid`: a rigid skeleton
+        and a soft skin): `material.add_parts(scene, morph, name=..., **kwargs)` adds its parts through add_entity
+        and returns the object that drives them (not itself an entity of the scene: its parts are). Should it fail,
+        the entities it added are removed again, so that a refused composite leaves the scene as it was."""
+        n_entities = len(self._entities)
+        n_solver_entities = [len(s.entities) for s in self._solvers]
+        try:
+            return material.add_parts(self, morph, name=name, **kwargs)
+        except BaseException:
+            for e in self._entities[n_entities:]:
+                self._surfaces.pop(e.idx, None)
+            del self._entities[n_entities:]
+            for s, n in zip(self._solvers, n_solver_entities):
+                del s.entities[n:]
+            raise
 
     # -- debug drawing (Genesis World's names; genesis_core.render.debug) ----------------------------------------------
 

@@ -143,6 +143,16 @@ class ParticleSolver(SolverBase):
             self._links_counted = (source, int(n))
         return self._links_counted[1]
 
+    def any_linked(self, name: str) -> bool:
+        """Whether an entry of the link field `name` names a link (>= 0): looked at again only after the field was
+        written (its tensor's version counter moves with every in-place write)."""
+        t = self.state.tensors[name]
+        seen = self.__dict__.setdefault("_linked_seen", {})
+        key = (id(t), t._version)
+        if seen.get(name, (None,))[0] != key:
+            seen[name] = (key, bool((t >= 0).any()))
+        return seen[name][1]
+
     def link_pose(self, link: int, what: str):
         """(centre of mass [B, 3], orientation (w, x, y, z) [B, 4]) of rigid link `link` (the rigid solver's index)
         at the current frame, from the rigid solver's collider view; `what` names the call in errors."""

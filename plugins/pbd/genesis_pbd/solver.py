@@ -212,7 +212,6 @@ class PBDSolver(ParamsGravity, ParticleSolver):
         self._launch = Launcher()
         small = dev.type == "cpu" and B * N < SERIAL_BELOW
         self._predict, self._finish = (K.serial(k) if small else k for k in (K.predict, K.finish))
-        self._attached = (None, False)  # (version of attach_link, whether a particle is attached)
         self.w = torch.zeros((B, N), dtype=fl, device=dev)
         self._flat_w = self.w.view(-1)
         self._flat_views = {}
@@ -293,7 +292,7 @@ class PBDSolver(ParamsGravity, ParticleSolver):
                 pos[0].copy_(st.at("pos", f).detach())
                 vel[0].copy_(st.at("vel", f).detach())
         view = None
-        if self._link_source is not None and self._any_attached():
+        if self._link_source is not None and self.any_linked("attach_link"):
             view = self._link_source.collider.collider_view(f)
         self._gather_args = []
         for k, (a, b) in enumerate(steps):
@@ -395,14 +394,6 @@ class PBDSolver(ParamsGravity, ParticleSolver):
 
     def substep_post_coupling_grad(self, f):
         pass  # keep_inside: the identity (it acts only on a particle that left the domain)
-
-    def _any_attached(self) -> bool:
-        """Whether a particle is attached to a link: looked at again only after attach_link was written (its
-        tensor's version counter moves with every in-place write)."""
-        t = self.state.tensors["attach_link"]
-        if self._attached[0] != (id(t), t._version):
-            self._attached = ((id(t), t._version), bool((t >= 0).any()))
-        return self._attached[1]
 
     def _flat(self, pos):
         """A flat view of positions [F, B, N, 3] (the same memory), kept while the tensor is the same."""
