@@ -45,6 +45,8 @@ class ColliderMPMCoupling:
         self._copies = {}  # differentiable mode: the view's pose arrays, one copy per slab
         self._run = None  # differentiable mode: what the last `couple` read and wrote
         self._extras = ViewExtras()  # the view's optional arrays, or stand-ins (infinitely heavy bodies, no hulls)
+        if mpm.takes_links_from(collider):  # a hybrid's skin follows this collider's links (genesis_mpm.hybrid)
+            mpm.add_link_source(self)
 
     def _view_extras(self, view):
         """(body_inv_mass, body_inv_inertia, geom_hull, hull_planes), the view's or zeros of the right shapes."""

@@ -22,6 +22,11 @@ class MPMOptions(ParticleOptions):
     dt: Genesis World's per-solver step (s): None (the default) runs with SimOptions.dt; a value makes each of
     this solver's substeps advance dt / SimOptions.substeps, whatever the scene's dt (the other solvers, the
     couplings' impulses and scene.t keep theirs).
+    gravity: the MPM particles' own gravity (m/s^2, world), as Genesis World's; None (the default): SimOptions'.
+    `scene.set_gravity` later sets every solver's, this one's included.
+    enable_CPIC: Genesis World's compatible particle-in-cell transfer (Hu et al. 2018) for thin rigid bodies; it
+    is not built here. True is accepted with a warning that says so (the grid contact with the geoms within half
+    a cell, docs/mpm.md, is used as with False: a body thinner than a cell may let material through).
     """
 
     grid_density: float = attrs.field(default=64.0, validator=v.positive)
@@ -29,11 +34,20 @@ class MPMOptions(ParticleOptions):
     boundary: str = attrs.field(default="separate", validator=v.one_of("sticky", "slip", "separate"))
     wall_friction: float = attrs.field(default=0.0, validator=v.non_negative)
     partitions: int | None = attrs.field(default=None, validator=attrs.validators.optional(v.int_at_least(1)))
+    gravity: tuple | None = attrs.field(default=None, converter=attrs.converters.optional(v.to_float_tuple),
+                                        validator=attrs.validators.optional(v.vec(3)))
+    enable_CPIC: bool = attrs.field(default=False, validator=v.is_bool)
 
     def __attrs_post_init__(self):
         from genesis_core.errors import OptionError
 
         super().__attrs_post_init__()
+        if self.enable_CPIC:
+            import warnings
+
+            warnings.warn("MPMOptions(enable_CPIC=True): CPIC is not built in genesis-mpm; the grid contact with "
+                          "the rigid geoms (within half a cell) is used instead, so a body thinner than a cell may "
+                          "let material through.", stacklevel=3)
         if any(hi - lo < 8 / self.grid_density for lo, hi in zip(self.lower_bound, self.upper_bound)):
             raise OptionError(f"MPMOptions: the domain {self.lower_bound} - {self.upper_bound} must span at least 8 "
                               f"grid cells (dx = {1 / self.grid_density:g} m) along every axis.")

@@ -2,6 +2,7 @@
 
 import genesis_core as gs
 
+from .hybrid import Hybrid
 from .materials import MPM
 from .options import MPMOptions
 from .solver import MPMSolver
@@ -20,6 +21,7 @@ def register_options(register):
 @gs.hookimpl
 def register_materials(register):
     register("MPM", MPM)
+    register("Hybrid", Hybrid)
 
 
 @gs.hookimpl

@@ -12,7 +12,7 @@ from genesis_core.launch import Launcher
 from genesis_core.particles.reduce import n_parts
 from genesis_core.particles.solver import ParamsGravity, ParticleSolver
 
-from . import kernels_g2p, kernels_grad, kernels_grid, kernels_p2g
+from . import kernels_g2p, kernels_grad, kernels_grid, kernels_hybrid, kernels_p2g
 from .layout import PF_DT, PF_DX, PF_FLOOR, PF_FRICTION, PF_GRAVITY, PF_INV_DX, PF_N, PF_ORIGIN
 from .entity import MPMEntity
 from .materials import Base
@@ -64,8 +64,13 @@ class MPMSolver(ParamsGravity, ParticleSolver):
                          "dimensionless"),
         gs.FieldSpec("mdir", ("n_particles", 3), frames=False, bounds=(-1.0, 1.0),
                      doc="muscle fibre direction of each particle (a unit vector in the rest shape)"),
+        gs.FieldSpec("attach_link", ("n_particles",), dtype="int", frames=False, bounds=(-1, None),
+                     doc="the rigid link a hybrid's skin particle follows (gs.materials.Hybrid), -1: none"),
+        gs.FieldSpec("attach_local", ("n_particles", 3), frames=False,
+                     doc="a skin particle's point in its link's frame (about the link's centre of mass), m"),
     )
     del _pos, _vel, _active
+    link_fields = ("attach_link",)  # checked against the scene's rigid links (ParticleSolver.link_rule)
 
     def __init__(self, scene, sim_options, options=None):
         super().__init__(scene, sim_options, options)
@@ -80,6 +85,46 @@ class MPMSolver(ParamsGravity, ParticleSolver):
 
     def default_particle_size(self):
         return self.options.dx / 2
+
+    # -- hybrid skins (genesis_mpm.hybrid) -------------------------------------------------------------------------
+
+    skins = ()  # the hybrids' skins (hybrid.Skin), in the order they were added
+
+    def sample_entity(self, idx, morph, material):
+        """The kit's sampling, or the points a hybrid placed around its skeleton (hybrid.skin_points)."""
+        points = self.__dict__.get("_pending_points")
+        return points if points is not None else super().sample_entity(idx, morph, material)
+
+    def add_skin(self, skin):
+        self.skins = (*self.skins, skin)
+
+    def takes_links_from(self, collider) -> bool:
+        """Whether a hybrid's skeleton is simulated by `collider` (its skin then follows that solver's links)."""
+        return any(s.follows and s.part_rigid.solver is collider for s in self.skins)
+
+    def add_link_source(self, coupling):
+        """The collider whose links the skins follow (ColliderMPMCoupling, at build): each skin particle is attached
+        to its link where it is now, in every environment (attach_link, attach_local)."""
+        super().add_link_source(coupling)
+        import genesis_core.rotations as rot
+
+        st = self.state
+        with torch.no_grad():
+            for skin in self.skins:
+                if not skin.follows or skin.part_rigid.solver is not coupling.collider:
+                    continue
+                e = skin.entity
+                links = np.array([link.idx for link in skin.part_rigid.links])[skin.link_local]
+                x = st.at("pos", self.frame)[:, e._range].detach().double()  # [B, n, 3]
+                local = torch.empty_like(x)
+                for link in np.unique(links):
+                    com, quat = self.link_pose(int(link), "gs.materials.Hybrid")
+                    R = torch.as_tensor(np.stack([rot.quat_to_mat(q) for q in quat.double().cpu().numpy()]))
+                    rows = torch.as_tensor(np.nonzero(links == link)[0])
+                    local[:, rows] = torch.einsum("bji,bnj->bni", R, x[:, rows] - com.double()[:, None, :])
+                st.at("attach_local", self.frame)[:, e._range] = local.to(self.float_dtype)
+                st.at("attach_link", self.frame)[:, e._range] = torch.as_tensor(links, dtype=st.at(
+                    "attach_link", self.frame).dtype)
 
     def inside_bounds(self):
         """The domain (above the floor where SimOptions.floor_height lies inside it)."""
@@ -101,7 +146,15 @@ class MPMSolver(ParamsGravity, ParticleSolver):
         params[[PF_DT, PF_DX, PF_INV_DX, PF_FRICTION, PF_FLOOR]] = (self.substep_dt, self.dx, 1 / self.dx,
                                                                     self.options.wall_friction, self.floor_cells)
         params[PF_ORIGIN:PF_ORIGIN + 3] = self.origin
-        params[PF_GRAVITY:PF_GRAVITY + 3] = self.sim_options.gravity
+        gravity = self.options.gravity
+        params[PF_GRAVITY:PF_GRAVITY + 3] = self.sim_options.gravity if gravity is None else gravity
+        follow = np.zeros((self.n_particles, 2))  # kernels_hybrid.FOLLOW_DECAY, FOLLOW_COEF
+        step = self.substep_dt * self.sim_options.substeps  # the MPM solver's dt
+        for skin in self.skins:
+            if skin.follows:
+                m = skin.material
+                follow[skin.entity._range] = (np.exp(-step * m.damping), m.soft_dv_coef)
+        self.p_follow = torch.as_tensor(follow, dtype=fl, device=dev).contiguous()
         self.params_f = torch.tensor(params, dtype=fl, device=dev)
         if self.options.partitions:
             self.n_partitions = max(1, min(self.options.partitions, self.n_particles))
@@ -176,6 +229,7 @@ class MPMSolver(ParamsGravity, ParticleSolver):
             st.at("E", f)[:] = torch.tensor([e.material.E for e in self.entities], dtype=fl)
             st.at("nu", f)[:] = torch.tensor([e.material.nu for e in self.entities], dtype=fl)
             st.at("mdir", f)[:] = torch.tensor([0.0, 0.0, 1.0], dtype=fl)  # Genesis World's default fibre
+            st.at("attach_link", f)[:] = -1
 
     # -- substep ---------------------------------------------------------------------------------------------------
 
@@ -208,8 +262,16 @@ class MPMSolver(ParamsGravity, ParticleSolver):
 
     def substep_post_coupling(self, f):
         st = self.state
-        self._launch(kernels_g2p.g2p, f, self.frames.next(f), self.params_f, st.pos, st.vel, st.C, st.active,
-                     self.g2p_grid_v)
+        fn = self.frames.next(f)
+        self._launch(kernels_g2p.g2p, f, fn, self.params_f, st.pos, st.vel, st.C, st.active, self.g2p_grid_v)
+        if self._link_source is not None and self.any_linked("attach_link"):
+            # the hybrids' skins follow their links (after grid-to-particle, as Genesis World's), whose impulses
+            # the rigid solver applies in its next substep
+            view = self._link_source.collider.collider_view(f)
+            dt = self.sim_options.dt  # the rigid solver's step (RigidOptions.dt is SimOptions')
+            self._launch(kernels_hybrid.follow_links, fn, 1.0 / dt, self.sim_options.substep_dt / dt, st.pos,
+                         st.vel, st.active, self.p_mass, self.p_follow, st.attach_link, st.attach_local,
+                         view.body_com, view.body_quat, view.body_impulse)
 
     def grid_view(self, f):
         """The grid as a coupling with another particle solver sees it at coupling time of substep f (after the

@@ -12,12 +12,14 @@ from reference_scene import DATA, build, state_after
 # fields declared after the recording: the rigid solver's per-environment parameters and applied wrenches (their
 # values at the recording were the model's, which the compared fields reflect), its limits' warm start (the scene
 # has no limited joint: zero), its equality slots, the poses of the links welded to the world (the model's) and the
-# kinematic entities' configuration (none here: a padding entry); any other new field fails
+# kinematic entities' configuration (none here: a padding entry), the muscles' actuation and fibres and the hybrid
+# skins' attachments (none here: -1 and zeros); any other new field fails
 ADDED_SINCE = {"RigidSolver." + name for name in (
     "dofs_damping", "dofs_armature", "dofs_stiffness", "dofs_force_lo", "dofs_force_hi", "links_inertial_mass",
     "links_mass_shift", "links_com_shift", "geoms_friction_ratio", "links_applied_wrench", "links_step_wrench",
     "limit_impulse", "equality_impulse", "eq_type", "eq_obj", "eq_data", "eq_active", "fixed_base_pos",
-    "fixed_base_quat", "kinematic_qpos")} | {"MPMSolver.actu", "MPMSolver.mdir"}
+    "fixed_base_quat", "kinematic_qpos")} | {"MPMSolver.actu", "MPMSolver.mdir", "MPMSolver.attach_link",
+                                              "MPMSolver.attach_local"}
 
 
 def test_the_reference_scene_is_what_it_was():
