@@ -1557,5 +1557,36 @@ def main(argv=None):
     return 0
 
 
+def check_advanced_hybrid_robot(rec):
+    """The hybrid arm's hinges turn with the script's velocity commands, and every skin particle keeps to its
+    shell: outside its link's box by at most a particle spacing, within the hybrid's thickness plus 3 mm of it."""
+    scene = only_scene(rec)
+    robot = rec.ns["robot"]
+    v, cmd = np_(robot.get_dofs_velocity()), np.sin(2 * np.pi * (scene.t - 1) * 0.001)
+    x, group = np_(robot.part_soft.get_particles_pos()), np_(robot.part_soft.get_muscle_group())
+    links = [link for link in robot.part_rigid.links if link.geoms]
+    spacing, thickness, lo, hi = scene.mpm_solver.particle_size, robot.material.thickness, np.inf, -np.inf
+    for k, link in enumerate(links):
+        geom = link.geoms[0]
+        R = np_(gs_utils_quat_to_R(rec, geom.get_quat()))
+        q = np.abs((x[group == k] - np_(geom.get_pos())) @ R) - np_(geom.size)
+        d = np.linalg.norm(np.maximum(q, 0), axis=-1) + np.minimum(q.max(-1), 0)
+        lo, hi = min(lo, d.min()), max(hi, d.max())
+    ok = bool(np.all(v > 0) and np.all(v <= cmd + 1e-9) and lo > -spacing and hi < thickness + 3e-3)
+    return ok, (f"{scene.t} steps; hinge velocities {fmt(v, 4)} rad/s for a command of {cmd:.4f}; {len(x)} skin "
+                f"particles on {len(links)} links, {lo * 1e3:.1f} to {hi * 1e3:.1f} mm from their link's box "
+                f"(thickness {thickness * 1e3:.0f} mm)")
+
+
+def gs_utils_quat_to_R(rec, quat):
+    return rec.ns["gs"].utils.geom.quat_to_R(quat.double())
+
+
+TARGETS.append(Target("tutorials/advanced_hybrid_robot", check_advanced_hybrid_robot,
+                      what="a two-link arm with an MPM skin (gs.materials.Hybrid): its hinges turn with the velocity "
+                           "commands, every skin particle stays in the shell of `thickness` around its link's box"))
+TARGETS_BY_NAME[TARGETS[-1].name] = TARGETS[-1]
+
+
 if __name__ == "__main__":
     sys.exit(main())
