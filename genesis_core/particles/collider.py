@@ -245,3 +245,28 @@ def add_impulse(dp, x, com, k, b, body, rows: ti.template()):
     for a in ti.static(range(3)):
         rows[k, b, body, a] += dp[a]
         rows[k, b, body, 3 + a] += arm[a]
+
+
+# -- points fixed in a body (particles attached to a rigid link: PBD attachments, hybrid skins) -----------------------
+
+@ti.func
+def body_point_offset(b, body, local, body_com: ti.template(), body_quat: ti.template()):
+    """R(q) local: where the point `local` (m, in the body's frame, about its centre of mass) of body `body` of
+    environment b lies from the body's centre of mass, world axes (the view's body_quat [B, L, 4], w first)."""
+    q = ti.Vector([body_quat[b, body, 0], body_quat[b, body, 1], body_quat[b, body, 2], body_quat[b, body, 3]])
+    return quat_to_mat(q) @ local
+
+
+@ti.func
+def n_bodies_of(body_com: ti.template(), body_quat: ti.template(), body_impulse: ti.template()):
+    """The bodies a point may be fixed in: those every one of the view's body arrays holds."""
+    return ti.min(body_com.shape[1], ti.min(body_quat.shape[1], body_impulse.shape[1]))
+
+
+@ti.func
+def add_body_impulse(b, body, dp, tau, body_impulse: ti.template()):
+    """Adds the linear impulse dp (N s) and the angular one tau (N m s, about the body's centre of mass) to the
+    view's body_impulse [B, L, 6] of environment b; one thread per environment keeps the order fixed."""
+    for a in ti.static(range(3)):
+        body_impulse[b, body, a] = body_impulse[b, body, a] + dp[a]
+        body_impulse[b, body, 3 + a] = body_impulse[b, body, 3 + a] + tau[a]

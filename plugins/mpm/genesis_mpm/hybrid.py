@@ -270,32 +270,20 @@ class HybridEntity:
         """Whether the skeleton's base is welded to the world (its morph's `fixed`)."""
         return bool(getattr(self.morph, "fixed", False))
 
-    def get_dofs_position(self, *args, **kwargs):
-        return self._part_rigid.get_dofs_position(*args, **kwargs)
 
-    def get_dofs_velocity(self, *args, **kwargs):
-        return self._part_rigid.get_dofs_velocity(*args, **kwargs)
+def _to_skeleton(name):
+    def method(self, *args, **kwargs):
+        return getattr(self._part_rigid, name)(*args, **kwargs)
 
-    def get_dofs_force(self, *args, **kwargs):
-        return self._part_rigid.get_dofs_force(*args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The skeleton's `{name}` (part_rigid.{name}): same arguments, same result."
+    return method
 
-    def get_dofs_control_force(self, *args, **kwargs):
-        return self._part_rigid.get_dofs_control_force(*args, **kwargs)
 
-    def set_dofs_velocity(self, *args, **kwargs):
-        return self._part_rigid.set_dofs_velocity(*args, **kwargs)
-
-    def set_dofs_force(self, *args, **kwargs):
-        return self._part_rigid.set_dofs_force(*args, **kwargs)
-
-    def control_dofs_position(self, *args, **kwargs):
-        return self._part_rigid.control_dofs_position(*args, **kwargs)
-
-    def control_dofs_position_velocity(self, *args, **kwargs):
-        return self._part_rigid.control_dofs_position_velocity(*args, **kwargs)
-
-    def control_dofs_velocity(self, *args, **kwargs):
-        return self._part_rigid.control_dofs_velocity(*args, **kwargs)
-
-    def control_dofs_force(self, *args, **kwargs):
-        return self._part_rigid.control_dofs_force(*args, **kwargs)
+# Genesis World's HybridEntity passes these to its rigid part
+SKELETON_METHODS = ("get_dofs_position", "get_dofs_velocity", "get_dofs_force", "get_dofs_control_force",
+                    "set_dofs_velocity", "set_dofs_force", "control_dofs_position", "control_dofs_position_velocity",
+                    "control_dofs_velocity", "control_dofs_force")
+for _name in SKELETON_METHODS:
+    setattr(HybridEntity, _name, _to_skeleton(_name))
+del _name

@@ -18,9 +18,8 @@ particle (h the substep, dt the rigid solver's step), linear and angular about t
 
 import taichi as ti
 
-from genesis_core.particles.collider import distance_to
+from genesis_core.particles.collider import add_body_impulse, body_point_offset, distance_to, n_bodies_of
 from genesis_core.particles.reduce import TASK_STRIDE
-from genesis_core.ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
 V4 = ti.types.vector(4, float)
@@ -56,22 +55,16 @@ def follow_links(fn: ti.i32, inv_dt: float, impulse_scale: float, pos: nd(dtype=
     inv_dt = 1 / dt of the rigid solver, impulse_scale = h / dt. One thread per environment, particles in index
     order, so that a link's impulses add up in a fixed order. A link index outside the view's bodies is
     ignored."""
-    n_bodies = ti.min(body_com.shape[1], ti.min(body_quat.shape[1], body_impulse.shape[1]))
+    n_bodies = n_bodies_of(body_com, body_quat, body_impulse)
     for t in range(pos.shape[1] * TASK_STRIDE):
         if t % TASK_STRIDE == 0:
             b = t // TASK_STRIDE
             for i in range(pos.shape[2]):
                 link = attach_link[b, i]
                 if active[b, i] != 0 and link >= 0 and link < n_bodies:
-                    q = ti.Vector([body_quat[b, link, 0], body_quat[b, link, 1], body_quat[b, link, 2],
-                                   body_quat[b, link, 3]])
-                    com = body_com[b, link]
-                    x = pos[fn, b, i]
-                    target = com + quat_to_mat(q) @ attach_local[b, i]
+                    com, x = body_com[b, link], pos[fn, b, i]
+                    target = com + body_point_offset(b, link, attach_local[b, i], body_com, body_quat)
                     dv = ((target - x) * inv_dt - vel[fn, b, i]) * p_follow[i, FOLLOW_DECAY]
                     vel[fn, b, i] = vel[fn, b, i] + p_follow[i, FOLLOW_COEF] * dv
                     dp = -p_mass[i] * impulse_scale * dv
-                    tau = (x - com).cross(dp)
-                    for a in ti.static(range(3)):
-                        body_impulse[b, link, a] = body_impulse[b, link, a] + dp[a]
-                        body_impulse[b, link, 3 + a] = body_impulse[b, link, 3 + a] + tau[a]
+                    add_body_impulse(b, link, dp, (x - com).cross(dp), body_impulse)

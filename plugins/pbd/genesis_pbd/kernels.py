@@ -26,9 +26,9 @@ import math
 
 import taichi as ti
 
+from genesis_core.particles.collider import add_body_impulse, body_point_offset, n_bodies_of
 from genesis_core.particles.neighbours import grid_cell_range, grid_cell_reaches, grid_particle_cell
 from genesis_core.particles.reduce import TASK_STRIDE
-from genesis_core.ti_math import quat_to_mat
 
 V3 = ti.types.vector(3, float)
 nd = ti.types.ndarray
@@ -571,8 +571,7 @@ def _attach_point(b, link, i, x, inv_dt, p_mass: ti.template(), attach_local: ti
     """(target, linear impulse, angular impulse about the link's centre of mass) of particle i of environment b,
     at x after the solve, attached to `link`: it goes to its point of the link, body_com + R(body_quat) local, and
     the link takes the momentum that move takes from it, m (x - target) / dt, at that point."""
-    q = ti.Vector([body_quat[b, link, 0], body_quat[b, link, 1], body_quat[b, link, 2], body_quat[b, link, 3]])
-    arm = quat_to_mat(q) @ attach_local[b, i]
+    arm = body_point_offset(b, link, attach_local[b, i], body_com, body_quat)
     target = body_com[b, link] + arm
     dp = p_mass[i] * (x - target) * inv_dt
     return target, dp, arm.cross(dp)
@@ -587,7 +586,7 @@ def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(nd
     per environment, particles in index order: the impulses add up in a fixed order. A link index outside the
     view's bodies is ignored."""
     inv_dt = 1.0 / prm[P_DT]
-    n_bodies = ti.min(body_com.shape[1], ti.min(body_quat.shape[1], body_impulse.shape[1]))
+    n_bodies = n_bodies_of(body_com, body_quat, body_impulse)
     for t in range(pos.shape[1] * TASK_STRIDE):
         if t % TASK_STRIDE == 0:
             b = t // TASK_STRIDE
@@ -596,9 +595,7 @@ def attach(fn: ti.i32, prm: nd(ndim=1), pos: nd(dtype=V3, ndim=3), active: nd(nd
                 if active[b, i] != 0 and link >= 0 and link < n_bodies:
                     target, dp, tau = _attach_point(b, link, i, pos[fn, b, i], inv_dt, p_mass, attach_local,
                                                     body_com, body_quat)
-                    for a in ti.static(range(3)):
-                        body_impulse[b, link, a] = body_impulse[b, link, a] + dp[a]
-                        body_impulse[b, link, 3 + a] = body_impulse[b, link, 3 + a] + tau[a]
+                    add_body_impulse(b, link, dp, tau, body_impulse)
                     pos[fn, b, i] = target
 
 
@@ -612,7 +609,7 @@ def gather_attached(fn: ti.i32, prm: nd(ndim=1), xp: nd(dtype=V3, ndim=3), last:
     taking the momentum (`_attach_point`). One thread per environment, particles in index order, as `attach`."""
     for b in range(xp.shape[1]):  # (no statement outside the loop: Taichi's reverse)
         inv_dt = 1.0 / prm[P_DT]
-        n_bodies = ti.min(body_com.shape[1], ti.min(body_quat.shape[1], body_impulse.shape[1]))
+        n_bodies = n_bodies_of(body_com, body_quat, body_impulse)
         for i in range(xp.shape[2]):
             x = _slot_or(X, xp, b, last[i], i)
             link = attach_link[b, i]
