@@ -501,3 +501,30 @@ def test_a_camera_looking_straight_down_with_up_z_keeps_the_world_axes():
     assert cam.render(rgb=True)[0].shape[-3:] == (24, 32, 3)
     with pytest.raises(gs.OptionError, match="is zero"):
         cam.set_pose(up=(0.0, 0.0, 0.0))
+
+
+def test_add_entity_takes_the_surface_third_as_genesis_world():
+    """coupling/cloth_attached_to_rigid.py calls `scene.add_entity(morph, material, surface)`."""
+    scene = gs.Scene()
+    surface = gs.surfaces.Default(color=(0.2, 0.4, 0.8, 1.0))
+    box = scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1)), gs.materials.Rigid(), surface)
+    assert scene._surfaces[box.idx] is surface
+    with pytest.raises(TypeError):
+        scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1)), None, surface, "extra")
+
+
+def test_fem_entity_init_positions_are_its_vertices_at_build():
+    """fem_hard_and_soft_constraint.py pins vertices at `entity.init_positions[idx]`: the vertices where the morph
+    put them, which the state holds at build and keeps after the entity moves."""
+    pytest.importorskip("genesis_fem")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3))
+    cube = scene.add_entity(morph=gs.morphs.Box(pos=(0.3, 0.2, 1.0), size=(0.2, 0.2, 0.2)),
+                            material=gs.materials.FEM.Elastic())
+    scene.build()
+    p0 = cube.init_positions
+    assert isinstance(p0, torch.Tensor) and p0.shape == (cube.n_vertices, 3)
+    np.testing.assert_allclose(p0.cpu().numpy(), cube.get_particles_pos().cpu().numpy())
+    np.testing.assert_allclose(p0.cpu().numpy().min(0), (0.2, 0.1, 0.9), atol=1e-6)
+    scene.step()
+    assert not torch.equal(cube.get_particles_pos(), p0)  # fallen a little; init_positions stays
+    np.testing.assert_allclose(cube.init_positions.cpu().numpy(), p0.cpu().numpy())
