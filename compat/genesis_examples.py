@@ -1253,7 +1253,7 @@ def check_draw_debug(rec):
     ok = (scene.t == 5 and kinds == ["arrow", "box", "frame", "line", "sphere", "spheres"]
           and np.allclose(np.asarray(box.params["bounds"]).reshape(2, 3), [[-0.25, -0.25, 0], [0.25, 0.25, 0.5]])
           and np.asarray(spheres.params["pos"]).shape == (3, 3)
-          and np.allclose(np.asarray(frame.params["T"])[:3, 3], [2.5, 0, 0.5]))
+          and np.allclose(np.asarray(frame.params["T"]).reshape(-1, 4, 4)[0, :3, 3], [2.5, 0, 0.5]))
     return ok, f"{scene.t} steps; debug markers kept: {kinds}; box bounds, sphere centres and frame origin as drawn"
 
 
@@ -1267,7 +1267,7 @@ def check_hibernation(rec):
     if len(rec.scenes) != 2:
         raise CheckError(f"expected two scenes (without and with hibernation), got {len(rec.scenes)}")
     (t0, p0, v0), (t1, p1, v1) = (rec.extra["boxes"][id(s)] for s in rec.scenes)
-    hib = [s.rigid_options.use_hibernation for s in rec.scenes]
+    hib = [s.rigid_solver.options.use_hibernation for s in rec.scenes]
     # every 0.1 m box has fallen and rests flat on the plane, its centre at 0.05 m; the two runs agree
     ok = (t0 == t1 == 700 and hib == [False, True] and len(p0) == 20 and np.abs(p0[:, 2] - 0.05).max() < 2e-3
           and max(v0, v1) < 1e-2 and np.abs(p0 - p1).max() < 1e-6)

@@ -35,6 +35,11 @@ KNOWN_FAILING = {
                                           "Scene.clear_debug_object) are not implemented",
     "coupling/sand_wheel": "particle emitters: Scene.add_emitter is not implemented",
     "differentiable_push": "differentiable tools: gs.materials.Tool is not implemented",
+    "rigid/closed_loop": "the weld closing the four-bar linkage restores link_4's orientation but not its position "
+                         "once the script has opened the loop (link_4 ends metres from the closed pose)",
+    "tutorials/visualization": "recording takes a frame every round(1 / (60 fps x dt)) = 2 steps after "
+                               "start_recording, and the script's test run takes 1 step: stop_recording finds no "
+                               "frame",
 }
 
 needs_examples = pytest.mark.skipif(EXAMPLES is None, reason=(
