@@ -1113,8 +1113,8 @@ def check_selecting_rendered_envs(rec):
     q = np_(franka.get_dofs_position())
     spread = np.abs(q - q[0]).max()
     shown = list(scene.vis_options.rendered_envs_idx)
-    ok = (q.shape == (20, 9) and spread < 1e-9 and base < 1e-4 and (z < z0 - 1e-4).all() and shown == list(range(10, 15))
-          and scene.t == 5)
+    ok = (q.shape == (20, 9) and spread < 1e-9 and base < 1e-4 and (z < z0 - 1e-4).all()
+          and shown == list(range(10, 15)) and scene.t == 5)
     return ok, (f"{scene.t} steps of 20 envs (rendered: {shown}); the arms sag alike: hand z {z0[0]:.4f} -> "
                 f"{z[0]:.4f} m, spread of q across envs {spread:.1e}")
 
@@ -1381,7 +1381,8 @@ def check_moving_camera(rec):
     pos, lookat = np_(cam.pos).reshape(3), np_(cam.lookat).reshape(3)
     ok = (scene.t == 1000 and img.get("n") == 1000 and img.get("rgb_std", 0) > 1.0 and base < 1e-4
           and z[0] < z0[0] - 0.05 and np.allclose(pos, [9.99, 0, 2.5]) and np.allclose(lookat, [0, 0, 0.5]))
-    return ok, (f"{scene.t} steps, {img.get('n')} renders {img.get('rgb_shape')} (last RGB std {img.get('rgb_std', 0):.1f}); "
+    return ok, (f"{scene.t} steps, {img.get('n')} renders {img.get('rgb_shape')} (last RGB std "
+                f"{img.get('rgb_std', 0):.1f}); "
                 f"the camera ends at {fmt(pos)} looking at {fmt(lookat)}; the arm sagged: hand z {z0[0]:.3f} -> "
                 f"{z[0]:.3f} m")
 
@@ -1642,25 +1643,37 @@ TARGETS = [
     Target("locomotion/go2_env", check_go2_env, driver=drive_go2_env, extra_files=("go2_train.py",),
            what="Go2Env (4 environments, go2_train's configuration) resets and steps 100 times with zero actions; "
                 "every go2 stands (base 0.2-0.45 m, upright), none terminated"),
-    Target("IPC_Solver/ipc_momentum", None, needs=NEEDS_IPC),
-    Target("IPC_Solver/ipc_objects_falling", None, needs=NEEDS_IPC + " (and assets downloaded from the Hugging Face hub)"),
-    Target("IPC_Solver/ipc_robot_cloth_teleop", None, needs=NEEDS_IPC + " (and FEM cloth, gs.materials.FEM.Cloth; a keyboard teleop)"),
-    Target("IPC_Solver/ipc_robot_grasp_cube", None, needs=NEEDS_IPC),
+    Target("IPC_Solver/ipc_momentum", None,
+           needs=NEEDS_IPC),
+    Target("IPC_Solver/ipc_objects_falling", None,
+           needs=NEEDS_IPC + " (and assets downloaded from the Hugging Face hub)"),
+    Target("IPC_Solver/ipc_robot_cloth_teleop", None,
+           needs=NEEDS_IPC + " (and FEM cloth, gs.materials.FEM.Cloth; a keyboard teleop)"),
+    Target("IPC_Solver/ipc_robot_grasp_cube", None,
+           needs=NEEDS_IPC),
     Target("coupling/cloth_attached_to_rigid", check_cloth_attached_to_rigid, probe=probe_cloth_box,
            what="the 8 cloth particles fixed to the box keep their place on it (1e-4 m) while it slides and is "
                 "teleported twice; released, they no longer follow it (2 cm after the last teleport)"),
-    Target("coupling/cut_dragon", None, needs="MPMOptions(enable_CPIC=True): compatible particle-in-cell, which lets MPM be cut by a thin rigid "
+    Target("coupling/cut_dragon", None,
+           needs="MPMOptions(enable_CPIC=True): compatible particle-in-cell, which lets MPM be cut by a thin rigid "
                  "blade, not implemented here (also MPM's sampler= and gs.surfaces.Iron)"),
-    Target("coupling/fem_cube_linked_with_arm", None, needs=NEEDS_PLANNING),
-    Target("coupling/flush_cubes", None, needs=NEEDS_EMITTER),
+    Target("coupling/fem_cube_linked_with_arm", None,
+           needs=NEEDS_PLANNING),
+    Target("coupling/flush_cubes", None,
+           needs=NEEDS_EMITTER),
     Target("coupling/rigid_mpm_attachment", None,
            needs="MPM particles attached to a rigid link: MPMEntity.get_particles_in_bbox and "
                  "set_particle_constraints, not implemented here"),
-    Target("coupling/water_wheel", None, needs=NEEDS_EMITTER),
-    Target("ddp_multi_gpu", None, needs="several CUDA GPUs: torch.distributed (NCCL) data-parallel training, one process per GPU"),
-    Target("drone/hover_eval", None, needs=NEEDS_RSL_RL + ": it evaluates a policy trained by hover_train (logs/ not in the checkout)"),
-    Target("drone/hover_train", None, needs=NEEDS_RSL_RL + ": it trains the hover policy (drone/hover_env is checked on its own)"),
-    Target("drone/quadcopter_controller", None, needs="nothing to run: a module (the PID controller) that drone/fly_route imports; fly_route's check "
+    Target("coupling/water_wheel", None,
+           needs=NEEDS_EMITTER),
+    Target("ddp_multi_gpu", None,
+           needs="several CUDA GPUs: torch.distributed (NCCL) data-parallel training, one process per GPU"),
+    Target("drone/hover_eval", None,
+           needs=NEEDS_RSL_RL + ": it evaluates a policy trained by hover_train (logs/ not in the checkout)"),
+    Target("drone/hover_train", None,
+           needs=NEEDS_RSL_RL + ": it trains the hover policy (drone/hover_env is checked on its own)"),
+    Target("drone/quadcopter_controller", None,
+           needs="nothing to run: a module (the PID controller) that drone/fly_route imports; fly_route's check "
                  "flies it"),
     Target("fem_hard_and_soft_constraint", check_fem_hard_and_soft_constraint,
            what="the cube's vertex held by a hard constraint is on its moving circle target (1e-6 m); the blob falls "
@@ -1672,20 +1685,28 @@ TARGETS = [
            what="the reset's IK puts the hand at (0.5, 0, 0.55) pointing down (5 mm, 1 deg), where the step's PD "
                 "control holds it; the cube placed at random falls towards the floor (a keyboard teleop script: it "
                 "runs with the browser viewer, one step as under pytest)"),
-    Target("locomotion/go2_backflip", None, needs="a trained policy, ./backflip/single.pt, which is not in the examples checkout (it is downloaded "
+    Target("locomotion/go2_backflip", None,
+           needs="a trained policy, ./backflip/single.pt, which is not in the examples checkout (it is downloaded "
                  "separately), and an endless loop: it runs the policy until interrupted"),
-    Target("locomotion/go2_eval", None, needs=NEEDS_RSL_RL + ": it evaluates a policy trained by go2_train (logs/ not in the checkout)"),
-    Target("locomotion/go2_train", None, needs=NEEDS_RSL_RL + ": it trains the walking policy (locomotion/go2_env is checked on its own)"),
-    Target("manipulation/behavior_cloning", None, needs="tensorboard (torch.utils.tensorboard), not installed here: the script only defines the "
+    Target("locomotion/go2_eval", None,
+           needs=NEEDS_RSL_RL + ": it evaluates a policy trained by go2_train (logs/ not in the checkout)"),
+    Target("locomotion/go2_train", None,
+           needs=NEEDS_RSL_RL + ": it trains the walking policy (locomotion/go2_env is checked on its own)"),
+    Target("manipulation/behavior_cloning", None,
+           needs="tensorboard (torch.utils.tensorboard), not installed here: the script only defines the "
                  "behaviour-cloning policy grasp_train / grasp_eval use; it makes no scene"),
-    Target("manipulation/grasp_env", None, needs="the tensordict package, not installed here: the script only defines GraspEnv (for grasp_train / "
+    Target("manipulation/grasp_env", None,
+           needs="the tensordict package, not installed here: the script only defines GraspEnv (for grasp_train / "
                  "grasp_eval), which returns its observations as a TensorDict"),
-    Target("manipulation/grasp_eval", None, needs=NEEDS_RSL_RL + " (and tensordict): it evaluates a policy trained by grasp_train"),
-    Target("manipulation/grasp_train", None, needs=NEEDS_RSL_RL + " (and tensordict): it trains the grasp policy"),
+    Target("manipulation/grasp_eval", None,
+           needs=NEEDS_RSL_RL + " (and tensordict): it evaluates a policy trained by grasp_train"),
+    Target("manipulation/grasp_train", None,
+           needs=NEEDS_RSL_RL + " (and tensordict): it trains the grasp policy"),
     Target("render_async", check_render_async, probe=probe_hand,
            what="the step runs in the script's own thread, with the rigid solver's gravity -10 m/s^2: the fixed "
                 "Franka's arm starts to fall, its base stays put"),
-    Target("rendering/demo", None, needs="a GPU-only renderer: gs.renderers.RayTracer (LuisaRender, CUDA), not available here"),
+    Target("rendering/demo", None,
+           needs="a GPU-only renderer: gs.renderers.RayTracer (LuisaRender, CUDA), not available here"),
     Target("rendering/follow_entity", check_follow_entity, probe=probe_follow,
            what="the thrown cube flies as y = -0.9 + 5 t and falls as the integrator says (1e-4 m) until it lands; "
                 "the following camera keeps its offset to it and looks at it (1e-5 m)"),
@@ -1710,12 +1731,14 @@ TARGETS = [
            what="without gravity, the duck's yaw dof under PD control (kp 0.3, kv 1) approaches 1 rad as the "
                 "first-order law 1 - exp(-kp t / kv) says for a body of negligible inertia (0.02 rad); the other five "
                 "dofs stay at 0"),
-    Target("rigid/convex_decomposition", None, needs="assets downloaded from the Hugging Face hub at run time (huggingface_hub, not installed here; "
+    Target("rigid/convex_decomposition", None,
+           needs="assets downloaded from the Hugging Face hub at run time (huggingface_hub, not installed here; "
                  "no network)"),
     Target("rigid/diffik_controller", check_diffik_controller, probe=probe_ee,
            what="the damped-least-squares Jacobian controller makes the UR5e's end effector track the circling target "
                 "(over the last 1000 steps: within 1 cm and 2 deg)"),
-    Target("rigid/grasp_bottle", None, needs=NEEDS_PLANNING),
+    Target("rigid/grasp_bottle", None,
+           needs=NEEDS_PLANNING),
     Target("rigid/ik_custom_chain", check_ik_custom_chain,
            what="IK over the wrist and index finger's dofs only puts the index fingertip within 5 mm of each of its "
                 "200 targets"),
@@ -1729,52 +1752,71 @@ TARGETS = [
                 "target, its z axis within 1 deg"),
     Target("rigid/ik_shadow_hand", check_ik_shadow_hand,
            what="multi-link IK puts the index and middle fingertips and the wrist within 1 cm of their 100 targets"),
-    Target("rigid/multi_gpu", None, needs="two CUDA GPUs: one process per GPU (torch.cuda.current_device())"),
+    Target("rigid/multi_gpu", None,
+           needs="two CUDA GPUs: one process per GPU (torch.cuda.current_device())"),
     Target("rigid/single_franka", check_single_franka,
            what="the fixed Franka's base stays put and its uncontrolled arm sags under gravity (the hand drops more "
                 "than 5 cm) without a link going through the floor"),
-    Target("rigid/single_franka_batch_render", None, needs="a GPU-only renderer: gs.options.renderers.BatchRenderer (Madrona, CUDA), not "
+    Target("rigid/single_franka_batch_render", None,
+           needs="a GPU-only renderer: gs.options.renderers.BatchRenderer (Madrona, CUDA), not "
                  "available here"),
-    Target("rigid/suction_cup", None, needs=NEEDS_PLANNING),
-    Target("rigid/terrain_from_mesh", None, needs=NEEDS_TERRAIN),
-    Target("rigid/terrain_height_field", None, needs=NEEDS_TERRAIN),
-    Target("rigid/terrain_subterrain", None, needs=NEEDS_TERRAIN),
-    Target("sap_coupling/fem_fixed_constraint", None, needs=NEEDS_SAP),
-    Target("sap_coupling/fem_sphere_and_cube", None, needs=NEEDS_SAP),
-    Target("sap_coupling/franka_grasp_fem_sphere", None, needs=NEEDS_SAP),
-    Target("sap_coupling/franka_grasp_rigid_cube", None, needs=NEEDS_SAP),
-    Target("smoke", None, needs="the smoke solver (gs.options.SFOptions, stable fluids) and gs.materials.SF, not implemented here; also "
-                 "OpenCV (cv2) and quadrants, not installed"),
+    Target("rigid/suction_cup", None,
+           needs=NEEDS_PLANNING),
+    Target("rigid/terrain_from_mesh", None,
+           needs=NEEDS_TERRAIN),
+    Target("rigid/terrain_height_field", None,
+           needs=NEEDS_TERRAIN),
+    Target("rigid/terrain_subterrain", None,
+           needs=NEEDS_TERRAIN),
+    Target("sap_coupling/fem_fixed_constraint", None,
+           needs=NEEDS_SAP),
+    Target("sap_coupling/fem_sphere_and_cube", None,
+           needs=NEEDS_SAP),
+    Target("sap_coupling/franka_grasp_fem_sphere", None,
+           needs=NEEDS_SAP),
+    Target("sap_coupling/franka_grasp_rigid_cube", None,
+           needs=NEEDS_SAP),
+    Target("smoke", None,
+           needs="the smoke solver (gs.options.SFOptions, stable fluids) and gs.materials.SF, not implemented "
+                 "here; also OpenCV (cv2) and quadrants, not installed"),
     Target("speed_benchmark/anymal_c", check_anymal_c,
            what="after 1000 steps every one of the 30000 ANYmal C's stands on its PD-held legs: base upright, the "
                 "12 joints within 0.1 rad of their 0 target"),
-    Target("speed_benchmark/timers", None, needs="Genesis World's own constraint-solver kernel timers "
+    Target("speed_benchmark/timers", None,
+           needs="Genesis World's own constraint-solver kernel timers "
                  "(rigid_solver.constraint_solver.constraint_state.timers) and plotext, not installed here"),
     Target("tutorials/advanced_IK_multilink", check_advanced_IK_multilink,
            what="multi-link IK puts both fingers within 5 mm of their targets with their z axes within 1 deg"),
-    Target("tutorials/advanced_hybrid_robot", None, needs="hybrid robots: gs.materials.Hybrid (a rigid skeleton in MPM soft muscle) and "
+    Target("tutorials/advanced_hybrid_robot", None,
+           needs="hybrid robots: gs.materials.Hybrid (a rigid skeleton in MPM soft muscle) and "
                  "gs.materials.MPM.Muscle, not implemented here"),
-    Target("tutorials/advanced_muscle", None, needs="MPM muscles: gs.materials.MPM.Muscle (actuated MPM particles), not implemented here"),
-    Target("tutorials/advanced_worm", None, needs="MPM muscles: gs.materials.MPM.Muscle (actuated MPM particles), not implemented here"),
+    Target("tutorials/advanced_muscle", None,
+           needs="MPM muscles: gs.materials.MPM.Muscle (actuated MPM particles), not implemented here"),
+    Target("tutorials/advanced_worm", None,
+           needs="MPM muscles: gs.materials.MPM.Muscle (actuated MPM particles), not implemented here"),
     Target("tutorials/draw_debug", check_draw_debug,
            what="the six debug markers are drawn as given (box bounds, the three sphere centres, the frame's origin) "
                 "and kept over the 5 steps of a test run"),
     Target("tutorials/entity_name", check_entity_name,
            what="the entities' default names are their kind and short uid (box_..., sphere_..., the URDF robot's own "
                 "name), a given name is kept, and get_entity finds each by name and by short uid"),
-    Target("tutorials/interactive_debugging", None, needs="an interactive session: IPython.embed() (IPython not installed here)"),
+    Target("tutorials/interactive_debugging", None,
+           needs="an interactive session: IPython.embed() (IPython not installed here)"),
     Target("tutorials/selecting_rendered_envs", check_selecting_rendered_envs,
            what="20 environments step alike (spread 1e-9) with environments 10-14 chosen for rendering; the "
                 "uncontrolled arms sag"),
     Target("tutorials/visualization", check_visualization,
            what="the first render gives RGB, depth, segmentation (at least 3 segments) and normals at 640 x 480; the "
                 "recorded video is saved"),
-    Target("usd/import_stage", None, needs="USD: gs.morphs.USD and scene.add_stage (OpenUSD, pxr), not implemented here; also assets from the "
+    Target("usd/import_stage", None,
+           needs="USD: gs.morphs.USD and scene.add_stage (OpenUSD, pxr), not implemented here; also assets from the "
                  "Hugging Face hub"),
-    Target("viewer_plugin/mesh_point_selector", None, needs="an interactive device, the mouse, through Genesis World's viewer plugins "
+    Target("viewer_plugin/mesh_point_selector", None,
+           needs="an interactive device, the mouse, through Genesis World's viewer plugins "
                  "(scene.viewer.add_plugin, gs.vis.viewer_plugins.MeshPointSelectorPlugin), which the browser "
                  "viewer has no counterpart for"),
-    Target("viewer_plugin/mouse_interaction", None, needs="an interactive device, the mouse, through Genesis World's viewer plugins "
+    Target("viewer_plugin/mouse_interaction", None,
+           needs="an interactive device, the mouse, through Genesis World's viewer plugins "
                  "(scene.viewer.add_plugin, gs.vis.viewer_plugins.MouseInteractionPlugin), which the browser viewer "
                  "has no counterpart for"),
 ]
