@@ -43,8 +43,6 @@ KNOWN_FAILING = {
     "fem_hard_and_soft_constraint": "recording takes a frame every round(1 / (60 fps x dt)) = 17 steps after "
                                     "start_recording, and the script's test run takes 10: stop_recording finds no "
                                     "frame",
-    "rigid/ik_franka": "2000 inverse-kinematics solves of the Franka take more than the 600 s timeout on a two-core "
-                       "CPU machine",
 }
 
 needs_examples = pytest.mark.skipif(EXAMPLES is None, reason=(
