@@ -204,8 +204,9 @@ class Scene:
             raise missing_plugin_error(f"scene.{name}: solver", short)
         raise AttributeError(f"'Scene' object has no attribute {name!r}")
 
-    def add_entity(self, morph, material=None, *, name: str | None = None, **kwargs):
-        """Add an entity; `material` (default `gs.materials.Rigid()`) picks the solver that simulates it. `morph`
+    def add_entity(self, morph, material=None, surface=None, *, name: str | None = None, **kwargs):
+        """Add an entity; `material` (default `gs.materials.Rigid()`) picks the solver that simulates it; `surface`
+        (its looks, `gs.surfaces.*`) may be given third, as in Genesis World's signature. `morph`
         may be a list of morphs (Genesis World's heterogeneous entity: environment b simulates one of them, in
         balanced blocks; see the rigid solver's add_heterogeneous_entity).
 
@@ -215,6 +216,8 @@ class Scene:
         self._require_alive("add_entity")
         if self._built:
             raise SceneError("add_entity after scene.build(): add every entity first, then build.")
+        if surface is not None:
+            kwargs["surface"] = surface
         if name is not None:
             if not isinstance(name, str) or not name:
                 raise OptionError(f"add_entity: name={name!r} must be a non-empty string or None.")

@@ -200,7 +200,8 @@ def test_geom_functions_keep_genesis_shapes_and_agree_across_array_kinds(batch, 
 
 ACCEPTED_WITHOUT_EFFECT = dict(box_box_detection=False, use_gjk_collision=True, use_contact_island=True,
                                noslip_iterations=5, noslip_tolerance=1e-5, enable_mujoco_compatibility=True,
-                               constraint_timeconst=0.02)
+                               constraint_timeconst=0.02, use_hibernation=True, hibernation_thresh_vel=2e-3,
+                               hibernation_thresh_acc=5e-2)
 
 
 def test_rigid_algorithm_choices_are_accepted_and_leave_the_physics_as_it_is():
@@ -229,6 +230,9 @@ def test_rigid_algorithm_choices_are_accepted_and_leave_the_physics_as_it_is():
     ("disable_constraint", 1, "True or False"),
     ("constraint_timeconst", 0.0, "a finite number > 0"),
     ("constraint_timeconst", float("nan"), "a finite number > 0"),
+    ("use_hibernation", 1, "True or False"),
+    ("hibernation_thresh_vel", 0.0, "a finite number > 0"),
+    ("hibernation_thresh_acc", -1.0, "a finite number > 0"),
 ])
 def test_rigid_genesis_options_are_validated(name, value, expected):
     pytest.importorskip("genesis_rigid")
@@ -414,3 +418,113 @@ def test_a_destroyed_scene_refuses_every_later_call():
         with pytest.raises(gs.SceneError, match=r"the scene was destroyed \(scene.destroy\(\)\); make a new scene"):
             call()
     scene.destroy()  # again: nothing to do
+
+
+# -- what Genesis World's example scripts call: the solver's qpos field, visualizer.update, a camera looking down --
+
+def test_rigid_solver_qpos_is_genesis_field_of_every_entity_qpos():
+    """rigid/closed_loop.py reads `scene.sim.rigid_solver.qpos.to_numpy()[:, 0]` and writes it back with
+    `from_numpy(q[:, None])`: [n_qs, n_envs], the entities' qpos in solver order; a write moves the links and keeps
+    the velocities (a field write, not set_qpos' zeroing)."""
+    pytest.importorskip("genesis_rigid")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT))
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
+    ball = scene.add_entity(gs.morphs.Sphere(pos=(1, 0, 1), radius=0.1))
+    scene.build()
+    rigid = scene.sim.rigid_solver
+    assert rigid.qpos.shape == (14, 1)
+    q = rigid.qpos.to_numpy()
+    np.testing.assert_allclose(q[:, 0], [0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0], atol=1e-12)
+    box.set_dofs_velocity([0.0, 0.0, 2.0, 0.0, 0.0, 0.0])
+    q[7:10, 0] = (2.0, 3.0, 4.0)
+    q[3:7, 0] = (2.0, 0.0, 0.0, 0.0)  # a quaternion of norm 2: normalised, as set_qpos does
+    rigid.qpos.from_numpy(q)
+    np.testing.assert_allclose(ball.get_pos().cpu().numpy(), (2.0, 3.0, 4.0), atol=1e-12)  # the link moved
+    np.testing.assert_allclose(box.get_quat().cpu().numpy(), (1.0, 0.0, 0.0, 0.0), atol=1e-12)
+    np.testing.assert_allclose(box.get_dofs_velocity().cpu().numpy()[2], 2.0)  # kept
+    rigid.set_qpos([0.5], qs_idx=[2])
+    np.testing.assert_allclose(rigid.get_qpos(qs_idx=[2, 9]).cpu().numpy(), (0.5, 4.0), atol=1e-12)
+    with pytest.raises(gs.InvalidStateError, match=r"shape \(14,\), expected \(14, 1\)"):
+        rigid.qpos.from_numpy(q[:, 0])
+
+
+def test_rigid_solver_qpos_is_per_environment():
+    pytest.importorskip("genesis_rigid")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=DT))
+    box = scene.add_entity(gs.morphs.Box(pos=(0, 0, 1), size=(0.1, 0.1, 0.1)))
+    scene.build(n_envs=3)
+    q = scene.sim.rigid_solver.qpos.to_numpy()
+    assert q.shape == (7, 3)
+    q[2] = (1.0, 2.0, 3.0)
+    scene.sim.rigid_solver.qpos.from_numpy(q)
+    np.testing.assert_allclose(box.get_pos().cpu().numpy()[:, 2], (1.0, 2.0, 3.0), atol=1e-12)
+
+
+def test_visualizer_update_sends_the_current_state_to_the_viewer(monkeypatch):
+    """The IK scripts (rigid/ik_franka.py) set a pose without stepping and call `scene.visualizer.update()`: with
+    a viewer the state is sent to it, without one nothing happens."""
+    from genesis_core.render.debug import Visualizer
+
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1)))
+    scene.build()
+    assert scene.visualizer.update() is None  # no viewer: nothing to do
+
+    class FakeViewer:
+        def __init__(self):
+            self.calls = []
+
+        def update(self, force=False):
+            self.calls.append(force)
+
+    fake = FakeViewer()
+    monkeypatch.setattr(Visualizer, "viewer", property(lambda self: fake))
+    scene.visualizer.update()
+    scene.visualizer.update(force=False, auto=True)
+    assert fake.calls == [True, False]
+
+
+def test_a_camera_looking_straight_down_with_up_z_keeps_the_world_axes():
+    """rendering/moving_camera.py moves its camera over its lookat point (pos (0, 0, 2.5), lookat (0, 0, 0.5),
+    up +z): Genesis World then keeps the world's axes (right +x, up +y); one looking straight up keeps +y as its up
+    (right -x)."""
+    scene = gs.Scene()
+    scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1)))
+    cam = scene.add_camera(res=(32, 24), pos=(3.5, 0.0, 2.5), lookat=(0, 0, 0.5))
+    scene.build()
+    cam.set_pose(pos=(0.0, 0.0, 2.5))
+    T = cam.transform.cpu().numpy()
+    np.testing.assert_allclose(T[:3, :3], np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(T[:3, 3], (0.0, 0.0, 2.5))
+    cam.set_pose(pos=(0.0, 0.0, -1.0))  # looking up: back is -z, up +y, right -x
+    np.testing.assert_allclose(cam.transform.cpu().numpy()[:3, :3], np.diag([-1.0, 1.0, -1.0]), atol=1e-12)
+    assert cam.render(rgb=True)[0].shape[-3:] == (24, 32, 3)
+    with pytest.raises(gs.OptionError, match="is zero"):
+        cam.set_pose(up=(0.0, 0.0, 0.0))
+
+
+def test_add_entity_takes_the_surface_third_as_genesis_world():
+    """coupling/cloth_attached_to_rigid.py calls `scene.add_entity(morph, material, surface)`."""
+    scene = gs.Scene()
+    surface = gs.surfaces.Default(color=(0.2, 0.4, 0.8, 1.0))
+    box = scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1)), gs.materials.Rigid(), surface)
+    assert scene._surfaces[box.idx] is surface
+    with pytest.raises(TypeError):
+        scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1)), None, surface, "extra")
+
+
+def test_fem_entity_init_positions_are_its_vertices_at_build():
+    """fem_hard_and_soft_constraint.py pins vertices at `entity.init_positions[idx]`: the vertices where the morph
+    put them, which the state holds at build and keeps after the entity moves."""
+    pytest.importorskip("genesis_fem")
+    scene = gs.Scene(sim_options=gs.options.SimOptions(dt=1e-3))
+    cube = scene.add_entity(morph=gs.morphs.Box(pos=(0.3, 0.2, 1.0), size=(0.2, 0.2, 0.2)),
+                            material=gs.materials.FEM.Elastic())
+    scene.build()
+    p0 = cube.init_positions
+    assert isinstance(p0, torch.Tensor) and p0.shape == (cube.n_vertices, 3)
+    np.testing.assert_allclose(p0.cpu().numpy(), cube.get_particles_pos().cpu().numpy())
+    np.testing.assert_allclose(p0.cpu().numpy().min(0), (0.2, 0.1, 0.9), atol=1e-6)
+    scene.step()
+    assert not torch.equal(cube.get_particles_pos(), p0)  # fallen a little; init_positions stays
+    np.testing.assert_allclose(cube.init_positions.cpu().numpy(), p0.cpu().numpy())

@@ -54,17 +54,26 @@ def _T_to_pos_lookat_up(T):
 
 def _frame(pos, lookat, up, what):
     """The camera axes (right, up, back) [B, 3] each, from pos, lookat and the up hint; raises where the view
-    direction is zero or parallel to `up`."""
+    direction or `up` is zero. Where `up` is parallel to the view direction (a camera looking straight down with
+    up = +z: Genesis World then keeps the world's axes, right = +x, up = +y), the world's +y is the up hint
+    instead, +x where that is parallel too."""
     fwd = lookat - pos
     norm = fwd.norm(dim=-1)
     if (norm < 1e-9).any():
         raise OptionError(f"{what}: pos and lookat coincide ({pos[norm < 1e-9][0].tolist()}); the camera has no "
                           "view direction.")
+    if (up.norm(dim=-1) < 1e-12).any():
+        raise OptionError(f"{what}: up={up[0].tolist()} is zero; give an up direction.")
     back = -fwd / norm[:, None]
     right = torch.linalg.cross(up, back)
     rn = right.norm(dim=-1)
-    if (rn < 1e-9 * up.norm(dim=-1).clamp_min(1e-300)).any() or (up.norm(dim=-1) < 1e-12).any():
-        raise OptionError(f"{what}: up={up[0].tolist()} is zero or parallel to the view direction; give another up.")
+    for hint in ((0.0, 1.0, 0.0), (1.0, 0.0, 0.0)):
+        parallel = rn < 1e-9 * up.norm(dim=-1)
+        if not parallel.any():
+            break
+        h = torch.tensor(hint, dtype=back.dtype, device=back.device).expand(back.shape)
+        right = torch.where(parallel[:, None], torch.linalg.cross(h, back), right)
+        rn = right.norm(dim=-1)
     right = right / rn[:, None]
     cam_up = torch.linalg.cross(back, right)
     return right, cam_up, back

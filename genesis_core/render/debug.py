@@ -204,6 +204,14 @@ class Visualizer:
     def viewer(self):
         return self._scene.viewer
 
+    def update(self, force: bool = True, auto=None):
+        """Genesis World's: send the scene's current state to the viewer, as a step does (scripts that set a pose
+        without stepping, an IK demo's `set_qpos`, call it to show it). Without a viewer it does nothing; cameras
+        render from the current state whenever asked. (`auto`, Genesis World's: accepted.)"""
+        viewer = self.viewer
+        if viewer is not None:
+            viewer.update(force=bool(force))
+
 
 def hide(obj: DebugObject):
     for handle in obj.handles:

@@ -150,17 +150,10 @@ def _look_T(pos, lookat, up) -> torch.Tensor:
     """The camera-to-parent matrix (OpenGL axes: looking along -z, +y up) of a camera at pos looking at lookat.
     Where up is parallel to the view direction (Genesis World's own attached-camera example looks straight down
     with up = +z, for which its matrix has a zero x axis), the parent's +y is the up hint instead (+x if that is
-    parallel too)."""
+    parallel too: render.camera._frame)."""
     from ..render.camera import _frame
 
     p, l, u = (torch.as_tensor(x, dtype=torch.float64)[None] for x in (pos, lookat, up))
-    view = l - p
-    if float(view.norm()) > 1e-9 and float(u.norm()) > 0:
-        sine = float(torch.linalg.cross(u, view).norm() / (u.norm() * view.norm()))
-        if sine < 1e-9:
-            y = torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64)
-            parallel = float(torch.linalg.cross(y, view).norm() / view.norm()) < 1e-9
-            u = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64) if parallel else y
     right, cam_up, back = _frame(p, l, u, "camera sensor")
     T = torch.eye(4, dtype=torch.float64)
     T[:3, 0], T[:3, 1], T[:3, 2], T[:3, 3] = right[0], cam_up[0], back[0], p[0]

@@ -58,6 +58,14 @@ class FEMEntity(Muscles, ElasticParams, ParticleEntity):
         """(n_surfaces, 3): the boundary triangles (local vertex indices), oriented outward."""
         return self._faces.copy()
 
+    @property
+    def init_positions(self) -> torch.Tensor:
+        """Genesis World's: the vertices' initial positions (n_vertices, 3), world, m, on gs.device (where the morph
+        put them at add_entity: the state at build and after reset)."""
+        import genesis_core as gs
+
+        return torch.as_tensor(self._points, dtype=gs.tc_float, device=gs.device)
+
     def get_state(self) -> FEMEntityState:
         return FEMEntityState(self.get_particles_pos(), self.get_particles_vel(), self.get_particles_active())
 

@@ -64,6 +64,9 @@ class RigidOptions(Options):
     violation the position pass removes, a fraction `baumgarte` per substep, so that it decays with a time
     constant of about substep_dt / baumgarte. It is accepted with no effect; the nearest setting is
     baumgarte = substep_dt / constraint_timeconst (at most 1).
+    use_hibernation (False by default), hibernation_thresh_vel (> 0; 1e-3) and hibernation_thresh_acc (> 0; 1e-2)
+    let Genesis World's resting bodies sleep, a saving of time that leaves them where they lie; here every body
+    is stepped every step (a resting one stays at rest by its contacts), so they are accepted with no effect.
     Genesis World's options that mean nothing here (GENESIS_ONLY) raise an OptionError naming what to use
     instead.
     """
@@ -101,6 +104,9 @@ class RigidOptions(Options):
     enable_mujoco_compatibility: bool = attrs.field(default=False, validator=v.is_bool)
     max_dynamic_constraints: int = attrs.field(default=8, validator=v.int_at_least(0))
     constraint_timeconst: float = attrs.field(default=0.01, validator=v.positive)
+    use_hibernation: bool = attrs.field(default=False, validator=v.is_bool)
+    hibernation_thresh_vel: float = attrs.field(default=1e-3, validator=v.positive)
+    hibernation_thresh_acc: float = attrs.field(default=1e-2, validator=v.positive)
 
     def as_dict(self) -> dict:
         """The option values a checkpoint must match: all but the Genesis World options accepted without effect."""
@@ -109,16 +115,14 @@ class RigidOptions(Options):
 
 # Genesis World's options accepted without effect here (see the docstring)
 WITHOUT_EFFECT = ("box_box_detection", "use_gjk_collision", "use_contact_island", "noslip_iterations",
-                  "noslip_tolerance", "enable_mujoco_compatibility", "constraint_timeconst")
+                  "noslip_tolerance", "enable_mujoco_compatibility", "constraint_timeconst", "use_hibernation",
+                  "hibernation_thresh_vel", "hibernation_thresh_acc")
 
 
 # Genesis World's RigidOptions fields without a counterpart here, and what to use instead
 GENESIS_ONLY = {
     "ls_iterations": "the constraints are solved by projected Gauss-Seidel, without a line search: set iterations",
     "ls_tolerance": "the constraints are solved by projected Gauss-Seidel, without a line search: set tolerance",
-    "use_hibernation": "bodies never sleep here",
-    "hibernation_thresh_vel": "bodies never sleep here",
-    "hibernation_thresh_acc": "bodies never sleep here",
     "enable_multi_contact": "pairs always keep several contact points (boxes on a plane keep four)",
     "contact_resolve_time": "penetrations are undone by the position pass: set baumgarte and "
                             "max_correction_velocity",

@@ -618,6 +618,36 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
 
         return dofs_info(self)
 
+    def get_qpos(self, qs_idx=None, envs_idx=None):
+        """Genesis World's: the generalized positions `([n_envs,] n)` of the solver's qs `qs_idx` (every entity's
+        qpos in solver order, an entity's from its `q_start`)."""
+        from genesis_core.state import to_index
+
+        qs = torch.arange(self.n_qs) if qs_idx is None else to_index(qs_idx, self.n_qs, "qs_idx")
+        envs = None if envs_idx is None else to_index(envs_idx, self.batch, "envs_idx").to(self.device)
+        return self.state.get_rows("qpos", self.frame, envs, (qs.to(self.device),))
+
+    def set_qpos(self, qpos, qs_idx=None, envs_idx=None):
+        """Genesis World's: set the generalized positions of the solver's qs `qs_idx` (get_qpos's layout), the
+        velocities kept, through each entity's set_qpos (its quaternions checked and normalised; the link poses
+        brought up to date)."""
+        from genesis_core.state import to_index
+
+        qs = (torch.arange(self.n_qs) if qs_idx is None else to_index(qs_idx, self.n_qs, "qs_idx")).tolist()
+        qpos = torch.as_tensor(qpos, dtype=self.float_dtype, device=self.device)
+        if qpos.shape[-1] != len(qs):
+            raise gs.InvalidStateError(f"RigidSolver.set_qpos: {qpos.shape[-1]} values for {len(qs)} qs")
+        for e in self.entities:
+            cols = [i for i, q in enumerate(qs) if e.q_start <= q < e.q_start + e.n_qs]
+            if cols and not getattr(e, "kinematic", False):
+                e.set_qpos(qpos[..., cols], [qs[i] - e.q_start for i in cols], envs_idx, zero_velocity=False)
+
+    @property
+    def qpos(self):
+        """Genesis World's field of generalized positions, [n_qs, n_envs] (one column without environments), as
+        scripts read and write it: `.to_numpy()` and `.from_numpy(array)` (set_qpos), `.shape`."""
+        return _QposField(self)
+
     def get_error_envs_mask(self):
         """Genesis World's: a bool tensor [n_envs], True for the environments the last step left non-finite
         (scene.invalid_envs)."""
@@ -705,3 +735,28 @@ class RigidSolver(LaunchMode, ParamSync, Backward, Views, Equalities, Variants, 
                     penetration=torch.where(valid, con_f[:, :, CF_DEPTH], torch.zeros_like(con_f[:, :, CF_DEPTH])),
                     force_a=-force,
                     force_b=force, valid=valid, sweeps=con_i[:, CI_META, CM_SWEEPS:CM_SWEEPS + 2].long())
+
+
+class _QposField:
+    """RigidSolver.qpos: Genesis World's [n_qs, n_envs] field of generalized positions, over get_qpos / set_qpos."""
+
+    def __init__(self, solver):
+        self._solver = solver
+
+    @property
+    def shape(self):
+        return (self._solver.n_qs, max(self._solver.batch, 1))
+
+    def to_numpy(self):
+        q = self._solver.get_qpos().detach().cpu().numpy()
+        return (q.reshape(-1, self._solver.n_qs)).T.copy()
+
+    def to_torch(self, device=None):
+        q = self._solver.get_qpos().detach().reshape(-1, self._solver.n_qs).T.contiguous()
+        return q if device is None else q.to(device)
+
+    def from_numpy(self, array):
+        a = np.asarray(array, dtype=np.float64)
+        if a.shape != self.shape:
+            raise gs.InvalidStateError(f"RigidSolver.qpos.from_numpy: shape {a.shape}, expected {self.shape}")
+        self._solver.set_qpos(a.T if self._solver.scene.n_envs else a[:, 0])
