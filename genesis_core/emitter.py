@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from . import morphs
+from ._runtime import runtime
 from .errors import OptionError
 from .particles import sampling
 from .rotations import axis_angle, frame_from_z, quat_mul, quat_to_mat
@@ -76,7 +77,7 @@ class Emitter:
         rot = quat_to_mat(quat_mul(frame_from_z(direction), axis_angle(np.array([0.0, 0.0, 1.0]), theta)))
         dt = self._manager.scene.sim_options.dt
 
-        def droplet(length):
+        def droplet(length, start):
             if droplet_shape == "circle":
                 shape = morphs.Cylinder(radius=size[0] / 2, height=length)
             elif droplet_shape == "sphere":
@@ -84,7 +85,7 @@ class Emitter:
             else:
                 w, h = (size[0], size[0]) if droplet_shape == "square" else size
                 shape = morphs.Box(size=(w, h, length))
-            return sampling.sample(shape, p) @ rot.T + pos
+            return self._sample(shape, p, start) @ rot.T + pos
 
         self._place(lambda carry: (droplet_length, 0.0) if droplet_length is not None else
                     ((speed * dt + carry, 0.0) if speed * dt + carry >= p else (0.0, speed * dt + carry)),
@@ -98,12 +99,21 @@ class Emitter:
         pos = _numbers(pos, 3, "pos", "a finite 3-vector", positive=False)
         speed = _numbers([speed], 1, "speed", "a finite number", positive=False)[0]
         p = self._particle_size(particle_size)
-        ball = sampling.sample(morphs.Sphere(radius=r), p)
+        ball = self._sample(morphs.Sphere(radius=r), p, 0)
         shell = ball[np.linalg.norm(ball, axis=1) >= 0.4 * r]
         dist = np.linalg.norm(shell, axis=1, keepdims=True)
-        self._place(lambda carry: (1.0, 0.0), lambda length: shell + pos, None, speed * shell / np.maximum(dist, 1e-12))
+        self._place(lambda carry: (1.0, 0.0), lambda length, start: shell + pos, None,
+                    speed * shell / np.maximum(dist, 1e-12))
 
     # -- internals ---------------------------------------------------------------------------------------------------
+
+    def _sample(self, shape, p, start):
+        """The droplet's particles, filled as the entity's material fills a morph ("regular" or "random": seeded by
+        gs.init's seed, the emitter and the environment's next particle `start`, so a restored state emits the
+        same droplet)."""
+        sampler = getattr(self.entity.material, "sampler", "regular")
+        seed = ((runtime.seed or 0) * 1_000_003 + 7919 * self._index + start) % 2 ** 32
+        return sampling.sample(shape, p, sampler, seed)
 
     def _particle_size(self, value):
         if value is None:
@@ -112,7 +122,7 @@ class Emitter:
 
     def _place(self, length_of, positions_of, vel, vels):
         """Place a droplet in every environment: its length from the carried length (length_of(carry) -> (length,
-        new carry)), its particles from positions_of(length), then activate them from each environment's next
+        new carry)), its particles from positions_of(length, next particle), then activate them from each environment's next
         particle; environments at the same progress are placed together."""
         nxt, carry = self._progress()
         nxt_rows, carry_rows = nxt.reshape(-1), carry.reshape(-1)
@@ -122,7 +132,7 @@ class Emitter:
         batched = self._manager.n_envs > 0
         for (start, c), rows in groups.items():
             length, new_carry = length_of(c)
-            pts = positions_of(length) if length > 0 else np.zeros((0, 3))
+            pts = positions_of(length, start) if length > 0 else np.zeros((0, 3))
             n = len(pts)
             if n > self.max_particles:
                 raise OptionError(f"Emitter.emit: the droplet holds {n} particles, more than the emitter's "

@@ -26,6 +26,10 @@ class Base(Material):
     E: float = attrs.field(default=3e5, validator=v.positive)
     nu: float = attrs.field(default=0.2, validator=_poisson)
     rho: float = attrs.field(default=1000.0, validator=v.positive)
+    # how a morph is filled with particles (genesis_core.particles.sampling): "regular" (the lattice, the default)
+    # or "random" (seeded); Genesis World's "pbs" (its particle-based sampler) is accepted and filled as "regular"
+    sampler: str = attrs.field(default="regular", validator=v.one_of("regular", "random", "pbs"),
+                               converter=lambda x: "regular" if x == "pbs" else x)
 
     @property
     def mu(self) -> float:
