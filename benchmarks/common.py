@@ -74,6 +74,19 @@ print(f"result env_steps_per_s={steps * max(n_envs, 1) / dt:.1f}")
 """
 
 
+# the child scripts' go2 (`robot`, built with `n_envs`), PD-held at its standing pose in every environment: its 12
+# joints' `dofs`, the pose `stand`
+GO2_STAND = r"""names = ["FR_hip_joint", "FR_thigh_joint", "FR_calf_joint", "FL_hip_joint", "FL_thigh_joint", "FL_calf_joint",
+         "RR_hip_joint", "RR_thigh_joint", "RR_calf_joint", "RL_hip_joint", "RL_thigh_joint", "RL_calf_joint"]
+dofs = [robot.get_joint(n).dofs_idx_local[0] for n in names]
+stand = torch.tensor([0.0, 0.8, -1.5, 0.0, 0.8, -1.5, 0.0, 1.0, -1.5, 0.0, 1.0, -1.5])
+robot.set_dofs_kp([30.0] * 12, dofs)
+robot.set_dofs_kv([1.0] * 12, dofs)
+robot.set_dofs_position(stand.expand(n_envs, 12), dofs)
+robot.control_dofs_position(stand.expand(n_envs, 12), dofs)
+"""
+
+
 def engine_rate(python, engine, child, argv, what, timeout=1800):
     """The rate a child script prints as `result env_steps_per_s=<x>`, run by `python` with ENGINE=`engine`
     (genesis_core, or genesis for the anchor: the same script imports either), or None (and a line naming

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from common import anchor_cells, engine_rate
+from common import GO2_STAND, engine_rate, print_rate_table
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -29,15 +29,7 @@ if with_twin:
     twin = scene.add_entity(gs.morphs.URDF(file="urdf/go2/urdf/go2.urdf", pos=(0.0, 0.0, 0.42)),
                             material=gs.materials.Kinematic())
 scene.build(n_envs=n_envs)
-names = ["FR_hip_joint", "FR_thigh_joint", "FR_calf_joint", "FL_hip_joint", "FL_thigh_joint", "FL_calf_joint",
-         "RR_hip_joint", "RR_thigh_joint", "RR_calf_joint", "RL_hip_joint", "RL_thigh_joint", "RL_calf_joint"]
-dofs = [robot.get_joint(n).dofs_idx_local[0] for n in names]
-stand = torch.tensor([0.0, 0.8, -1.5, 0.0, 0.8, -1.5, 0.0, 1.0, -1.5, 0.0, 1.0, -1.5])
-robot.set_dofs_kp([30.0] * 12, dofs)
-robot.set_dofs_kv([1.0] * 12, dofs)
-robot.set_dofs_position(stand.expand(n_envs, 12), dofs)
-robot.control_dofs_position(stand.expand(n_envs, 12), dofs)
-
+""" + GO2_STAND + r"""
 def run(k):
     for i in range(k):
         if twin is not None:
@@ -67,16 +59,9 @@ def main():
             argv = [n, args.steps, int(with_twin)]
             ours = engine_rate(sys.executable, "genesis_core", CHILD, argv, what)
             theirs = engine_rate(anchor, "genesis", CHILD, argv, what) if anchor else None
-            rows.append((n, with_twin, ours, theirs))
-    print("\n| n_envs | scene | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
-    print("|---|---|---|---|---|")
-    for n, with_twin, ours, theirs in rows:
-        kind = "go2 + kinematic twin (12 angles set each step)" if with_twin else "go2 alone"
-        print("| {} | {} | {} | {} | {} |".format(n, kind, *anchor_cells(ours, theirs, anchor)))
-    if not anchor:
-        print("(Genesis World skipped: set GENESIS_WORLD_PYTHON=$(../shared/anchors/make-venv))")
-    if any(ours is None for _, _, ours, _ in rows):
-        sys.exit(1)
+            kind = "go2 + kinematic twin (12 angles set each step)" if with_twin else "go2 alone"
+            rows.append((n, kind, ours, theirs))
+    print_rate_table(rows, anchor, ("n_envs", "scene"))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from common import engine_rate, print_rate_table
+from common import GO2_STAND, engine_rate, print_rate_table
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -32,15 +32,7 @@ else:
     scene.add_entity(gs.morphs.Plane())
 robot = scene.add_entity(gs.morphs.URDF(file="urdf/go2/urdf/go2.urdf", pos=(0.0, 0.0, 0.45)))
 scene.build(n_envs=n_envs)
-names = ["FR_hip_joint", "FR_thigh_joint", "FR_calf_joint", "FL_hip_joint", "FL_thigh_joint", "FL_calf_joint",
-         "RR_hip_joint", "RR_thigh_joint", "RR_calf_joint", "RL_hip_joint", "RL_thigh_joint", "RL_calf_joint"]
-dofs = [robot.get_joint(n).dofs_idx_local[0] for n in names]
-stand = torch.tensor([0.0, 0.8, -1.5, 0.0, 0.8, -1.5, 0.0, 1.0, -1.5, 0.0, 1.0, -1.5])
-robot.set_dofs_kp([30.0] * 12, dofs)
-robot.set_dofs_kv([1.0] * 12, dofs)
-robot.set_dofs_position(stand.expand(n_envs, 12), dofs)
-robot.control_dofs_position(stand.expand(n_envs, 12), dofs)
-
+""" + GO2_STAND + r"""
 def run(k):
     for i in range(k):
         scene.step()
