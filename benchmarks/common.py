@@ -104,6 +104,15 @@ def engine_rate(python, engine, child, argv, what, timeout=1800):
     return float(line[-1].split("=")[1])
 
 
+def rate_pair(child, argv, what, anchor):
+    """(ours, the anchor's or None) env-steps/s of the child script run by both engines with `argv` (the anchor's
+    only when `anchor`, its Python, is given)."""
+    import sys
+
+    ours = engine_rate(sys.executable, "genesis_core", child, argv, what)
+    return ours, (engine_rate(anchor, "genesis", child, argv, what) if anchor else None)
+
+
 def anchor_cells(ours, theirs, anchor):
     """The table cells (ours, the anchor's, the ratio) of one row; the anchor's says `skipped` when no anchor
     was given and `failed` when it ran and failed."""

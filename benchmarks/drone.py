@@ -10,9 +10,8 @@ drone still hovers (within 1 cm of 1 m) after the timed steps.
 
 import argparse
 import os
-import sys
 
-from common import engine_rate, print_rate_table
+from common import print_rate_table, rate_pair
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -55,8 +54,7 @@ def main():
     rows = []
     for n in args.envs:
         what = f"hovering cf2x at n_envs {n}"
-        ours = engine_rate(sys.executable, "genesis_core", CHILD, [n, args.steps], what)
-        theirs = engine_rate(anchor, "genesis", CHILD, [n, args.steps], what) if anchor else None
+        ours, theirs = rate_pair(CHILD, [n, args.steps], what, anchor)
         rows.append((n, ours, theirs))
     print_rate_table(rows, anchor)
 

@@ -9,10 +9,9 @@ World 1.4.5 and prints its figures and the ratio beside ours; without it, it say
 
 import argparse
 import os
-import sys
 import tempfile
 
-from common import TIMED_STEPS, engine_rate, print_rate_table
+from common import TIMED_STEPS, print_rate_table, rate_pair
 
 MODEL = """<mujoco model="closed_loops">
   <default><geom contype="0" conaffinity="0"/></default>
@@ -78,8 +77,7 @@ def main():
         rows = []
         for n in args.envs:
             what = f"closed loops at n_envs {n}"
-            ours = engine_rate(sys.executable, "genesis_core", CHILD, [path, n, args.steps], what)
-            theirs = engine_rate(anchor, "genesis", CHILD, [path, n, args.steps], what) if anchor else None
+            ours, theirs = rate_pair(CHILD, [path, n, args.steps], what, anchor)
             rows.append((n, ours, theirs))
     print_rate_table(rows, anchor)
 

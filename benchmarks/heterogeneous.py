@@ -9,9 +9,8 @@ and prints its figures and the ratio beside ours; without it, it says the anchor
 
 import argparse
 import os
-import sys
 
-from common import TIMED_STEPS, engine_rate, print_rate_table
+from common import TIMED_STEPS, print_rate_table, rate_pair
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -41,8 +40,7 @@ def main():
     rows = []
     for n in args.envs:
         what = f"heterogeneous shapes at n_envs {n}"
-        ours = engine_rate(sys.executable, "genesis_core", CHILD, [n, args.steps], what)
-        theirs = engine_rate(anchor, "genesis", CHILD, [n, args.steps], what) if anchor else None
+        ours, theirs = rate_pair(CHILD, [n, args.steps], what, anchor)
         rows.append((n, ours, theirs))
     print_rate_table(rows, anchor)
 

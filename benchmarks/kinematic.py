@@ -10,9 +10,8 @@ skipped. Needs Genesis World's go2 (urdf/go2/urdf/go2.urdf) on the asset path (G
 
 import argparse
 import os
-import sys
 
-from common import GO2_STAND, engine_rate, print_rate_table
+from common import GO2_STAND, print_rate_table, rate_pair
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -57,8 +56,7 @@ def main():
         for with_twin in (False, True):
             what = f"go2 {'with' if with_twin else 'without'} a kinematic twin at n_envs {n}"
             argv = [n, args.steps, int(with_twin)]
-            ours = engine_rate(sys.executable, "genesis_core", CHILD, argv, what)
-            theirs = engine_rate(anchor, "genesis", CHILD, argv, what) if anchor else None
+            ours, theirs = rate_pair(CHILD, argv, what, anchor)
             kind = "go2 + kinematic twin (12 angles set each step)" if with_twin else "go2 alone"
             rows.append((n, kind, ours, theirs))
     print_rate_table(rows, anchor, ("n_envs", "scene"))

@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 
-from common import anchor_cells, engine_rate, measuring
+from common import anchor_cells, measuring, rate_pair
 
 N_RAYS = 17 * 11
 # the same script in both engines (the API is the same): ENGINE picks the import
@@ -112,8 +112,7 @@ def main():
         for with_sensor in (False, True):
             what = f"go2 {'with' if with_sensor else 'without'} a height scan at n_envs {n}"
             argv = [n, args.steps, int(with_sensor)]
-            ours = engine_rate(sys.executable, "genesis_core", CHILD, argv, what)
-            theirs = engine_rate(anchor, "genesis", CHILD, argv, what) if anchor else None
+            ours, theirs = rate_pair(CHILD, argv, what, anchor)
             rows.append((n, with_sensor, ours, theirs))
     print(f"\n| n_envs | sensor | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio | "
           f"genesis-core rays/s | Genesis World rays/s |")

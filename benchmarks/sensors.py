@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from common import anchor_cells, engine_rate
+from common import anchor_cells, rate_pair
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -56,8 +56,7 @@ def main():
         for with_sensors in (False, True):
             what = f"box on a plane {'with' if with_sensors else 'without'} sensors at n_envs {n}"
             argv = [n, args.steps, int(with_sensors)]
-            ours = engine_rate(sys.executable, "genesis_core", CHILD, argv, what)
-            theirs = engine_rate(anchor, "genesis", CHILD, argv, what) if anchor else None
+            ours, theirs = rate_pair(CHILD, argv, what, anchor)
             rows.append((n, with_sensors, ours, theirs))
     print("\n| n_envs | sensors | genesis-core env-steps/s | Genesis World 1.4.5 env-steps/s | ratio |")
     print("|---|---|---|---|---|")

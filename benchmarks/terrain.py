@@ -10,9 +10,8 @@ without it, it says the anchor was skipped. Needs Genesis World's go2 (urdf/go2/
 
 import argparse
 import os
-import sys
 
-from common import GO2_STAND, engine_rate, print_rate_table
+from common import GO2_STAND, print_rate_table, rate_pair
 
 # the same script in both engines (the API is the same): ENGINE picks the import
 CHILD = r"""
@@ -58,8 +57,7 @@ def main():
         for terrain in (True, False):
             what = f"go2 on {'random terrain' if terrain else 'a plane'} at n_envs {n}"
             argv = [n, args.steps, int(terrain)]
-            ours = engine_rate(sys.executable, "genesis_core", CHILD, argv, what)
-            theirs = engine_rate(anchor, "genesis", CHILD, argv, what) if anchor else None
+            ours, theirs = rate_pair(CHILD, argv, what, anchor)
             rows.append((n, "go2 on 1 m x 1 m random terrain" if terrain else "go2 on a plane", ours, theirs))
     print_rate_table(rows, anchor, ("n_envs", "scene"))
 
