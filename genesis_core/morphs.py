@@ -544,8 +544,8 @@ class Terrain(Morph, CollisionFilter):
                 bad = tuple(int(i) for i in np.argwhere(~np.isfinite(hf))[0])
                 raise OptionError(f"{cls}.height_field is not accepted: heights must be finite; entry {bad} is "
                                   f"{hf[bad]}.")
-            if hf.size > T.max_cells():
-                raise OptionError(f"{cls}.height_field has {hf.size} vertices, more than {T.max_cells()}.")
+            if hf.size > T.MAX_VERTICES:
+                raise OptionError(f"{cls}.height_field has {hf.size} vertices, more than {T.MAX_VERTICES}.")
             return
         types = self.subterrain_types
         n = self.n_subterrains
@@ -586,8 +586,8 @@ class Terrain(Morph, CollisionFilter):
         cells = 1
         for k in range(2):
             cells *= n[k] * round(self.subterrain_size[k] / self.horizontal_scale) + 1
-        if cells > T.max_cells():
-            raise OptionError(f"{cls}: {cells} height-field vertices, more than {T.max_cells()}; use fewer or smaller "
+        if cells > T.MAX_VERTICES:
+            raise OptionError(f"{cls}: {cells} height-field vertices, more than {T.MAX_VERTICES}; use fewer or smaller "
                               "subterrains or a larger horizontal_scale.")
 
     @property

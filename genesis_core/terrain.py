@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+MAX_VERTICES = 2 ** 26  # the most vertices a height field may have (its heights live in one array per solver)
 SUBTERRAIN_TYPES = ("flat_terrain", "fractal_terrain", "random_uniform_terrain", "sloped_terrain",
                     "pyramid_sloped_terrain", "discrete_obstacles_terrain", "wave_terrain", "stairs_terrain",
                     "pyramid_stairs_terrain", "stepping_stones_terrain")
@@ -291,11 +292,6 @@ def digest(array) -> str:
     """A short content hash of a height field (the scene signature names it so, not by its values)."""
     a = np.ascontiguousarray(np.asarray(array, dtype=np.float64))
     return f"{a.shape[0]}x{a.shape[1]}:" + hashlib.sha256(a.tobytes()).hexdigest()[:16]
-
-
-def max_cells() -> int:
-    """The largest number of vertices a height field may have (its heights live in one float array per solver)."""
-    return 2 ** 26
 
 
 def is_multiple(x, step) -> bool:
